@@ -1,0 +1,109 @@
+"""Shared CLI plumbing: ``--json``, output, errors as messages with documented exit codes."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+
+from bootstrap.errors import EXIT_INTERRUPTED, RackctlError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+DEFAULT_INVENTORY = Path("inventory/cluster.yml")
+
+#: Human output goes to stderr when --json is used, so stdout stays one JSON document.
+console = Console(stderr=False, highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+
+def json_option(func: F) -> F:
+    """Add ``--json``: print one machine-readable JSON document on stdout instead of text."""
+    return click.option("--json", "as_json", is_flag=True, help="Print one JSON document for scripts.")(func)
+
+
+def inventory_option(func: F) -> F:
+    """Add ``-i/--inventory`` (default ``inventory/cluster.yml`` or ``$RACKCTL_INVENTORY``)."""
+    return click.option(
+        "-i",
+        "--inventory",
+        "inventory_path",
+        type=click.Path(path_type=Path, dir_okay=False),
+        envvar="RACKCTL_INVENTORY",
+        default=DEFAULT_INVENTORY,
+        show_default=True,
+        help="Cluster inventory YAML.",
+    )(func)
+
+
+def state_dir_option(func: F) -> F:
+    """Add ``--state-dir`` where the run journal and derived artefacts live."""
+    return click.option(
+        "--state-dir",
+        type=click.Path(path_type=Path, file_okay=False),
+        envvar="RACKCTL_STATE_DIR",
+        default=Path(".rackctl"),
+        show_default=True,
+        help="Directory for the run journal and rendered artefacts.",
+    )(func)
+
+
+def emit_json(data: Any) -> None:
+    """Write one JSON document to stdout."""
+    click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
+
+
+def emit(data: dict[str, Any], as_json: bool, human: Callable[[dict[str, Any]], None]) -> None:
+    """Print ``data`` as JSON, or hand it to ``human`` to render it with rich."""
+    if as_json:
+        emit_json(data)
+    else:
+        human(data)
+
+
+def handle_errors(as_json_param: str = "as_json") -> Callable[[F], F]:
+    """Turn :class:`RackctlError` into a message and its exit code; never show a traceback.
+
+    With ``--json`` the error is printed as ``{"ok": false, "errors": [...]}`` on stdout.
+    """
+
+    def deco(func: F) -> F:
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            as_json = bool(kwargs.get(as_json_param))
+            try:
+                return func(*args, **kwargs)
+            except RackctlError as exc:
+                report_error(exc, as_json)
+                sys.exit(exc.exit_code)
+            except KeyboardInterrupt:
+                err_console.print("[red]interrupted[/red]")
+                sys.exit(EXIT_INTERRUPTED)
+
+        return wrapper  # type: ignore[return-value]
+
+    return deco
+
+
+def report_error(exc: RackctlError, as_json: bool) -> None:
+    """Print an error (and its problems) for a person or a script."""
+    if as_json:
+        problems = [p.as_dict() for p in exc.problems] or [{"path": "", "message": exc.message}]
+        emit_json({"ok": False, "error": exc.message, "errors": problems})
+        return
+    err_console.print(f"[bold red]error:[/bold red] {escape(exc.message)}")
+    for problem in exc.problems:
+        err_console.print(f"  - {escape(str(problem))}")
+
+
+def escape(text: str) -> str:
+    """Escape rich markup in user-provided text."""
+    from rich.markup import escape as _escape
+
+    return _escape(text)

@@ -1,0 +1,170 @@
+"""Inventory commands: ``validate``, ``init`` and ``inventory render``."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.table import Table
+
+from bootstrap.cli.common import (
+    console,
+    emit,
+    emit_json,
+    err_console,
+    escape,
+    handle_errors,
+    inventory_option,
+    json_option,
+    state_dir_option,
+)
+from bootstrap.errors import EXIT_INVALID, InvalidInput, Problem
+from bootstrap.fsutil import atomic_write_text
+from bootstrap.inventory import check_inventory
+from bootstrap.inventory.render import render_files, write_tree
+
+EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "inventory" / "examples"
+
+
+def _examples() -> dict[str, Path]:
+    """Shipped sample inventories by name (the repo's inventory/examples, or the package data)."""
+    found: dict[str, Path] = {}
+    candidates = [EXAMPLES_DIR]
+    pkg = resources.files("bootstrap").joinpath("data", "examples")
+    if pkg.is_dir():
+        candidates.append(Path(str(pkg)))
+    for folder in candidates:
+        if folder.is_dir():
+            for file in sorted(folder.glob("*.yml")):
+                found.setdefault(file.stem, file)
+    lab = EXAMPLES_DIR.parent / "lab.yml"
+    if lab.is_file():
+        found.setdefault("lab", lab)
+    return found
+
+
+def register(cli: click.Group) -> None:
+    """Add the inventory commands."""
+    cli.add_command(validate)
+    cli.add_command(init)
+    cli.add_command(inventory)
+
+
+@click.command()
+@inventory_option
+@json_option
+def validate(inventory_path: Path, as_json: bool) -> None:
+    """Check the inventory; list every problem with its path, line and fix (exit 2 if any)."""
+    try:
+        result = check_inventory(inventory_path)
+    except InvalidInput as exc:
+        problems = exc.problems or [Problem("", exc.message)]
+        if as_json:
+            emit_json({"ok": False, "errors": [p.as_dict() for p in problems], "warnings": []})
+        else:
+            err_console.print(f"[bold red]{escape(str(inventory_path))}: {escape(exc.message)}[/bold red]")
+            for problem in problems:
+                err_console.print(f"  [red]error[/red]   {escape(str(problem))}")
+        raise SystemExit(EXIT_INVALID) from None
+    inv = result.inventory
+    data: dict[str, Any] = {
+        "ok": True,
+        "errors": [],
+        "warnings": [w.as_dict() for w in result.warnings],
+        "summary": {
+            "cluster": inv.cluster.name,
+            "nodes": len(inv.nodes),
+            "control_planes": len(inv.control_planes),
+            "workers": len(inv.workers),
+            "gpus": sum(inv.gpus_of(n).count for n in inv.nodes),
+            "profile": inv.cluster.software_profile,
+        },
+    }
+
+    def human(d: dict[str, Any]) -> None:
+        s = d["summary"]
+        console.print(
+            f"[green]ok[/green] {escape(str(inventory_path))}: cluster {s['cluster']}, {s['nodes']} nodes "
+            f"({s['control_planes']} control planes, {s['workers']} workers, {s['gpus']} GPUs), "
+            f"profile {s['profile']}"
+        )
+        for w in result.warnings:
+            console.print(f"  [yellow]warning[/yellow] {escape(str(w))}")
+
+    emit(data, as_json, human)
+
+
+@click.command()
+@click.option("--example", "name", default="dvd-inference", show_default=True, help="Sample to write.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=Path("inventory/cluster.yml"),
+    show_default=True,
+)
+@click.option("--force", is_flag=True, help="Overwrite an existing file.")
+@click.option("--list", "list_only", is_flag=True, help="List the samples and exit.")
+@json_option
+@handle_errors()
+def init(name: str, output: Path, force: bool, list_only: bool, as_json: bool) -> None:
+    """Write a sample inventory to start from."""
+    examples = _examples()
+    if list_only:
+        emit({"ok": True, "examples": sorted(examples)}, as_json, lambda d: console.print("\n".join(d["examples"])))
+        return
+    if name not in examples:
+        raise InvalidInput(
+            f"no sample named {name!r}",
+            problems=[Problem("--example", f"unknown sample {name!r}", "use one of " + ", ".join(sorted(examples)))],
+        )
+    if output.exists() and not force:
+        raise InvalidInput(
+            f"{output} already exists",
+            problems=[Problem("--output", f"{output} exists", "choose another path or pass --force")],
+        )
+    atomic_write_text(output, examples[name].read_text(encoding="utf-8"))
+    emit(
+        {"ok": True, "written": str(output), "example": name},
+        as_json,
+        lambda d: console.print(f"wrote {d['written']} from sample {d['example']}; next: rackctl validate -i {d['written']}"),
+    )
+
+
+@click.group()
+def inventory() -> None:
+    """Views derived from the inventory."""
+
+
+@inventory.command("render")
+@inventory_option
+@state_dir_option
+@click.option(
+    "-o",
+    "--out",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Output directory (default: <state-dir>/ansible).",
+)
+@click.option("--dry-run", is_flag=True, help="Show what would be written, write nothing.")
+@json_option
+@handle_errors()
+def render(inventory_path: Path, state_dir: Path, out: Path | None, dry_run: bool, as_json: bool) -> None:
+    """Render the Ansible inventory (groups and host vars), written atomically."""
+    inv = check_inventory(inventory_path).inventory
+    files = render_files(inv)
+    target = out or state_dir / "ansible"
+    if not dry_run:
+        write_tree(target, files)
+    data = {"ok": True, "dry_run": dry_run, "out": str(target), "files": sorted(files)}
+
+    def human(d: dict[str, Any]) -> None:
+        table = Table(title=("would write" if dry_run else "wrote") + f" {target}")
+        table.add_column("file")
+        for f in d["files"]:
+            table.add_row(f)
+        console.print(table)
+
+    emit(data, as_json, human)

@@ -1,0 +1,614 @@
+"""Rules that relate several parts of the inventory. Each rule yields errors or warnings.
+
+A rule is a function ``(inventory) -> Iterable[Finding]`` registered with :func:`rule`; every rule runs,
+so a user sees all problems at once. Rules must be linear in the number of nodes.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import stat
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+
+from bootstrap.errors import Problem
+from bootstrap.inventory.hardware import BUILTIN_MODELS, GPU_TYPES, MIG_PROFILES_80GB
+from bootstrap.inventory.loader import did_you_mean
+from bootstrap.inventory.models import Inventory, Network, Node, Role
+from bootstrap.inventory.profiles import (
+    OPERATOR_DEFAULT_DRIVER,
+    OPERATOR_DOCKER_DEFAULT,
+    PROFILES,
+    TRITON_CUDA,
+    TRITON_FIRST_TRTLLM,
+    TRTLLM_TRITON,
+    Versions,
+    kubeadm_api_for,
+    operator_line,
+    version_tuple,
+)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A rule's result: an error blocks, a warning informs."""
+
+    problem: Problem
+    warning: bool = False
+
+
+Rule = Callable[[Inventory], Iterable[Finding]]
+RULES: dict[str, Rule] = {}
+
+
+def rule(name: str) -> Callable[[Rule], Rule]:
+    """Register a rule under a stable name (tests address rules by it)."""
+
+    def deco(func: Rule) -> Rule:
+        RULES[name] = func
+        return func
+
+    return deco
+
+
+def err(path: str, message: str, fix: str = "") -> Finding:
+    """An error finding."""
+    return Finding(Problem(path, message, fix))
+
+
+def warn(path: str, message: str, fix: str = "") -> Finding:
+    """A warning finding."""
+    return Finding(Problem(path, message, fix), warning=True)
+
+
+def run_rules(inventory: Inventory) -> tuple[list[Problem], list[Problem]]:
+    """Run every rule; return (errors, warnings)."""
+    errors: list[Problem] = []
+    warnings: list[Problem] = []
+    for check in RULES.values():
+        for finding in check(inventory):
+            (warnings if finding.warning else errors).append(finding.problem)
+    return errors, warnings
+
+
+def _node_path(index: int, suffix: str = "") -> str:
+    return f"nodes[{index}]{suffix}"
+
+
+def _addresses(inv: Inventory) -> Iterator[tuple[str, Node, str, ipaddress.IPv4Address]]:
+    """(path, node, network, ip) of every static address of every node."""
+    for i, node in enumerate(inv.nodes):
+        for j, iface in enumerate(node.interfaces):
+            if iface.ip is not None:
+                yield _node_path(i, f".interfaces[{j}].ip"), node, iface.network or "", iface.ip
+        for j, bond in enumerate(node.bonds):
+            if bond.ip is not None:
+                yield _node_path(i, f".bonds[{j}].ip"), node, bond.network, bond.ip
+
+
+# --- uniqueness -------------------------------------------------------------------------------
+
+
+def _duplicates(items: Iterable[tuple[str, object]], what: str, fix: str) -> Iterator[Finding]:
+    first: dict[object, str] = {}
+    for path, value in items:
+        if value is None:
+            continue
+        if value in first:
+            yield err(path, f"duplicate {what} {value} (also at {first[value]})", fix)
+        else:
+            first[value] = path
+
+
+@rule("unique-hostnames")
+def unique_hostnames(inv: Inventory) -> Iterator[Finding]:
+    """Hostnames are unique."""
+    yield from _duplicates(
+        ((_node_path(i, ".hostname"), n.hostname) for i, n in enumerate(inv.nodes)),
+        "hostname",
+        "give every node its own hostname",
+    )
+
+
+@rule("unique-service-tags")
+def unique_service_tags(inv: Inventory) -> Iterator[Finding]:
+    """Service tags are unique."""
+    yield from _duplicates(
+        ((_node_path(i, ".service_tag"), n.service_tag) for i, n in enumerate(inv.nodes)),
+        "service tag",
+        "check the tag on the server's luggage tag or in `rackctl discover`",
+    )
+
+
+@rule("unique-macs")
+def unique_macs(inv: Inventory) -> Iterator[Finding]:
+    """MAC addresses are unique across the cluster."""
+    items = (
+        (_node_path(i, f".interfaces[{j}].mac"), iface.mac)
+        for i, n in enumerate(inv.nodes)
+        for j, iface in enumerate(n.interfaces)
+    )
+    yield from _duplicates(items, "MAC", "each port has its own MAC; run `rackctl discover` to read them")
+
+
+@rule("unique-ips")
+def unique_ips(inv: Inventory) -> Iterator[Finding]:
+    """Static IPs are unique across the cluster."""
+    items = ((path, ip) for path, _, _, ip in _addresses(inv))
+    yield from _duplicates(items, "IP", "give each interface its own address")
+
+
+@rule("unique-bmc-addresses")
+def unique_bmc_addresses(inv: Inventory) -> Iterator[Finding]:
+    """Two nodes never share a BMC."""
+    items = ((_node_path(i, ".bmc.address"), n.bmc.url) for i, n in enumerate(inv.nodes))
+    yield from _duplicates(items, "BMC address", "each server has its own iDRAC address")
+
+
+@rule("unique-interface-names")
+def unique_interface_names(inv: Inventory) -> Iterator[Finding]:
+    """Interface and bond names are unique within a node; bond members exist."""
+    for i, node in enumerate(inv.nodes):
+        names = [iface.name for iface in node.interfaces] + [b.name for b in node.bonds]
+        seen: set[str] = set()
+        for name in names:
+            if name in seen:
+                yield err(_node_path(i, ".interfaces"), f"interface name {name!r} used twice on {node.hostname}")
+            seen.add(name)
+        iface_names = {iface.name for iface in node.interfaces}
+        for j, bond in enumerate(node.bonds):
+            for member in bond.members:
+                if member not in iface_names:
+                    yield err(
+                        _node_path(i, f".bonds[{j}].members"),
+                        f"bond member {member!r} is not an interface of {node.hostname}",
+                        did_you_mean(member, iface_names),
+                    )
+
+
+# --- networks ---------------------------------------------------------------------------------
+
+
+@rule("network-definitions")
+def network_definitions(inv: Inventory) -> Iterator[Finding]:
+    """Every network has a CIDR (or shares one), gateways inside, DHCP range inside the PXE network."""
+    named = inv.networks.named()
+    for name, net in named.items():
+        path = f"networks.{name}"
+        if net.shared_with:
+            other = named.get(net.shared_with)
+            if other is None or net.shared_with == name:
+                yield err(f"{path}.shared_with", f"cannot share with {net.shared_with!r}", "name another network")
+            elif net.cidr is not None and other.cidr is not None and net.cidr != other.cidr:
+                yield err(
+                    f"{path}.cidr",
+                    f"{net.cidr} differs from {net.shared_with}'s {other.cidr} although shared_with is set",
+                    f"drop cidr (it is taken from {net.shared_with}) or drop shared_with",
+                )
+        elif net.cidr is None:
+            yield err(f"{path}.cidr", "no cidr", f"set cidr, or shared_with to reuse another network's segment")
+        cidr = inv.networks.cidr_of(name)
+        if cidr is None:
+            continue
+        if net.gateway is not None and net.gateway not in cidr:
+            yield err(f"{path}.gateway", f"gateway {net.gateway} is outside {cidr}", f"pick an address in {cidr}")
+        if net.dhcp_range is not None:
+            for end in ("start", "end"):
+                ip = getattr(net.dhcp_range, end)
+                if ip not in cidr:
+                    yield err(f"{path}.dhcp_range.{end}", f"{ip} is outside {cidr}", f"use addresses in {cidr}")
+    if inv.networks.pxe.dhcp_range is None:
+        yield warn("networks.pxe.dhcp_range", "no DHCP range: only nodes with a MAC and a PXE IP can boot")
+
+
+def _reserved(net: Network, cidr: ipaddress.IPv4Network) -> dict[ipaddress.IPv4Address, str]:
+    reserved = {cidr.network_address: "the network address", cidr.broadcast_address: "the broadcast address"}
+    if net.gateway is not None:
+        reserved[net.gateway] = "the gateway"
+    return reserved
+
+
+@rule("ips-inside-networks")
+def ips_inside_networks(inv: Inventory) -> Iterator[Finding]:
+    """Each static IP lies inside its network and is not its network/broadcast/gateway/VIP address."""
+    named = inv.networks.named()
+    vip = inv.networks.kubernetes.api_vip
+    for path, _node, network, ip in _addresses(inv):
+        if not network:
+            yield err(path, f"{ip} has no network", "set `network:` on that interface")
+            continue
+        cidr = inv.networks.cidr_of(network)
+        if cidr is None:
+            yield err(path, f"network {network!r} is not defined", f"define networks.{network}")
+            continue
+        if ip not in cidr:
+            yield err(path, f"{ip} is outside the {network} network {cidr}", f"pick an address in {cidr}")
+            continue
+        reserved = _reserved(named[network], cidr)
+        if ip in reserved:
+            yield err(path, f"{ip} is {reserved[ip]} of {cidr}", "pick a host address")
+        if ip == vip:
+            yield err(path, f"{ip} is the Kubernetes API virtual IP", "pick another address")
+
+
+@rule("api-vip")
+def api_vip(inv: Inventory) -> Iterator[Finding]:
+    """The API VIP is a host address of the management network."""
+    vip = inv.networks.kubernetes.api_vip
+    cidr = inv.networks.cidr_of("management")
+    if cidr is None:
+        return
+    path = "networks.kubernetes.api_vip"
+    if vip not in cidr:
+        yield err(path, f"{vip} is outside the management network {cidr}", f"pick a free address in {cidr}")
+        return
+    reserved = _reserved(inv.networks.management, cidr)
+    if vip in reserved:
+        yield err(path, f"{vip} is {reserved[vip]} of {cidr}", "pick a free host address")
+
+
+@rule("dhcp-range-vs-static")
+def dhcp_range_vs_static(inv: Inventory) -> Iterator[Finding]:
+    """The PXE DHCP range overlaps no static address, gateway or VIP on that segment."""
+    rng = inv.networks.pxe.dhcp_range
+    if rng is None:
+        return
+    lo, hi = int(rng.start), int(rng.end)
+    pxe_like = {"pxe"} | ({inv.networks.pxe.shared_with} if inv.networks.pxe.shared_with else set())
+    for path, _node, network, ip in _addresses(inv):
+        if network in pxe_like and lo <= int(ip) <= hi:
+            yield err(
+                path,
+                f"{ip} is inside the PXE DHCP range {rng.start}-{rng.end}",
+                "move the static address out of the range or shrink networks.pxe.dhcp_range",
+            )
+    gw = inv.networks.pxe.gateway
+    if gw is not None and lo <= int(gw) <= hi:
+        yield err("networks.pxe.dhcp_range", f"the range contains the gateway {gw}", "shrink the range")
+    for i, node in enumerate(inv.nodes):
+        try:
+            bmc_ip = ipaddress.IPv4Address(node.bmc.host)
+        except ValueError:
+            continue
+        if lo <= int(bmc_ip) <= hi and "oob" in pxe_like:
+            yield err(
+                _node_path(i, ".bmc.address"),
+                f"BMC {bmc_ip} is inside the PXE DHCP range {rng.start}-{rng.end} on the shared segment",
+                "move the iDRAC address or shrink networks.pxe.dhcp_range",
+            )
+
+
+@rule("networks-overlap")
+def networks_overlap(inv: Inventory) -> Iterator[Finding]:
+    """No two networks (including pod and service CIDRs) overlap, unless declared shared."""
+    cidrs: list[tuple[str, ipaddress.IPv4Network]] = []
+    for name, net in inv.networks.named().items():
+        if net.cidr is not None and not net.shared_with:
+            cidrs.append((f"networks.{name}", net.cidr))
+    k8s = inv.networks.kubernetes
+    cidrs += [("networks.kubernetes.pod_cidr", k8s.pod_cidr), ("networks.kubernetes.service_cidr", k8s.service_cidr)]
+    for a in range(len(cidrs)):
+        for b in range(a + 1, len(cidrs)):
+            (pa, ca), (pb, cb) = cidrs[a], cidrs[b]
+            if ca.overlaps(cb):
+                yield err(
+                    pb,
+                    f"{cb} overlaps {pa} ({ca})",
+                    "use disjoint ranges, or `shared_with:` if they are the same segment",
+                )
+
+
+# --- nodes and hardware -----------------------------------------------------------------------
+
+
+@rule("control-planes")
+def control_planes(inv: Inventory) -> Iterator[Finding]:
+    """An odd number (>= 3) of control planes, exactly one head; one control plane only in a lab."""
+    count = len(inv.control_planes)
+    heads = [n for n in inv.nodes if n.role == Role.HEAD]
+    if len(heads) != 1:
+        yield err(
+            "nodes",
+            f"{len(heads)} nodes have role head; exactly one is needed (it runs the boot services)",
+            "make one R660 `role: head` and the other control planes `role: control-plane`",
+        )
+    if count == 1 and inv.cluster.lab:
+        yield warn("nodes", "a single control plane: no high availability (allowed because cluster.lab is true)")
+    elif count < 3 or count % 2 == 0:
+        yield err(
+            "nodes",
+            f"{count} control plane(s): etcd needs an odd number, at least 3, to survive a failure",
+            "use 3 (or 5) nodes with role head/control-plane; a single one only with cluster.lab: true",
+        )
+
+
+@rule("hardware-models")
+def hardware_models(inv: Inventory) -> Iterator[Finding]:
+    """Models exist, allow the node's role, and the node's GPUs are ones the model carries."""
+    known = set(inv.hardware_models) | set(BUILTIN_MODELS)
+    for i, node in enumerate(inv.nodes):
+        hw = inv.hardware(node.model)
+        if hw is None:
+            yield err(_node_path(i, ".model"), f"unknown hardware model {node.model!r}", did_you_mean(node.model, known))
+            continue
+        if node.role.value not in hw.roles:
+            yield err(
+                _node_path(i, ".role"),
+                f"{node.model} cannot be a {node.role.value}",
+                f"use one of {', '.join(hw.roles)} or another model",
+            )
+        if node.gpus is None:
+            if len(hw.gpu_types) > 1 or len(hw.gpu_counts) > 1:
+                yield err(
+                    _node_path(i, ".gpus"),
+                    f"{node.model} comes with {' or '.join(map(str, hw.gpu_counts))} x "
+                    f"{' or '.join(hw.gpu_types)}; say which this node has",
+                    f"add `gpus: {{type: {hw.gpu_types[0]}, count: {hw.gpu_counts[-1]}}}`",
+                )
+            continue
+        if node.gpus.type not in hw.gpu_types and not (node.gpus.count == 0 and not hw.gpu_types):
+            yield err(
+                _node_path(i, ".gpus.type"),
+                f"{node.model} does not carry {node.gpus.type!r} GPUs",
+                f"use one of {', '.join(hw.gpu_types) or 'none (no gpus: key)'}",
+            )
+        if node.gpus.count not in hw.gpu_counts:
+            yield err(
+                _node_path(i, ".gpus.count"),
+                f"{node.model} has {' or '.join(map(str, hw.gpu_counts))} GPUs, not {node.gpus.count}",
+                f"set count to one of {hw.gpu_counts}",
+            )
+
+
+@rule("mig-profiles")
+def mig_profiles(inv: Inventory) -> Iterator[Finding]:
+    """MIG only on GPUs that support it, with a profile the GPU operator knows."""
+    for i, node in enumerate(inv.nodes):
+        if node.mig_profile is None:
+            continue
+        gpu = GPU_TYPES.get(inv.gpus_of(node).type)
+        if gpu is None or not gpu.mig:
+            yield err(
+                _node_path(i, ".mig_profile"),
+                f"{inv.gpus_of(node).type} GPUs do not support MIG",
+                "remove mig_profile (MIG needs H100 GPUs)",
+            )
+        elif node.mig_profile not in MIG_PROFILES_80GB:
+            yield err(
+                _node_path(i, ".mig_profile"),
+                f"unknown MIG profile {node.mig_profile!r}",
+                did_you_mean(node.mig_profile, MIG_PROFILES_80GB),
+            )
+
+
+@rule("bios-profiles")
+def bios_profiles(inv: Inventory) -> Iterator[Finding]:
+    """A node's BIOS profile exists."""
+    for i, node in enumerate(inv.nodes):
+        name = inv.node_bios_profile(node)
+        if name is not None and inv.bios_profile(name) is None:
+            options = set(inv.bios_profiles) | {"control-plane", "gpu-worker"}
+            yield err(_node_path(i, ".bios_profile"), f"unknown BIOS profile {name!r}", did_you_mean(name, options))
+
+
+@rule("node-networks")
+def node_networks(inv: Inventory) -> Iterator[Finding]:
+    """Each node has a PXE interface with an IP and an address on the management network."""
+    for i, node in enumerate(inv.nodes):
+        pxe = node.interface_on("pxe")
+        if pxe is None or pxe.ip is None:
+            yield err(
+                _node_path(i, ".interfaces"),
+                f"{node.hostname} has no interface with an IP on the pxe network",
+                "add e.g. `{name: pxe0, network: pxe, fqdd: NIC.Embedded.1-1-1, ip: <addr>}`",
+            )
+        elif pxe.mac is None:
+            yield warn(
+                _node_path(i, ".interfaces"),
+                f"{node.hostname}: the PXE interface has no MAC yet",
+                "run `rackctl discover --write` to fill it from the iDRAC",
+            )
+        if node.address_on("management") is None:
+            yield err(
+                _node_path(i, ".interfaces"),
+                f"{node.hostname} has no address on the management network (needed by Kubernetes)",
+                "add an interface or bond with `network: management` and an ip",
+            )
+
+
+_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+
+
+@rule("labels-and-taints")
+def labels_and_taints(inv: Inventory) -> Iterator[Finding]:
+    """Labels and taints are valid Kubernetes syntax."""
+    for i, node in enumerate(inv.nodes):
+        for key, value in node.labels.items():
+            if not _LABEL_KEY.match(key):
+                yield err(_node_path(i, f".labels.{key}"), f"invalid label key {key!r}", "use [prefix/]name")
+            if not _LABEL_VALUE.match(value):
+                yield err(
+                    _node_path(i, f".labels.{key}"),
+                    f"invalid label value {value!r}",
+                    "at most 63 characters: letters, digits, '-', '_', '.'",
+                )
+        for j, taint in enumerate(node.taints):
+            if not _LABEL_KEY.match(taint.key):
+                yield err(_node_path(i, f".taints[{j}].key"), f"invalid taint key {taint.key!r}", "use [prefix/]name")
+
+
+# --- BMC access -------------------------------------------------------------------------------
+
+
+@rule("bmc-access")
+def bmc_access(inv: Inventory) -> Iterator[Finding]:
+    """Each BMC has credentials that resolve and a way to verify its TLS certificate."""
+    oob = inv.networks.cidr_of("oob")
+    for i, node in enumerate(inv.nodes):
+        settings = inv.bmc_settings(node)
+        path = _node_path(i, ".bmc")
+        if settings.credentials is None:
+            yield err(
+                f"{path}.credentials",
+                f"no BMC credentials for {node.hostname}",
+                "set bmc.credentials on the node, or bmc.defaults.credentials / bmc.groups.<role|model>",
+            )
+        elif settings.credentials not in inv.credentials:
+            yield err(
+                f"{path}.credentials",
+                f"credentials {settings.credentials!r} are not defined under `credentials:`",
+                did_you_mean(settings.credentials, inv.credentials),
+            )
+        if settings.insecure:
+            yield warn(f"{path}.insecure", f"TLS verification is off for {node.hostname}'s BMC")
+        elif settings.ca_file is None and settings.fingerprint is None:
+            yield err(
+                path,
+                f"no way to verify the TLS certificate of {node.hostname}'s BMC",
+                "set ca_file or fingerprint (bmc.defaults, bmc.groups or the node), or insecure: true explicitly",
+            )
+        elif settings.ca_file is not None and not inv.resolve_path(settings.ca_file).is_file():
+            yield err(
+                f"{path}.ca_file",
+                f"CA bundle {settings.ca_file} does not exist",
+                "fix the path (for the lab, `rackctl lab up` creates it)",
+            )
+        try:
+            ip = ipaddress.IPv4Address(node.bmc.host)
+        except ValueError:
+            continue
+        if ip.is_loopback:
+            if not inv.cluster.lab:
+                yield err(f"{path}.address", f"{ip} is a loopback address", "loopback BMCs only with cluster.lab: true")
+        elif oob is not None and ip not in oob:
+            yield err(f"{path}.address", f"{ip} is outside the OOB network {oob}", f"use an address in {oob}")
+
+
+@rule("credential-sources")
+def credential_sources(inv: Inventory) -> Iterator[Finding]:
+    """Password files exist with mode 0600; missing environment variables are reported."""
+    for name, cred in inv.credentials.items():
+        path = f"credentials.{name}"
+        if cred.password_env is not None and cred.password_env not in os.environ:
+            yield warn(
+                f"{path}.password_env",
+                f"environment variable {cred.password_env} is not set",
+                f"export {cred.password_env}=... before commands that talk to BMCs",
+            )
+        if cred.password_file is not None:
+            file = inv.resolve_path(cred.password_file)
+            try:
+                mode = stat.S_IMODE(file.stat().st_mode)
+            except OSError:
+                yield err(
+                    f"{path}.password_file",
+                    f"{cred.password_file} does not exist",
+                    "create it with mode 0600 (for the lab, `rackctl lab up` creates it)",
+                )
+                continue
+            if mode & 0o077:
+                yield err(
+                    f"{path}.password_file",
+                    f"{cred.password_file} is readable by others (mode {mode:04o})",
+                    f"chmod 600 {cred.password_file}",
+                )
+
+
+# --- versions ---------------------------------------------------------------------------------
+
+
+@rule("software-versions")
+def software_versions(inv: Inventory) -> Iterator[Finding]:
+    """Profile exists; versions agree with each other (kubeadm API, driver vs CUDA, TRT-LLM vs Triton)."""
+    cluster = inv.cluster
+    if cluster.software_profile not in PROFILES:
+        yield err(
+            "cluster.software_profile",
+            f"unknown profile {cluster.software_profile!r}",
+            did_you_mean(cluster.software_profile, PROFILES),
+        )
+        return
+    for key in cluster.versions:
+        if key not in Versions.model_fields:
+            yield err(f"cluster.versions.{key}", f"unknown version key {key!r}", did_you_mean(key, Versions.model_fields))
+    try:
+        versions = cluster.resolved_versions()
+    except ValidationError:
+        return
+    for note in cluster.profile().notes:
+        yield warn("cluster.software_profile", f"{cluster.software_profile}: {note}")
+    yield from _version_consistency(versions)
+
+
+def _version_consistency(v: Versions) -> Iterator[Finding]:
+    path = "cluster.versions"
+    if len(version_tuple(v.kubernetes)) != 3:
+        yield err(f"{path}.kubernetes", f"{v.kubernetes!r} is not a x.y.z Kubernetes version", "e.g. 1.33.5")
+        return
+    expected_api = kubeadm_api_for(v.kubernetes)
+    if v.kubeadm_api is not None and v.kubeadm_api != expected_api:
+        yield err(
+            f"{path}.kubeadm_api",
+            f"{v.kubeadm_api} does not match Kubernetes {v.kubernetes} (which uses {expected_api})",
+            f"remove kubeadm_api (it is derived) or set {expected_api}",
+        )
+    line = operator_line(v.gpu_operator)
+    driver = v.nvidia_driver or OPERATOR_DEFAULT_DRIVER.get(line)
+    if v.nvidia_driver is None and driver is None:
+        yield warn(
+            f"{path}.nvidia_driver",
+            f"unknown default driver of GPU operator {v.gpu_operator}",
+            "pin nvidia_driver explicitly",
+        )
+    if line in OPERATOR_DOCKER_DEFAULT:
+        yield warn(
+            f"{path}.gpu_operator",
+            f"GPU operator {v.gpu_operator} defaults operator.defaultRuntime to docker; rackctl sets containerd",
+        )
+    if version_tuple(v.triton) < version_tuple(TRITON_FIRST_TRTLLM):
+        yield err(
+            f"{path}.triton",
+            f"Triton {v.triton} has no TensorRT-LLM backend (the first is {TRITON_FIRST_TRTLLM})",
+            f"use the release matching TensorRT-LLM {v.trtllm}",
+        )
+    trt_key = ".".join(str(p) for p in version_tuple(v.trtllm)[:2])
+    matching = TRTLLM_TRITON.get(trt_key)
+    if matching is None:
+        yield warn(f"{path}.trtllm", f"no known Triton release for TensorRT-LLM {v.trtllm}", "check the pairing")
+    elif matching != v.triton:
+        yield err(
+            f"{path}.triton",
+            f"Triton {v.triton} does not match TensorRT-LLM {v.trtllm} (its container is {matching}-trtllm-python-py3)",
+            f"set triton: '{matching}' or the TensorRT-LLM version of your engines",
+        )
+    cuda = TRITON_CUDA.get(v.triton)
+    if cuda and driver and version_tuple(driver) < version_tuple(cuda[1]):
+        source = "pinned" if v.nvidia_driver else f"the default of GPU operator {v.gpu_operator}"
+        yield err(
+            f"{path}.nvidia_driver",
+            f"driver {driver} ({source}) is older than {cuda[1]}, the minimum for Triton {v.triton} (CUDA {cuda[0]})",
+            f"pin nvidia_driver to {cuda[1]} or newer",
+        )
+
+
+@rule("fabric-manager")
+def fabric_manager(inv: Inventory) -> Iterator[Finding]:
+    """Custom models that declare NVSwitch must carry SXM GPUs (Fabric Manager manages SXM fabrics)."""
+    for name, hw in inv.hardware_models.items():
+        if hw.nvswitch and not any(t.endswith("SXM") for t in hw.gpu_types):
+            yield err(
+                f"hardware_models.{name}.nvswitch",
+                "NVSwitch with non-SXM GPUs",
+                "set nvswitch: false, or list H100-SXM in gpu_types",
+            )
+        for t in hw.gpu_types:
+            if t not in GPU_TYPES:
+                yield err(
+                    f"hardware_models.{name}.gpu_types", f"unknown GPU type {t!r}", did_you_mean(t, GPU_TYPES)
+                )
+
