@@ -19,8 +19,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_INVENTORY = Path("inventory/cluster.yml")
 
 #: Human output goes to stderr when --json is used, so stdout stays one JSON document.
-console = Console(stderr=False, highlight=False)
-err_console = Console(stderr=True, highlight=False)
+console = Console(stderr=False, highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def json_option(func: F) -> F:

@@ -17,7 +17,9 @@ class GpuType(BaseModel):
     product: str = Field(description="Product name as nvidia-smi / Redfish report it.")
     memory_gb: int = Field(gt=0, description="GPU memory in GB.")
     mig: bool = Field(description="Whether the GPU supports MIG partitioning.")
-    label: str = Field(description="Value of the nvidia.com/gpu.product node label GPU feature discovery sets.")
+    label: str = Field(
+        description="Value of the nvidia.com/gpu.product node label GPU feature discovery sets."
+    )
 
 
 GPU_TYPES: dict[str, GpuType] = {

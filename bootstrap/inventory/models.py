@@ -190,7 +190,9 @@ class BmcSettings(Strict):
     fingerprint: str | None = Field(
         None, description="Pinned SHA-256 fingerprint of the iDRAC certificate, AA:BB:... (32 bytes)."
     )
-    insecure: bool | None = Field(None, description="Skip TLS verification (explicit opt-in, not for production).")
+    insecure: bool | None = Field(
+        None, description="Skip TLS verification (explicit opt-in, not for production)."
+    )
 
     @field_validator("fingerprint")
     @classmethod
@@ -394,7 +396,12 @@ class Inventory(Strict):
     def bmc_settings(self, node: Node) -> BmcSettings:
         """Effective BMC settings: defaults < role group < model group < node."""
         merged: dict[str, object] = {}
-        layers = [self.bmc.defaults, self.bmc.groups.get(node.role.value), self.bmc.groups.get(node.model), node.bmc]
+        layers = [
+            self.bmc.defaults,
+            self.bmc.groups.get(node.role.value),
+            self.bmc.groups.get(node.model),
+            node.bmc,
+        ]
         for layer in layers:
             if layer is None:
                 continue

@@ -6,15 +6,14 @@ Nothing secret is rendered: BMC credentials stay in rackctl; Ansible reaches nod
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
-import yaml
 
-from bootstrap.fsutil import atomic_write_text
 from bootstrap.inventory.hardware import GPU_TYPES
 from bootstrap.inventory.models import Inventory, Node, Role
 from bootstrap.inventory.profiles import kubeadm_api_for
@@ -108,27 +107,25 @@ def group_vars_all(inv: Inventory) -> dict[str, Any]:
 
 
 def ansible_inventory(inv: Inventory) -> dict[str, Any]:
-    """The ``hosts.yml`` document."""
+    """The ``hosts.yml`` document: every host with its vars under ``all``, then the groups (kubespray style)."""
     grouped = groups(inv)
-    children: dict[str, Any] = {
-        name: {"hosts": {h: {} for h in hosts}} for name, hosts in grouped.items()
-    }
+    children: dict[str, Any] = {name: {"hosts": {h: {} for h in hosts}} for name, hosts in grouped.items()}
     children["k8s_cluster"] = {"children": {"kube_control_plane": {}, "kube_node": {}}}
-    return {"all": {"children": children}}
+    hosts = {node.hostname: host_vars(inv, node) for node in inv.nodes}
+    return {"all": {"hosts": hosts, "children": children}}
+
+
+HEADER = "# Rendered by rackctl from the cluster inventory; do not edit.\n"
 
 
 def _dump(data: Any) -> str:
-    return "# Rendered by rackctl from the cluster inventory; do not edit.\n" + yaml.safe_dump(
-        data, sort_keys=False, default_flow_style=False
-    )
+    """YAML text. JSON is YAML, and the C JSON encoder is ~20x faster than PyYAML's representer."""
+    return HEADER + json.dumps(data, indent=2) + "\n"
 
 
 def render_files(inv: Inventory) -> dict[str, str]:
     """Relative path -> content of every rendered file."""
-    files = {"hosts.yml": _dump(ansible_inventory(inv)), "group_vars/all.yml": _dump(group_vars_all(inv))}
-    for node in inv.nodes:
-        files[f"host_vars/{node.hostname}.yml"] = _dump(host_vars(inv, node))
-    return files
+    return {"hosts.yml": _dump(ansible_inventory(inv)), "group_vars/all.yml": _dump(group_vars_all(inv))}
 
 
 def write_tree(out_dir: Path, files: dict[str, str]) -> Path:
@@ -137,8 +134,11 @@ def write_tree(out_dir: Path, files: dict[str, str]) -> Path:
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
+        # The staging tree is invisible until the final rename, so plain writes suffice inside it.
         for rel, text in files.items():
-            atomic_write_text(staging / rel, text)
+            dest = staging / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_text(text, encoding="utf-8")
         os.chmod(staging, 0o755)
         if out_dir.exists():
             old = out_dir.with_name(f".{out_dir.name}.old")

@@ -157,7 +157,9 @@ def unique_interface_names(inv: Inventory) -> Iterator[Finding]:
         seen: set[str] = set()
         for name in names:
             if name in seen:
-                yield err(_node_path(i, ".interfaces"), f"interface name {name!r} used twice on {node.hostname}")
+                yield err(
+                    _node_path(i, ".interfaces"), f"interface name {name!r} used twice on {node.hostname}"
+                )
             seen.add(name)
         iface_names = {iface.name for iface in node.interfaces}
         for j, bond in enumerate(node.bonds):
@@ -182,7 +184,9 @@ def network_definitions(inv: Inventory) -> Iterator[Finding]:
         if net.shared_with:
             other = named.get(net.shared_with)
             if other is None or net.shared_with == name:
-                yield err(f"{path}.shared_with", f"cannot share with {net.shared_with!r}", "name another network")
+                yield err(
+                    f"{path}.shared_with", f"cannot share with {net.shared_with!r}", "name another network"
+                )
             elif net.cidr is not None and other.cidr is not None and net.cidr != other.cidr:
                 yield err(
                     f"{path}.cidr",
@@ -190,17 +194,23 @@ def network_definitions(inv: Inventory) -> Iterator[Finding]:
                     f"drop cidr (it is taken from {net.shared_with}) or drop shared_with",
                 )
         elif net.cidr is None:
-            yield err(f"{path}.cidr", "no cidr", f"set cidr, or shared_with to reuse another network's segment")
+            yield err(
+                f"{path}.cidr", "no cidr", f"set cidr, or shared_with to reuse another network's segment"
+            )
         cidr = inv.networks.cidr_of(name)
         if cidr is None:
             continue
         if net.gateway is not None and net.gateway not in cidr:
-            yield err(f"{path}.gateway", f"gateway {net.gateway} is outside {cidr}", f"pick an address in {cidr}")
+            yield err(
+                f"{path}.gateway", f"gateway {net.gateway} is outside {cidr}", f"pick an address in {cidr}"
+            )
         if net.dhcp_range is not None:
             for end in ("start", "end"):
                 ip = getattr(net.dhcp_range, end)
                 if ip not in cidr:
-                    yield err(f"{path}.dhcp_range.{end}", f"{ip} is outside {cidr}", f"use addresses in {cidr}")
+                    yield err(
+                        f"{path}.dhcp_range.{end}", f"{ip} is outside {cidr}", f"use addresses in {cidr}"
+                    )
     if inv.networks.pxe.dhcp_range is None:
         yield warn("networks.pxe.dhcp_range", "no DHCP range: only nodes with a MAC and a PXE IP can boot")
 
@@ -290,7 +300,10 @@ def networks_overlap(inv: Inventory) -> Iterator[Finding]:
         if net.cidr is not None and not net.shared_with:
             cidrs.append((f"networks.{name}", net.cidr))
     k8s = inv.networks.kubernetes
-    cidrs += [("networks.kubernetes.pod_cidr", k8s.pod_cidr), ("networks.kubernetes.service_cidr", k8s.service_cidr)]
+    cidrs += [
+        ("networks.kubernetes.pod_cidr", k8s.pod_cidr),
+        ("networks.kubernetes.service_cidr", k8s.service_cidr),
+    ]
     for a in range(len(cidrs)):
         for b in range(a + 1, len(cidrs)):
             (pa, ca), (pb, cb) = cidrs[a], cidrs[b]
@@ -317,7 +330,9 @@ def control_planes(inv: Inventory) -> Iterator[Finding]:
             "make one R660 `role: head` and the other control planes `role: control-plane`",
         )
     if count == 1 and inv.cluster.lab:
-        yield warn("nodes", "a single control plane: no high availability (allowed because cluster.lab is true)")
+        yield warn(
+            "nodes", "a single control plane: no high availability (allowed because cluster.lab is true)"
+        )
     elif count < 3 or count % 2 == 0:
         yield err(
             "nodes",
@@ -333,7 +348,11 @@ def hardware_models(inv: Inventory) -> Iterator[Finding]:
     for i, node in enumerate(inv.nodes):
         hw = inv.hardware(node.model)
         if hw is None:
-            yield err(_node_path(i, ".model"), f"unknown hardware model {node.model!r}", did_you_mean(node.model, known))
+            yield err(
+                _node_path(i, ".model"),
+                f"unknown hardware model {node.model!r}",
+                did_you_mean(node.model, known),
+            )
             continue
         if node.role.value not in hw.roles:
             yield err(
@@ -392,7 +411,9 @@ def bios_profiles(inv: Inventory) -> Iterator[Finding]:
         name = inv.node_bios_profile(node)
         if name is not None and inv.bios_profile(name) is None:
             options = set(inv.bios_profiles) | {"control-plane", "gpu-worker"}
-            yield err(_node_path(i, ".bios_profile"), f"unknown BIOS profile {name!r}", did_you_mean(name, options))
+            yield err(
+                _node_path(i, ".bios_profile"), f"unknown BIOS profile {name!r}", did_you_mean(name, options)
+            )
 
 
 @rule("node-networks")
@@ -439,7 +460,11 @@ def labels_and_taints(inv: Inventory) -> Iterator[Finding]:
                 )
         for j, taint in enumerate(node.taints):
             if not _LABEL_KEY.match(taint.key):
-                yield err(_node_path(i, f".taints[{j}].key"), f"invalid taint key {taint.key!r}", "use [prefix/]name")
+                yield err(
+                    _node_path(i, f".taints[{j}].key"),
+                    f"invalid taint key {taint.key!r}",
+                    "use [prefix/]name",
+                )
 
 
 # --- BMC access -------------------------------------------------------------------------------
@@ -484,7 +509,11 @@ def bmc_access(inv: Inventory) -> Iterator[Finding]:
             continue
         if ip.is_loopback:
             if not inv.cluster.lab:
-                yield err(f"{path}.address", f"{ip} is a loopback address", "loopback BMCs only with cluster.lab: true")
+                yield err(
+                    f"{path}.address",
+                    f"{ip} is a loopback address",
+                    "loopback BMCs only with cluster.lab: true",
+                )
         elif oob is not None and ip not in oob:
             yield err(f"{path}.address", f"{ip} is outside the OOB network {oob}", f"use an address in {oob}")
 
@@ -535,7 +564,11 @@ def software_versions(inv: Inventory) -> Iterator[Finding]:
         return
     for key in cluster.versions:
         if key not in Versions.model_fields:
-            yield err(f"cluster.versions.{key}", f"unknown version key {key!r}", did_you_mean(key, Versions.model_fields))
+            yield err(
+                f"cluster.versions.{key}",
+                f"unknown version key {key!r}",
+                did_you_mean(key, Versions.model_fields),
+            )
     try:
         versions = cluster.resolved_versions()
     except ValidationError:
@@ -579,7 +612,9 @@ def _version_consistency(v: Versions) -> Iterator[Finding]:
     trt_key = ".".join(str(p) for p in version_tuple(v.trtllm)[:2])
     matching = TRTLLM_TRITON.get(trt_key)
     if matching is None:
-        yield warn(f"{path}.trtllm", f"no known Triton release for TensorRT-LLM {v.trtllm}", "check the pairing")
+        yield warn(
+            f"{path}.trtllm", f"no known Triton release for TensorRT-LLM {v.trtllm}", "check the pairing"
+        )
     elif matching != v.triton:
         yield err(
             f"{path}.triton",
@@ -611,4 +646,3 @@ def fabric_manager(inv: Inventory) -> Iterator[Finding]:
                 yield err(
                     f"hardware_models.{name}.gpu_types", f"unknown GPU type {t!r}", did_you_mean(t, GPU_TYPES)
                 )
-

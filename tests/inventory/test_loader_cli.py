@@ -1,0 +1,157 @@
+"""Loading files and the inventory CLI (validate, init, inventory render) through click's runner."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from bootstrap.cli import cli
+from bootstrap.errors import InvalidInput
+from bootstrap.inventory import check_inventory, load_inventory
+from bootstrap.inventory.secrets import resolve_bmc_credentials
+from tests.inventory.conftest import SAMPLE
+
+runner = CliRunner()
+
+
+def write(tmp_path: Path, data) -> Path:
+    path = tmp_path / "cluster.yml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False) if not isinstance(data, str) else data)
+    return path
+
+
+def test_duplicate_yaml_key_is_an_error_with_line(tmp_path):
+    path = write(tmp_path, "cluster:\n  name: a\n  name: b\n")
+    with pytest.raises(InvalidInput) as exc:
+        load_inventory(path)
+    problem = exc.value.problems[0]
+    assert "duplicate key 'name' (first at line 2)" in problem.message
+    assert problem.line == 3
+
+
+def test_yaml_syntax_error_points_at_line(tmp_path):
+    path = write(tmp_path, "cluster:\n  name: [unclosed\nnodes: []\n")
+    with pytest.raises(InvalidInput) as exc:
+        load_inventory(path)
+    assert exc.value.problems[0].line is not None
+
+
+def test_missing_file_says_how_to_start(tmp_path):
+    with pytest.raises(InvalidInput) as exc:
+        load_inventory(tmp_path / "nope.yml")
+    assert "rackctl init" in exc.value.problems[0].fix
+
+
+@pytest.mark.parametrize("text", ["", "- a\n- b\n", "just a string\n", "42\n"])
+def test_non_mapping_documents(tmp_path, text):
+    with pytest.raises(InvalidInput) as exc:
+        load_inventory(write(tmp_path, text))
+    assert "mapping" in exc.value.message
+
+
+def test_problems_carry_line_numbers(data, tmp_path):
+    data["nodes"][3]["model"] = "R760"
+    path = write(tmp_path, data)
+    with pytest.raises(InvalidInput) as exc:
+        check_inventory(path)
+    [problem] = [p for p in exc.value.problems if p.path == "nodes[3].model"]
+    lines = path.read_text().splitlines()
+    assert lines[problem.line - 1].strip().startswith("model: R760")
+
+
+def test_validate_ok_json(data, tmp_path):
+    result = runner.invoke(cli, ["validate", "-i", str(write(tmp_path, data)), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["ok"] is True and doc["errors"] == []
+    assert doc["summary"]["gpus"] == 12
+    assert all({"path", "message"} <= set(w) for w in doc["warnings"])
+
+
+def test_validate_errors_json_exit_2_no_traceback(data, tmp_path):
+    data["nodes"][4]["gpus"] = {"type": "H100-SXM", "count": "two"}
+    data["nodes"][0]["bmc"]["adress"] = "x"
+    result = runner.invoke(cli, ["validate", "-i", str(write(tmp_path, data)), "--json"])
+    assert result.exit_code == 2
+    doc = json.loads(result.output)
+    assert doc["ok"] is False
+    paths = {e["path"] for e in doc["errors"]}
+    assert {"nodes[4].gpus.count", "nodes[0].bmc.adress"} <= paths
+    assert "Traceback" not in result.output
+
+
+def test_validate_human_output_exit_2(data, tmp_path):
+    data["nodes"][4]["model"] = "XE9860"
+    result = runner.invoke(cli, ["validate", "-i", str(write(tmp_path, data))])
+    assert result.exit_code == 2
+    assert "did you mean 'XE9680'?" in result.output
+
+
+def test_init_writes_sample_and_refuses_overwrite(tmp_path):
+    out = tmp_path / "inv" / "cluster.yml"
+    first = runner.invoke(cli, ["init", "--example", "dvd-inference", "-o", str(out), "--json"])
+    assert first.exit_code == 0, first.output
+    assert out.read_text() == SAMPLE.read_text()
+    again = runner.invoke(cli, ["init", "-o", str(out)])
+    assert again.exit_code == 2 and "--force" in again.output
+    unknown = runner.invoke(cli, ["init", "--example", "nope", "-o", str(tmp_path / "x.yml"), "--json"])
+    assert unknown.exit_code == 2
+    assert "dvd-inference" in json.loads(unknown.output)["errors"][0]["fix"]
+
+
+def test_render_produces_an_inventory_ansible_reads(data, tmp_path):
+    inv_path = write(tmp_path, data)
+    out = tmp_path / "ansible"
+    dry = runner.invoke(cli, ["inventory", "render", "-i", str(inv_path), "-o", str(out), "--dry-run", "--json"])
+    assert dry.exit_code == 0 and not out.exists()
+    result = runner.invoke(cli, ["inventory", "render", "-i", str(inv_path), "-o", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    # The real ansible-core inventory parser reads what we wrote.
+    listed = subprocess.run(
+        [str(Path(sys.executable).with_name("ansible-inventory")), "-i", str(out / "hosts.yml"), "--list"],
+        capture_output=True, text=True, check=True,
+        env={**os.environ, "ANSIBLE_INVENTORY_UNPARSED_WARNING": "true"},
+    )
+    doc = json.loads(listed.stdout)
+    assert doc["fabric_manager"]["hosts"] == ["gpu-xe9680-01"]
+    assert set(doc["kube_control_plane"]["hosts"]) == {"head-01", "cp-02", "cp-03"}
+    assert set(doc["model_r760xa"]["hosts"]) == {"gpu-l40s-01"}
+    assert doc["_meta"]["hostvars"]["gpu-l40s-01"]["ansible_host"] == "10.20.0.24"
+    assert doc["_meta"]["hostvars"]["gpu-l40s-01"]["rackctl_gpu_count"] == 4
+    rendered = (out / "hosts.yml").read_text() + (out / "group_vars" / "all.yml").read_text()
+    assert "RACKCTL_BMC_PASSWORD" not in rendered and "fingerprint" not in rendered
+
+
+def test_render_replaces_the_tree_whole(data, tmp_path):
+    inv_path = write(tmp_path, data)
+    out = tmp_path / "ansible"
+    out.mkdir()
+    (out / "stale.yml").write_text("old")
+    assert runner.invoke(cli, ["inventory", "render", "-i", str(inv_path), "-o", str(out)]).exit_code == 0
+    assert not (out / "stale.yml").exists() and (out / "hosts.yml").exists()
+    assert not list(tmp_path.glob(".ansible.*"))
+
+
+def test_credentials_from_env_and_file(data, tmp_path, monkeypatch):
+    inv = load_inventory(write(tmp_path, data))
+    creds = resolve_bmc_credentials(inv, inv.nodes[0])
+    assert creds.password.get_secret_value() == "not-used-here"
+    assert "not-used-here" not in repr(creds) and "not-used-here" not in str(creds.password)
+    secrets = tmp_path / "bmc.yml"
+    secrets.write_text("idrac: s3cret-value\n")
+    secrets.chmod(0o600)
+    data["credentials"]["idrac"] = {"username": "root", "password_file": "bmc.yml"}
+    inv = load_inventory(write(tmp_path, data))
+    assert resolve_bmc_credentials(inv, inv.nodes[0]).password.get_secret_value() == "s3cret-value"
+    secrets.chmod(0o640)
+    with pytest.raises(InvalidInput) as exc:
+        resolve_bmc_credentials(inv, inv.nodes[0])
+    assert "chmod 600" in exc.value.problems[0].fix
+    assert "s3cret-value" not in str(exc.value) + str(exc.value.problems)

@@ -1,0 +1,383 @@
+"""One test (at least) per cross-field rule, each asserting the message and the fix.
+
+Every rule in ``bootstrap.inventory.rules.RULES`` must be named in a ``@covers`` marker here.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from bootstrap.inventory.rules import RULES
+from tests.inventory.conftest import expect, problems_of, valid
+
+COVERED: set[str] = set()
+
+
+def covers(name: str):
+    """Mark a test as covering the rule ``name``."""
+    COVERED.add(name)
+    return lambda f: f
+
+
+def _iface(data, node, net):
+    return next(i for i in data["nodes"][node]["interfaces"] if i["network"] == net)
+
+
+@covers("unique-hostnames")
+def test_duplicate_hostname(data):
+    data["nodes"][4]["hostname"] = "cp-02"
+    expect(data, "nodes[4].hostname", "duplicate hostname cp-02", "nodes[1].hostname")
+
+
+@covers("unique-service-tags")
+def test_duplicate_service_tag(data):
+    data["nodes"][4]["service_tag"] = "CP02R66"
+    expect(data, "nodes[4].service_tag", "duplicate service tag CP02R66")
+
+
+@covers("unique-macs")
+def test_duplicate_mac(data):
+    _iface(data, 0, "pxe")["mac"] = "b0:7b:25:00:00:01"
+    _iface(data, 3, "pxe")["mac"] = "B0:7B:25:00:00:01"
+    expect(data, "nodes[3].interfaces[0].mac", "duplicate MAC b0:7b:25:00:00:01")
+
+
+@covers("unique-ips")
+def test_duplicate_ip(data):
+    _iface(data, 4, "management")["ip"] = "10.20.0.21"
+    expect(data, "nodes[4].interfaces[1].ip", "duplicate IP 10.20.0.21")
+
+
+@covers("unique-bmc-addresses")
+def test_duplicate_bmc(data):
+    data["nodes"][2]["bmc"]["address"] = "10.10.0.11"
+    expect(data, "nodes[2].bmc.address", "duplicate BMC address")
+
+
+@covers("unique-interface-names")
+def test_duplicate_interface_name_and_unknown_bond_member(data):
+    data["nodes"][3]["interfaces"][2]["name"] = "mgmt0"
+    expect(data, "nodes[3].interfaces", "'mgmt0' used twice")
+    data["nodes"][3]["interfaces"][2]["name"] = "stor0"
+    data["nodes"][3]["bonds"] = [{"name": "bond0", "members": ["stor0", "stor1"], "network": "storage"}]
+    expect(data, "nodes[3].bonds[0].members", "'stor1' is not an interface", "did you mean 'stor0'?")
+
+
+@covers("network-definitions")
+def test_network_without_cidr_and_gateway_outside(data):
+    del data["networks"]["storage"]["cidr"]
+    expect(data, "networks.storage.cidr", "no cidr", "shared_with")
+    data["networks"]["storage"]["cidr"] = "10.30.0.0/24"
+    data["networks"]["management"]["gateway"] = "10.21.0.1"
+    expect(data, "networks.management.gateway", "outside 10.20.0.0/24")
+
+
+@covers("network-definitions")
+def test_shared_network_with_other_cidr(data):
+    data["networks"]["pxe"]["cidr"] = "10.11.0.0/24"
+    expect(data, "networks.pxe.cidr", "differs from oob's 10.10.0.0/24")
+
+
+@covers("network-definitions")
+def test_dhcp_range_outside_pxe(data):
+    data["networks"]["pxe"]["dhcp_range"]["end"] = "10.11.0.5"
+    expect(data, "networks.pxe.dhcp_range.end", "outside 10.10.0.0/24")
+
+
+@covers("ips-inside-networks")
+def test_ip_outside_its_network(data):
+    _iface(data, 3, "management")["ip"] = "10.30.0.50"
+    expect(data, "nodes[3].interfaces[1].ip", "outside the management network 10.20.0.0/24")
+
+
+@covers("ips-inside-networks")
+@pytest.mark.parametrize(
+    ("ip", "what"),
+    [("10.20.0.0", "network address"), ("10.20.0.255", "broadcast"), ("10.20.0.1", "gateway")],
+)
+def test_ip_on_reserved_address(data, ip, what):
+    _iface(data, 3, "management")["ip"] = ip
+    expect(data, "nodes[3].interfaces[1].ip", what, "pick a host address")
+
+
+@covers("ips-inside-networks")
+def test_ip_equal_to_vip(data):
+    _iface(data, 3, "management")["ip"] = "10.20.0.10"
+    expect(data, "nodes[3].interfaces[1].ip", "Kubernetes API virtual IP")
+
+
+@covers("api-vip")
+def test_vip_outside_management(data):
+    data["networks"]["kubernetes"]["api_vip"] = "10.30.0.10"
+    expect(data, "networks.kubernetes.api_vip", "outside the management network")
+
+
+@covers("dhcp-range-vs-static")
+def test_dhcp_range_overlaps_static(data):
+    _iface(data, 3, "pxe")["ip"] = "10.10.0.210"
+    expect(data, "nodes[3].interfaces[0].ip", "inside the PXE DHCP range", "shrink networks.pxe.dhcp_range")
+
+
+@covers("dhcp-range-vs-static")
+def test_dhcp_range_overlaps_bmc_on_shared_segment(data):
+    data["nodes"][3]["bmc"]["address"] = "10.10.0.201"
+    expect(data, "nodes[3].bmc.address", "inside the PXE DHCP range")
+
+
+@covers("networks-overlap")
+def test_overlapping_networks(data):
+    data["networks"]["storage"]["cidr"] = "10.20.0.0/23"
+    expect(data, "networks.storage", "overlaps networks.management")
+
+
+@covers("networks-overlap")
+def test_pod_cidr_overlaps(data):
+    data["networks"]["kubernetes"]["pod_cidr"] = "10.0.0.0/8"
+    expect(data, "networks.kubernetes.pod_cidr", "overlaps networks.oob")
+
+
+@covers("control-planes")
+def test_even_number_of_control_planes(data):
+    data["nodes"][2]["role"] = "worker"
+    expect(data, "nodes", "2 control plane(s)", "odd number")
+
+
+@covers("control-planes")
+def test_single_control_plane_needs_lab_flag(data):
+    data["nodes"][1]["role"] = "worker"
+    data["nodes"][2]["role"] = "worker"
+    expect(data, "nodes", "1 control plane(s)", "cluster.lab: true")
+    data["cluster"]["lab"] = True
+    result = valid(data)
+    assert any("single control plane" in w.message for w in result.warnings)
+
+
+@covers("control-planes")
+def test_exactly_one_head(data):
+    data["nodes"][1]["role"] = "head"
+    expect(data, "nodes", "2 nodes have role head")
+
+
+@covers("hardware-models")
+def test_unknown_model(data):
+    data["nodes"][4]["model"] = "XE9860"
+    expect(data, "nodes[4].model", "unknown hardware model 'XE9860'", "did you mean 'XE9680'?")
+
+
+@covers("hardware-models")
+def test_gpu_count_contradicts_model(data):
+    data["nodes"][4]["gpus"] = {"type": "H100-SXM", "count": 4}
+    expect(data, "nodes[4].gpus.count", "XE9680 has 8 GPUs, not 4")
+
+
+@covers("hardware-models")
+def test_gpu_type_contradicts_model(data):
+    data["nodes"][3]["gpus"] = {"type": "H100-SXM", "count": 4}
+    expect(data, "nodes[3].gpus.type", "does not carry 'H100-SXM'", "L40S, H100-PCIe")
+
+
+@covers("hardware-models")
+def test_r760xa_must_say_which_gpus(data):
+    del data["nodes"][3]["gpus"]
+    expect(data, "nodes[3].gpus", "say which this node has")
+
+
+@covers("hardware-models")
+def test_role_not_allowed_for_model(data):
+    data["nodes"][4]["role"] = "control-plane"
+    data["nodes"][2]["role"] = "worker"
+    expect(data, "nodes[4].role", "XE9680 cannot be a control-plane")
+
+
+@covers("hardware-models")
+def test_custom_hardware_model_extends_builtins(data):
+    data["hardware_models"] = {
+        "R760xa-2l40s": {
+            "redfish_model": "PowerEdge R760xa",
+            "roles": ["worker"],
+            "gpu_types": ["L40S"],
+            "gpu_counts": [2],
+        }
+    }
+    data["nodes"][3]["model"] = "R760xa-2l40s"
+    data["nodes"][3]["gpus"] = {"type": "L40S", "count": 2}
+    inv = valid(data).inventory
+    assert inv.gpus_of(inv.nodes[3]).count == 2
+
+
+@covers("mig-profiles")
+def test_mig_on_l40s_refused(data):
+    data["nodes"][3]["mig_profile"] = "all-1g.10gb"
+    expect(data, "nodes[3].mig_profile", "L40S GPUs do not support MIG")
+
+
+@covers("mig-profiles")
+def test_unknown_mig_profile(data):
+    data["nodes"][4]["mig_profile"] = "all-1g.10g"
+    expect(data, "nodes[4].mig_profile", "unknown MIG profile", "did you mean 'all-1g.10gb'?")
+    data["nodes"][4]["mig_profile"] = "all-1g.10gb"
+    assert valid(data).inventory.nodes[4].mig_profile == "all-1g.10gb"
+
+
+@covers("bios-profiles")
+def test_unknown_bios_profile(data):
+    data["nodes"][3]["bios_profile"] = "gpu-wroker"
+    expect(data, "nodes[3].bios_profile", "unknown BIOS profile", "did you mean 'gpu-worker'?")
+
+
+@covers("node-networks")
+def test_node_without_pxe_or_management(data):
+    data["nodes"][3]["interfaces"] = [i for i in data["nodes"][3]["interfaces"] if i["network"] == "storage"]
+    expect(data, "nodes[3].interfaces", "no interface with an IP on the pxe network")
+    assert any("management network" in p.message for p in problems_of(data))
+
+
+@covers("node-networks")
+def test_missing_mac_is_a_warning(data):
+    result = valid(data)
+    assert any("has no MAC yet" in w.message and "discover --write" in w.fix for w in result.warnings)
+
+
+@covers("labels-and-taints")
+def test_invalid_label_and_taint(data):
+    data["nodes"][3]["labels"] = {"bad key!": "x"}
+    expect(data, "nodes[3].labels.bad key!", "invalid label key")
+    data["nodes"][3]["labels"] = {"ok": "not valid value!"}
+    expect(data, "nodes[3].labels.ok", "invalid label value")
+
+
+@covers("bmc-access")
+def test_bmc_without_tls_verification(data):
+    del data["nodes"][3]["bmc"]["fingerprint"]
+    expect(data, "nodes[3].bmc", "no way to verify the TLS certificate", "insecure: true explicitly")
+    data["nodes"][3]["bmc"]["insecure"] = True
+    assert any("TLS verification is off" in w.message for w in valid(data).warnings)
+
+
+@covers("bmc-access")
+def test_bmc_credentials_undefined(data):
+    data["nodes"][3]["bmc"]["credentials"] = "idracc"
+    expect(data, "nodes[3].bmc.credentials", "not defined", "did you mean 'idrac'?")
+
+
+@covers("bmc-access")
+def test_bmc_group_defaults_apply(data):
+    data["bmc"]["defaults"] = {}
+    expect(data, "nodes[0].bmc.credentials", "no BMC credentials")
+    data["bmc"]["groups"] = {"R660": {"credentials": "idrac"}, "worker": {"credentials": "idrac"}}
+    valid(data)
+
+
+@covers("bmc-access")
+def test_bmc_outside_oob_and_loopback(data):
+    data["nodes"][3]["bmc"]["address"] = "10.20.0.99"
+    expect(data, "nodes[3].bmc.address", "outside the OOB network")
+    data["nodes"][3]["bmc"]["address"] = "127.0.0.1:8443"
+    expect(data, "nodes[3].bmc.address", "loopback", "cluster.lab")
+
+
+@covers("bmc-access")
+def test_missing_ca_file(data, tmp_path):
+    for node in data["nodes"]:
+        node["bmc"].pop("fingerprint")
+    data["bmc"]["defaults"]["ca_file"] = "certs/ca.pem"
+    source = tmp_path / "cluster.yml"
+    expect(data, "nodes[0].bmc.ca_file", "does not exist", source=source)
+    (tmp_path / "certs").mkdir()
+    (tmp_path / "certs" / "ca.pem").write_text("-----BEGIN CERTIFICATE-----\n")
+    valid(data, source)
+
+
+@covers("credential-sources")
+def test_password_file_mode(data, tmp_path):
+    secret = tmp_path / "bmc.secret"
+    secret.write_text("calvin\n")
+    os.chmod(secret, 0o644)
+    data["credentials"]["idrac"] = {"username": "root", "password_file": "bmc.secret"}
+    source = tmp_path / "cluster.yml"
+    problem = expect(
+        data, "credentials.idrac.password_file", "readable by others (mode 0644)", "chmod 600", source=source
+    )
+    assert "calvin" not in str(problem)
+    os.chmod(secret, 0o600)
+    valid(data, source)
+
+
+@covers("credential-sources")
+def test_password_env_missing_is_a_warning(data, monkeypatch):
+    monkeypatch.delenv("RACKCTL_BMC_PASSWORD")
+    warnings = valid(data).warnings
+    assert any(w.path == "credentials.idrac.password_env" and "not set" in w.message for w in warnings)
+
+
+@covers("software-versions")
+def test_unknown_profile(data):
+    data["cluster"]["software_profile"] = "dell-dvd"
+    expect(data, "cluster.software_profile", "unknown profile", "did you mean 'dell-dvd-2024'?")
+
+
+@covers("software-versions")
+def test_design_guide_profile_flags_its_corrections(data):
+    data["cluster"]["software_profile"] = "dell-dvd-2024"
+    warnings = [w.message for w in valid(data).warnings]
+    assert any("525.60.13" in w for w in warnings)
+    assert any("defaultRuntime to docker" in w for w in warnings)
+    assert any("23.04 has no TensorRT-LLM backend" in w for w in warnings)
+
+
+@covers("software-versions")
+def test_kubeadm_api_contradicts_kubernetes(data):
+    data["cluster"]["versions"] = {"kubernetes": "1.27.6", "kubeadm_api": "kubeadm.k8s.io/v1beta4"}
+    expect(data, "cluster.versions.kubeadm_api", "uses kubeadm.k8s.io/v1beta3")
+
+
+@covers("software-versions")
+def test_operator_default_driver_too_old_for_triton(data):
+    data["cluster"]["software_profile"] = "dell-dvd-2024"
+    data["cluster"]["versions"] = {"nvidia_driver": "525.60.13"}
+    expect(data, "cluster.versions.nvidia_driver", "older than 525.85", "Triton 24.02")
+
+
+@covers("software-versions")
+def test_triton_must_match_trtllm(data):
+    data["cluster"]["versions"] = {"triton": "24.10"}
+    expect(data, "cluster.versions.triton", "does not match TensorRT-LLM 1.1.0", "25.12")
+
+
+@covers("software-versions")
+def test_triton_without_trtllm_backend(data):
+    data["cluster"]["versions"] = {"triton": "23.04", "trtllm": "0.8.0"}
+    problems = [p for p in problems_of(data) if p.path == "cluster.versions.triton"]
+    assert any("has no TensorRT-LLM backend" in p.message for p in problems)
+
+
+@covers("software-versions")
+def test_unknown_version_key(data):
+    data["cluster"]["versions"] = {"kubernets": "1.30.1"}
+    expect(data, "cluster.versions.kubernets", "did you mean 'kubernetes'?")
+
+
+@covers("fabric-manager")
+def test_fabric_manager_groups_and_custom_nvswitch(data):
+    from bootstrap.inventory.render import groups
+
+    inv = valid(data).inventory
+    assert groups(inv)["fabric_manager"] == ["gpu-xe9680-01"]
+    data["hardware_models"] = {
+        "odd": {"redfish_model": "X", "roles": ["worker"], "gpu_types": ["L40S"], "gpu_counts": [4], "nvswitch": True}
+    }
+    expect(data, "hardware_models.odd.nvswitch", "NVSwitch with non-SXM GPUs")
+
+
+def test_every_rule_has_a_test():
+    assert set(RULES) - COVERED == set(), "rules without a test"
+
+
+def test_rules_directory_relative_paths(data, tmp_path):
+    """Paths in the inventory resolve against the inventory file, not the working directory."""
+    source = Path(tmp_path) / "sub" / "cluster.yml"
+    inv = valid(data, source).inventory
+    assert inv.resolve_path(Path("x.pem")) == (tmp_path / "sub" / "x.pem").resolve()
