@@ -22,8 +22,8 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bootstrap.inventory import check_inventory  # noqa: E402
-from bootstrap.inventory.render import render_files, write_tree  # noqa: E402
+from bootstrap.inventory import check_inventory
+from bootstrap.inventory.render import render_files, write_tree
 
 
 def generate(nodes: int) -> dict:
@@ -42,17 +42,30 @@ def generate(nodes: int) -> dict:
             "service_tag": f"T{i:06d}",
             "bmc": {"address": str(oob[1000 + i])},
             "interfaces": [
-                {"name": "pxe0", "network": "pxe", "fqdd": "NIC.Embedded.1-1-1",
-                 "mac": f"b0:7b:25:{i >> 16 & 255:02x}:{i >> 8 & 255:02x}:{i & 255:02x}", "ip": str(oob[5000 + i])},
-                {"name": "mgmt0", "network": "management", "fqdd": "NIC.Integrated.1-1-1", "ip": str(mgmt[10 + i])},
+                {
+                    "name": "pxe0",
+                    "network": "pxe",
+                    "fqdd": "NIC.Embedded.1-1-1",
+                    "mac": f"b0:7b:25:{i >> 16 & 255:02x}:{i >> 8 & 255:02x}:{i & 255:02x}",
+                    "ip": str(oob[5000 + i]),
+                },
+                {
+                    "name": "mgmt0",
+                    "network": "management",
+                    "fqdd": "NIC.Integrated.1-1-1",
+                    "ip": str(mgmt[10 + i]),
+                },
             ],
         }
         if gpus:
             node["gpus"] = gpus
         items.append(node)
     return {
-        "cluster": {"name": "bench", "domain": "bench.example.com",
-                    "admin_ssh_keys": ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIbench bench@example"]},
+        "cluster": {
+            "name": "bench",
+            "domain": "bench.example.com",
+            "admin_ssh_keys": ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIbench bench@example"],
+        },
         "networks": {
             "oob": {"cidr": str(oob), "gateway": str(oob[1])},
             "pxe": {"shared_with": "oob", "dhcp_range": {"start": str(oob[60000]), "end": str(oob[60500])}},
@@ -99,16 +112,27 @@ def main() -> None:
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         start = time.perf_counter()
         peer = subprocess.run(
-            [str(Path(sys.executable).with_name("ansible-inventory")), "-i", str(Path(tmp) / "ansible" / "hosts.yml"),
-             "--list"],
-            capture_output=True, text=True, check=False,
+            [
+                str(Path(sys.executable).with_name("ansible-inventory")),
+                "-i",
+                str(Path(tmp) / "ansible" / "hosts.yml"),
+                "--list",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
         )
         peer_wall = time.perf_counter() - start
     print(f"nodes: {count}")
-    print(f"rackctl validate+render+write: {wall * 1000:.0f} ms (best of 3), peak traced {peak:.1f} MB, process max RSS {rss:.0f} MB")
+    print(
+        f"rackctl validate+render+write: {wall * 1000:.0f} ms (best of 3), "
+        f"peak traced {peak:.1f} MB, process max RSS {rss:.0f} MB"
+    )
     if peer.returncode == 0:
-        print(f"peer ansible-inventory --list on the rendered inventory: {peer_wall * 1000:.0f} ms "
-              f"(rackctl/peer = {wall / peer_wall:.2f})")
+        print(
+            f"peer ansible-inventory --list on the rendered inventory: {peer_wall * 1000:.0f} ms "
+            f"(rackctl/peer = {wall / peer_wall:.2f})"
+        )
     else:
         print(f"peer ansible-inventory failed: {peer.stderr.strip()[:300]}")
     goal = wall < 1.0 and rss < 200

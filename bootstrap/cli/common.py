@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
+from rich.markup import escape as rich_escape
 
 from bootstrap.errors import EXIT_INTERRUPTED, RackctlError
 
@@ -104,6 +105,4 @@ def report_error(exc: RackctlError, as_json: bool) -> None:
 
 def escape(text: str) -> str:
     """Escape rich markup in user-provided text."""
-    from rich.markup import escape as _escape
-
-    return _escape(text)
+    return rich_escape(text)

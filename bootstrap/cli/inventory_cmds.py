@@ -113,12 +113,18 @@ def init(name: str, output: Path, force: bool, list_only: bool, as_json: bool) -
     """Write a sample inventory to start from."""
     examples = _examples()
     if list_only:
-        emit({"ok": True, "examples": sorted(examples)}, as_json, lambda d: console.print("\n".join(d["examples"])))
+        emit(
+            {"ok": True, "examples": sorted(examples)},
+            as_json,
+            lambda d: console.print("\n".join(d["examples"])),
+        )
         return
     if name not in examples:
         raise InvalidInput(
             f"no sample named {name!r}",
-            problems=[Problem("--example", f"unknown sample {name!r}", "use one of " + ", ".join(sorted(examples)))],
+            problems=[
+                Problem("--example", f"unknown sample {name!r}", "use one of " + ", ".join(sorted(examples)))
+            ],
         )
     if output.exists() and not force:
         raise InvalidInput(
@@ -129,7 +135,9 @@ def init(name: str, output: Path, force: bool, list_only: bool, as_json: bool) -
     emit(
         {"ok": True, "written": str(output), "example": name},
         as_json,
-        lambda d: console.print(f"wrote {d['written']} from sample {d['example']}; next: rackctl validate -i {d['written']}"),
+        lambda d: console.print(
+            f"wrote {d['written']} from sample {d['example']}; next: rackctl validate -i {d['written']}"
+        ),
     )
 
 

@@ -211,7 +211,7 @@ def problem_from_pydantic(error: dict[str, Any]) -> Problem:
 
 def validate_data(data: Any, source: Path | None = None) -> LoadResult:
     """Check parsed YAML: models first, then the cross-field rules. Raises InvalidInput with all problems."""
-    from bootstrap.inventory.rules import run_rules
+    from bootstrap.inventory.rules import run_rules  # noqa: PLC0415 - rules import this module
 
     if not isinstance(data, dict):
         kind = "empty" if data is None else type(data).__name__

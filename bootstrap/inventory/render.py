@@ -13,7 +13,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-
 from bootstrap.inventory.hardware import GPU_TYPES
 from bootstrap.inventory.models import Inventory, Node, Role
 from bootstrap.inventory.profiles import kubeadm_api_for
@@ -139,7 +138,7 @@ def write_tree(out_dir: Path, files: dict[str, str]) -> Path:
             dest = staging / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_text(text, encoding="utf-8")
-        os.chmod(staging, 0o755)
+        os.chmod(staging, 0o755)  # noqa: S103 - a directory of non-secret files, like mkdir's default
         if out_dir.exists():
             old = out_dir.with_name(f".{out_dir.name}.old")
             shutil.rmtree(old, ignore_errors=True)

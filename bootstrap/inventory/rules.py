@@ -195,7 +195,7 @@ def network_definitions(inv: Inventory) -> Iterator[Finding]:
                 )
         elif net.cidr is None:
             yield err(
-                f"{path}.cidr", "no cidr", f"set cidr, or shared_with to reuse another network's segment"
+                f"{path}.cidr", "no cidr", "set cidr, or shared_with to reuse another network's segment"
             )
         cidr = inv.networks.cidr_of(name)
         if cidr is None:

@@ -109,14 +109,18 @@ def test_init_writes_sample_and_refuses_overwrite(tmp_path):
 def test_render_produces_an_inventory_ansible_reads(data, tmp_path):
     inv_path = write(tmp_path, data)
     out = tmp_path / "ansible"
-    dry = runner.invoke(cli, ["inventory", "render", "-i", str(inv_path), "-o", str(out), "--dry-run", "--json"])
+    dry = runner.invoke(
+        cli, ["inventory", "render", "-i", str(inv_path), "-o", str(out), "--dry-run", "--json"]
+    )
     assert dry.exit_code == 0 and not out.exists()
     result = runner.invoke(cli, ["inventory", "render", "-i", str(inv_path), "-o", str(out), "--json"])
     assert result.exit_code == 0, result.output
     # The real ansible-core inventory parser reads what we wrote.
     listed = subprocess.run(
         [str(Path(sys.executable).with_name("ansible-inventory")), "-i", str(out / "hosts.yml"), "--list"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
         env={**os.environ, "ANSIBLE_INVENTORY_UNPARSED_WARNING": "true"},
     )
     doc = json.loads(listed.stdout)

@@ -367,7 +367,13 @@ def test_fabric_manager_groups_and_custom_nvswitch(data):
     inv = valid(data).inventory
     assert groups(inv)["fabric_manager"] == ["gpu-xe9680-01"]
     data["hardware_models"] = {
-        "odd": {"redfish_model": "X", "roles": ["worker"], "gpu_types": ["L40S"], "gpu_counts": [4], "nvswitch": True}
+        "odd": {
+            "redfish_model": "X",
+            "roles": ["worker"],
+            "gpu_types": ["L40S"],
+            "gpu_counts": [4],
+            "nvswitch": True,
+        }
     }
     expect(data, "hardware_models.odd.nvswitch", "NVSwitch with non-SXM GPUs")
 

@@ -1,0 +1,21 @@
+# Quick start: `make demo` (the whole bootstrap against the built-in lab), `make test` (what CI runs).
+.PHONY: setup test demo lint bench clean
+
+setup:
+	scripts/setup.sh
+
+test:
+	scripts/test.sh
+
+demo:
+	scripts/demo.sh
+
+lint:
+	scripts/setup.sh && .venv/bin/ruff check bootstrap redfish_tools tests bench && \
+	PATH="$$PWD/.venv/bin:$$PATH" .venv/bin/ansible-lint --profile production --offline -q playbooks roles
+
+bench:
+	scripts/setup.sh && scripts/bench.sh
+
+clean:
+	rm -rf .rackctl .lab .pytest_cache .ruff_cache

@@ -1,0 +1,65 @@
+"""``rackctl doctor``: what this machine has and lacks."""
+
+from __future__ import annotations
+
+import click
+from rich.table import Table
+
+from bootstrap.cli.common import console, emit, json_option
+from bootstrap.doctor import run_doctor
+from bootstrap.errors import EXIT_ENVIRONMENT
+
+GROUPS = ("core", "lab", "triton", "peer")
+
+
+def register(cli: click.Group) -> None:
+    """Add ``doctor``."""
+    cli.add_command(doctor)
+
+
+@click.command()
+@click.option(
+    "--require",
+    "required",
+    multiple=True,
+    type=click.Choice(GROUPS),
+    help="Groups that must be complete for exit 0 (default: core). Repeatable.",
+)
+@json_option
+def doctor(required: tuple[str, ...], as_json: bool) -> None:
+    """Check Python, packages, Ansible collections and lab tools; say how to install what is missing.
+
+    Exit 0 when the required groups are complete, 3 otherwise.
+    """
+    need = set(required or ("core",))
+    findings = run_doctor()
+    missing_required = [f for f in findings if not f.ok and f.check.group in need]
+    data = {
+        "ok": not missing_required,
+        "required": sorted(need),
+        "checks": [f.as_dict() for f in findings],
+    }
+
+    def human(d: dict) -> None:
+        table = Table(title="rackctl doctor")
+        for col in ("group", "name", "status", "found", "purpose", "install"):
+            table.add_column(col)
+        for f in findings:
+            status = (
+                "[green]ok[/green]"
+                if f.ok
+                else ("[red]missing[/red]" if f.check.group in need else "[yellow]missing[/yellow]")
+            )
+            table.add_row(
+                f.check.group, f.check.name, status, f.found, f.check.purpose, "" if f.ok else f.check.install
+            )
+        console.print(table)
+        console.print(
+            "[green]ok[/green]"
+            if d["ok"]
+            else f"[red]{len(missing_required)} required piece(s) missing[/red]"
+        )
+
+    emit(data, as_json, human)
+    if missing_required:
+        raise SystemExit(EXIT_ENVIRONMENT)

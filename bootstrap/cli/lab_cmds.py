@@ -1,0 +1,179 @@
+"""``rackctl lab``: the emulated rack on this machine. ``lab bmc up|down|status`` runs the emulated iDRACs.
+
+``lab up|down|status`` currently do the BMC part only (the VM/PXE part of the lab attaches to
+:data:`lab_group` from its own module).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.table import Table
+
+from bootstrap.cli.common import (
+    console,
+    emit,
+    err_console,
+    escape,
+    handle_errors,
+    inventory_option,
+    json_option,
+)
+from bootstrap.errors import EXIT_FAILED
+
+DEFAULT_LAB_DIR = Path(".lab")
+
+lab_dir_option = click.option(
+    "--state-dir",
+    "lab_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    envvar="RACKCTL_LAB_DIR",
+    default=DEFAULT_LAB_DIR,
+    show_default=True,
+    help="Where the lab keeps its CA, PIDs and logs.",
+)
+
+
+@click.group("lab")
+def lab_group() -> None:
+    """The lab: an emulated rack on this machine (emulated iDRACs on loopback)."""
+
+
+@lab_group.group("bmc")
+def bmc_group() -> None:
+    """Emulated iDRAC 9 BMCs, one per inventory node (sushy-tools + rackctl's iDRAC behaviour)."""
+
+
+def _up_options(func: Any) -> Any:
+    for option in (
+        json_option,
+        lab_dir_option,
+        inventory_option,
+        click.option("--dry-run", is_flag=True, help="Show what would start and be written; do nothing."),
+        click.option(
+            "--latency-ms", type=click.IntRange(0, 60000), default=0, help="Added to every request."
+        ),
+        click.option("--processes", type=click.IntRange(1, 64), default=None, help="Worker processes."),
+    ):
+        func = option(func)
+    return func
+
+
+@handle_errors()
+def _up(
+    *,
+    inventory_path: Path,
+    lab_dir: Path,
+    dry_run: bool,
+    latency_ms: int,
+    processes: int | None,
+    as_json: bool,
+) -> None:
+    from bootstrap.lab.bmc_lab import lab_up, load_lab_inventory, plan_lab_bmcs  # noqa: PLC0415 - fast --help
+
+    plan = plan_lab_bmcs(load_lab_inventory(inventory_path))
+    if dry_run:
+        emit({"ok": True, "dry_run": True, **plan.as_dict()}, as_json, _show_plan)
+        return
+    with err_console.status(f"starting {len(plan.specs)} emulated iDRAC(s)...", spinner="dots"):
+        result = lab_up(plan, lab_dir, latency_ms=latency_ms, processes=processes)
+    emit(result, as_json, _show_up)
+
+
+def _show_plan(data: dict[str, Any]) -> None:
+    table = Table(title="Emulated iDRACs that would start")
+    for col in ("node", "address", "model", "service tag", "GPUs", "NICs"):
+        table.add_column(col)
+    for b in data["bmcs"]:
+        table.add_row(b["name"], b["address"], b["model"], b["service_tag"], b["gpus"], ", ".join(b["nics"]))
+    console.print(table)
+    for path in data["generate_passwords_in"]:
+        console.print(f"would generate BMC passwords into {escape(path)} (mode 0600)")
+    for path in data["write_ca_to"]:
+        console.print(f"would write the lab CA to {escape(path)}")
+
+
+def _show_up(data: dict[str, Any]) -> None:
+    table = Table(title="Emulated iDRACs")
+    for col in ("node", "url", "pid", "certificate SHA-256"):
+        table.add_column(col)
+    for b in data["bmcs"]:
+        table.add_row(b["name"], b["url"], str(b["pid"]), b["fingerprint"][:23] + "...")
+    console.print(table)
+    console.print(f"lab CA: {escape(str(data['ca_file']))}")
+    for path in data["ca_written_to"]:
+        console.print(f"lab CA written to {escape(path)}")
+    for path in data["passwords_written_to"]:
+        console.print(f"BMC passwords generated into {escape(path)} (mode 0600)")
+    for warning in data["warnings"]:
+        err_console.print(f"[yellow]warning:[/yellow] {escape(warning)}")
+
+
+@handle_errors()
+def _down(*, lab_dir: Path, as_json: bool) -> None:
+    from bootstrap.lab.bmc_lab import lab_down  # noqa: PLC0415
+
+    emit(lab_down(lab_dir), as_json, lambda d: console.print(escape(d["message"])))
+
+
+@handle_errors()
+def _status(*, lab_dir: Path, as_json: bool) -> None:
+    from bootstrap.lab.bmc_lab import lab_status  # noqa: PLC0415
+
+    data = lab_status(lab_dir)
+    emit(data, as_json, _show_status)
+    if data["running"] and not data["ok"]:
+        raise SystemExit(EXIT_FAILED)
+
+
+def _show_status(data: dict[str, Any]) -> None:
+    if not data["running"] and not data["bmcs"]:
+        console.print("no emulated iDRACs are running")
+        return
+    table = Table(title="Emulated iDRACs")
+    for col in ("node", "url", "pid", "process", "answers"):
+        table.add_column(col)
+    for b in data["bmcs"]:
+        table.add_row(
+            b["name"],
+            b["url"],
+            str(b["pid"]),
+            "[green]alive[/green]" if b["alive"] else "[red]gone[/red]",
+            "[green]yes[/green]" if b["answers"] else "[red]no[/red]",
+        )
+    console.print(table)
+
+
+def _add_commands(group: click.Group, what: str) -> None:
+    @group.command("up")
+    @_up_options
+    def up(**kwargs: Any) -> None:
+        """Start one emulated iDRAC per inventory node on its bmc.address (loopback), detached."""
+        _up(**kwargs)
+
+    @group.command("down")
+    @json_option
+    @lab_dir_option
+    def down(**kwargs: Any) -> None:
+        """Stop the emulated iDRACs by PID."""
+        _down(**kwargs)
+
+    @group.command("status")
+    @json_option
+    @lab_dir_option
+    def status(**kwargs: Any) -> None:
+        """List the emulated iDRACs, their processes and whether they answer (exit 1 if one does not)."""
+        _status(**kwargs)
+
+    up.help = f"{up.help} ({what})" if what else up.help
+
+
+_add_commands(bmc_group, "")
+_add_commands(lab_group, "currently the emulated iDRACs only")
+
+
+def register(cli: click.Group) -> None:
+    """Add ``rackctl lab`` to the root group."""
+    cli.add_command(lab_group)

@@ -1,0 +1,299 @@
+"""``rackctl plan``, ``rackctl up`` and ``rackctl journal``: run the bootstrap stages, resumably."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.table import Table
+
+from bootstrap.cli.common import (
+    console,
+    emit,
+    err_console,
+    escape,
+    handle_errors,
+    inventory_option,
+    json_option,
+    state_dir_option,
+)
+from bootstrap.errors import EXIT_OK, InvalidInput
+from bootstrap.inventory import load_inventory
+from bootstrap.journal.states import NodeState, check_transition
+from bootstrap.journal.store import JOURNAL_FILE, Journal
+from bootstrap.stages.base import STAGE_ORDER, NullProgress, RunOptions
+from bootstrap.stages.progress import RichProgress
+from bootstrap.stages.runner import Runner, plan, select, split_csv
+
+STAGES_HELP = f"Comma-separated stages to run (default: all, in order: {','.join(STAGE_ORDER)})."
+
+
+def _selection_options(func: Any) -> Any:
+    func = click.option("--stages", "stages", metavar="A,B", help=STAGES_HELP)(func)
+    func = click.option(
+        "--limit",
+        "limit",
+        metavar="N1,N2",
+        help="Comma-separated hostnames, globs (gpu-*) or roles (worker).",
+    )(func)
+    func = click.option(
+        "--from",
+        "from_stage",
+        type=click.Choice(STAGE_ORDER),
+        help="Start at this stage and re-run it and the later ones even where completed.",
+    )(func)
+    return click.option(
+        "--force", is_flag=True, help="Re-run completed stages and steps; allows reimaging provisioned nodes."
+    )(func)
+
+
+def _status_style(status: str) -> str:
+    return {
+        "completed": "green",
+        "skipped": "dim",
+        "run": "cyan",
+        "failed": "red",
+        "blocked": "red",
+        "not_implemented": "yellow",
+        "interrupted": "yellow",
+    }.get(status, "white")
+
+
+def _show_plan(data: dict[str, Any]) -> None:
+    table = Table(title="rackctl up would", show_lines=False)
+    for col in ("stage", "node", "action", "note"):
+        table.add_column(col)
+    for stage in data["stages"]:
+        for act in stage["actions"]:
+            note = escape(act.get("skip") or "") or (
+                "[red]destructive[/red]" if act.get("destructive") else ""
+            )
+            if not stage["reached"]:
+                note = f"[dim]not reached: `up` stops at {data['stops_at']}[/dim]"
+            table.add_row(stage["name"], act.get("node") or "(all)", escape(act["action"]), note)
+    console.print(table)
+    if data.get("stops_at"):
+        console.print(
+            f"[yellow]`rackctl up` would stop at stage {data['stops_at']!r} (not implemented yet).[/yellow]"
+        )
+
+
+def _show_outcome(data: dict[str, Any]) -> None:
+    table = Table(title=f"run {data['run']}: {data['status']}")
+    for col in ("stage", "status", "detail"):
+        table.add_column(col)
+    for stage in data["stages"]:
+        style = _status_style(stage["status"])
+        table.add_row(stage["name"], f"[{style}]{stage['status']}[/{style}]", escape(stage["message"]))
+    console.print(table)
+    states = ", ".join(f"{n}={s}" for n, s in data["nodes"].items())
+    console.print(f"nodes: {escape(states)}")
+    style = "green" if data["ok"] else "red"
+    console.print(f"[{style}]{escape(data['message'])}[/{style}]")
+
+
+@click.command("plan")
+@_selection_options
+@inventory_option
+@state_dir_option
+@json_option
+@handle_errors()
+def plan_cmd(
+    *,
+    stages: str | None,
+    limit: str | None,
+    from_stage: str | None,
+    force: bool,
+    inventory_path: Path,
+    state_dir: Path,
+    as_json: bool,
+) -> None:
+    """Show what `rackctl up` would do per stage and node; changes nothing."""
+    inventory = load_inventory(inventory_path)
+    selection = select(
+        inventory, stages=split_csv(stages), limit=split_csv(limit), from_stage=from_stage, force=force
+    )
+    data = plan(inventory, state_dir, selection, RunOptions(dry_run=True, force=force))
+    emit(data, as_json, _show_plan)
+
+
+@click.command("up")
+@_selection_options
+@click.option("--dry-run", is_flag=True, help="Only show the plan (same as `rackctl plan`).")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask before destructive stages or steps.")
+@click.option(
+    "--insecure", is_flag=True, help="Do not verify BMC TLS certificates (lab only; verified by default)."
+)
+@inventory_option
+@state_dir_option
+@json_option
+@handle_errors()
+def up_cmd(
+    *,
+    stages: str | None,
+    limit: str | None,
+    from_stage: str | None,
+    force: bool,
+    dry_run: bool,
+    yes: bool,
+    insecure: bool,
+    inventory_path: Path,
+    state_dir: Path,
+    as_json: bool,
+) -> None:
+    """Run the bootstrap stages in order; resumes where the last run stopped.
+
+    Stops at the first stage not implemented yet (exit 4), at a failed stage (exit 1, after the other
+    nodes finished it) or on Ctrl-C (exit 130); bad input is exit 2, a missing tool exit 3. Run it again
+    to resume: completed steps are not repeated, failed nodes are retried from where they failed.
+    """
+    inventory = load_inventory(inventory_path)
+    selection = select(
+        inventory, stages=split_csv(stages), limit=split_csv(limit), from_stage=from_stage, force=force
+    )
+    options = RunOptions(dry_run=dry_run, force=force, yes=yes, insecure=insecure)
+    if dry_run:
+        data = plan(inventory, state_dir, selection, options)
+        emit({**data, "dry_run": True}, as_json, _show_plan)
+        return
+    command = "up " + " ".join(
+        f"--{k.replace('_', '-')} {v}"
+        for k, v in (("stages", stages), ("limit", limit), ("from", from_stage))
+        if v
+    )
+    command += " --force" if force else ""
+    if as_json:
+        outcome = Runner(
+            inventory, state_dir, selection, options=options, progress=NullProgress(), command=command
+        ).run()
+    else:
+        with RichProgress(err_console) as progress:
+            outcome = Runner(
+                inventory, state_dir, selection, options=options, progress=progress, command=command
+            ).run()
+    emit(outcome.as_dict(), as_json, _show_outcome)
+    if outcome.exit_code != EXIT_OK:
+        sys.exit(outcome.exit_code)
+
+
+@click.group("journal")
+def journal_group() -> None:
+    """Read the run journal (node states, transitions, steps, runs); move a node by hand."""
+
+
+@journal_group.command("show")
+@click.argument("node", required=False)
+@state_dir_option
+@json_option
+@handle_errors()
+def journal_show(node: str | None, state_dir: Path, as_json: bool) -> None:
+    """Every node's state and the latest runs, or one NODE's state, history, steps and facts."""
+    if not (state_dir / JOURNAL_FILE).exists():
+        raise InvalidInput(f"no journal in {state_dir} yet; `rackctl up` creates it (or pass --state-dir)")
+    with Journal(state_dir, readonly=True) as journal:
+        if node is None:
+            data = {
+                "ok": True,
+                "nodes": [s.as_dict() for s in journal.nodes().values()],
+                "runs": [r.as_dict() for r in journal.runs()],
+            }
+            emit(data, as_json, _show_nodes)
+            return
+        status = journal.status(node)
+        data = {
+            "ok": True,
+            **status.as_dict(),
+            "history": [t.as_dict() for t in journal.history(node)],
+            "steps": [s.as_dict() for s in journal.steps(node=node)],
+            "facts": journal.latest_facts(node),
+        }
+    emit(data, as_json, _show_node)
+
+
+@journal_group.command("mark")
+@click.argument("node")
+@click.argument("state", type=click.Choice([s.value for s in NodeState]))
+@click.option("--cause", required=True, help="Why (recorded with the transition), e.g. 'DIMM replacement'.")
+@click.option("--force", is_flag=True, help="Allow a reimage move (back to provisioning).")
+@click.option("--dry-run", is_flag=True, help="Only check whether the move is allowed.")
+@state_dir_option
+@json_option
+@handle_errors()
+def journal_mark(
+    *, node: str, state: str, cause: str, force: bool, dry_run: bool, state_dir: Path, as_json: bool
+) -> None:
+    """Move NODE to STATE by hand (maintenance and back, a retry from an earlier state, a reimage).
+
+    The state machine still applies: a refused move exits 1 naming what is allowed.
+    """
+    if not (state_dir / JOURNAL_FILE).exists():
+        raise InvalidInput(f"no journal in {state_dir} yet; `rackctl up` creates it (or pass --state-dir)")
+    target = NodeState(state)
+    with Journal(state_dir, readonly=dry_run) as journal:
+        status = journal.status(node)
+        check_transition(node, status.state, target, left_from=status.left_from(), force=force)
+        data: dict[str, Any] = {"ok": True, "node": node, "from": status.state.value, "to": target.value}
+        if dry_run:
+            data["dry_run"] = True
+        else:
+            with journal.run_lock():
+                journal.transition(node, target, f"by hand: {cause}", force=force)
+    verb = "would move" if dry_run else "moved"
+    emit(data, as_json, lambda d: console.print(f"{verb} {escape(node)}: {d['from']} -> {d['to']}"))
+
+
+def _show_nodes(data: dict[str, Any]) -> None:
+    table = Table(title="nodes")
+    for col in ("node", "state", "since", "left from"):
+        table.add_column(col)
+    for n in data["nodes"]:
+        table.add_row(n["node"], n["state"], n["since"], n["left_from"] or "")
+    console.print(table)
+    runs = Table(title="latest runs")
+    for col in ("run", "started", "finished", "status", "command", "message"):
+        runs.add_column(col)
+    for r in data["runs"]:
+        runs.add_row(
+            str(r["id"]),
+            r["started"],
+            r["finished"] or "",
+            r["status"],
+            escape(r["command"]),
+            escape(r["message"]),
+        )
+    console.print(runs)
+
+
+def _show_node(data: dict[str, Any]) -> None:
+    left = f" (left {data['left_from']})" if data["left_from"] else ""
+    console.print(f"[bold]{escape(data['node'])}[/bold]: {data['state']}{left} since {data['since']}")
+    table = Table(title="transitions")
+    for col in ("at", "run", "from", "to", "cause"):
+        table.add_column(col)
+    for t in data["history"]:
+        table.add_row(t["at"], str(t["run"] or ""), t["from"] or "", t["to"], escape(t["cause"]))
+    console.print(table)
+    steps = Table(title="steps")
+    for col in ("at", "run", "stage", "step", "status", "destructive"):
+        steps.add_column(col)
+    for s in data["steps"]:
+        steps.add_row(
+            s["at"],
+            str(s["run"] or ""),
+            s["stage"],
+            s["step"],
+            s["status"],
+            "yes" if s["destructive"] else "",
+        )
+    console.print(steps)
+    if data["facts"]:
+        console.print(f"facts from: {', '.join(sorted(data['facts']))} (use --json to see them)")
+
+
+def register(cli: click.Group) -> None:
+    """Add ``plan``, ``up`` and ``journal`` to the root group."""
+    cli.add_command(plan_cmd)
+    cli.add_command(up_cmd)
+    cli.add_command(journal_group)

@@ -1,0 +1,160 @@
+"""``rackctl size``: servers and placement for LLM serving requirements, from the design guide's tables."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from pydantic import ValidationError
+from rich.markup import escape
+
+from bootstrap.cli.common import console, emit, err_console, handle_errors, inventory_option, json_option
+from bootstrap.errors import EXIT_FAILED, InvalidInput, Problem, RackctlError
+from bootstrap.sizing.inventory_write import apply_sizing_write, plan_sizing_write
+from bootstrap.sizing.planner import size
+from bootstrap.sizing.render import render
+from bootstrap.sizing.requirements import load_requirements, model_from_flags
+from bootstrap.sizing.spec import SizingRequirements, SizingSection
+from bootstrap.sizing.tables import load_tables
+
+#: Flags that describe one model (``--model`` and friends) -> ModelRequirement field.
+MODEL_FLAGS = {
+    "model": "model",
+    "precision": "precision",
+    "input_tokens": "input_tokens",
+    "output_tokens": "output_tokens",
+    "users": "concurrent_users",
+    "rps": "requests_per_second",
+    "percentile": "peak_percentile",
+    "max_ttft_ms": "max_first_token_ms",
+    "max_response_ms": "max_response_ms",
+    "min_instances": "min_instances",
+    "max_batch_size": "max_batch_size",
+}
+
+
+def gather_requirements(
+    requirements_file: Path | None, flags: dict[str, Any], servers: tuple[str, ...]
+) -> SizingRequirements:
+    """Requirements from the file and/or the single-model flags; ``--server`` replaces the candidates."""
+    base = load_requirements(requirements_file) if requirements_file else None
+    models = list(base.models) if base else []
+    model_values = {field: flags[flag] for flag, field in MODEL_FLAGS.items()}
+    if any(v is not None for v in model_values.values()):
+        models.append(model_from_flags(model_values))
+    if not models:
+        raise InvalidInput(
+            "nothing to size",
+            problems=[
+                Problem(
+                    "--requirements/--model",
+                    "no model given",
+                    "pass --requirements FILE (see inventory/examples/sizing/) or --model and --precision",
+                )
+            ],
+        )
+    candidates = list(servers) if servers else (base.candidate_servers if base else None)
+    try:
+        return SizingRequirements.model_validate(
+            {"models": [m.model_dump() for m in models], "candidate_servers": candidates}
+        )
+    except ValidationError as exc:  # only --server values can still be wrong here
+        raise InvalidInput(
+            "invalid --server",
+            problems=[
+                Problem(
+                    "--server", str(exc).splitlines()[0], f"use one of: {', '.join(load_tables().servers)}"
+                )
+            ],
+        ) from None
+
+
+@click.command("size")
+@click.option(
+    "-r",
+    "--requirements",
+    "requirements_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="YAML file: models (with load and latency limits) and candidate_servers.",
+)
+@click.option("--model", help="One model to size, e.g. llama-2-13b (adds to --requirements).")
+@click.option("--precision", help="fp8 or awq (with --model).")
+@click.option("--input-tokens", type=int, help="Prompt length in tokens (default 128).")
+@click.option("--output-tokens", type=int, help="Answer length in tokens (default 128).")
+@click.option("--users", type=int, help="Peak concurrent users.")
+@click.option("--rps", type=float, help="Average requests per second (Poisson arrivals).")
+@click.option("--percentile", type=float, help="Percentile of the Poisson peak (default 0.99).")
+@click.option("--max-ttft-ms", type=float, help="First-token latency limit in ms.")
+@click.option("--max-response-ms", type=float, help="Whole-answer latency limit in ms.")
+@click.option("--min-instances", type=int, help="At least this many instances (default 1).")
+@click.option(
+    "--max-batch-size", type=int, help="Concurrent requests per instance (default 64, the guide's)."
+)
+@click.option("--server", "servers", multiple=True, help="Candidate server configuration (repeatable).")
+@click.option(
+    "--write", is_flag=True, help="Store requirements and placement under the inventory's 'sizing:'."
+)
+@click.option("--dry-run", is_flag=True, help="With --write: show the inventory diff, change nothing.")
+@inventory_option
+@json_option
+@handle_errors()
+def size_command(
+    *,
+    requirements_file: Path | None,
+    servers: tuple[str, ...],
+    write: bool,
+    dry_run: bool,
+    inventory_path: Path,
+    as_json: bool,
+    **flags: Any,
+) -> None:
+    """Size servers for LLM serving from the Dell design guide's tables (chapter 6, Tables 11-16).
+
+    Prints which server configurations fit each model (and why the others do not), the servers needed,
+    and the placement of instances on GPUs. Exit 1 when no candidate fits every model.
+    """
+    if dry_run and not write:
+        raise InvalidInput(
+            "--dry-run previews --write",
+            problems=[Problem("--dry-run", "given without --write", "add --write")],
+        )
+    requirements = gather_requirements(requirements_file, flags, servers)
+    result = size(requirements)
+    data = result.as_dict()
+    if write:
+        if result.recommended is None or result.recommended.placement is None:
+            raise RackctlError(
+                "no candidate server fits every model: nothing written to the inventory",
+                problems=[Problem(o.server, line) for o in result.options for line in o.why_not()],
+            )
+        section = SizingSection(requirements=result.requirements, placement=result.recommended.placement)
+        plan = plan_sizing_write(inventory_path, section)
+        written = False if dry_run else apply_sizing_write(plan)
+        data["write"] = {
+            "inventory": str(inventory_path),
+            "changed": plan.changed,
+            "written": written,
+            "dry_run": dry_run,
+            "diff": plan.diff(),
+        }
+
+    def human(_data: dict[str, Any]) -> None:
+        render(result, console)
+        if write:
+            if dry_run:
+                console.print(escape(plan.diff()) or "inventory already holds this sizing", highlight=False)
+            elif written:
+                err_console.print(f"wrote sizing to {escape(str(inventory_path))}")
+            else:
+                err_console.print(f"{escape(str(inventory_path))} already holds this sizing")
+
+    emit(data, as_json, human)
+    if result.recommended is None:
+        sys.exit(EXIT_FAILED)
+
+
+def register(cli: click.Group) -> None:
+    """Add ``rackctl size``."""
+    cli.add_command(size_command)

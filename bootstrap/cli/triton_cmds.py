@@ -1,0 +1,253 @@
+"""``rackctl triton``: render, check, load-check, manifests and smoke for Triton model repositories."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.markup import escape
+from rich.progress import Progress
+
+from bootstrap.cli.common import console, emit, err_console, handle_errors, inventory_option, json_option
+from bootstrap.errors import EXIT_FAILED, InvalidInput, Problem
+from bootstrap.triton.check import check_model_dir, model_dirs
+from bootstrap.triton.manifests import DEFAULT_K8S_VERSION, write_manifests
+from bootstrap.triton.render import render_all
+from bootstrap.triton.smoke import DEFAULT_PROMPT, run_smoke
+from bootstrap.triton.stage import load_specs
+
+DEFAULT_OUT = Path(".rackctl/triton")
+
+
+def models_option(func: Any) -> Any:
+    return click.option(
+        "--models",
+        "models_file",
+        type=click.Path(path_type=Path, dir_okay=False),
+        help="YAML file with a `models:` list (instead of the inventory's).",
+    )(func)
+
+
+def out_option(func: Any) -> Any:
+    return click.option(
+        "--out",
+        "out_dir",
+        type=click.Path(path_type=Path, file_okay=False),
+        default=DEFAULT_OUT,
+        show_default=True,
+        help="Directory holding one sub-directory per model.",
+    )(func)
+
+
+def dir_argument(func: Any) -> Any:
+    return click.argument(
+        "directory", type=click.Path(path_type=Path, file_okay=False), default=DEFAULT_OUT, required=False
+    )(func)
+
+
+def _parse_path_map(values: tuple[str, ...]) -> dict[str, Path]:
+    mapping = {}
+    for value in values:
+        pod, sep, local = value.partition("=")
+        if not sep or not pod.startswith("/") or not local:
+            raise InvalidInput(
+                f"bad --path-map {value!r}",
+                problems=[
+                    Problem("--path-map", f"got {value!r}", "use POD_PREFIX=LOCAL_DIR, e.g. /models=/mnt/nfs")
+                ],
+            )
+        mapping[pod] = Path(local)
+    return mapping
+
+
+def _found_dirs(directory: Path, only: tuple[str, ...]) -> list[Path]:
+    dirs = [d for d in model_dirs(directory) if not only or d.name in only]
+    if not dirs:
+        raise InvalidInput(
+            f"no rendered model in {directory}",
+            problems=[
+                Problem(str(directory), "no rackctl-model.json found", "run `rackctl triton render` first")
+            ],
+        )
+    return dirs
+
+
+def _print_files(data: dict[str, Any]) -> None:
+    verb = "would write" if data["dry_run"] else "wrote"
+    for item in data["models"]:
+        console.print(f"[bold]{escape(item['model'])}[/bold]: {verb} {len(item['files'])} files")
+        for path in item["files"]:
+            console.print(f"  {escape(path)}")
+        for problem in item.get("problems", []):
+            console.print(f"  [red]{escape(problem['path'])}: {escape(problem['message'])}[/red]")
+
+
+@click.group("triton")
+def triton() -> None:
+    """Triton + TensorRT-LLM model repositories: render, check, load, deploy, smoke-test."""
+
+
+@triton.command("render")
+@inventory_option
+@models_option
+@out_option
+@click.option("--dry-run", is_flag=True, help="Show what would be written; write nothing.")
+@json_option
+@handle_errors()
+def render_cmd(
+    inventory_path: Path, models_file: Path | None, out_dir: Path, dry_run: bool, as_json: bool
+) -> None:
+    """Write each declared model's Triton repository from rackctl's templates."""
+    specs = load_specs(inventory_path, models_file)
+    results = []
+    with Progress(console=err_console, transient=True, disable=as_json) as progress:
+        task = progress.add_task("rendering", total=len(specs))
+        for spec in specs:
+            results += render_all([spec], out_dir, dry_run=dry_run)
+            progress.advance(task)
+    emit({"ok": True, "dry_run": dry_run, "models": results}, as_json, _print_files)
+
+
+@triton.command("manifests")
+@inventory_option
+@models_option
+@out_option
+@click.option(
+    "--k8s-version", default=DEFAULT_K8S_VERSION, show_default=True, help="Schemas to validate against."
+)
+@click.option("--dry-run", is_flag=True, help="Show what would be written; write nothing.")
+@json_option
+@handle_errors()
+def manifests_cmd(
+    *,
+    inventory_path: Path,
+    models_file: Path | None,
+    out_dir: Path,
+    k8s_version: str,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Write Kubernetes manifests per model, validated with kubernetes-validate --strict."""
+    specs = load_specs(inventory_path, models_file)
+    results = write_manifests(specs, out_dir, dry_run=dry_run, k8s_version=k8s_version)
+    ok = not any(r["problems"] for r in results)
+    emit({"ok": ok, "dry_run": dry_run, "models": results}, as_json, _print_files)
+    if not ok:
+        sys.exit(EXIT_FAILED)
+
+
+@triton.command("check")
+@dir_argument
+@click.option("--model", "only", multiple=True, help="Check only this model (repeatable).")
+@click.option("--path-map", multiple=True, help="POD_PREFIX=LOCAL_DIR: where pod paths (engines) are here.")
+@click.option("--skip-engine", is_flag=True, help="Do not read the engines' config.json.")
+@json_option
+@handle_errors()
+def check_cmd(
+    directory: Path, only: tuple[str, ...], path_map: tuple[str, ...], skip_engine: bool, as_json: bool
+):
+    """Parse every config.pbtxt with Triton's protobuf definitions and run the cross-model checks."""
+    mapping = _parse_path_map(path_map)
+    results = []
+    for model_dir in _found_dirs(directory, only):
+        found = check_model_dir(model_dir, path_map=mapping, skip_engine=skip_engine)
+        results.append(
+            {
+                "model": found.model,
+                "checked": found.checked,
+                "problems": [p.as_dict() for p in found.problems],
+            }
+        )
+    ok = not any(r["problems"] for r in results)
+
+    def human(data: dict[str, Any]) -> None:
+        for item in data["models"]:
+            mark = "[green]ok[/green]" if not item["problems"] else "[red]FAILED[/red]"
+            console.print(f"{mark} {escape(item['model'])} ({', '.join(item['checked'])})")
+            for p in item["problems"]:
+                fix = f" [dim](fix: {escape(p['fix'])})[/dim]" if p.get("fix") else ""
+                console.print(f"  - {escape(p['path'])}: {escape(p['message'])}{fix}")
+
+    emit({"ok": ok, "models": results}, as_json, human)
+    if not ok:
+        sys.exit(EXIT_FAILED)
+
+
+@triton.command("load-check")
+@dir_argument
+@click.option("--model", "only", multiple=True, help="Load only this model (repeatable).")
+@click.option(
+    "--tokenizer-dir",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    help="Local tokenizer directory (default: a tiny tokenizer built offline).",
+)
+@json_option
+@handle_errors()
+def load_check_cmd(directory: Path, only: tuple[str, ...], tokenizer_dir: Path | None, as_json: bool) -> None:
+    """Load each rendered repository in the real tritonserver on CPU (tensorrt_llm replaced by a stand-in)."""
+    from bootstrap.triton.loadcheck import load_check  # noqa: PLC0415 - needs the test extras
+    from bootstrap.triton.server import find_tritonserver  # noqa: PLC0415 - needs the test extras
+
+    find_tritonserver()  # exit 3 with the fix when the wheel is missing
+    results = []
+    for model_dir in _found_dirs(directory, only):
+        with err_console.status(f"loading {model_dir.name} in tritonserver", spinner="dots"):
+            results.append(load_check(model_dir, tokenizer_dir=tokenizer_dir))
+    ok = all(r["ok"] for r in results)
+
+    def human(data: dict[str, Any]) -> None:
+        for item in data["models"]:
+            mark = "[green]ok[/green]" if item["ok"] else "[red]FAILED[/red]"
+            load = f" loaded in {item['load_seconds']} s" if "load_seconds" in item else ""
+            console.print(f"{mark} {escape(item['model'])}{load}")
+            for error in item["errors"]:
+                console.print(f"  - {escape(error)}")
+            if item.get("triton_log"):
+                console.print("  (the full tritonserver log is in the --json output, key triton_log)")
+
+    emit({"ok": ok, "models": results}, as_json, human)
+    if not ok:
+        sys.exit(EXIT_FAILED)
+
+
+@triton.command("smoke")
+@click.option("--url", default="127.0.0.1:8000", show_default=True, help="Triton HTTP endpoint.")
+@click.option("--model", default="ensemble", show_default=True, help="Model to send the requests to.")
+@click.option("--prompt", default=DEFAULT_PROMPT, show_default=True)
+@click.option("--max-tokens", type=click.IntRange(1, 65536), default=32, show_default=True)
+@click.option("--stream/--no-stream", default=True, show_default=True, help="Also send a streaming request.")
+@click.option("--timeout", type=click.FloatRange(0.1, 3600), default=60.0, show_default=True)
+@json_option
+@handle_errors()
+def smoke_cmd(
+    *, url: str, model: str, prompt: str, max_tokens: int, stream: bool, timeout: float, as_json: bool
+) -> None:
+    """Send a generate (and a streaming) request; report time to first token and total latency."""
+    with err_console.status(f"asking {url}", spinner="dots"):
+        result = run_smoke(
+            url, model=model, prompt=prompt, max_tokens=max_tokens, stream=stream, timeout=timeout
+        )
+
+    def human(data: dict[str, Any]) -> None:
+        mark = "[green]ok[/green]" if data["ok"] else "[red]FAILED[/red]"
+        console.print(f"{mark} {escape(data['url'])} model {escape(data['model'])}")
+        if data["latency_s"] is not None:
+            console.print(f"  generate: {data['latency_s'] * 1000:.1f} ms: {escape(data['text'][:200])!r}")
+        if data["ttft_s"] is not None:
+            console.print(
+                f"  generate_stream: first token {data['ttft_s'] * 1000:.1f} ms, "
+                f"total {data['stream_latency_s'] * 1000:.1f} ms, {data['stream_chunks']} chunks"
+            )
+        for error in data["errors"]:
+            console.print(f"  - [red]{escape(error)}[/red]")
+
+    emit(result.as_dict(), as_json, human)
+    if not result.ok:
+        sys.exit(EXIT_FAILED)
+
+
+def register(cli: click.Group) -> None:
+    """Add the ``triton`` group to the root command."""
+    cli.add_command(triton)

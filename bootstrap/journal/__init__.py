@@ -1,0 +1,18 @@
+"""The run journal: node lifecycle states, transitions, steps and facts in SQLite under the state dir."""
+
+from bootstrap.journal.secrets import SecretRefused
+from bootstrap.journal.states import InvalidTransition, NodeState, allowed_targets, check_transition
+from bootstrap.journal.store import Journal, JournalBusy, NodeStatus, StepHandle, Transition
+
+__all__ = [
+    "InvalidTransition",
+    "Journal",
+    "JournalBusy",
+    "NodeState",
+    "NodeStatus",
+    "SecretRefused",
+    "StepHandle",
+    "Transition",
+    "allowed_targets",
+    "check_transition",
+]

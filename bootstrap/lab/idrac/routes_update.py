@@ -1,0 +1,295 @@
+"""Firmware inventory and SimpleUpdate, task monitors, the DMTF JobService, virtual media.
+
+sushy-tools' update service accepts SimpleUpdate but changes no version, and its virtual media downloads
+the image from the network (the lab has none): the iDRAC layer does both itself. Images are never
+fetched: the component is named by the image file name, the new version parsed from it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+from bootstrap.lab.idrac.bmc import Reply, redfish_error, success
+from bootstrap.lab.idrac.jobs import Job, Outcome, new_job_id
+from bootstrap.lab.idrac.routes import SEG, SYS, V1, collection
+
+if TYPE_CHECKING:
+    from bootstrap.lab.idrac.bmc import EmulatedIdrac
+
+FW = f"{V1}/UpdateService/FirmwareInventory"
+TASKS = f"{V1}/TaskService/Tasks"
+VMEDIA = f"{SYS}/VirtualMedia"
+IMAGE_KEYWORDS = (
+    ("idrac", "iDRAC"),
+    ("bios", "BIOS"),
+    ("network", "NIC"),
+    ("nic", "NIC"),
+    ("perc", "RAID"),
+    ("raid", "RAID"),
+    ("nvidia", "GPU"),
+    ("gpu", "GPU"),
+)
+VERSION_RE = re.compile(r"[_-](\d+(?:\.\d+){1,3}(?:-\d+)?)(?=[_.-][A-Za-z]|$)")
+
+
+def _inventory_id(prefix: str, comp: dict[str, Any]) -> str:
+    suffix = f"__{comp['FQDD']}" if comp.get("FQDD") else ""
+    return f"{prefix}-{comp['ComponentId']}-{comp['Version']}{suffix}"
+
+
+def _inventory(bmc: EmulatedIdrac) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for prefix, comps in (("Installed", bmc.firmware), ("Previous", bmc.previous_firmware)):
+        for comp in comps.values():
+            fid = _inventory_id(prefix, comp)
+            out[fid] = {
+                "@odata.id": f"{FW}/{fid}",
+                "@odata.type": "#SoftwareInventory.v1_9_0.SoftwareInventory",
+                "Id": fid,
+                "Name": comp["Name"],
+                "Version": comp["Version"],
+                "SoftwareId": comp["ComponentId"],
+                "Updateable": comp["Updateable"],
+                "Status": {"State": "Enabled" if prefix == "Installed" else "StandbyOffline", "Health": "OK"},
+                "Oem": {
+                    "Dell": {
+                        "DellSoftwareInventory": {
+                            "ComponentID": comp["ComponentId"],
+                            "FQDD": comp.get("FQDD", comp["Name"]),
+                        }
+                    }
+                },
+            }
+    return out
+
+
+def update_service(bmc: EmulatedIdrac, **_: Any) -> Reply:
+    base = f"{V1}/UpdateService"
+    return Reply(
+        200,
+        {
+            "@odata.id": base,
+            "@odata.type": "#UpdateService.v1_11_0.UpdateService",
+            "Id": "UpdateService",
+            "ServiceEnabled": True,
+            "FirmwareInventory": {"@odata.id": FW},
+            "Actions": {
+                "#UpdateService.SimpleUpdate": {
+                    "target": f"{base}/Actions/UpdateService.SimpleUpdate",
+                    "TransferProtocol@Redfish.AllowableValues": ["HTTP", "HTTPS", "NFS", "CIFS", "TFTP"],
+                }
+            },
+        },
+    )
+
+
+def firmware_list(bmc: EmulatedIdrac, **_: Any) -> Reply:
+    return Reply(
+        200,
+        collection(
+            FW,
+            "Firmware Inventory Collection",
+            [m["@odata.id"] for m in _inventory(bmc).values()],
+            "SoftwareInventoryCollection",
+        ),
+    )
+
+
+def firmware_get(bmc: EmulatedIdrac, fid: str, **_: Any) -> Reply:
+    inv = _inventory(bmc)
+    if fid in inv:
+        return Reply(200, inv[fid])
+    return redfish_error(
+        404,
+        "Base.1.12.ResourceMissingAtURI",
+        f"The resource FirmwareInventory/{fid} was not found.",
+        "Read the FirmwareInventory collection again.",
+    )
+
+
+def simple_update(bmc: EmulatedIdrac, data: Any, **_: Any) -> Reply:
+    """SimpleUpdate: 202 + task; when the task completes the component's version changes.
+
+    An iDRAC update resets the iDRAC when it completes (as the real one does).
+    """
+    uri = data.get("ImageURI") if isinstance(data, dict) else None
+    if not isinstance(uri, str) or urlparse(uri).scheme not in ("http", "https", "nfs", "cifs", "tftp"):
+        return redfish_error(
+            400,
+            "Base.1.12.ActionParameterMissing",
+            "SimpleUpdate requires ImageURI as an http(s)/nfs/cifs/tftp URI.",
+        )
+    filename = urlparse(uri).path.rsplit("/", 1)[-1]
+    kind = next((k for word, k in IMAGE_KEYWORDS if word in filename.lower()), None)
+    keys = [key for key in bmc.firmware if kind and (key == kind or key.startswith(f"{kind}:"))]
+    version_match = VERSION_RE.search(filename)
+    if not keys or version_match is None:
+        return redfish_error(
+            400,
+            "IDRAC.2.8.SUP029",
+            f"Unable to update the firmware because the package "
+            f"{filename!r} is not applicable to this system.",
+            "Use an update package for a component this system has.",
+        )
+    version = version_match.group(1)
+
+    def complete(job: Job) -> Outcome:
+        if all(bmc.firmware[k]["Version"] == version for k in keys):
+            return "Completed", f"The version {version} is already installed.", "IDRAC.2.8.SUP024"
+        for key in keys:
+            bmc.previous_firmware[key] = dict(bmc.firmware[key])
+            bmc.firmware[key]["Version"] = version
+        if kind == "iDRAC":
+            bmc.reset_idrac()
+        return "Completed", "Job completed successfully.", "IDRAC.2.8.RED001"
+
+    def on_start(_job: Job) -> None:
+        if bmc.faults.reset_during_job:
+            bmc.reset_idrac()
+
+    job = Job(
+        new_job_id(),
+        "FirmwareUpdate",
+        f"Firmware Update: {kind}",
+        bmc.spec.job_seconds,
+        on_start=on_start,
+        on_complete=complete,
+    )
+    job.start_now()
+    bmc.jobs.add(job)
+    return Reply(202, job.task(), {"Location": f"{TASKS}/{job.id}", "Retry-After": "1"})
+
+
+def task_service(bmc: EmulatedIdrac, **_: Any) -> Reply:
+    return Reply(
+        200,
+        {
+            "@odata.id": f"{V1}/TaskService",
+            "@odata.type": "#TaskService.v1_2_0.TaskService",
+            "Id": "TaskService",
+            "ServiceEnabled": True,
+            "Tasks": {"@odata.id": TASKS},
+        },
+    )
+
+
+def tasks_list(bmc: EmulatedIdrac, **_: Any) -> Reply:
+    members = [f"{TASKS}/{jid}" for jid in bmc.jobs.jobs]
+    return Reply(200, collection(TASKS, "Task Collection", members, "TaskCollection"))
+
+
+def task_get(bmc: EmulatedIdrac, jid: str, **_: Any) -> Reply:
+    """A task monitor: 202 while running; 200 when done (an SCP export's task returns the profile)."""
+    job = bmc.jobs.jobs.get(jid)
+    if job is None:
+        return redfish_error(404, "Base.1.12.ResourceMissingAtURI", f"The task {jid} was not found.")
+    if not job.finished:
+        return Reply(202, job.task(), {"Location": f"{TASKS}/{jid}", "Retry-After": "1"})
+    if job.job_type == "ExportConfiguration" and isinstance(job.result, tuple):
+        text, content_type = job.result
+        return Reply(200, text, content_type=content_type)
+    return Reply(200, job.task())
+
+
+def dmtf_job_service(bmc: EmulatedIdrac, **_: Any) -> Reply:
+    return Reply(
+        200,
+        {
+            "@odata.id": f"{V1}/JobService",
+            "Id": "JobService",
+            "ServiceEnabled": True,
+            "Jobs": {"@odata.id": f"{V1}/JobService/Jobs"},
+        },
+    )
+
+
+def dmtf_jobs(bmc: EmulatedIdrac, **_: Any) -> Reply:
+    base = f"{V1}/JobService/Jobs"
+    return Reply(
+        200, collection(base, "Job Collection", [f"{base}/{j}" for j in bmc.jobs.jobs], "JobCollection")
+    )
+
+
+def dmtf_job(bmc: EmulatedIdrac, jid: str, **_: Any) -> Reply:
+    job = bmc.jobs.jobs.get(jid)
+    if job is None:
+        return redfish_error(404, "Base.1.12.ResourceMissingAtURI", f"The job {jid} was not found.")
+    return Reply(200, job.dmtf_job())
+
+
+def _vmedia_doc(bmc: EmulatedIdrac, vid: str) -> dict[str, Any]:
+    media = bmc.virtual_media[vid]
+    base = f"{VMEDIA}/{vid}"
+    return {
+        "@odata.id": base,
+        "@odata.type": "#VirtualMedia.v1_6_0.VirtualMedia",
+        "Id": vid,
+        **media,
+        "ConnectedVia": "URI" if media["Inserted"] else "NotConnected",
+        "Actions": {
+            "#VirtualMedia.InsertMedia": {"target": f"{base}/Actions/VirtualMedia.InsertMedia"},
+            "#VirtualMedia.EjectMedia": {"target": f"{base}/Actions/VirtualMedia.EjectMedia"},
+        },
+    }
+
+
+def vmedia_list(bmc: EmulatedIdrac, **_: Any) -> Reply:
+    members = [f"{VMEDIA}/{vid}" for vid in bmc.virtual_media]
+    return Reply(200, collection(VMEDIA, "Virtual Media Collection", members, "VirtualMediaCollection"))
+
+
+def vmedia_get(bmc: EmulatedIdrac, vid: str, **_: Any) -> Reply:
+    if vid not in bmc.virtual_media:
+        return redfish_error(404, "Base.1.12.ResourceMissingAtURI", f"The virtual media {vid} was not found.")
+    return Reply(200, _vmedia_doc(bmc, vid))
+
+
+def vmedia_insert(bmc: EmulatedIdrac, vid: str, data: Any, **_: Any) -> Reply:
+    if vid not in bmc.virtual_media:
+        return redfish_error(404, "Base.1.12.ResourceMissingAtURI", f"The virtual media {vid} was not found.")
+    image = data.get("Image") if isinstance(data, dict) else None
+    if not isinstance(image, str) or urlparse(image).scheme not in ("http", "https", "nfs", "cifs"):
+        return redfish_error(
+            400,
+            "Base.1.12.PropertyValueFormatError",
+            f"The value {image!r} for Image is not an http(s), nfs or cifs URI.",
+        )
+    media = bmc.virtual_media[vid]
+    if media["Inserted"]:
+        return redfish_error(
+            400, "IDRAC.2.8.VRM0021", "Virtual media is already attached or in use.", "Eject the media first."
+        )
+    media.update(Image=image, Inserted=True, WriteProtected=bool(data.get("WriteProtected", True)))
+    return Reply(204)
+
+
+def vmedia_eject(bmc: EmulatedIdrac, vid: str, **_: Any) -> Reply:
+    if vid not in bmc.virtual_media:
+        return redfish_error(404, "Base.1.12.ResourceMissingAtURI", f"The virtual media {vid} was not found.")
+    media = bmc.virtual_media[vid]
+    if not media["Inserted"]:
+        return redfish_error(400, "IDRAC.2.8.VRM0021", "Virtual media is detached.", "Nothing to eject.")
+    media.update(Image=None, Inserted=False)
+    return success(200)
+
+
+JID = SEG.format("jid")
+VID = SEG.format("vid")
+ROUTES = [
+    ("GET", f"{V1}/UpdateService", update_service),
+    ("GET", FW, firmware_list),
+    ("GET", f"{FW}/{SEG.format('fid')}", firmware_get),
+    ("POST", f"{V1}/UpdateService/Actions/UpdateService.SimpleUpdate", simple_update),
+    ("GET", f"{V1}/TaskService", task_service),
+    ("GET", TASKS, tasks_list),
+    ("GET", f"{TASKS}/{JID}", task_get),
+    ("GET", f"{V1}/JobService", dmtf_job_service),
+    ("GET", f"{V1}/JobService/Jobs", dmtf_jobs),
+    ("GET", f"{V1}/JobService/Jobs/{JID}", dmtf_job),
+    ("GET", VMEDIA, vmedia_list),
+    ("GET", f"{VMEDIA}/{VID}", vmedia_get),
+    ("POST", f"{VMEDIA}/{VID}/Actions/VirtualMedia.InsertMedia", vmedia_insert),
+    ("POST", f"{VMEDIA}/{VID}/Actions/VirtualMedia.EjectMedia", vmedia_eject),
+]

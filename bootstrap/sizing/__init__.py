@@ -1,0 +1,1 @@
+"""Cluster sizing from the design guide's tables."""

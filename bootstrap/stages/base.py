@@ -1,0 +1,394 @@
+"""The stage plugin interface: what a bootstrap stage is, what it gets, what it returns.
+
+A stage is a class registered under one of :data:`STAGE_ORDER`'s names::
+
+    from bootstrap.stages.base import (
+        NodeResult, PlannedAction, Stage, StageContext, StageResult, register_stage,
+    )
+
+    @register_stage
+    class ProvisionStage(Stage):
+        name = "provision"
+        description = "PXE-boot and install the OS"
+        destructive = True                     # `up` asks first unless --yes
+
+        def plan(self, ctx: StageContext) -> list[PlannedAction]:
+            return [PlannedAction(self.name, n, "wipe and install", destructive=True) for n in ctx.nodes]
+
+        def run(self, ctx: StageContext) -> StageResult:
+            results = {}
+            for node in ctx.nodes:             # or a thread pool: the journal is thread-safe
+                try:
+                    with ctx.step(node, "write-image", destructive=True) as step:
+                        if not step.already_done:          # completed before: never repeated on resume
+                            if step.interrupted and not ctx.confirm(f"{node}: redo the image write?"):
+                                raise RuntimeError("not confirmed")
+                            write_image(ctx.node(node))    # raises on failure: step journalled failed
+                            step.detail = {"image": "ubuntu-22.04"}
+                    results[node] = NodeResult(node, ok=True)
+                except OSError as exc:
+                    results[node] = NodeResult(node, ok=False, message=str(exc))
+                ctx.progress.node_done(self.name, node, results[node].ok, results[node].message)
+            return StageResult.from_nodes(results)
+
+Put it in ``bootstrap/stages/<name>.py`` (loaded automatically by :func:`load_stages`) or anywhere that is
+imported before the run. Registering a real stage replaces the "not implemented yet" placeholder.
+
+The runner, not the stage, moves nodes along the lifecycle: before the stage a node goes to the stage's
+:attr:`Lifecycle.during` state (``provisioning`` for ``provision``), a node the stage reports ``ok`` goes to
+its :attr:`Lifecycle.reaches` state, a node reported not ok goes to ``failed`` with the message as cause.
+A stage may move nodes itself in between with ``ctx.transition`` when it needs to.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+import sys
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
+
+import click
+
+from bootstrap.errors import EnvironmentMissing, InvalidInput, NotImplementedStage
+from bootstrap.journal.states import NodeState
+
+if TYPE_CHECKING:
+    from bootstrap.journal.store import Journal, StepHandle
+
+#: The stages of a bootstrap, in the order ``rackctl up`` runs them.
+STAGE_ORDER: tuple[str, ...] = (
+    "preflight",
+    "discover",
+    "firmware",
+    "bios",
+    "provision",
+    "network",
+    "kubernetes",
+    "nvidia",
+    "triton",
+)
+
+#: Python entry-point group for stages shipped outside this package.
+ENTRY_POINT_GROUP = "rackctl.stages"
+
+
+@dataclass(frozen=True)
+class Lifecycle:
+    """How a stage relates to the node lifecycle.
+
+    requires: the least state a node must be in for the stage to run on it.
+    done_when: a node at or beyond this state does not need the stage (``None``: only the journal says).
+    reaches: the state the runner moves a node to when the stage succeeds on it (``None``: unchanged).
+    during: the state the runner moves a node to before the stage starts on it (``provisioning``); when
+        the stage is re-run on a node past it (``--force``/``--from``) that is a forced move (a reimage).
+    """
+
+    requires: NodeState = NodeState.REGISTERED
+    done_when: NodeState | None = None
+    reaches: NodeState | None = None
+    during: NodeState | None = None
+
+
+#: Default lifecycle of each stage name; a stage class may set its own ``lifecycle``.
+DEFAULT_LIFECYCLE: dict[str, Lifecycle] = {
+    "preflight": Lifecycle(NodeState.REGISTERED),
+    "discover": Lifecycle(NodeState.REGISTERED, NodeState.DISCOVERED, NodeState.DISCOVERED),
+    "firmware": Lifecycle(NodeState.DISCOVERED, NodeState.CONFIGURED),
+    "bios": Lifecycle(NodeState.DISCOVERED, NodeState.CONFIGURED, NodeState.CONFIGURED),
+    "provision": Lifecycle(
+        NodeState.CONFIGURED, NodeState.PROVISIONED, NodeState.PROVISIONED, NodeState.PROVISIONING
+    ),
+    "network": Lifecycle(NodeState.PROVISIONED, NodeState.JOINED),
+    "kubernetes": Lifecycle(NodeState.PROVISIONED, NodeState.JOINED, NodeState.JOINED),
+    "nvidia": Lifecycle(NodeState.JOINED, NodeState.READY, NodeState.READY),
+    "triton": Lifecycle(NodeState.READY),
+}
+
+
+@dataclass(frozen=True)
+class PlannedAction:
+    """One thing ``up`` would do: for a node (or the cluster when ``node`` is ``None``)."""
+
+    stage: str
+    node: str | None
+    action: str
+    destructive: bool = False
+    #: why it will not happen (e.g. "completed in run 3"); ``None`` when it will
+    skip: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "stage": self.stage,
+            "node": self.node,
+            "action": self.action,
+            "destructive": self.destructive,
+            "skip": self.skip,
+        }
+
+
+@dataclass
+class NodeResult:
+    """Outcome of a stage on one node. ``message`` is the cause recorded when it failed."""
+
+    node: str
+    ok: bool
+    message: str = ""
+    changed: bool = False
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "message": self.message, "changed": self.changed, "data": self.data}
+
+
+@dataclass
+class StageResult:
+    """Outcome of a stage. Nodes missing from ``nodes`` share the stage's ``ok``."""
+
+    ok: bool
+    nodes: dict[str, NodeResult] = field(default_factory=dict)
+    message: str = ""
+
+    @classmethod
+    def from_nodes(
+        cls, results: dict[str, NodeResult] | Iterable[NodeResult], message: str = ""
+    ) -> StageResult:
+        """A result that is ok when every node is ok."""
+        by_node = results if isinstance(results, dict) else {r.node: r for r in results}
+        return cls(ok=all(r.ok for r in by_node.values()), nodes=dict(by_node), message=message)
+
+
+class ProgressReporter(Protocol):
+    """What a stage tells the person watching. Implementations are thread-safe."""
+
+    def stage_started(self, stage: str, nodes: Sequence[str]) -> None: ...
+
+    def node_done(self, stage: str, node: str, ok: bool, message: str = "") -> None: ...
+
+    def stage_finished(self, stage: str, ok: bool, message: str = "") -> None: ...
+
+    def log(self, message: str) -> None: ...
+
+
+class NullProgress:
+    """A reporter that shows nothing (tests, ``--json`` without a terminal)."""
+
+    def stage_started(self, stage: str, nodes: Sequence[str]) -> None:
+        """Ignore."""
+
+    def node_done(self, stage: str, node: str, ok: bool, message: str = "") -> None:
+        """Ignore."""
+
+    def stage_finished(self, stage: str, ok: bool, message: str = "") -> None:
+        """Ignore."""
+
+    def log(self, message: str) -> None:
+        """Ignore."""
+
+
+class InventoryLike(Protocol):
+    """The part of ``bootstrap.inventory.Inventory`` the runner needs: nodes with a hostname."""
+
+    @property
+    def nodes(self) -> Sequence[Any]: ...
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Options of one ``up`` or ``plan``."""
+
+    dry_run: bool = False
+    #: re-run completed stages and steps, allow reimage transitions
+    force: bool = False
+    #: answer yes to confirmations (destructive steps, interrupted destructive steps)
+    yes: bool = False
+    #: TLS verification off for BMCs (only with an explicit ``--insecure``)
+    insecure: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class StageContext:
+    """Everything a stage gets: the inventory, the nodes to act on, the journal and the options."""
+
+    stage: str
+    inventory: Any
+    #: hostnames this stage acts on (already filtered by ``--limit``, state and resume)
+    nodes: list[str]
+    journal: Journal
+    state_dir: Path
+    run_id: int
+    options: RunOptions = field(default_factory=RunOptions)
+    progress: ProgressReporter = field(default_factory=NullProgress)
+    #: this stage re-runs even where completed (``--force``, or ``--from`` this stage or an earlier one)
+    forced: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def node(self, hostname: str) -> Any:
+        """The inventory entry of ``hostname``."""
+        for entry in self.inventory.nodes:
+            if entry.hostname == hostname:
+                return entry
+        raise InvalidInput(f"node {hostname!r} is not in the inventory")
+
+    def step(self, node: str, key: str, *, destructive: bool = False) -> StepHandle:
+        """Journal one step of this stage on ``node`` (a context manager).
+
+        ``.already_done`` is true when the step completed before (in this node's current lifecycle and
+        without ``--force``): skip it. ``.interrupted`` is true when an earlier run died inside it: retry
+        when that is safe, otherwise ask (:meth:`confirm`).
+        """
+        return self.journal.step(
+            self.run_id, node, self.stage, key, destructive=destructive, force=self.rerun
+        )
+
+    @property
+    def rerun(self) -> bool:
+        """True when completed steps must run again (``--force`` or ``--from``)."""
+        return self.forced or self.options.force
+
+    def transition(self, node: str, to: NodeState, cause: str) -> None:
+        """Move ``node`` to ``to``, journalled with ``cause``; raises ``InvalidTransition`` if refused."""
+        self.journal.transition(node, to, cause, run_id=self.run_id, force=self.rerun)
+
+    def state(self, node: str) -> NodeState:
+        """The node's current lifecycle state."""
+        return self.journal.state(node)
+
+    def record_facts(self, node: str, facts: dict[str, Any]) -> None:
+        """Store what this stage learnt about ``node`` (secrets are refused)."""
+        self.journal.record_facts(node, self.stage, facts)
+
+    def confirm(self, question: str) -> bool:
+        """Ask before something destructive: yes with ``--yes``, a prompt on a terminal, else refuse."""
+        if self.options.yes:
+            return True
+        if not sys.stdin.isatty():
+            raise InvalidInput(f"{question} Refusing without a terminal: pass --yes to confirm.")
+        with self._lock:
+            return click.confirm(question, default=False)
+
+
+class Stage(ABC):
+    """A bootstrap stage. Subclasses set ``name`` (one of :data:`STAGE_ORDER`) and ``description``."""
+
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+    #: true when the stage can destroy data (wipe disks, flash firmware): ``up`` asks first
+    destructive: ClassVar[bool] = False
+    #: false only for the placeholders
+    implemented: ClassVar[bool] = True
+    lifecycle: ClassVar[Lifecycle | None] = None
+
+    def get_lifecycle(self) -> Lifecycle:
+        """The stage's lifecycle: its own, or the default for its name."""
+        return self.lifecycle or DEFAULT_LIFECYCLE.get(self.name, Lifecycle())
+
+    @abstractmethod
+    def plan(self, ctx: StageContext) -> list[PlannedAction]:
+        """What :meth:`run` would do on ``ctx.nodes``; must not change anything."""
+
+    @abstractmethod
+    def run(self, ctx: StageContext) -> StageResult:
+        """Do the work on ``ctx.nodes``; journal steps with ``ctx.step`` and report per node."""
+
+
+class NotImplementedYet(Stage):
+    """Placeholder for a stage that later work fills in: planning says so and running stops there."""
+
+    implemented = False
+
+    def plan(self, ctx: StageContext) -> list[PlannedAction]:
+        return [PlannedAction(self.name, None, self.description, skip="not implemented yet: `up` stops here")]
+
+    def run(self, ctx: StageContext) -> StageResult:
+        raise NotImplementedStage(f"stage {self.name!r} is not implemented yet")
+
+
+S = TypeVar("S", bound=type[Stage])
+
+_REGISTRY: dict[str, Stage] = {}
+_REGISTRY_LOCK = threading.Lock()
+
+
+def register_stage(cls: S) -> S:
+    """Class decorator: make ``cls`` the stage for ``cls.name`` (replacing a placeholder).
+
+    Registering a second real stage under a name already taken by another real stage is refused.
+    """
+    name = getattr(cls, "name", None)
+    if name not in STAGE_ORDER:
+        raise ValueError(f"stage name {name!r} is not one of {', '.join(STAGE_ORDER)}")
+    with _REGISTRY_LOCK:
+        current = _REGISTRY.get(name)
+        same = current is not None and _qualname(type(current)) == _qualname(cls)
+        if current is not None and current.implemented and cls.implemented and not same:
+            raise ValueError(
+                f"stage {name!r} is already implemented by {_qualname(type(current))}; "
+                f"refusing {_qualname(cls)} (unregister_stage first)"
+            )
+        if current is not None and current.implemented and not cls.implemented:
+            return cls  # a placeholder never replaces a real stage
+        _REGISTRY[name] = cls()
+    return cls
+
+
+def unregister_stage(name: str) -> None:
+    """Put the placeholder back for ``name`` (tests, plugins that step aside)."""
+    from bootstrap.stages.placeholders import placeholder_for  # noqa: PLC0415 - it imports this module
+
+    with _REGISTRY_LOCK:
+        _REGISTRY[name] = placeholder_for(name)()
+
+
+def get_stage(name: str) -> Stage:
+    """The registered stage for ``name`` (after :func:`load_stages`)."""
+    load_stages()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise InvalidInput(f"unknown stage {name!r}; stages are: {', '.join(STAGE_ORDER)}") from None
+
+
+def registered_stages() -> list[Stage]:
+    """All nine stages in :data:`STAGE_ORDER`, placeholders included."""
+    load_stages()
+    return [_REGISTRY[name] for name in STAGE_ORDER]
+
+
+_LOADED = False
+
+
+def load_stages() -> None:
+    """Register placeholders, then real stages from ``bootstrap.stages.<name>`` and entry points."""
+    global _LOADED  # noqa: PLW0603 - one-time plugin discovery
+    if _LOADED:
+        return
+    from bootstrap.stages import placeholders  # noqa: PLC0415 - it imports this module
+
+    placeholders.register_placeholders()
+    for name in STAGE_ORDER:
+        module = f"bootstrap.stages.{name}"
+        if importlib.util.find_spec(module) is not None:
+            _import_stage_module(module, name)
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        _import_stage_module(ep.module, ep.name)
+    _LOADED = True
+
+
+def _import_stage_module(module: str, name: str) -> None:
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        raise EnvironmentMissing(
+            f"stage {name!r} cannot load: {exc} (install the missing package; see `rackctl doctor`)"
+        ) from exc
+
+
+def _qualname(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"

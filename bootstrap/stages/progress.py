@@ -1,0 +1,71 @@
+"""Rich progress for ``rackctl up``: one bar per stage, advancing as nodes finish."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from types import TracebackType
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+
+class RichProgress:
+    """A :class:`~bootstrap.stages.base.ProgressReporter` drawing rich progress bars (thread-safe)."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._progress = Progress(
+            SpinnerColumn(),
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        )
+        self._tasks: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> RichProgress:
+        self._progress.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._progress.stop()
+
+    def stage_started(self, stage: str, nodes: Sequence[str]) -> None:
+        with self._lock:
+            self._tasks[stage] = self._progress.add_task(stage, total=max(len(nodes), 1))
+
+    def node_done(self, stage: str, node: str, ok: bool, message: str = "") -> None:
+        mark = "[green]ok[/green]" if ok else "[red]failed[/red]"
+        tail = f": {escape(message)}" if message else ""
+        self._progress.console.print(f"  {escape(stage)} {escape(node)} {mark}{tail}")
+        with self._lock:
+            task = self._tasks.get(stage)
+        if task is not None:
+            self._progress.advance(task)
+
+    def stage_finished(self, stage: str, ok: bool, message: str = "") -> None:
+        with self._lock:
+            task = self._tasks.get(stage)
+        if task is not None:
+            total = self._progress.tasks[task].total or 1
+            colour = "green" if ok else "red"
+            self._progress.update(task, completed=total, description=f"[{colour}]{stage}[/{colour}]")
+        if message:
+            self.log(message)
+
+    def log(self, message: str) -> None:
+        self._progress.console.print(escape(message))

@@ -1,0 +1,1 @@
+"""Triton + TensorRT-LLM model repositories: render, check, load, deploy."""

@@ -1,0 +1,230 @@
+"""Kubernetes manifests per model: volume, Deployment (GPUs = TP x PP), Services, ServiceMonitor.
+
+The rendered repository is expected on the volume at ``<mount_path>/<model name>/model_repository``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bootstrap.errors import Problem
+from bootstrap.fsutil import atomic_write_text
+from bootstrap.triton.spec import ModelSpec
+from bootstrap.triton.versions import version_info
+
+LAUNCH_SCRIPT = Path(__file__).parent / "templates" / "k8s" / "rackctl_launch.py"
+LAUNCH_MOUNT = "/opt/rackctl"
+DEFAULT_K8S_VERSION = "1.30"
+
+
+def _labels(spec: ModelSpec) -> dict[str, str]:
+    return {"app.kubernetes.io/name": "triton", "app.kubernetes.io/instance": spec.name}
+
+
+def _meta(spec: ModelSpec, name: str, **labels: str) -> dict[str, Any]:
+    return {"name": name, "namespace": spec.deployment.namespace, "labels": {**_labels(spec), **labels}}
+
+
+def volume_objects(spec: ModelSpec) -> tuple[list[dict[str, Any]], str]:
+    """PVC (local-path) or PV + PVC (NFS/PowerScale) holding the repository; returns (objects, claim)."""
+    storage = spec.deployment.storage
+    claim = f"{spec.name}-repository"
+    pvc: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": _meta(spec, claim),
+        "spec": {"resources": {"requests": {"storage": storage.size}}},
+    }
+    if storage.kind == "local-path":
+        pvc["spec"] |= {"accessModes": ["ReadWriteOnce"], "storageClassName": storage.storage_class}
+        return [pvc], claim
+    pv_name = f"{spec.deployment.namespace}-{spec.name}-repository"
+    pv = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": pv_name, "labels": _labels(spec)},
+        "spec": {
+            "capacity": {"storage": storage.size},
+            "accessModes": ["ReadOnlyMany"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+            "nfs": {"server": storage.nfs_server, "path": storage.nfs_path, "readOnly": True},
+        },
+    }
+    pvc["spec"] |= {"accessModes": ["ReadOnlyMany"], "storageClassName": "", "volumeName": pv_name}
+    return [pv, pvc], claim
+
+
+def launch_command(spec: ModelSpec) -> list[str]:
+    """The container command: rackctl's launcher starts tritonserver under mpirun with the world size."""
+    dep = spec.deployment
+    world = spec.world_size if spec.layout == "inflight_batcher_llm" else 1  # LLM API spawns its own ranks
+    return [
+        "python3",
+        f"{LAUNCH_MOUNT}/rackctl_launch.py",
+        f"--world_size={world}",
+        f"--model_repo={dep.storage.mount_path}/{spec.name}/model_repository",
+        f"--http_port={dep.http_port}",
+        f"--grpc_port={dep.grpc_port}",
+        f"--metrics_port={dep.metrics_port}",
+    ]
+
+
+def _probe(path: str, period: int, failures: int) -> dict[str, Any]:
+    return {"httpGet": {"path": path, "port": "http"}, "periodSeconds": period, "failureThreshold": failures}
+
+
+def deployment(spec: ModelSpec, claim: str) -> dict[str, Any]:
+    """The Triton Deployment: GPUs = TP x PP on nodes with the declared GPU product."""
+    dep = spec.deployment
+    gpus = str(spec.world_size)
+    container = {
+        "name": "triton",
+        "image": version_info(spec.trtllm_version).image,
+        "command": launch_command(spec),
+        "ports": [
+            {"name": "http", "containerPort": dep.http_port},
+            {"name": "grpc", "containerPort": dep.grpc_port},
+            {"name": "metrics", "containerPort": dep.metrics_port},
+        ],
+        "resources": {"limits": {"nvidia.com/gpu": gpus}, "requests": {"nvidia.com/gpu": gpus}},
+        "startupProbe": _probe("/v2/health/ready", 10, 90),
+        "readinessProbe": _probe("/v2/health/ready", 5, 3),
+        "livenessProbe": _probe("/v2/health/live", 10, 3),
+        "volumeMounts": [
+            {
+                "name": "repository",
+                "mountPath": dep.storage.mount_path,
+                "readOnly": dep.storage.kind == "nfs",
+            },
+            {"name": "launcher", "mountPath": LAUNCH_MOUNT, "readOnly": True},
+            {"name": "shm", "mountPath": "/dev/shm"},  # noqa: S108 - NCCL/MPI shared memory, not a temp file
+        ],
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta(spec, f"triton-{spec.name}"),
+        "spec": {
+            "replicas": dep.replicas,
+            "selector": {"matchLabels": _labels(spec)},
+            # One new pod ready before an old one stops: serving continues during a rollout.
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
+            "template": {
+                "metadata": {"labels": _labels(spec)},
+                "spec": {
+                    "nodeSelector": {"nvidia.com/gpu.product": dep.gpu_product},
+                    "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                    "terminationGracePeriodSeconds": 60,
+                    "containers": [container],
+                    "volumes": [
+                        {"name": "repository", "persistentVolumeClaim": {"claimName": claim}},
+                        {"name": "launcher", "configMap": {"name": f"{spec.name}-launcher"}},
+                        {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": dep.shm_size}},
+                    ],
+                },
+            },
+        },
+    }
+
+
+def services(spec: ModelSpec) -> list[dict[str, Any]]:
+    """A Service for HTTP + gRPC, and one for metrics the ServiceMonitor selects."""
+    dep = spec.deployment
+    serving = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(spec, f"triton-{spec.name}"),
+        "spec": {
+            "selector": _labels(spec),
+            "ports": [
+                {"name": "http", "port": dep.http_port, "targetPort": "http"},
+                {"name": "grpc", "port": dep.grpc_port, "targetPort": "grpc"},
+            ],
+        },
+    }
+    metrics = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(spec, f"triton-{spec.name}-metrics", **{"rackctl.io/metrics": "triton"}),
+        "spec": {
+            "selector": _labels(spec),
+            "ports": [{"name": "metrics", "port": dep.metrics_port, "targetPort": "metrics"}],
+        },
+    }
+    return [serving, metrics]
+
+
+def service_monitor(spec: ModelSpec) -> dict[str, Any]:
+    """Prometheus Operator ServiceMonitor scraping Triton's metrics port."""
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "ServiceMonitor",
+        "metadata": _meta(spec, f"triton-{spec.name}", release="kube-prometheus-stack"),
+        "spec": {
+            "selector": {"matchLabels": {**_labels(spec), "rackctl.io/metrics": "triton"}},
+            "namespaceSelector": {"matchNames": [spec.deployment.namespace]},
+            "endpoints": [{"port": "metrics", "path": "/metrics", "interval": "15s"}],
+        },
+    }
+
+
+def launcher_config_map(spec: ModelSpec) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(spec, f"{spec.name}-launcher"),
+        "data": {"rackctl_launch.py": LAUNCH_SCRIPT.read_text()},
+    }
+
+
+def build_manifests(spec: ModelSpec) -> dict[str, list[dict[str, Any]]]:
+    """File name -> Kubernetes objects for one model (built-in kinds apart from the ServiceMonitor)."""
+    volume, claim = volume_objects(spec)
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": spec.deployment.namespace}}
+    core = [namespace, *volume, launcher_config_map(spec), deployment(spec, claim), *services(spec)]
+    return {"deployment.yaml": core, "servicemonitor.yaml": [service_monitor(spec)]}
+
+
+def validate_objects(objects: list[dict[str, Any]], k8s_version: str = DEFAULT_K8S_VERSION) -> list[Problem]:
+    """``kubernetes-validate --strict`` against the real schemas of ``k8s_version``."""
+    import kubernetes_validate  # noqa: PLC0415 - a test extra, loads schemas slowly
+
+    problems = []
+    for obj in objects:
+        where = f"{obj['kind']}/{obj['metadata']['name']}"
+        try:
+            kubernetes_validate.validate(obj, k8s_version, strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            path = ".".join(str(p) for p in exc.path)
+            problems.append(Problem(f"{where}.{path}", exc.message, "report a rackctl bug"))
+    return problems
+
+
+def write_manifests(
+    specs: list[ModelSpec], out_dir: Path, *, dry_run: bool = False, k8s_version: str = DEFAULT_K8S_VERSION
+) -> list[dict[str, Any]]:
+    """Write ``<out>/<model>/k8s/*.yaml`` per model (validated first); return what was (to be) written."""
+    results = []
+    for spec in specs:
+        files = build_manifests(spec)
+        problems = validate_objects(files["deployment.yaml"], k8s_version)
+        paths = []
+        for name, objects in files.items():
+            path = out_dir / spec.name / "k8s" / name
+            paths.append(str(path))
+            if not dry_run and not problems:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write_text(path, yaml.safe_dump_all(objects, sort_keys=False))
+        results.append(
+            {
+                "model": spec.name,
+                "files": paths,
+                "gpus": spec.world_size,
+                "problems": [p.as_dict() for p in problems],
+            }
+        )
+    return results

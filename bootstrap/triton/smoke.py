@@ -1,0 +1,117 @@
+"""Smoke test a serving Triton: one generate request and one streaming request, with their latencies."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+DEFAULT_PROMPT = "What is the capital of Texas?"
+
+
+@dataclass
+class SmokeResult:
+    """What one smoke run measured; ``ok`` is false when any request failed."""
+
+    url: str
+    model: str
+    ok: bool = True
+    text: str = ""
+    latency_s: float | None = None
+    stream_chunks: int = 0
+    stream_text: str = ""
+    ttft_s: float | None = None
+    stream_latency_s: float | None = None
+    errors: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def base_url(url: str) -> str:
+    """``host:port`` or ``http(s)://host:port[/]`` -> ``http(s)://host:port``."""
+    url = url.rstrip("/")
+    return url if url.startswith(("http://", "https://")) else f"http://{url}"
+
+
+def _request(url: str, body: dict[str, Any]) -> urllib.request.Request:
+    data = json.dumps(body).encode()
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"not an http(s) URL: {url}")
+    return urllib.request.Request(  # noqa: S310 - scheme checked above
+        url, data=data, headers={"Content-Type": "application/json"}, method="POST"
+    )
+
+
+def _error_text(exc: Exception) -> str:
+    if isinstance(exc, urllib.error.HTTPError):
+        detail = exc.read().decode(errors="replace")
+        with contextlib.suppress(ValueError):
+            detail = json.loads(detail).get("error", detail)
+        return f"HTTP {exc.code}: {detail}"
+    return str(exc)
+
+
+def generate(url: str, model: str, body: dict[str, Any], timeout: float) -> tuple[str, float]:
+    """POST ``/v2/models/<model>/generate``; return the text and the total latency."""
+    started = time.perf_counter()
+    request = _request(f"{base_url(url)}/v2/models/{model}/generate", body)
+    with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - base_url is http(s)
+        payload = json.loads(response.read())
+    return str(payload.get("text_output", "")), time.perf_counter() - started
+
+
+def generate_stream(
+    url: str, model: str, body: dict[str, Any], timeout: float
+) -> tuple[list[str], float, float]:
+    """POST ``/v2/models/<model>/generate_stream`` (server-sent events); chunks, TTFT, total latency."""
+    started = time.perf_counter()
+    first: float | None = None
+    chunks: list[str] = []
+    request = _request(f"{base_url(url)}/v2/models/{model}/generate_stream", {**body, "stream": True})
+    with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - http(s) only
+        for raw in response:
+            line = raw.decode().strip()
+            if not line.startswith("data:"):
+                continue
+            event = json.loads(line[len("data:") :])
+            if "error" in event:
+                raise RuntimeError(f"stream error: {event['error']}")
+            if first is None:
+                first = time.perf_counter() - started
+            chunks.append(str(event.get("text_output", "")))
+    total = time.perf_counter() - started
+    return chunks, (first if first is not None else total), total
+
+
+def run_smoke(
+    url: str,
+    *,
+    model: str = "ensemble",
+    prompt: str = DEFAULT_PROMPT,
+    max_tokens: int = 16,
+    stream: bool = True,
+    timeout: float = 60.0,
+) -> SmokeResult:
+    """Send a generate request (and a streaming one when ``stream``); never raises for a failed request."""
+    result = SmokeResult(url=base_url(url), model=model)
+    body = {"text_input": prompt, "max_tokens": max_tokens}
+    try:
+        result.text, result.latency_s = generate(url, model, {**body, "stream": False}, timeout)
+    except Exception as exc:  # reported, never a traceback
+        result.errors.append(f"generate: {_error_text(exc)}")
+    if stream:
+        try:
+            chunks, result.ttft_s, result.stream_latency_s = generate_stream(url, model, body, timeout)
+            result.stream_chunks = len(chunks)
+            result.stream_text = "".join(chunks)
+            if not chunks:
+                result.errors.append("generate_stream: no event received")
+        except Exception as exc:  # reported, never a traceback
+            result.errors.append(f"generate_stream: {_error_text(exc)}")
+    result.ok = not result.errors
+    return result

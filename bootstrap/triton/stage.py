@@ -1,0 +1,100 @@
+"""Where the models come from (inventory or a models file), and the ``triton`` stage of ``rackctl up``."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from bootstrap.errors import InvalidInput, Problem
+from bootstrap.inventory import load_inventory
+from bootstrap.inventory.loader import load_yaml, problem_from_pydantic
+from bootstrap.triton.check import check_model_dir
+from bootstrap.triton.loadcheck import load_check as run_load_check
+from bootstrap.triton.manifests import write_manifests
+from bootstrap.triton.render import render_all
+from bootstrap.triton.spec import ModelSpec
+
+
+class ModelsFile(BaseModel):
+    """A YAML file holding only a ``models:`` list (the inventory's section of the same name)."""
+
+    model_config = ConfigDict(extra="forbid")
+    models: list[ModelSpec] = Field(default_factory=list, description="Models served by Triton.")
+
+
+def _unique(specs: list[ModelSpec]) -> list[ModelSpec]:
+    twice = [name for name, n in Counter(s.name for s in specs).items() if n > 1]
+    if twice:
+        raise InvalidInput(
+            "model names must be unique",
+            problems=[Problem(f"models[{n}].name", f"name {n!r} is used twice", "rename one") for n in twice],
+        )
+    return specs
+
+
+def specs_from_models_file(path: Path) -> list[ModelSpec]:
+    """Validated models of a ``models:`` YAML file; every problem names the field and the fix."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InvalidInput(
+            f"cannot read {path}", problems=[Problem("--models", str(exc), "give an existing YAML file")]
+        ) from None
+    data = load_yaml(text, str(path))
+    try:
+        return _unique(ModelsFile.model_validate(data).models)
+    except ValidationError as exc:
+        problems = [problem_from_pydantic(e) for e in exc.errors(include_url=False)]
+        raise InvalidInput(f"{len(problems)} problem(s) in {path}", problems=problems) from None
+
+
+def specs_from_inventory(path: Path) -> list[ModelSpec]:
+    """The inventory's ``models:`` list."""
+    return _unique(list(load_inventory(path).models))
+
+
+def load_specs(inventory_path: Path, models_file: Path | None) -> list[ModelSpec]:
+    """Models from ``--models FILE`` when given, else from the inventory; at least one."""
+    specs = specs_from_models_file(models_file) if models_file else specs_from_inventory(inventory_path)
+    if not specs:
+        where = str(models_file or inventory_path)
+        raise InvalidInput(
+            f"no model declared in {where}",
+            problems=[Problem("models", "the list is empty", "declare at least one model under `models:`")],
+        )
+    return specs
+
+
+def run_triton_stage(inventory: Any, out_dir: Path, *, load_check: bool) -> dict[str, Any]:
+    """Render, write manifests and check every model of ``inventory``; optionally load them in tritonserver.
+
+    Engines usually live on the cluster's volume, not on this machine: the engine check is skipped here
+    (``rackctl triton check --path-map`` runs it where the engines are reachable).
+    """
+    specs = _unique(list(inventory.models))
+    rendered = render_all(specs, out_dir)
+    manifests = write_manifests(specs, out_dir)
+    checks = []
+    for spec in specs:
+        result = check_model_dir(out_dir / spec.name, skip_engine=True)
+        checks.append({"model": spec.name, "problems": [p.as_dict() for p in result.problems]})
+    ok = not any(c["problems"] for c in checks) and not any(m["problems"] for m in manifests)
+    loads = []
+    if load_check and ok:
+        for spec in specs:
+            outcome = run_load_check(out_dir / spec.name)
+            if outcome["ok"]:
+                outcome.pop("triton_log", None)
+            loads.append(outcome)
+        ok = all(x["ok"] for x in loads)
+    return {
+        "ok": ok,
+        "out_dir": str(out_dir),
+        "rendered": rendered,
+        "manifests": manifests,
+        "checks": checks,
+        "load_checks": loads,
+    }

@@ -1,0 +1,101 @@
+"""TensorRT-LLM versions rackctl renders for: Triton container tag and the tensorrt_llm parameter set.
+
+Sources: NVIDIA's Triton/TensorRT-LLM support matrix (0.8 ↔ 24.02, 0.14 ↔ 24.10, 1.1.0 ↔ 25.12) and the
+parameters of ``tensorrt_llm/config.pbtxt`` in each tensorrtllm_backend / TensorRT-LLM release.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: Parameters every supported release of the tensorrtllm backend reads (leader mode; orchestrator-mode
+#: ``gpu_device_ids`` and encoder-decoder ``cross_kv_cache_fraction`` are not rendered).
+_BASE_PARAMETERS: tuple[str, ...] = (
+    "max_beam_width",
+    "gpt_model_type",
+    "gpt_model_path",
+    "max_tokens_in_paged_kv_cache",
+    "max_attention_window_size",
+    "batch_scheduler_policy",
+    "kv_cache_free_gpu_mem_fraction",
+    "exclude_input_in_output",
+    "enable_kv_cache_reuse",
+    "normalize_log_probs",
+    "enable_chunked_context",
+    "decoding_mode",
+)
+_ADDED_0_9: tuple[str, ...] = (
+    "executor_worker_path",
+    "lora_cache_optimal_adapter_size",
+    "lora_cache_max_adapter_size",
+    "lora_cache_gpu_memory_fraction",
+    "lora_cache_host_memory_bytes",
+)
+_ADDED_0_10: tuple[str, ...] = (
+    "gpu_weights_percent",
+    "cancellation_check_period_ms",
+    "stats_check_period_ms",
+)
+_ADDED_0_11: tuple[str, ...] = (
+    "iter_stats_max_iterations",
+    "request_stats_max_iterations",
+    "kv_cache_host_memory_bytes",
+    "kv_cache_onboard_blocks",
+)
+_ADDED_0_14: tuple[str, ...] = ("multi_block_mode", "enable_context_fmha_fp32_acc")
+_REMOVED_0_9: tuple[str, ...] = ("enable_trt_overlap",)
+
+
+@dataclass(frozen=True)
+class VersionInfo:
+    """What one TensorRT-LLM release needs from a model repository."""
+
+    trtllm: str
+    triton_tag: str
+    parameters: tuple[str, ...]
+    batching_strategies: tuple[str, ...]
+    has_llmapi: bool = False
+
+    @property
+    def image(self) -> str:
+        """The NGC Triton image holding this TensorRT-LLM release."""
+        return f"nvcr.io/nvidia/tritonserver:{self.triton_tag}-trtllm-python-py3"
+
+
+def _params(*groups: tuple[str, ...]) -> tuple[str, ...]:
+    out: list[str] = []
+    for group in groups:
+        out.extend(p for p in group if p not in out)
+    return tuple(out)
+
+
+_V08 = _params(_BASE_PARAMETERS, _REMOVED_0_9)
+_V09 = _params(_BASE_PARAMETERS, _ADDED_0_9)
+_V10 = _params(_V09, _ADDED_0_10)
+_V11 = _params(_V10, _ADDED_0_11)
+_V14 = _params(_V11, _ADDED_0_14)
+_ALL_STRATEGIES = ("inflight_fused_batching", "inflight_batching", "V1")
+_IFB_ONLY = ("inflight_fused_batching",)
+
+_VERSIONS: dict[str, VersionInfo] = {
+    v.trtllm: v
+    for v in (
+        VersionInfo("0.8.0", "24.02", _V08, _ALL_STRATEGIES),
+        VersionInfo("0.9.0", "24.04", _V09, _ALL_STRATEGIES),
+        VersionInfo("0.10.0", "24.05", _V10, _ALL_STRATEGIES),
+        VersionInfo("0.11.0", "24.07", _V11, (*_IFB_ONLY, "V1")),
+        VersionInfo("0.12.0", "24.08", _V11, (*_IFB_ONLY, "V1")),
+        VersionInfo("0.13.0", "24.09", _V11, (*_IFB_ONLY, "V1")),
+        VersionInfo("0.14.0", "24.10", _V14, _IFB_ONLY),
+        VersionInfo("0.15.0", "24.11", _V14, _IFB_ONLY),
+        VersionInfo("0.16.0", "24.12", _V14, _IFB_ONLY),
+        VersionInfo("1.1.0", "25.12", _V14, _IFB_ONLY, has_llmapi=True),
+    )
+}
+
+SUPPORTED_VERSIONS: tuple[str, ...] = tuple(_VERSIONS)
+
+
+def version_info(trtllm_version: str) -> VersionInfo:
+    """Facts for one supported TensorRT-LLM version (KeyError for an unknown one)."""
+    return _VERSIONS[trtllm_version]

@@ -1,0 +1,104 @@
+"""Fan an operation out over many BMCs: one session and 1-2 requests in flight per BMC, many BMCs at once.
+
+Each BMC gets its own worker thread and connection (its own in-flight limit), so one slow iDRAC never
+starves the others; a failure on one node becomes that node's result, never a crash of the run.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from redfish_tools.connection import BmcConnection, BmcTarget, ConnectionPolicy
+from redfish_tools.errors import RedfishError
+from redfish_tools.secrets import redact
+
+T = TypeVar("T")
+log = logging.getLogger("redfish_tools.fleet")
+
+#: Upper bound of BMCs worked on at once (threads); each holds at most ``max_in_flight`` requests.
+DEFAULT_MAX_BMCS = 512
+
+
+@dataclass
+class NodeResult(Generic[T]):
+    """One node's outcome: ``value`` when ok, else ``error`` (a JSON-friendly dict with ``kind``)."""
+
+    name: str
+    ok: bool
+    value: T | None = None
+    error: dict[str, Any] | None = None
+    seconds: float = 0.0
+    requests: int = 0
+
+    def as_dict(self, value: Callable[[T], Any] | None = None) -> dict[str, Any]:
+        shown = value(self.value) if (value and self.value is not None) else self.value
+        return {
+            "name": self.name,
+            "ok": self.ok,
+            "value": shown,
+            "error": self.error,
+            "seconds": round(self.seconds, 3),
+            "requests": self.requests,
+        }
+
+
+Progress = Callable[[NodeResult[Any]], None]
+
+
+def run_on_bmc(
+    target: BmcTarget, operation: Callable[[BmcConnection], T], policy: ConnectionPolicy | None = None
+) -> NodeResult[T]:
+    """Log in to one BMC, run ``operation``, always log out; never raises."""
+    start = time.monotonic()
+    conn: BmcConnection | None = None
+    try:
+        conn = BmcConnection(target, policy)
+        with conn:
+            value = operation(conn)
+        return NodeResult(target.name, True, value, None, time.monotonic() - start, conn.requests_sent)
+    except RedfishError as exc:
+        error = exc.as_dict()
+    except Exception as exc:  # a bug or an unexpected answer must not stop the other nodes
+        log.debug("%s: unexpected error", target.name, exc_info=True)
+        error = {"kind": "internal", "message": redact(f"{type(exc).__name__}: {exc}"), "bmc": target.name}
+    sent = conn.requests_sent if conn else 0
+    return NodeResult(target.name, False, None, error, time.monotonic() - start, sent)
+
+
+def run_fleet(
+    targets: Sequence[BmcTarget],
+    operation: Callable[[BmcConnection], T],
+    *,
+    policy: ConnectionPolicy | None = None,
+    max_bmcs: int = DEFAULT_MAX_BMCS,
+    progress: Progress | None = None,
+) -> list[NodeResult[T]]:
+    """Run ``operation`` on every BMC concurrently; results in the order of ``targets``."""
+    if not targets:
+        return []
+    names = [t.name for t in targets]
+    if len(set(names)) != len(names):
+        raise ValueError("BMC target names must be unique")
+    results: dict[str, NodeResult[T]] = {}
+    lock = threading.Lock()
+    workers = max(1, min(len(targets), max_bmcs))
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bmc")
+    try:
+        futures = {pool.submit(run_on_bmc, t, operation, policy): t for t in targets}
+        for future in as_completed(futures):
+            result = future.result()
+            with lock:
+                results[result.name] = result
+            if progress:
+                progress(result)
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+    return [results[n] for n in names]

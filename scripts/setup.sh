@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Set up everything rackctl, its tests and its lab need on a fresh Debian/Ubuntu machine:
+# Debian packages (scripts/apt-packages.txt) and a virtualenv in .venv with rackctl installed editable.
+# Idempotent: a second run only checks. Used by `make setup` (and so by `make test` and `make demo`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+# Debian's python3.11: the tritonserver python backend stub embeds Debian's libpython3.11, so the venv
+# that runs model code must be built from /usr/bin/python3.11 (see docs/architecture.md, "Triton").
+packages=(python3 python3-venv python3-dev gcc)
+while read -r pkg; do
+  [ -n "$pkg" ] && [ "${pkg#\#}" = "$pkg" ] && packages+=("$pkg")
+done < scripts/apt-packages.txt
+missing=()
+for pkg in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+PY=/usr/bin/python3.11
+[ -x "$PY" ] || PY=/usr/bin/python3
+stamp=.venv/.rackctl-setup
+want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv from $PY"
+  "$PY" -m venv .venv
+fi
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "setup: installing rackctl and its test dependencies into .venv"
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e ".[test]"
+  echo "$want" > "$stamp"
+fi
+echo "setup: ok ($(.venv/bin/rackctl --version))"

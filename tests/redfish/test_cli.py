@@ -1,0 +1,136 @@
+"""The out-of-band CLI against the emulated rack, with the sample inventory pointed at it."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from rf_lab import Lab, assert_no_secret
+from ruamel.yaml import YAML
+
+from bootstrap.cli import cli
+
+SAMPLE = Path(__file__).resolve().parents[2] / "inventory" / "examples" / "dvd-inference.yml"
+
+
+@pytest.fixture
+def inventory(lab: Lab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The sample inventory with each node's BMC pointing at its emulated iDRAC (pinned fingerprint)."""
+    yaml = YAML()
+    data = yaml.load(SAMPLE.read_text())
+    data["cluster"]["lab"] = True
+    data["credentials"] = {}
+    for node in data["nodes"]:
+        name = node["hostname"]
+        env = "RF_PW_" + name.upper().replace("-", "_")
+        monkeypatch.setenv(env, lab.specs[name].password)
+        data["credentials"][name] = {"username": "root", "password_env": env}
+        node["bmc"]["address"] = lab.endpoints[name].url
+        node["bmc"]["fingerprint"] = lab.endpoints[name].fingerprint
+        node["bmc"]["credentials"] = name
+    out = StringIO()
+    yaml.dump(data, out)
+    path = tmp_path / "cluster.yml"
+    path.write_text(out.getvalue())
+    return path
+
+
+def run(args: list[str]) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    return result.exit_code, result.output
+
+
+def test_discover_checks_inventory_and_writes_macs(lab: Lab, inventory: Path, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    code, out = run(["discover", "-i", str(inventory), "--state-dir", str(state), "--json"])
+    data = json.loads(out)
+    assert code == 0, out
+    assert data["ok"] and len(data["nodes"]) == 5
+    xe = next(n for n in data["nodes"] if n["name"] == "gpu-xe9680-01")
+    assert xe["value"]["gpu_count"] == 8 and xe["value"]["service_tag"] == "GX01X96"
+    offered = {(d["node"], d["fqdd"]): d["discovered"] for d in data["mac_diff"]}
+    for name, spec in lab.specs.items():
+        if name.startswith("spare"):
+            continue
+        for fqdd, mac in spec.nics.items():
+            assert offered[(name, fqdd)] == mac
+    assert_no_secret(out, lab.passwords)
+
+    from bootstrap.journal.store import Journal
+
+    with Journal(state, readonly=True) as journal:
+        assert journal.latest_facts("head-01")["discover"]["service_tag"] == "HD01R66"
+
+    original = inventory.read_text()
+    code, out = run(["discover", "-i", str(inventory), "--state-dir", str(state), "--write", "--json"])
+    assert code == 0 and json.loads(out)["written"] == len(offered)
+    text = inventory.read_text()
+    assert "# rackctl inventory" in text and text.count("\n") >= original.count("\n") - 1  # comments kept
+    code, out = run(["discover", "-i", str(inventory), "--state-dir", str(state), "--json"])
+    assert json.loads(out)["mac_diff"] == []  # applied: nothing left to offer
+
+
+def test_discover_reports_mismatch_and_fails(lab: Lab, inventory: Path, tmp_path: Path) -> None:
+    text = inventory.read_text().replace("service_tag: GL01R76", "service_tag: WRONG77")
+    inventory.write_text(text)
+    code, out = run(
+        ["discover", "-i", str(inventory), "--state-dir", str(tmp_path), "--limit", "gpu-l40s-01", "--json"]
+    )
+    assert code == 1
+    data = json.loads(out)
+    assert data["mismatches"]["gpu-l40s-01"] == [
+        {"field": "service_tag", "inventory": "WRONG77", "discovered": "GL01R76"}
+    ]
+
+
+def test_power_dry_run_changes_nothing_then_power_is_idempotent(lab: Lab, inventory: Path) -> None:
+    name = "cp-02"
+    run(["power", "off", "-i", str(inventory), "--limit", name, "--json"])
+    code, out = run(["power", "on", "-i", str(inventory), "--limit", name, "--dry-run", "--json"])
+    assert code == 0 and json.loads(out)["nodes"][0]["value"] == {"current": "Off", "would": "on"}
+    assert lab.rack.state(name)["power_state"] == "Off"
+    code, out = run(["power", "on", "-i", str(inventory), "--limit", name, "--json"])
+    assert code == 0 and json.loads(out)["nodes"][0]["value"]["changed"] is True
+    code, out = run(["power", "on", "-i", str(inventory), "--limit", name, "--json"])
+    assert json.loads(out)["nodes"][0]["value"]["changed"] is False
+    run(["power", "off", "-i", str(inventory), "--limit", name])
+
+
+def test_boot_and_bios_plan_and_status(lab: Lab, inventory: Path, tmp_path: Path) -> None:
+    code, out = run(["boot", "Pxe", "-i", str(inventory), "--limit", "head-01", "--json"])
+    assert code == 0 and json.loads(out)["nodes"][0]["value"]["after"]["target"] == "Pxe"
+    code, out = run(
+        ["bios", "plan", "-i", str(inventory), "--state-dir", str(tmp_path), "--limit", "worker", "--json"]
+    )
+    assert code == 0, out
+    plans = {n["name"]: n["value"] for n in json.loads(out)["nodes"]}
+    assert set(plans) == {"gpu-l40s-01", "gpu-xe9680-01"}
+    for plan in plans.values():
+        assert not plan["problems"]
+    code, out = run(["bmc", "status", "-i", str(inventory), "--json"])
+    assert code == 0, out
+    nodes = {n["name"]: n["value"] for n in json.loads(out)["nodes"]}
+    assert nodes["head-01"]["tls"] == "pinned" and nodes["head-01"]["auth"] == "session"
+    assert nodes["head-01"]["lc"]["ready"] is True
+    assert_no_secret(out, lab.passwords)
+
+
+def test_bad_input_is_a_clear_error_without_traceback(lab: Lab, inventory: Path, monkeypatch) -> None:
+    code, out = run(["power", "on", "-i", str(inventory), "--limit", "nope-9"])
+    assert code == 2 and "'nope-9' matches no node" in out and "Traceback" not in out
+    monkeypatch.delenv("RF_PW_HEAD_01")
+    code, out = run(["bmc", "status", "-i", str(inventory), "--limit", "head-01", "--json"])
+    assert code == 2 and "RF_PW_HEAD_01" in out
+
+
+def test_unreachable_bmc_fails_that_node_only(lab: Lab, inventory: Path) -> None:
+    text = inventory.read_text().replace(lab.endpoints["cp-03"].url, "https://127.0.0.1:1")
+    inventory.write_text(text)
+    code, out = run(["bmc", "status", "-i", str(inventory), "--limit", "cp-02,cp-03", "--json"])
+    assert code == 1
+    nodes = {n["name"]: n for n in json.loads(out)["nodes"]}
+    assert nodes["cp-02"]["ok"] and not nodes["cp-03"]["ok"]
+    assert nodes["cp-03"]["error"]["kind"] == "transport"

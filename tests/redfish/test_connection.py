@@ -1,0 +1,163 @@
+"""BmcConnection against emulated iDRACs: sessions, TLS, retries, typed errors, no leaked secrets."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+from pydantic import SecretStr
+from rf_lab import FAST, Lab, api
+
+from redfish_tools import errors as E
+from redfish_tools.connection import BmcConnection, ConnectionPolicy
+
+
+def test_session_login_is_reused_and_always_logged_out(lab: Lab) -> None:
+    name = "head-01"
+    before = len(lab.rack.request_log(name))
+    with BmcConnection(lab.target(name), FAST) as conn:
+        assert conn.auth_mode == "session"
+        assert lab.rack.open_sessions(name) == 1
+        for _ in range(3):
+            conn.get("/redfish/v1/Systems")
+    assert lab.rack.open_sessions(name) == 0
+    log = lab.rack.request_log(name)[before:]
+    logins = [r for r in log if r["method"] == "POST" and r["path"].endswith("/Sessions")]
+    assert len(logins) == 1
+    assert all(r["auth"] == "session" for r in log if r["path"] == "/redfish/v1/Systems")
+    assert log[-1]["method"] == "DELETE"
+
+
+def test_logout_happens_even_when_the_operation_raises(lab: Lab) -> None:
+    name = "cp-02"
+    with pytest.raises(E.NotFoundError) as info, BmcConnection(lab.target(name), FAST) as conn:
+        conn.get("/redfish/v1/Systems/NoSuchSystem")
+    assert info.value.status == 404 and info.value.bmc == name and info.value.uri.endswith("NoSuchSystem")
+    assert lab.rack.open_sessions(name) == 0
+
+
+def test_pinned_fingerprint_is_checked(lab: Lab) -> None:
+    with BmcConnection(lab.target("head-01", pin=True), FAST) as conn:
+        assert conn.get("/redfish/v1/Systems")["Members"]
+    wrong = "AA:" * 31 + "AA"
+    with (
+        pytest.raises(E.TLSError, match="fingerprint"),
+        BmcConnection(lab.target("head-01", pin=True, fingerprint=wrong), FAST),
+    ):
+        pass
+
+
+def test_tls_is_verified_by_default(lab: Lab) -> None:
+    # No CA bundle and no pin: the lab CA is not in the system store, so the handshake must fail.
+    with pytest.raises(E.TLSError), BmcConnection(lab.target("head-01", ca_file=None), FAST):
+        pass
+    # Explicitly insecure works (and is only reachable through the flag).
+    with BmcConnection(lab.target("head-01", ca_file=None, insecure=True), FAST) as conn:
+        assert conn.root.get("Vendor") == "Dell"
+
+
+def test_wrong_password_is_an_auth_error_and_not_retried(lab: Lab) -> None:
+    name = "cp-03"
+    before = len(lab.rack.request_log(name))
+    with (
+        pytest.raises(E.AuthError) as info,
+        BmcConnection(lab.target(name, password=SecretStr("not-the-password")), FAST),
+    ):
+        pass
+    assert info.value.status == 401
+    logins = [r for r in lab.rack.request_log(name)[before:] if r["method"] == "POST"]
+    assert len(logins) == 1  # never hammer a BMC with a wrong password (lockout)
+
+
+def test_session_exhaustion_is_reported_as_rac0218(lab: Lab, spare: str) -> None:
+    lab.rack.set_faults(spare, api.FaultSpec(session_exhausted=True))
+    with pytest.raises(E.SessionLimitError) as info, BmcConnection(lab.target(spare), FAST):
+        pass
+    assert info.value.message_id == "RAC0218"
+    assert info.value.uri.endswith("/Sessions")
+    posts = [r for r in lab.rack.request_log(spare) if r["method"] == "POST"]
+    assert 2 <= len(posts) <= 1 + FAST.session_retries + 1  # bounded retries, not a storm
+
+
+def test_503_and_swc0700_are_retried_until_success(lab: Lab, spare: str) -> None:
+    lab.rack.set_faults(
+        spare,
+        api.FaultSpec(
+            status_503_rate=0.3, swc0700_rate=0.2, fault_exempt_paths=("/redfish/v1/SessionService",)
+        ),
+    )
+    policy = ConnectionPolicy(
+        connect_timeout=2, read_timeout=3, retries=8, backoff=0.01, backoff_max=0.05, retry_after_max=0.05
+    )
+    with BmcConnection(lab.target(spare), policy) as conn:
+        for _ in range(15):
+            assert conn.get("/redfish/v1/Systems/System.Embedded.1")["Id"] == "System.Embedded.1"
+    faults = [r for r in lab.rack.request_log(spare) if r.get("fault")]
+    assert faults, "the emulator injected no fault: the test proves nothing"
+    assert lab.rack.open_sessions(spare) == 0
+
+
+def test_persistent_not_ready_ends_as_typed_error(lab: Lab, spare: str) -> None:
+    with BmcConnection(lab.target(spare), FAST) as conn:
+        lab.rack.set_faults(
+            spare, api.FaultSpec(swc0700_rate=1.0, fault_exempt_paths=("/redfish/v1/SessionService",))
+        )
+        with pytest.raises(E.NotReadyError) as info:
+            conn.get("/redfish/v1/Systems")
+    assert info.value.message_id == "SWC0700" and info.value.status in (500, 503)
+    assert lab.rack.open_sessions(spare) == 0
+
+
+def test_timeouts_are_bounded_and_a_post_is_not_retried(lab: Lab, spare: str) -> None:
+    policy = ConnectionPolicy(connect_timeout=1, read_timeout=0.5, retries=2, backoff=0.01, backoff_max=0.02)
+    conn = BmcConnection(lab.target(spare), policy)
+    with conn:
+        lab.rack.set_faults(
+            spare,
+            api.FaultSpec(timeout_rate=1.0, hang_s=2.0, fault_exempt_paths=("/redfish/v1/SessionService",)),
+        )
+        before = len(lab.rack.request_log(spare))
+        start = time.monotonic()
+        with pytest.raises(E.RedfishTimeout):
+            conn.get("/redfish/v1/Systems")
+        assert time.monotonic() - start < 3 * 0.5 + 1.5
+        with pytest.raises(E.RedfishTimeout):
+            conn.post(
+                "/redfish/v1/Systems/System.Embedded.1/Actions/ComputerSystem.Reset", {"ResetType": "On"}
+            )
+        time.sleep(2.2)  # let the hung requests finish on the emulator so they are logged
+        log = lab.rack.request_log(spare)[before:]
+        lab.rack.set_faults(spare, api.FaultSpec())
+    gets = [r for r in log if r["method"] == "GET" and r["path"] == "/redfish/v1/Systems"]
+    posts = [r for r in log if r["method"] == "POST" and "ComputerSystem.Reset" in r["path"]]
+    assert len(gets) == 1 + policy.retries
+    assert len(posts) == 1  # a POST that may have taken effect is never repeated
+    assert lab.rack.open_sessions(spare) == 0
+
+
+def test_at_most_two_requests_in_flight_per_bmc(lab: Lab, spare: str) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    lab.rack.set_latency(spare, 300)
+    with BmcConnection(lab.target(spare), FAST) as conn:
+        start = time.monotonic()
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda _: conn.get("/redfish/v1/Systems"), range(6)))
+        elapsed = time.monotonic() - start
+    # 6 requests at 300 ms with 2 in flight take >= 3 x 300 ms; unbounded they would take ~300 ms.
+    assert elapsed >= 0.85, elapsed
+
+
+def test_no_secret_in_debug_logs(lab: Lab, caplog: pytest.LogCaptureFixture) -> None:
+    name = "gpu-l40s-01"
+    with caplog.at_level(logging.DEBUG):
+        with BmcConnection(lab.target(name), FAST) as conn:
+            token = conn._token
+            conn.get("/redfish/v1/Systems")
+        assert token
+    text = caplog.text
+    assert "X-Auth-Token" in text or "redfish" in text  # the library did log headers/bodies
+    assert token not in text
+    assert lab.specs[name].password not in text
+    assert lab.specs[name].password not in repr(lab.target(name))

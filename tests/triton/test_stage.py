@@ -1,0 +1,20 @@
+"""``run_triton_stage``: render + manifests + checks for the ``triton`` stage of ``rackctl up``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+from bootstrap.triton.stage import run_triton_stage
+from tests.triton.conftest import make_spec
+
+
+def test_stage_renders_checks_and_reports_json(tmp_path: Path):
+    inventory = SimpleNamespace(models=[make_spec(name="a"), make_spec(name="b", tensor_parallelism=2)])
+    result = run_triton_stage(inventory, tmp_path, load_check=False)
+    json.dumps(result)  # JSON-able
+    assert result["ok"] is True
+    assert [m["gpus"] for m in result["manifests"]] == [1, 2]
+    assert (tmp_path / "b" / "k8s" / "deployment.yaml").is_file()
+    assert all(c["problems"] == [] for c in result["checks"])

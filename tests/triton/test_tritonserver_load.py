@@ -1,0 +1,106 @@
+"""The real tritonserver (from the nvidia-pytriton wheel) loads rendered repositories on CPU.
+
+``tensorrt_llm`` is replaced by a Python stand-in (the only part that needs a GPU); the tokenizer is a tiny
+byte-level BPE tokenizer trained offline with the ``tokenizers`` library (no model hub is reachable).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import tempfile
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from bootstrap.cli import cli
+from bootstrap.triton.loadcheck import build_test_tokenizer, load_check, model_states, standin_repository
+from bootstrap.triton.render import render_all
+from bootstrap.triton.server import TritonServer
+from bootstrap.triton.smoke import DEFAULT_PROMPT, run_smoke
+from tests.triton.conftest import make_spec
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        importlib.util.find_spec("pytriton") is None,
+        reason="nvidia-pytriton wheel (tritonserver) not installed",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def streaming_server():
+    """One tritonserver for the module: a streaming (decoupled) in-flight-batcher repository."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp)
+        spec = make_spec(name="streamer", streaming=True, max_batch_size=16)
+        render_all([spec], out / "out")
+        tokenizer = build_test_tokenizer(out / "tokenizer")
+        repo = standin_repository(out / "out" / spec.name, out / "work", tokenizer)
+        with TritonServer(repo) as server:
+            yield server
+
+
+def test_every_model_is_ready(streaming_server):
+    states = model_states(streaming_server.url)
+    assert states == dict.fromkeys(
+        ["ensemble", "postprocessing", "preprocessing", "tensorrt_llm", "tensorrt_llm_bls"], "READY"
+    )
+
+
+@pytest.mark.parametrize("entry", ["ensemble", "tensorrt_llm_bls"])
+def test_generate_and_generate_stream_answer(streaming_server, entry):
+    result = run_smoke(streaming_server.url, model=entry, max_tokens=64)
+    assert result.ok, result.errors
+    # The stand-in echoes the prompt's token ids: the real tokenizer round trip must give the prompt back.
+    assert result.text.startswith(DEFAULT_PROMPT)
+    assert result.stream_chunks > 1  # one event per token when decoupled
+    assert result.stream_text.startswith(DEFAULT_PROMPT)
+    assert result.ttft_s is not None and result.ttft_s <= result.stream_latency_s
+
+
+def test_smoke_cli_reports_latencies(streaming_server):
+    result = CliRunner().invoke(cli, ["triton", "smoke", "--url", streaming_server.url, "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["ok"] and data["latency_s"] > 0 and data["ttft_s"] > 0
+
+
+def test_smoke_cli_fails_on_a_dead_endpoint():
+    from bootstrap.triton.server import free_port
+
+    result = CliRunner().invoke(cli, ["triton", "smoke", "--url", f"127.0.0.1:{free_port()}", "--json"])
+    assert result.exit_code == 1
+    assert json.loads(result.output)["ok"] is False
+
+
+def test_load_check_non_streaming_refuses_generate_stream(tmp_path):
+    spec = make_spec(name="plain", streaming=False)
+    render_all([spec], tmp_path)
+    result = load_check(tmp_path / spec.name)
+    assert result["ok"], result
+    assert result["smoke"]["ensemble"]["stream_chunks"] == 0
+
+
+def test_load_check_surfaces_tritons_own_load_error(tmp_path):
+    spec = make_spec(name="broken")
+    render_all([spec], tmp_path)
+    config = tmp_path / spec.name / "model_repository" / "ensemble" / "config.pbtxt"
+    config.write_text(config.read_text().replace('value: "_output_ids"', 'value: "_missing_ids"', 1))
+    result = CliRunner().invoke(cli, ["triton", "load-check", str(tmp_path), "--json"])
+    assert result.exit_code == 1
+    data = json.loads(result.output)["models"][0]
+    assert not data["ok"]
+    # Triton's own words, verbatim: the ensemble output is no longer connected.
+    assert any("'_output_ids', is not connected" in e for e in data["errors"]), data["errors"]
+    assert "failed to load all models" in data["triton_log"]
+
+
+def test_load_check_llmapi_layout(tmp_path):
+    spec = make_spec(name="api", layout="llmapi", trtllm_version="1.1.0", engine_dir=None, streaming=True)
+    render_all([spec], tmp_path)
+    result = load_check(tmp_path / spec.name)
+    assert result["ok"], result
+    assert result["smoke"]["tensorrt_llm"]["stream_chunks"] > 1
