@@ -143,9 +143,7 @@ def run_size(n: int, args: argparse.Namespace) -> dict[str, Any]:
             policy = ConnectionPolicy(read_timeout=60)
             # One BMC alone: its request count gives the critical path.
             heavy = (
-                next(t for t, s in zip(targets, specs, strict=True) if s.model == "XE9680")
-                if n >= 4
-                else targets[0]
+                next(t for t, s in zip(targets, specs, strict=True) if s.model == "XE9680") if n >= 4 else targets[0]
             )
             # One BMC alone (the heaviest model): its request count x latency is the critical path.
             one = run_fleet_async([heavy], discover_async, policy=policy)[0]
@@ -203,9 +201,7 @@ def run_size(n: int, args: argparse.Namespace) -> dict[str, Any]:
     row["ratios"] = {
         "sequential_wall_over_rackctl": round(row["sequential_dmtf"]["wall_s"] / r["wall_s"], 1),
         "ansible_wall_over_rackctl": (
-            round(row["ansible_redfish_info"]["wall_s"] / r["wall_s"], 1)
-            if row["ansible_redfish_info"]
-            else None
+            round(row["ansible_redfish_info"]["wall_s"] / r["wall_s"], 1) if row["ansible_redfish_info"] else None
         ),
         "rackctl_wall_over_critical_path": round(r["wall_s"] / critical, 2),
     }

@@ -79,9 +79,7 @@ class BiosView:
         self.svc = svc or Service(conn)
         self.uri = link(self.svc.system(), "Bios")
         if not self.uri:
-            raise E.NotFoundError(
-                "the system has no Bios link", bmc=conn.target.name, uri=self.svc.system_uri()
-            )
+            raise E.NotFoundError("the system has no Bios link", bmc=conn.target.name, uri=self.svc.system_uri())
 
     def current(self) -> dict[str, Any]:
         return self.svc.get(self.uri, fresh=True)
@@ -141,9 +139,7 @@ def validate_against_registry(desired: dict[str, Any], registry: dict[str, dict[
             low, high = entry.get("LowerBound"), entry.get("UpperBound")
             if (low is not None and number < low) or (high is not None and number > high):
                 problems.append(f"{name}: {number} is outside {low}..{high}")
-        elif (
-            kind == "Boolean" and not isinstance(value, bool) and str(value).lower() not in ("true", "false")
-        ):
+        elif kind == "Boolean" and not isinstance(value, bool) and str(value).lower() not in ("true", "false"):
             problems.append(f"{name}: {value!r} is not a boolean")
     return problems
 
@@ -233,9 +229,7 @@ def apply_bios(
         return result
     set_power(conn, "cycle")
     result.rebooted = True
-    result.outcome = wait_for(
-        conn, job.uri or f"{settings_uri}", timeout=timeout, poll=poll, raise_on_failure=False
-    )
+    result.outcome = wait_for(conn, job.uri or f"{settings_uri}", timeout=timeout, poll=poll, raise_on_failure=False)
     after = view.current().get("Attributes", {})
     registry = view.registry(bios)
     for name, value in wanted.items():

@@ -56,9 +56,7 @@ def set_boot_once(conn: BmcConnection, target: str, *, enabled: str = "Once") ->
     }
     if before["target"] == target and before["enabled"] == enabled:
         return BootResult(target, enabled, before, before, changed=False)
-    conn.patch(
-        system_uri, {"Boot": {"BootSourceOverrideTarget": target, "BootSourceOverrideEnabled": enabled}}
-    )
+    conn.patch(system_uri, {"Boot": {"BootSourceOverrideTarget": target, "BootSourceOverrideEnabled": enabled}})
     after = boot_override(conn, svc)
     if after["target"] != target or after["enabled"] not in (enabled, "Continuous"):
         raise E.OperationNotConfirmed(

@@ -362,9 +362,7 @@ def classify(resp: Response, *, bmc: str, path: str, missing_ok: bool, safe: boo
         # A 503 or not-ready answer means the request was not processed: any method may be retried.
         raise Retry(err, _retry_after(resp.headers))
     if status in (401, 403):
-        raise E.AuthError(
-            "the BMC rejected the credentials" if status == 401 else (text or "access denied"), **kw
-        )
+        raise E.AuthError("the BMC rejected the credentials" if status == 401 else (text or "access denied"), **kw)
     if status == 404:
         if missing_ok:
             return resp
@@ -419,9 +417,7 @@ def _first_message(body: dict[str, Any]) -> str:
 def _transport_error(cause: BaseException | None, bmc: str, uri: str) -> E.RedfishError:
     if isinstance(cause, requests.exceptions.SSLError):
         text = str(cause)
-        hint = (
-            "pinned fingerprint does not match" if "ingerprint" in text else "certificate verification failed"
-        )
+        hint = "pinned fingerprint does not match" if "ingerprint" in text else "certificate verification failed"
         return E.TLSError(f"TLS: {hint}", bmc=bmc, uri=uri)
     if isinstance(cause, requests.exceptions.Timeout):
         return E.RedfishTimeout("no answer within the timeout", bmc=bmc, uri=uri)

@@ -150,9 +150,7 @@ def facts_from(raw: RawInventory, bmc: str) -> NodeFacts:
     facts.memory_gib = (system.get("MemorySummary") or {}).get("TotalSystemMemoryGiB")
     for proc in raw.processors:
         if proc.get("ProcessorType") == "GPU":
-            facts.gpus.append(
-                Gpu(id=str(proc.get("Id")), model=str(proc.get("Model") or ""), source="Processors")
-            )
+            facts.gpus.append(Gpu(id=str(proc.get("Id")), model=str(proc.get("Model") or ""), source="Processors"))
         else:
             facts.cpus.append(
                 {
@@ -196,9 +194,7 @@ def facts_from(raw: RawInventory, bmc: str) -> NodeFacts:
         ]
     facts.idrac_version = raw.manager.get("FirmwareVersion")
     facts.idrac_model = raw.manager.get("Model")
-    facts.firmware = [
-        {"id": i.get("Id"), "name": i.get("Name"), "version": i.get("Version")} for i in raw.firmware
-    ]
+    facts.firmware = [{"id": i.get("Id"), "name": i.get("Name"), "version": i.get("Version")} for i in raw.firmware]
     return facts
 
 

@@ -18,9 +18,7 @@ def firmware_inventory(conn: BmcConnection, svc: Service | None = None) -> list[
     svc = svc or Service(conn)
     update = svc.service_uri("UpdateService")
     if not update:
-        raise E.NotFoundError(
-            "the service root has no UpdateService", bmc=conn.target.name, uri="/redfish/v1/"
-        )
+        raise E.NotFoundError("the service root has no UpdateService", bmc=conn.target.name, uri="/redfish/v1/")
     coll = link(svc.get(update, fresh=True), "FirmwareInventory")
     svc.forget(coll)
     svc.forget(f"{coll}?$expand=.($levels=1)")

@@ -89,9 +89,7 @@ class Service:
     def _pick(self, collection_key: str, preferred: str) -> str:
         coll = link(self.root, collection_key)
         if not coll:
-            raise NotFoundError(
-                f"the service root has no {collection_key} link", bmc=self.name, uri="/redfish/v1/"
-            )
+            raise NotFoundError(f"the service root has no {collection_key} link", bmc=self.name, uri="/redfish/v1/")
         uris = self.member_uris(coll)
         if not uris:
             raise NotFoundError(f"{collection_key} is empty", bmc=self.name, uri=coll)

@@ -17,9 +17,7 @@ SCP_TARGETS = ("ALL", "IDRAC", "BIOS", "NIC", "RAID")
 def _task_uri(conn: BmcConnection, resp_location: str | None, body: dict[str, Any], uri: str) -> str:
     if resp_location:
         return resp_location
-    raise E.RedfishError(
-        "the BMC accepted the SCP request but gave no task monitor", bmc=conn.target.name, uri=uri
-    )
+    raise E.RedfishError("the BMC accepted the SCP request but gave no task monitor", bmc=conn.target.name, uri=uri)
 
 
 def export_scp(

@@ -47,9 +47,7 @@ def task_state(body: dict[str, Any]) -> tuple[str, str, str | None, int | None]:
     """(state, message, message_id, percent) of a Task or a Dell Job resource."""
     dell = body.get("Oem", {}).get("Dell", {}) if isinstance(body.get("Oem"), dict) else {}
     state = str(body.get("JobState") or dell.get("JobState") or body.get("TaskState") or "")
-    if state in ("Running", "New", "Starting", "Pending", "Scheduling", "Downloading") and body.get(
-        "TaskState"
-    ) in (
+    if state in ("Running", "New", "Starting", "Pending", "Scheduling", "Downloading") and body.get("TaskState") in (
         "Completed",
         "Exception",
     ):

@@ -36,9 +36,7 @@ class PinnedFingerprintAdapter(HTTPAdapter):
         self._fingerprint = normalise_fingerprint(fingerprint)
         super().__init__(**kwargs)
 
-    def init_poolmanager(
-        self, connections: int, maxsize: int, block: bool = False, **pool_kwargs: Any
-    ) -> None:
+    def init_poolmanager(self, connections: int, maxsize: int, block: bool = False, **pool_kwargs: Any) -> None:
         pool_kwargs["assert_fingerprint"] = self._fingerprint
         super().init_poolmanager(connections, maxsize, block=block, **pool_kwargs)
 

@@ -65,7 +65,5 @@ def eject_media(conn: BmcConnection, *, slot: str | None = None) -> dict[str, An
     conn.post(action, {})
     after = svc.get(uri, fresh=True)
     if after.get("Inserted"):
-        raise E.OperationNotConfirmed(
-            "virtual media still inserted after eject", bmc=conn.target.name, uri=uri
-        )
+        raise E.OperationNotConfirmed("virtual media still inserted after eject", bmc=conn.target.name, uri=uri)
     return {"slot": media.get("Id"), "changed": True}

@@ -128,9 +128,7 @@ def _as_dict(value: Any) -> Any:
 @click.option("--write", is_flag=True, help="Write the discovered MACs into the inventory (atomically).")
 @json_option
 @handle_errors()
-def discover_cmd(
-    inventory_path: Path, state_dir: Path, limit: str | None, write: bool, as_json: bool
-) -> None:
+def discover_cmd(inventory_path: Path, state_dir: Path, limit: str | None, write: bool, as_json: bool) -> None:
     """Read each node's hardware through its iDRAC and check it against the inventory.
 
     Facts go to the run journal; model, GPU count and service tag are compared with the inventory; the
@@ -199,7 +197,7 @@ def power_cmd(action: str, inventory_path: Path, limit: str | None, dry_run: boo
 
     def show(v: dict[str, Any]) -> str:
         if dry_run:
-            return f"{v['current']} -> would {v['would']}"
+            return f"{v['current']}: " + ("no change" if v["would"] == "nothing" else f"would {v['would']}")
         return f"{v['before']} -> {v['after']}" + ("" if v["changed"] else " (no change)")
 
     emit(data, as_json, lambda d: console.print(_node_rows(results, show)))
@@ -231,10 +229,7 @@ def boot_cmd(  # noqa: PLR0917 - click passes options as arguments
     def op(conn: BmcConnection) -> dict[str, Any]:
         if dry_run:
             boot = Service(conn).system(fresh=True).get("Boot", {})
-            same = (
-                boot.get("BootSourceOverrideTarget") == target
-                and boot.get("BootSourceOverrideEnabled") == enabled
-            )
+            same = boot.get("BootSourceOverrideTarget") == target and boot.get("BootSourceOverrideEnabled") == enabled
             return {
                 "current": f"{boot.get('BootSourceOverrideTarget')}/{boot.get('BootSourceOverrideEnabled')}",
                 "would": "nothing" if same else f"set {target}/{enabled}" + (" and reboot" if reboot else ""),
@@ -255,7 +250,7 @@ def boot_cmd(  # noqa: PLR0917 - click passes options as arguments
 
     def show(v: dict[str, Any]) -> str:
         if dry_run:
-            return f"{v['current']} -> would {v['would']}"
+            return f"{v['current']}: " + ("no change" if v["would"] == "nothing" else f"would {v['would']}")
         return f"{v['target']}/{v['enabled']}" + ("" if v["changed"] else " (no change)")
 
     emit(data, as_json, lambda d: console.print(_node_rows(results, show)))

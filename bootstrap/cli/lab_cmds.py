@@ -1,7 +1,8 @@
-"""``rackctl lab``: the emulated rack on this machine. ``lab bmc up|down|status`` runs the emulated iDRACs.
+"""``rackctl lab``: the emulated rack on this machine.
 
-``lab up|down|status`` currently do the BMC part only (the VM/PXE part of the lab attaches to
-:data:`lab_group` from its own module).
+``lab up`` builds it all: the lab's network namespace and bridge, one libvirt VM per installable node
+(qemu TCG) and one emulated iDRAC per node on loopback, driving its VM. ``lab down`` removes all of it
+by PID and name. ``lab bmc up|down|status`` runs the emulated iDRACs alone (no VMs).
 """
 
 from __future__ import annotations
@@ -52,9 +53,7 @@ def _up_options(func: Any) -> Any:
         lab_dir_option,
         inventory_option,
         click.option("--dry-run", is_flag=True, help="Show what would start and be written; do nothing."),
-        click.option(
-            "--latency-ms", type=click.IntRange(0, 60000), default=0, help="Added to every request."
-        ),
+        click.option("--latency-ms", type=click.IntRange(0, 60000), default=0, help="Added to every request."),
         click.option("--processes", type=click.IntRange(1, 64), default=None, help="Worker processes."),
     ):
         func = option(func)
@@ -109,6 +108,54 @@ def _show_up(data: dict[str, Any]) -> None:
         console.print(f"BMC passwords generated into {escape(path)} (mode 0600)")
     for warning in data["warnings"]:
         err_console.print(f"[yellow]warning:[/yellow] {escape(warning)}")
+
+
+@handle_errors()
+def _up_all(
+    *,
+    inventory_path: Path,
+    lab_dir: Path,
+    dry_run: bool,
+    latency_ms: int,
+    processes: int | None,
+    memory_mib: int,
+    as_json: bool,
+) -> None:
+    from bootstrap.lab.bmc_lab import load_lab_inventory, plan_lab_bmcs  # noqa: PLC0415 - fast --help
+    from bootstrap.lab.vm_lab import lab_up_all, plan_lab_vms  # noqa: PLC0415
+
+    inventory = load_lab_inventory(inventory_path)
+    plan = plan_lab_bmcs(inventory)
+    vm_plan = plan_lab_vms(inventory, lab_dir, plan, memory_mib=memory_mib)
+    if dry_run:
+        emit({"ok": True, "dry_run": True, **plan.as_dict(), **vm_plan.as_dict()}, as_json, _show_full_plan)
+        return
+    with err_console.status(
+        f"starting the lab network, {len(vm_plan.vms)} VM(s) and {len(plan.specs)} emulated iDRAC(s)...",
+        spinner="dots",
+    ):
+        result = lab_up_all(plan, vm_plan, lab_dir, latency_ms=latency_ms, processes=processes)
+    emit(result, as_json, _show_up)
+
+
+def _show_full_plan(data: dict[str, Any]) -> None:
+    _show_plan(data)
+    console.print(
+        f"would create network namespace {data['netns']} with bridge {data['bridge']} ({data['head_address']})"
+    )
+    table = Table(title="Lab VMs that would be defined (powered off; their iDRACs power them)")
+    for col in ("node", "domain", "PXE MAC", "memory MiB"):
+        table.add_column(col)
+    for vm in data["vms"]:
+        table.add_row(vm["node"], vm["domain"], vm["mac"], str(vm["memory_mib"]))
+    console.print(table)
+
+
+@handle_errors()
+def _down_all(*, lab_dir: Path, as_json: bool, inventory_path: Path | None = None) -> None:
+    from bootstrap.lab.vm_lab import lab_down_all  # noqa: PLC0415
+
+    emit(lab_down_all(lab_dir), as_json, lambda d: console.print(escape(d["message"])))
 
 
 @handle_errors()
@@ -171,7 +218,31 @@ def _add_commands(group: click.Group, what: str) -> None:
 
 
 _add_commands(bmc_group, "")
-_add_commands(lab_group, "currently the emulated iDRACs only")
+
+
+@lab_group.command("up")
+@_up_options
+@click.option("--memory-mib", type=click.IntRange(256, 16384), default=1024, show_default=True, help="Per VM.")
+def lab_up_cmd(**kwargs: Any) -> None:
+    """Build the lab: network namespace + bridge, one VM per non-head node, the emulated iDRACs driving them."""
+    _up_all(**kwargs)
+
+
+@lab_group.command("down")
+@json_option
+@lab_dir_option
+@click.option("-i", "--inventory", "inventory_path", type=click.Path(path_type=Path), default=None, hidden=True)
+def lab_down_cmd(**kwargs: Any) -> None:
+    """Remove the lab: iDRACs, VMs, libvirt daemons and the namespace, by PID and name; /dev/kvm restored."""
+    _down_all(**kwargs)
+
+
+@lab_group.command("status")
+@json_option
+@lab_dir_option
+def lab_status_cmd(**kwargs: Any) -> None:
+    """List the emulated iDRACs and whether they answer (exit 1 if one does not)."""
+    _status(**kwargs)
 
 
 def register(cli: click.Group) -> None:

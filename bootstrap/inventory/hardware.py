@@ -17,18 +17,14 @@ class GpuType(BaseModel):
     product: str = Field(description="Product name as nvidia-smi / Redfish report it.")
     memory_gb: int = Field(gt=0, description="GPU memory in GB.")
     mig: bool = Field(description="Whether the GPU supports MIG partitioning.")
-    label: str = Field(
-        description="Value of the nvidia.com/gpu.product node label GPU feature discovery sets."
-    )
+    label: str = Field(description="Value of the nvidia.com/gpu.product node label GPU feature discovery sets.")
 
 
 GPU_TYPES: dict[str, GpuType] = {
     g.name: g
     for g in (
         GpuType(name="L40S", product="NVIDIA L40S", memory_gb=48, mig=False, label="NVIDIA-L40S"),
-        GpuType(
-            name="H100-PCIe", product="NVIDIA H100 PCIe", memory_gb=80, mig=True, label="NVIDIA-H100-PCIe"
-        ),
+        GpuType(name="H100-PCIe", product="NVIDIA H100 PCIe", memory_gb=80, mig=True, label="NVIDIA-H100-PCIe"),
         GpuType(
             name="H100-SXM",
             product="NVIDIA H100 80GB HBM3",

@@ -197,9 +197,7 @@ def problem_from_pydantic(error: dict[str, Any]) -> Problem:
         model = model_at(loc)
         info = model.model_fields.get(field_name) if model else None
         hint = info.description if info and info.description else ""
-        return Problem(
-            path, f"required key '{field_name}' is missing", f"add it{': ' + hint if hint else ''}"
-        )
+        return Problem(path, f"required key '{field_name}' is missing", f"add it{': ' + hint if hint else ''}")
     message = error["msg"].removeprefix("Value error, ")
     shown = _shown(error.get("input"), loc)
     fix = ""

@@ -58,13 +58,9 @@ class Cluster(Strict):
     dns_servers: list[IPv4] = Field(default_factory=list)
     admin_ssh_keys: list[str] = Field(min_length=1, description="SSH public keys of the admins.")
     software_profile: str = Field("current", description="Named version profile, see `rackctl validate`.")
-    versions: dict[str, str] = Field(
-        default_factory=dict, description="Overrides of single versions of the profile."
-    )
+    versions: dict[str, str] = Field(default_factory=dict, description="Overrides of single versions of the profile.")
     install_method: InstallMethod = InstallMethod.AUTOINSTALL
-    lab: bool = Field(
-        False, description="Lab/dev cluster: allows one control plane and loopback BMC addresses."
-    )
+    lab: bool = Field(False, description="Lab/dev cluster: allows one control plane and loopback BMC addresses.")
 
     @field_validator("admin_ssh_keys")
     @classmethod
@@ -190,9 +186,7 @@ class BmcSettings(Strict):
     fingerprint: str | None = Field(
         None, description="Pinned SHA-256 fingerprint of the iDRAC certificate, AA:BB:... (32 bytes)."
     )
-    insecure: bool | None = Field(
-        None, description="Skip TLS verification (explicit opt-in, not for production)."
-    )
+    insecure: bool | None = Field(None, description="Skip TLS verification (explicit opt-in, not for production).")
 
     @field_validator("fingerprint")
     @classmethod
@@ -338,6 +332,19 @@ class Node(Strict):
         return None
 
 
+class FirmwareMinimum(Strict):
+    """Least firmware versions of one hardware model (checked by the firmware stage)."""
+
+    bios: str | None = Field(None, description="Least BIOS version, e.g. 1.6.2.")
+    idrac: str | None = Field(None, description="Least iDRAC firmware version, e.g. 7.00.00.00.")
+
+
+class Firmware(Strict):
+    """The firmware baseline: per hardware model, the least versions a node must run."""
+
+    baseline: dict[str, FirmwareMinimum] = Field(default_factory=dict, description="Hardware model -> least versions.")
+
+
 class BmcGroups(Strict):
     """BMC settings for every node, then per role or per model; a node's own settings win."""
 
@@ -360,6 +367,7 @@ class Inventory(Strict):
     bios_profiles: dict[str, dict[str, str]] = Field(
         default_factory=dict, description="Extra or overriding BIOS attribute sets."
     )
+    firmware: Firmware = Field(default_factory=Firmware, description="Firmware baseline per hardware model.")
     nodes: Annotated[list[Node], Field(min_length=1)]
     models: list[ModelSpec] = Field(default_factory=list, description="Models served by Triton.")
     sizing: SizingSection | None = None

@@ -157,9 +157,7 @@ def unique_interface_names(inv: Inventory) -> Iterator[Finding]:
         seen: set[str] = set()
         for name in names:
             if name in seen:
-                yield err(
-                    _node_path(i, ".interfaces"), f"interface name {name!r} used twice on {node.hostname}"
-                )
+                yield err(_node_path(i, ".interfaces"), f"interface name {name!r} used twice on {node.hostname}")
             seen.add(name)
         iface_names = {iface.name for iface in node.interfaces}
         for j, bond in enumerate(node.bonds):
@@ -184,9 +182,7 @@ def network_definitions(inv: Inventory) -> Iterator[Finding]:
         if net.shared_with:
             other = named.get(net.shared_with)
             if other is None or net.shared_with == name:
-                yield err(
-                    f"{path}.shared_with", f"cannot share with {net.shared_with!r}", "name another network"
-                )
+                yield err(f"{path}.shared_with", f"cannot share with {net.shared_with!r}", "name another network")
             elif net.cidr is not None and other.cidr is not None and net.cidr != other.cidr:
                 yield err(
                     f"{path}.cidr",
@@ -194,23 +190,17 @@ def network_definitions(inv: Inventory) -> Iterator[Finding]:
                     f"drop cidr (it is taken from {net.shared_with}) or drop shared_with",
                 )
         elif net.cidr is None:
-            yield err(
-                f"{path}.cidr", "no cidr", "set cidr, or shared_with to reuse another network's segment"
-            )
+            yield err(f"{path}.cidr", "no cidr", "set cidr, or shared_with to reuse another network's segment")
         cidr = inv.networks.cidr_of(name)
         if cidr is None:
             continue
         if net.gateway is not None and net.gateway not in cidr:
-            yield err(
-                f"{path}.gateway", f"gateway {net.gateway} is outside {cidr}", f"pick an address in {cidr}"
-            )
+            yield err(f"{path}.gateway", f"gateway {net.gateway} is outside {cidr}", f"pick an address in {cidr}")
         if net.dhcp_range is not None:
             for end in ("start", "end"):
                 ip = getattr(net.dhcp_range, end)
                 if ip not in cidr:
-                    yield err(
-                        f"{path}.dhcp_range.{end}", f"{ip} is outside {cidr}", f"use addresses in {cidr}"
-                    )
+                    yield err(f"{path}.dhcp_range.{end}", f"{ip} is outside {cidr}", f"use addresses in {cidr}")
     if inv.networks.pxe.dhcp_range is None:
         yield warn("networks.pxe.dhcp_range", "no DHCP range: only nodes with a MAC and a PXE IP can boot")
 
@@ -330,9 +320,7 @@ def control_planes(inv: Inventory) -> Iterator[Finding]:
             "make one R660 `role: head` and the other control planes `role: control-plane`",
         )
     if count == 1 and inv.cluster.lab:
-        yield warn(
-            "nodes", "a single control plane: no high availability (allowed because cluster.lab is true)"
-        )
+        yield warn("nodes", "a single control plane: no high availability (allowed because cluster.lab is true)")
     elif count < 3 or count % 2 == 0:
         yield err(
             "nodes",
@@ -411,9 +399,7 @@ def bios_profiles(inv: Inventory) -> Iterator[Finding]:
         name = inv.node_bios_profile(node)
         if name is not None and inv.bios_profile(name) is None:
             options = set(inv.bios_profiles) | {"control-plane", "gpu-worker"}
-            yield err(
-                _node_path(i, ".bios_profile"), f"unknown BIOS profile {name!r}", did_you_mean(name, options)
-            )
+            yield err(_node_path(i, ".bios_profile"), f"unknown BIOS profile {name!r}", did_you_mean(name, options))
 
 
 @rule("node-networks")
@@ -612,9 +598,7 @@ def _version_consistency(v: Versions) -> Iterator[Finding]:
     trt_key = ".".join(str(p) for p in version_tuple(v.trtllm)[:2])
     matching = TRTLLM_TRITON.get(trt_key)
     if matching is None:
-        yield warn(
-            f"{path}.trtllm", f"no known Triton release for TensorRT-LLM {v.trtllm}", "check the pairing"
-        )
+        yield warn(f"{path}.trtllm", f"no known Triton release for TensorRT-LLM {v.trtllm}", "check the pairing")
     elif matching != v.triton:
         yield err(
             f"{path}.triton",
@@ -631,6 +615,20 @@ def _version_consistency(v: Versions) -> Iterator[Finding]:
         )
 
 
+@rule("firmware-baseline")
+def firmware_baseline(inv: Inventory) -> Iterator[Finding]:
+    """Baseline entries name known hardware models and numeric versions."""
+    known = set(inv.hardware_models) | set(BUILTIN_MODELS)
+    for model, minimum in inv.firmware.baseline.items():
+        path = f"firmware.baseline.{model}"
+        if model not in known:
+            yield err(path, f"unknown hardware model {model!r}", did_you_mean(model, known))
+        for part in ("bios", "idrac"):
+            value = getattr(minimum, part)
+            if value is not None and not version_tuple(value):
+                yield err(f"{path}.{part}", f"{value!r} is not a version", "write it like 1.6.2")
+
+
 @rule("fabric-manager")
 def fabric_manager(inv: Inventory) -> Iterator[Finding]:
     """Custom models that declare NVSwitch must carry SXM GPUs (Fabric Manager manages SXM fabrics)."""
@@ -643,6 +641,41 @@ def fabric_manager(inv: Inventory) -> Iterator[Finding]:
             )
         for t in hw.gpu_types:
             if t not in GPU_TYPES:
-                yield err(
-                    f"hardware_models.{name}.gpu_types", f"unknown GPU type {t!r}", did_you_mean(t, GPU_TYPES)
-                )
+                yield err(f"hardware_models.{name}.gpu_types", f"unknown GPU type {t!r}", did_you_mean(t, GPU_TYPES))
+
+
+# --- served models ----------------------------------------------------------------------------
+
+
+@rule("served-models")
+def served_models(inv: Inventory) -> Iterator[Finding]:
+    """Model names are unique; each model's GPU product exists on a node with at least TP x PP GPUs."""
+    seen: dict[str, int] = {}
+    capacity: dict[str, int] = {}
+    for node in inv.nodes:
+        gpus = inv.gpus_of(node)
+        gpu = GPU_TYPES.get(gpus.type)
+        if gpu is not None:
+            capacity[gpu.label] = max(capacity.get(gpu.label, 0), gpus.count)
+    for i, model in enumerate(inv.models):
+        if model.name in seen:
+            yield err(
+                f"models[{i}].name", f"model name {model.name!r} is also models[{seen[model.name]}]", "rename one"
+            )
+        seen.setdefault(model.name, i)
+        product = model.deployment.gpu_product
+        path = f"models[{i}].deployment.gpu_product"
+        if product not in capacity:
+            options = sorted(capacity) or ["(no GPU nodes in the inventory)"]
+            yield err(
+                path,
+                f"no node has {product!r} GPUs, so {model.name} could never be scheduled",
+                did_you_mean(product, capacity) or f"use one of {', '.join(options)}",
+            )
+        elif model.world_size > capacity[product]:
+            yield err(
+                f"models[{i}].tensor_parallelism",
+                f"{model.name} needs {model.world_size} GPUs in one node (TP x PP) but {product} nodes have "
+                f"at most {capacity[product]}",
+                "lower tensor_parallelism/pipeline_parallelism or pin the model to larger nodes",
+            )

@@ -57,9 +57,7 @@ def _read_password_file(inventory: Inventory, name: str, path: str) -> str:
     except OSError:
         raise InvalidInput(
             f"cannot read the password file of {name!r}",
-            problems=[
-                Problem(f"{path}.password_file", f"{file} is missing or unreadable", "create it, mode 0600")
-            ],
+            problems=[Problem(f"{path}.password_file", f"{file} is missing or unreadable", "create it, mode 0600")],
         ) from None
     if mode & 0o077:
         raise InvalidInput(
@@ -76,11 +74,7 @@ def _read_password_file(inventory: Inventory, name: str, path: str) -> str:
         if not isinstance(value, str) or not value:
             raise InvalidInput(
                 f"password file of {name!r} has no entry for it",
-                problems=[
-                    Problem(
-                        f"{path}.password_file", f"no key {name!r} in {file}", f"add `{name}: <password>`"
-                    )
-                ],
+                problems=[Problem(f"{path}.password_file", f"no key {name!r} in {file}", f"add `{name}: <password>`")],
             )
         return value
     if not stripped:
@@ -97,8 +91,6 @@ def resolve_bmc_credentials(inventory: Inventory, node: Node) -> Credentials:
     if settings.credentials is None:
         raise InvalidInput(
             f"no BMC credentials for {node.hostname}",
-            problems=[
-                Problem(f"nodes.{node.hostname}.bmc.credentials", "not set", "set bmc.defaults.credentials")
-            ],
+            problems=[Problem(f"nodes.{node.hostname}.bmc.credentials", "not set", "set bmc.defaults.credentials")],
         )
     return resolve_credentials(inventory, settings.credentials)

@@ -38,9 +38,7 @@ class PreflightStage(Stage):
     description = "Check credentials, TLS trust and reachability of each BMC, and this machine's tools"
 
     def plan(self, ctx: StageContext) -> list[PlannedAction]:
-        return [
-            PlannedAction(self.name, n, "check BMC credentials, TLS trust, reachability") for n in ctx.nodes
-        ]
+        return [PlannedAction(self.name, n, "check BMC credentials, TLS trust, reachability") for n in ctx.nodes]
 
     def run(self, ctx: StageContext) -> StageResult:
         missing = [f for f in run_doctor({"core"}) if not f.ok]

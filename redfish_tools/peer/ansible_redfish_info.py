@@ -87,11 +87,7 @@ def run_redfish_info(targets: list[BmcTarget], *, forks: int = 50, queries: Quer
     """Run the playbook over ``targets``; returns each host's ``redfish_facts`` and the time taken."""
     bindir = Path(sys.executable).parent
     playbook_bin = bindir / "ansible-playbook"
-    exe = (
-        str(playbook_bin)
-        if playbook_bin.exists()
-        else (shutil.which("ansible-playbook") or "ansible-playbook")
-    )
+    exe = str(playbook_bin) if playbook_bin.exists() else (shutil.which("ansible-playbook") or "ansible-playbook")
     with tempfile.TemporaryDirectory(prefix="rackctl-peer-") as tmp:
         work = Path(tmp)
         os.chmod(work, 0o700)

@@ -31,9 +31,7 @@ scalars = st.one_of(
 )
 yaml_values = st.recursive(
     scalars,
-    lambda children: (
-        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4)
-    ),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4),
     max_leaves=20,
 )
 
@@ -78,11 +76,7 @@ def test_arbitrary_text_never_crashes(text):
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    st.lists(
-        st.tuples(st.sampled_from(ALL_PATHS), yaml_values | st.just("__delete__")), min_size=1, max_size=4
-    )
-)
+@given(st.lists(st.tuples(st.sampled_from(ALL_PATHS), yaml_values | st.just("__delete__")), min_size=1, max_size=4))
 def test_mutated_valid_inventories_never_crash(mutations):
     data = copy.deepcopy(_SAMPLE_DATA)
     for path, value in mutations:

@@ -109,9 +109,7 @@ def test_init_writes_sample_and_refuses_overwrite(tmp_path):
 def test_render_produces_an_inventory_ansible_reads(data, tmp_path):
     inv_path = write(tmp_path, data)
     out = tmp_path / "ansible"
-    dry = runner.invoke(
-        cli, ["inventory", "render", "-i", str(inv_path), "-o", str(out), "--dry-run", "--json"]
-    )
+    dry = runner.invoke(cli, ["inventory", "render", "-i", str(inv_path), "-o", str(out), "--dry-run", "--json"])
     assert dry.exit_code == 0 and not out.exists()
     result = runner.invoke(cli, ["inventory", "render", "-i", str(inv_path), "-o", str(out), "--json"])
     assert result.exit_code == 0, result.output

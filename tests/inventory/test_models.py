@@ -23,9 +23,7 @@ def test_unknown_top_level_key(data):
 
 def test_plain_password_is_refused_without_echoing_it(data):
     data["credentials"]["idrac"]["password"] = "calvin-secret"
-    problem = expect(
-        data, "credentials.idrac.password", "passwords never go in the inventory", "password_env"
-    )
+    problem = expect(data, "credentials.idrac.password", "passwords never go in the inventory", "password_env")
     assert "calvin-secret" not in str(problem)
 
 

@@ -387,3 +387,37 @@ def test_rules_directory_relative_paths(data, tmp_path):
     source = Path(tmp_path) / "sub" / "cluster.yml"
     inv = valid(data, source).inventory
     assert inv.resolve_path(Path("x.pem")) == (tmp_path / "sub" / "x.pem").resolve()
+
+
+def _model(name: str, product: str, tp: int = 1) -> dict:
+    return {
+        "name": name,
+        "trtllm_version": "1.1.0",
+        "hf_model_dir": "/models/llama",
+        "tokenizer_dir": "/models/llama",
+        "engine_dir": "/engines/llama",
+        "tensor_parallelism": tp,
+        "deployment": {"gpu_product": product},
+    }
+
+
+@covers("served-models")
+def test_model_names_unique_and_gpu_product_present(data):
+    data["models"] = [_model("llama", "NVIDIA-L40S"), _model("llama", "NVIDIA-H100-80GB-HBM3", tp=8)]
+    expect(data, "models[1].name", "also models[0]", "rename one")
+    data["models"] = [_model("llama", "NVIDIA-H100-PCIe")]
+    expect(data, "models[0].deployment.gpu_product", "no node has 'NVIDIA-H100-PCIe' GPUs")
+    data["models"] = [_model("llama", "NVIDIA-L40S", tp=8)]
+    expect(data, "models[0].tensor_parallelism", "needs 8 GPUs", "at most 4")
+    data["models"] = [_model("llama", "NVIDIA-L40S", tp=4), _model("big", "NVIDIA-H100-80GB-HBM3", tp=8)]
+    assert [m.name for m in valid(data).inventory.models] == ["llama", "big"]
+
+
+@covers("firmware-baseline")
+def test_firmware_baseline(data):
+    data["firmware"] = {"baseline": {"R66O": {"bios": "1.6.2"}}}
+    expect(data, "firmware.baseline.R66O", "unknown hardware model", "did you mean 'R660'?")
+    data["firmware"] = {"baseline": {"R660": {"bios": "latest"}}}
+    expect(data, "firmware.baseline.R660.bios", "not a version")
+    data["firmware"] = {"baseline": {"R660": {"bios": "1.6.2", "idrac": "7.00.00.00"}}}
+    assert valid(data).inventory.firmware.baseline["R660"].bios == "1.6.2"

@@ -26,9 +26,7 @@ def mac_for(index: int, port: int) -> str:
     return f"b0:7b:25:00:{index:02x}:{port:02x}"
 
 
-def make_spec(
-    name: str, model: str, tag: str, gpu: str | None, count: int, *, index: int
-) -> api.EmulatedBmcSpec:
+def make_spec(name: str, model: str, tag: str, gpu: str | None, count: int, *, index: int) -> api.EmulatedBmcSpec:
     nics = {"NIC.Embedded.1-1-1": mac_for(index, 1), "NIC.Integrated.1-1-1": mac_for(index, 2)}
     if model != "R660":
         nics["NIC.Slot.1-1-1"] = mac_for(index, 3)

@@ -102,9 +102,7 @@ def test_power_dry_run_changes_nothing_then_power_is_idempotent(lab: Lab, invent
 def test_boot_and_bios_plan_and_status(lab: Lab, inventory: Path, tmp_path: Path) -> None:
     code, out = run(["boot", "Pxe", "-i", str(inventory), "--limit", "head-01", "--json"])
     assert code == 0 and json.loads(out)["nodes"][0]["value"]["after"]["target"] == "Pxe"
-    code, out = run(
-        ["bios", "plan", "-i", str(inventory), "--state-dir", str(tmp_path), "--limit", "worker", "--json"]
-    )
+    code, out = run(["bios", "plan", "-i", str(inventory), "--state-dir", str(tmp_path), "--limit", "worker", "--json"])
     assert code == 0, out
     plans = {n["name"]: n["value"] for n in json.loads(out)["nodes"]}
     assert set(plans) == {"gpu-l40s-01", "gpu-xe9680-01"}
@@ -134,3 +132,19 @@ def test_unreachable_bmc_fails_that_node_only(lab: Lab, inventory: Path) -> None
     nodes = {n["name"]: n for n in json.loads(out)["nodes"]}
     assert nodes["cp-02"]["ok"] and not nodes["cp-03"]["ok"]
     assert nodes["cp-03"]["error"]["kind"] == "transport"
+
+
+def test_human_output_renders_every_command(lab: Lab, inventory: Path, tmp_path: Path) -> None:
+    state = ["--state-dir", str(tmp_path)]
+    for args in (
+        ["discover", "-i", str(inventory), *state, "--limit", "head-01,gpu-xe9680-01"],
+        ["power", "off", "-i", str(inventory), "--limit", "cp-03", "--dry-run"],
+        ["boot", "Hdd", "-i", str(inventory), "--limit", "cp-03", "--dry-run"],
+        ["bios", "plan", "-i", str(inventory), *state, "--limit", "head-01"],
+        ["bios", "apply", "-i", str(inventory), *state, "--limit", "head-01", "--dry-run"],
+        ["bmc", "status", "-i", str(inventory), "--limit", "head-01"],
+    ):
+        code, out = run(args)
+        assert code == 0, (args, out)
+        assert "Traceback" not in out and args[args.index("--limit") + 1].split(",")[0] in out, (args, out)
+        assert_no_secret(out, lab.passwords)

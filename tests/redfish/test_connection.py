@@ -83,9 +83,7 @@ def test_session_exhaustion_is_reported_as_rac0218(lab: Lab, spare: str) -> None
 def test_503_and_swc0700_are_retried_until_success(lab: Lab, spare: str) -> None:
     lab.rack.set_faults(
         spare,
-        api.FaultSpec(
-            status_503_rate=0.3, swc0700_rate=0.2, fault_exempt_paths=("/redfish/v1/SessionService",)
-        ),
+        api.FaultSpec(status_503_rate=0.3, swc0700_rate=0.2, fault_exempt_paths=("/redfish/v1/SessionService",)),
     )
     policy = ConnectionPolicy(
         connect_timeout=2, read_timeout=3, retries=8, backoff=0.01, backoff_max=0.05, retry_after_max=0.05
@@ -100,9 +98,7 @@ def test_503_and_swc0700_are_retried_until_success(lab: Lab, spare: str) -> None
 
 def test_persistent_not_ready_ends_as_typed_error(lab: Lab, spare: str) -> None:
     with BmcConnection(lab.target(spare), FAST) as conn:
-        lab.rack.set_faults(
-            spare, api.FaultSpec(swc0700_rate=1.0, fault_exempt_paths=("/redfish/v1/SessionService",))
-        )
+        lab.rack.set_faults(spare, api.FaultSpec(swc0700_rate=1.0, fault_exempt_paths=("/redfish/v1/SessionService",)))
         with pytest.raises(E.NotReadyError) as info:
             conn.get("/redfish/v1/Systems")
     assert info.value.message_id == "SWC0700" and info.value.status in (500, 503)
@@ -123,9 +119,7 @@ def test_timeouts_are_bounded_and_a_post_is_not_retried(lab: Lab, spare: str) ->
             conn.get("/redfish/v1/Systems")
         assert time.monotonic() - start < 3 * 0.5 + 1.5
         with pytest.raises(E.RedfishTimeout):
-            conn.post(
-                "/redfish/v1/Systems/System.Embedded.1/Actions/ComputerSystem.Reset", {"ResetType": "On"}
-            )
+            conn.post("/redfish/v1/Systems/System.Embedded.1/Actions/ComputerSystem.Reset", {"ResetType": "On"})
         time.sleep(2.2)  # let the hung requests finish on the emulator so they are logged
         log = lab.rack.request_log(spare)[before:]
         lab.rack.set_faults(spare, api.FaultSpec())

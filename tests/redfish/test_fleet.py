@@ -42,9 +42,7 @@ def fleet_rack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[api.E
 
 
 ENGINES = {
-    "threads": lambda targets, policy, progress: run_fleet(
-        targets, discover, policy=policy, progress=progress
-    ),
+    "threads": lambda targets, policy, progress: run_fleet(targets, discover, policy=policy, progress=progress),
     "asyncio": lambda targets, policy, progress: run_fleet_async(
         targets, discover_async, policy=policy, progress=progress
     ),
@@ -52,9 +50,7 @@ ENGINES = {
 
 
 @pytest.mark.parametrize("engine", sorted(ENGINES))
-def test_partial_failure_is_reported_per_node(
-    fleet_rack, engine: str, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_partial_failure_is_reported_per_node(fleet_rack, engine: str, caplog: pytest.LogCaptureFixture) -> None:
     from rf_lab import target_of
 
     rack, specs, endpoints = fleet_rack

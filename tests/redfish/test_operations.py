@@ -129,9 +129,7 @@ def test_bios_attribute_that_does_not_take_is_reported(lab: Lab) -> None:
         if locked is None:
             pytest.skip("emulator exposes no dependency-locked attribute in its current BIOS state")
         attr = next(a for a in entries["Attributes"] if a["AttributeName"] == locked)
-        other = next(
-            v["ValueName"] for v in attr.get("Value", []) if v["ValueName"] != bios["Attributes"][locked]
-        )
+        other = next(v["ValueName"] for v in attr.get("Value", []) if v["ValueName"] != bios["Attributes"][locked])
         clear_jobs(conn)
         result = apply_bios(conn, {locked: other}, reboot=True, timeout=60, poll=0.3)
         assert result.state == "partially-applied"
@@ -162,11 +160,7 @@ def test_scp_export_then_import(lab: Lab) -> None:
         current = {a["Name"]: a["Value"] for a in bios["Attributes"]}
         assert current["SystemServiceTag"] == "HD01R66"
         flipped = "Disabled" if current["ProcTurboMode"] == "Enabled" else "Enabled"
-        change = {
-            "Components": [
-                {"FQDD": bios["FQDD"], "Attributes": [{"Name": "ProcTurboMode", "Value": flipped}]}
-            ]
-        }
+        change = {"Components": [{"FQDD": bios["FQDD"], "Attributes": [{"Name": "ProcTurboMode", "Value": flipped}]}]}
         outcome = import_scp(conn, change, target="BIOS", timeout=60, poll=0.3)
         assert outcome.ok
         assert lab.rack.state(name)["bios"]["ProcTurboMode"] == flipped

@@ -98,6 +98,8 @@ class EmulatedBmcSpec:
     """Seconds a running job or task takes to complete (BIOS, SCP, firmware)."""
     bios_version: str = "2.3.5"
     idrac_version: str = "7.10.30.00"
+    vm_domain: str | None = None
+    """Name of the lab's libvirt domain this BMC drives (power, boot device); None: no real host."""
 
     def to_json(self) -> dict[str, Any]:
         """Plain dict (for the worker's config file). Holds the password: the file is mode 0600."""

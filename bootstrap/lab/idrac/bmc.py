@@ -24,6 +24,7 @@ from urllib.parse import parse_qs
 from bootstrap.lab.idrac import bios, hardware
 from bootstrap.lab.idrac.api import EmulatedBmcSpec, FaultSpec
 from bootstrap.lab.idrac.jobs import JobQueue
+from bootstrap.lab.idrac.machine import LibvirtMachine
 from bootstrap.lab.idrac.sushy_core import SushyCore
 
 MAX_SESSIONS = 8
@@ -115,7 +116,8 @@ class EmulatedIdrac:
         self.memory = hardware.memory(spec)
         self.storage_controller, self.drives = hardware.storage(spec)
         self.pcie = hardware.pcie_devices(spec)
-        core.register(uuid, spec.power_delay_s, self.on_boot, lambda _uuid: self._sushy_cache.clear())
+        self.machine = LibvirtMachine(spec.vm_domain) if spec.vm_domain else None
+        core.register(uuid, spec.power_delay_s, self.on_boot, self.on_power_change)
         from bootstrap.lab.idrac.routes import build_routes  # noqa: PLC0415 - routes import this module
 
         self.routes: list[tuple[str, re.Pattern[str], Handler]] = build_routes(self)
@@ -132,12 +134,27 @@ class EmulatedIdrac:
         self.boot_count += 1
         self._sushy_cache.clear()
         self.last_boot_source = self.boot_target if self.boot_enabled != "Disabled" else "Hdd"
+        if self.machine is not None:
+            self.machine.start(self.last_boot_source)
         if self.boot_enabled == "Once":
             self.boot_enabled, self.boot_target = "Disabled", "None"
             self.core.set_boot_device(self.uuid, "None")
         now = time.time()
         for job in self.jobs.scheduled_bios_jobs():
             job.start_now(now)
+
+    def on_power_change(self, _uuid: str) -> None:
+        """Power state changed: drop cached answers; pull the VM's plug when it went off."""
+        self._sushy_cache.clear()
+        if self.machine is not None and self.core.driver._systems[self.uuid].get("power_state") == "Off":
+            self.machine.stop()
+
+    def sync_machine(self) -> None:
+        """A VM that powered itself off (shutdown, deploy ramdisk done) reads Off, as a real host would."""
+        if self.machine is None or self.core.power_pending(self.uuid):
+            return
+        if self.core.driver._systems[self.uuid].get("power_state") == "On" and self.machine.running() is False:
+            self.core.driver._update(self.uuid, power_state="Off")
 
     def reset_idrac(self, seconds: float | None = None) -> None:
         """Emulate an iDRAC reset: connections dropped for a while and every session lost."""
@@ -148,6 +165,7 @@ class EmulatedIdrac:
         """Advance time-driven state: due power transitions (and boots), jobs, idle sessions."""
         now = time.time()
         self.core.power_state(self.uuid)
+        self.sync_machine()
         self.jobs.refresh(now)
         for token, sess in list(self.sessions.items()):
             if now - sess.last_used > SESSION_TIMEOUT_S:
@@ -185,9 +203,7 @@ class EmulatedIdrac:
         faults = self.faults
         if faults.always_fail:
             entry["fault"] = "always_fail"
-            return redfish_error(
-                500, "Base.1.12.InternalError", "The request failed due to an internal error."
-            )
+            return redfish_error(500, "Base.1.12.InternalError", "The request failed due to an internal error.")
         self.tick()
         if time.time() < self.reset_until:
             entry["fault"] = "reset"
@@ -242,17 +258,14 @@ class EmulatedIdrac:
                 return redfish_error(
                     400,
                     "Base.1.12.MalformedJSON",
-                    "The request body submitted was malformed "
-                    "JSON and could not be parsed by the receiving service.",
+                    "The request body submitted was malformed JSON and could not be parsed by the receiving service.",
                 )
         reply = self.dispatch(method, path, data, headers)
         if method == "GET" and reply.status == 200 and "$expand" in query:
             self._expand(reply, query)
         return reply
 
-    def dispatch(
-        self, method: str, path: str, data: Any = None, headers: dict[str, str] | None = None
-    ) -> Reply:
+    def dispatch(self, method: str, path: str, data: Any = None, headers: dict[str, str] | None = None) -> Reply:
         """Route an authenticated request to its handler."""
         known_path = False
         for route_method, pattern, handler in self._routes_by_depth.get(path.count("/"), ()):

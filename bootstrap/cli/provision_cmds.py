@@ -1,0 +1,92 @@
+"""``rackctl provision [NODES]``: the provision stage alone, journalled like ``rackctl up``.
+
+A node already provisioned is not reinstalled unless ``--force``. ``--dry-run`` shows what would happen.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from bootstrap.cli.common import emit, err_console, handle_errors, inventory_option, json_option, state_dir_option
+from bootstrap.errors import EXIT_OK
+
+
+@click.command("provision")
+@click.argument("nodes", nargs=-1)
+@click.option("--force", is_flag=True, help="Reinstall nodes that are already provisioned.")
+@click.option("--dry-run", is_flag=True, help="Show what would happen; change nothing.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask before rewriting disks.")
+@click.option("--kernel", type=click.Path(path_type=Path, dir_okay=False), help="Deploy/installer kernel.")
+@click.option("--initrd", type=click.Path(path_type=Path, dir_okay=False), help="Deploy ramdisk/installer initrd.")
+@click.option("--image", type=click.Path(path_type=Path, dir_okay=False), help="Gzipped raw disk image (image).")
+@click.option("--ssh-key", type=click.Path(path_type=Path, dir_okay=False), help="Admin private key for SSH.")
+@click.option("--ssh-user", default="rackctl", show_default=True, help="Admin user the install creates.")
+@click.option("--callback-timeout", type=click.IntRange(10, 7200), default=900, show_default=True, help="Seconds.")
+@click.option("--ssh-timeout", type=click.IntRange(10, 7200), default=600, show_default=True, help="Seconds.")
+@click.option("--lab-dir", type=click.Path(path_type=Path, file_okay=False), help="The lab's state (lab only).")
+@inventory_option
+@state_dir_option
+@json_option
+@handle_errors()
+def provision_cmd(
+    *,
+    nodes: tuple[str, ...],
+    force: bool,
+    dry_run: bool,
+    yes: bool,
+    kernel: Path | None,
+    initrd: Path | None,
+    image: Path | None,
+    ssh_key: Path | None,
+    ssh_user: str,
+    callback_timeout: int,
+    ssh_timeout: int,
+    lab_dir: Path | None,
+    inventory_path: Path,
+    state_dir: Path,
+    as_json: bool,
+) -> None:
+    """PXE-install NODES (default: every node but the head node) and prove them over pinned SSH."""
+    from bootstrap.cli.run_cmds import _show_outcome, _show_plan  # noqa: PLC0415 - same views as `up`
+    from bootstrap.inventory import load_inventory  # noqa: PLC0415
+    from bootstrap.stages.base import NullProgress, RunOptions  # noqa: PLC0415
+    from bootstrap.stages.progress import RichProgress  # noqa: PLC0415
+    from bootstrap.stages.runner import Runner, plan, select  # noqa: PLC0415
+
+    inventory = load_inventory(inventory_path)
+    limit = list(nodes) or [n.hostname for n in inventory.nodes if n.role.value != "head"]
+    selection = select(inventory, stages=["provision"], limit=limit, force=force)
+    extra: dict[str, Any] = {
+        "kernel": kernel,
+        "initrd": initrd,
+        "image": image,
+        "ssh_key": ssh_key,
+        "ssh_user": ssh_user,
+        "callback_timeout_s": float(callback_timeout),
+        "ssh_timeout_s": float(ssh_timeout),
+        "lab_dir": lab_dir,
+    }
+    options = RunOptions(dry_run=dry_run, force=force, yes=yes, extra={"provision": extra})
+    if dry_run:
+        emit({**plan(inventory, state_dir, selection, options), "dry_run": True}, as_json, _show_plan)
+        return
+    command = "provision " + " ".join(limit) + (" --force" if force else "")
+    if as_json:
+        outcome = Runner(
+            inventory, state_dir, selection, options=options, progress=NullProgress(), command=command
+        ).run()
+    else:
+        with RichProgress(err_console) as progress:
+            outcome = Runner(inventory, state_dir, selection, options=options, progress=progress, command=command).run()
+    emit(outcome.as_dict(), as_json, _show_outcome)
+    if outcome.exit_code != EXIT_OK:
+        sys.exit(outcome.exit_code)
+
+
+def register(cli: click.Group) -> None:
+    """Add ``rackctl provision`` to the root group."""
+    cli.add_command(provision_cmd)

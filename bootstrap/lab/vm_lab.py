@@ -1,0 +1,145 @@
+"""The whole lab from the inventory: network namespace + bridge, one VM per installable node, their iDRACs.
+
+Every node except the head node becomes a libvirt VM (the head node's boot services run on this machine,
+inside the lab's namespace, on the bridge address). The VM carries the node's PXE MAC and the SMBIOS
+identity its emulated iDRAC reports (system UUID, service tag), so the provisioning flow's "is this the
+machine the BMC drives?" check is real. The node's iDRAC drives that VM (power, boot override).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bootstrap.errors import InvalidInput, Problem
+from bootstrap.inventory.models import Inventory, Node, Role
+from bootstrap.lab.bmc_lab import LabBmcPlan, lab_down, lab_up
+from bootstrap.lab.idrac.rack import system_uuid
+from bootstrap.lab.netns import LabNetwork
+from bootstrap.lab.vms import LabVms, LabVmState, VmSpec
+
+LAB_NETNS = "rackctl-lab"
+LAB_BRIDGE = "rkbr0"
+
+
+@dataclass
+class LabVmPlan:
+    """The network and the VMs ``lab up`` creates."""
+
+    network: LabNetwork
+    vms: list[VmSpec]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "netns": self.network.name,
+            "bridge": self.network.bridge,
+            "head_address": self.network.address,
+            "vms": [
+                {"node": v.hostname, "domain": v.domain, "mac": v.mac, "memory_mib": v.memory_mib, "disk": v.disk}
+                for v in self.vms
+            ],
+        }
+
+
+def lab_network(inventory: Inventory, netns: str = LAB_NETNS, bridge: str = LAB_BRIDGE) -> LabNetwork:
+    """The lab's namespace and bridge; the bridge holds the first address of the PXE network."""
+    cidr = inventory.networks.cidr_of("pxe")
+    if cidr is None:
+        raise InvalidInput(
+            "the lab needs a PXE network",
+            problems=[Problem("networks.pxe", "missing", "add networks.pxe (or shared_with: oob)")],
+        )
+    first = next(cidr.hosts())
+    return LabNetwork(netns, bridge, f"{first}/{cidr.prefixlen}")
+
+
+def vm_nodes(inventory: Inventory) -> list[Node]:
+    """The nodes the lab runs as VMs: every node but the head node."""
+    return [n for n in inventory.nodes if n.role != Role.HEAD]
+
+
+def plan_lab_vms(
+    inventory: Inventory,
+    lab_dir: Path,
+    bmc_plan: LabBmcPlan,
+    *,
+    memory_mib: int = 1024,
+    network: LabNetwork | None = None,
+) -> LabVmPlan:
+    """One VM per non-head node, identity taken from its BMC spec; every problem reported at once."""
+    network = network or lab_network(inventory)
+    vms = LabVms(lab_dir, network)
+    specs = {s.name: s for s in bmc_plan.specs}
+    problems: list[Problem] = []
+    out: list[VmSpec] = []
+    for index, node in enumerate(inventory.nodes):
+        if node.role == Role.HEAD:
+            continue
+        pxe = node.interface_on("pxe")
+        if pxe is None or not pxe.mac:
+            problems.append(
+                Problem(
+                    f"nodes[{index}].interfaces",
+                    f"{node.hostname} has no interface with a MAC on the pxe network",
+                    "add {name: pxe0, network: pxe, mac: ..., ip: ...}",
+                )
+            )
+            continue
+        addr = node.address_on("pxe")
+        cidr = inventory.networks.cidr_of("pxe")
+        if addr is not None and cidr is not None and ipaddress.ip_address(addr) not in cidr:
+            problems.append(Problem(f"nodes[{index}].interfaces", f"{addr} is outside {cidr}", "fix the ip"))
+        spec = specs[node.hostname]
+        out.append(
+            vms.spec_for(
+                node.hostname,
+                pxe.mac,
+                memory_mib=memory_mib,
+                uuid=system_uuid(spec),
+                serial=spec.service_tag,
+                model=node.model,
+            )
+        )
+        spec.vm_domain = out[-1].domain
+    if problems:
+        raise InvalidInput("the inventory's nodes cannot become lab VMs", problems=problems)
+    return LabVmPlan(network, out)
+
+
+def lab_up_all(bmc_plan: LabBmcPlan, vm_plan: LabVmPlan, lab_dir: Path, **bmc_options: Any) -> dict[str, Any]:
+    """VMs first (their iDRACs need the domains), then the iDRACs; on failure undo the VM part."""
+    vms = LabVms(lab_dir, vm_plan.network)
+    state = vms.up(vm_plan.vms)
+    try:
+        result = lab_up(bmc_plan, lab_dir, **bmc_options)
+    except Exception:
+        vms.down()
+        raise
+    result["vms"] = _vm_summary(state)
+    return result
+
+
+def lab_down_all(lab_dir: Path) -> dict[str, Any]:
+    """iDRACs, then domains, daemons, /dev/kvm and the namespace."""
+    result = lab_down(lab_dir)
+    result["vms"] = LabVms(lab_dir).down()
+    n = len(result["vms"]["domains"])
+    result["message"] = f"{result['message']}; removed {n} VM(s) and the lab network"
+    return result
+
+
+def lab_vm_state(lab_dir: Path) -> LabVmState | None:
+    """What ``lab up`` recorded about the VMs (None when the lab's VMs are not up)."""
+    return LabVms(lab_dir).state()
+
+
+def _vm_summary(state: LabVmState) -> dict[str, Any]:
+    return {
+        "netns": state.netns,
+        "bridge": state.bridge,
+        "head_address": state.address,
+        "daemons": state.pids,
+        "domains": [{"node": v.hostname, "domain": v.domain, "serial_log": v.serial_log} for v in state.vms],
+    }

@@ -1,0 +1,1 @@
+"""Provisioning: the head node's boot services (dnsmasq, nginx, iPXE), the deploy ramdisk and the OS image."""

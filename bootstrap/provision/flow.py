@@ -1,0 +1,441 @@
+"""The provisioning flow: bare metal (or a lab VM) to a running OS reachable over SSH with a pinned key.
+
+Per node, concurrently, each node's failure its own::
+
+    network-boot  one-time PXE override over Redfish, power on (off first if it was on)
+    install       wait for the deploy ramdisk's / installer's callback with the node's one-time token
+    power-off     wait until the node has powered itself off (force it off after a grace period)
+    disk-boot     one-time Hdd override, power on: works whether the BMC honours ``Once`` or not
+    ssh           wait for SSH; the host key must be the one rackctl generated and pinned
+    identity      the DMI system UUID and serial read over SSH must be what the node's BMC reports
+
+A :class:`ProvisionSession` holds what the nodes share: the rendered boot tree (one token per node), the
+boot services (dnsmasq + nginx, inside the lab's namespace in the lab) and the callback receiver.
+Steps are journalled through a :class:`StepJournal` (the provision stage passes its ``ctx.step``) so a
+resumed run never rewrites a disk whose install completed. When a node fails, its override is put back
+to ``Hdd``, it is powered off and its token is burnt: nothing is left half-configured.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import socket
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import paramiko
+
+from bootstrap.errors import RackctlError
+from bootstrap.inventory.models import Inventory
+from bootstrap.provision.api import BootConfig, BootTree, render_boot_tree
+from bootstrap.provision.callback import CallbackReceiver
+from redfish_tools import errors as rf_errors
+from redfish_tools.boot import set_boot_once
+from redfish_tools.connection import BmcConnection, BmcTarget, ConnectionPolicy
+from redfish_tools.power import power_state, set_power
+from redfish_tools.resources import Service
+
+PHASES = ("network-boot", "install", "power-off", "disk-boot", "ssh", "identity")
+DMI_COMMAND = "cat /sys/class/dmi/id/product_uuid /sys/class/dmi/id/product_serial"
+
+Connector = Callable[[str, int, float], socket.socket]
+
+
+class NodeFailed(RackctlError):
+    """One node's provisioning failed in ``phase`` (the message says why and what to check)."""
+
+    def __init__(self, phase: str, message: str) -> None:
+        super().__init__(f"{phase}: {message}")
+        self.phase = phase
+
+
+@dataclass
+class FlowSettings:
+    """Timeouts and the SSH identity the flow logs in with (the image's / seed's admin user)."""
+
+    callback_timeout_s: float = 900.0
+    power_off_timeout_s: float = 120.0
+    ssh_timeout_s: float = 600.0
+    power_timeout_s: float = 120.0
+    ssh_user: str = "rackctl"
+    ssh_key: Path | None = None
+    ssh_port: int = 22
+
+
+@dataclass
+class Artefacts:
+    """What the head node serves: deploy/installer kernel and initrd, and the image (image method)."""
+
+    kernel: Path | None = None
+    initrd: Path | None = None
+    image: Path | None = None
+    iso: Path | None = None
+
+
+@dataclass
+class NodeRun:
+    """Outcome of one node: ``phase`` is where it stopped (the last phase when ok)."""
+
+    hostname: str
+    ok: bool = False
+    phase: str = ""
+    message: str = ""
+    timings: dict[str, float] = field(default_factory=dict)  #: phase -> seconds
+    identity: dict[str, str] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)  #: phases already done in an earlier run
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class StepHandleLike(Protocol):
+    already_done: bool
+    detail: Any
+
+    def __enter__(self) -> StepHandleLike: ...
+    def __exit__(self, *exc: object) -> Any: ...
+
+
+class StepJournal(Protocol):
+    """``ctx.step`` of a stage, or :class:`NoJournal`."""
+
+    def __call__(self, node: str, key: str, *, destructive: bool = False) -> Any: ...
+
+
+class _NoStep:
+    already_done = False
+    detail: Any = None
+
+    def __enter__(self) -> _NoStep:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def no_journal(node: str, key: str, *, destructive: bool = False) -> _NoStep:
+    """A step journal that remembers nothing (standalone use, tests)."""
+    return _NoStep()
+
+
+def plain_connector(host: str, port: int, timeout: float) -> socket.socket:
+    return socket.create_connection((host, port), timeout=timeout)
+
+
+@dataclass
+class SessionConfig:
+    """Where the boot services run: the head node's PXE address and interface, optionally a netns."""
+
+    server_ip: str
+    interface: str
+    http_port: int = 8080
+    netns: str | None = None  #: the lab's namespace (services, receiver and SSH live there)
+
+
+class ProvisionSession:
+    """Boot tree + boot services + callback receiver for one provisioning run (a context manager)."""
+
+    def __init__(
+        self,
+        inventory: Inventory,
+        hostnames: list[str],
+        *,
+        state_dir: Path,
+        artefacts: Artefacts,
+        config: SessionConfig,
+        settings: FlowSettings | None = None,
+        policy: ConnectionPolicy | None = None,
+        targets: dict[str, BmcTarget] | None = None,
+        image_url: str = "",
+    ) -> None:
+        self.inventory = inventory
+        self.hostnames = list(hostnames)
+        self.state_dir = Path(state_dir)
+        self.artefacts = artefacts
+        self.config = config
+        self.settings = settings or FlowSettings()
+        self.policy = policy or ConnectionPolicy()
+        self.targets = targets or {}
+        self.image_url = image_url
+        self.tree: BootTree | None = None
+        self.receiver: CallbackReceiver | None = None
+        self.services: Any = None
+        self.connector: Connector = plain_connector
+        if config.netns:
+            from bootstrap.lab.netns import LabNetwork  # noqa: PLC0415 - lab only
+
+            net = LabNetwork(config.netns)
+            self.connector = net.connect
+
+    @property
+    def log_dir(self) -> Path:
+        return self.state_dir / "provision" / "logs"
+
+    # ----- lifecycle ---------------------------------------------------------------------------------
+
+    def __enter__(self) -> ProvisionSession:
+        from bootstrap.provision.api import BootServices  # noqa: PLC0415 - lazy in the contract
+
+        sock = None
+        if self.config.netns:
+            from bootstrap.lab.netns import socket_in  # noqa: PLC0415
+
+            sock = socket_in(self.config.netns)
+        self.receiver = CallbackReceiver(sock).start()
+        try:
+            tokens = {h: secrets.token_urlsafe(24) for h in self.hostnames}
+            self.tree = render_boot_tree(
+                BootConfig(
+                    inventory=self.inventory,
+                    out_dir=self.state_dir / "boot",
+                    server_ip=self.config.server_ip,
+                    http_port=self.config.http_port,
+                    interface=self.config.interface,
+                    image=self.artefacts.image,
+                    kernel=self.artefacts.kernel,
+                    initrd=self.artefacts.initrd,
+                    tokens=tokens,
+                    callback_upstream=self.receiver.upstream,
+                    nodes=self.hostnames,
+                    state_dir=self.state_dir,
+                    image_url=self.image_url,
+                    **({"iso": self.artefacts.iso} if self.artefacts.iso else {}),
+                )
+            )
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            self.services = BootServices(self.tree, netns=self.config.netns, log_dir=self.log_dir)
+            self.services.start()
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.services is not None:
+            self.services.stop()
+            self.services = None
+        if self.receiver is not None:
+            self.receiver.stop()
+            self.receiver = None
+
+    def logs(self) -> dict[str, str]:
+        """dnsmasq/nginx logs and refused callbacks (for dumping on failure)."""
+        out = dict(self.services.logs()) if self.services is not None else {}
+        if self.receiver is not None and self.receiver.rejected:
+            out["callback-rejected"] = "\n".join(str(r) for r in self.receiver.rejected)
+        return out
+
+    # ----- the flow ----------------------------------------------------------------------------------
+
+    def provision_all(
+        self,
+        steps: StepJournal = no_journal,
+        on_done: Callable[[NodeRun], None] | None = None,
+        on_phase: Callable[[str, str], None] | None = None,
+    ) -> dict[str, NodeRun]:
+        """Every node at once; one node's failure never stops the others."""
+        results: dict[str, NodeRun] = {}
+        with ThreadPoolExecutor(max_workers=max(1, len(self.hostnames)), thread_name_prefix="provision") as pool:
+            futures = {h: pool.submit(self.provision_node, h, steps, on_phase) for h in self.hostnames}
+            for hostname, future in futures.items():
+                results[hostname] = future.result()
+                if on_done:
+                    on_done(results[hostname])
+        return results
+
+    def provision_node(
+        self,
+        hostname: str,
+        steps: StepJournal = no_journal,
+        on_phase: Callable[[str, str], None] | None = None,
+    ) -> NodeRun:
+        """Run the six phases on one node; never raises for the node's own failure."""
+        run = NodeRun(hostname)
+        assert self.tree is not None and self.receiver is not None, "use the session as a context manager"
+        boot = self.tree.nodes[hostname]
+        target = self.targets[hostname]
+        try:
+            with BmcConnection(target, self.policy) as conn:
+                expected = _bmc_identity(conn)
+                phases: list[tuple[str, bool, Callable[[], Any]]] = [
+                    ("install", True, lambda: self._install(conn, hostname, boot.token, run, on_phase)),
+                    ("disk-boot", False, lambda: self._disk_boot(conn, run)),
+                    ("ssh", False, lambda: self._ssh(boot.ip, run)),
+                    ("identity", False, lambda: self._identity(boot.ip, expected, run)),
+                ]
+                for key, destructive, action in phases:
+                    with steps(hostname, key, destructive=destructive) as step:
+                        if step.already_done and key == "install":
+                            run.skipped.append(key)
+                            continue
+                        detail = action()
+                        if detail:
+                            step.detail = detail
+            run.ok, run.phase = True, PHASES[-1]
+        except NodeFailed as exc:
+            run.phase, run.message = exc.phase, exc.message
+            self._clean_up(target, hostname)
+        except (rf_errors.RedfishError, RackctlError, OSError) as exc:
+            run.phase = run.phase or "network-boot"
+            run.message = f"{run.phase}: {exc}"
+            self._clean_up(target, hostname)
+        return run
+
+    def _install(
+        self,
+        conn: BmcConnection,
+        hostname: str,
+        token: str,
+        run: NodeRun,
+        on_phase: Callable[[str, str], None] | None,
+    ) -> dict[str, Any]:
+        assert self.receiver is not None
+        with _phase(run, "network-boot", on_phase):
+            if power_state(conn) != "Off":
+                set_power(conn, "off", timeout=self.settings.power_timeout_s)
+            self.receiver.arm(hostname, token)
+            set_boot_once(conn, "Pxe")
+            set_power(conn, "on", timeout=self.settings.power_timeout_s)
+        with _phase(run, "install", on_phase):
+            report = self.receiver.wait(hostname, self.settings.callback_timeout_s)
+            self.receiver.disarm(hostname)
+            if report is None:
+                raise NodeFailed(
+                    "install",
+                    f"no callback within {self.settings.callback_timeout_s:.0f}s: the node did not boot "
+                    "the deploy ramdisk or cannot reach the head node (check its console, DHCP and HTTP logs)",
+                )
+            if not report.ok:
+                raise NodeFailed("install", f"the node reported an error: {report.detail or 'no detail'}")
+        with _phase(run, "power-off", on_phase):
+            if not _wait_power(conn, "Off", self.settings.power_off_timeout_s):
+                set_power(conn, "off", timeout=self.settings.power_timeout_s)
+        return {"callback": report.detail, "installed_at": report.received_at}
+
+    def _disk_boot(self, conn: BmcConnection, run: NodeRun) -> None:
+        with _phase(run, "disk-boot"):
+            if power_state(conn) != "Off":
+                set_power(conn, "off", timeout=self.settings.power_timeout_s)
+            set_boot_once(conn, "Hdd")
+            set_power(conn, "on", timeout=self.settings.power_timeout_s)
+
+    def _ssh(self, ip: str, run: NodeRun) -> dict[str, Any]:
+        with _phase(run, "ssh"):
+            client = self._wait_ssh(ip)
+            fingerprint = client.get_transport().get_remote_server_key().fingerprint  # type: ignore[union-attr]
+            client.close()
+        return {"host_key": fingerprint}
+
+    def _identity(self, ip: str, expected: dict[str, str], run: NodeRun) -> dict[str, str]:
+        with _phase(run, "identity"):
+            client = self._wait_ssh(ip, timeout=60)
+            try:
+                command = DMI_COMMAND if self.settings.ssh_user == "root" else f"sudo -n {DMI_COMMAND}"
+                _stdin, stdout, stderr = client.exec_command(command, timeout=30)
+                lines = stdout.read().decode().split()
+                err = stderr.read().decode().strip()
+            finally:
+                client.close()
+            if len(lines) < 2:
+                raise NodeFailed("identity", f"cannot read DMI over SSH ({err or 'no output'})")
+            seen = {"uuid": lines[0].lower(), "serial": lines[1]}
+            run.identity = seen
+            wrong = [k for k in ("uuid", "serial") if expected.get(k) and seen[k] != expected[k]]
+            if wrong:
+                raise NodeFailed(
+                    "identity",
+                    "the machine answering at this node's address is not the one its BMC drives: "
+                    + ", ".join(f"{k} {seen[k]!r} != BMC {expected[k]!r}" for k in wrong)
+                    + " (swapped cables or MACs in the inventory?)",
+                )
+        return seen
+
+    def _wait_ssh(self, ip: str, timeout: float | None = None) -> paramiko.SSHClient:
+        """Log in with the admin key once SSH answers; the host key must match the pinned one."""
+        assert self.tree is not None
+        deadline = time.monotonic() + (timeout or self.settings.ssh_timeout_s)
+        key = _load_key(self.settings.ssh_key)
+        last = ""
+        while time.monotonic() < deadline:
+            client = paramiko.SSHClient()
+            client.load_host_keys(str(self.tree.known_hosts))
+            client.set_missing_host_key_policy(paramiko.RejectPolicy())
+            try:
+                sock = self.connector(ip, self.settings.ssh_port, 10.0)
+                client.connect(
+                    ip,
+                    port=self.settings.ssh_port,
+                    username=self.settings.ssh_user,
+                    pkey=key,
+                    sock=sock,
+                    timeout=15,
+                    banner_timeout=30,
+                    auth_timeout=30,
+                    look_for_keys=False,
+                    allow_agent=False,
+                )
+                return client
+            except paramiko.BadHostKeyException as exc:
+                client.close()
+                raise NodeFailed(
+                    "ssh",
+                    f"{ip} presented host key {exc.key.fingerprint}, pinned is {exc.expected_key.fingerprint}: "
+                    "another machine answers at this address, or it was not installed from this state dir",
+                ) from None
+            except (OSError, paramiko.SSHException, EOFError) as exc:
+                client.close()
+                last = str(exc) or type(exc).__name__
+                time.sleep(3)
+        raise NodeFailed("ssh", f"no SSH login at {ip} within the timeout (last error: {last})")
+
+    def _clean_up(self, target: BmcTarget, hostname: str) -> None:
+        """After a failure: burn the token, boot override back to disk, power off (best effort)."""
+        if self.receiver is not None:
+            self.receiver.disarm(hostname)
+        with contextlib.suppress(Exception), BmcConnection(target, self.policy) as conn:
+            set_power(conn, "off", timeout=self.settings.power_timeout_s)
+            set_boot_once(conn, "Hdd")
+
+
+@contextlib.contextmanager
+def _phase(run: NodeRun, name: str, on_phase: Callable[[str, str], None] | None = None) -> Iterator[None]:
+    run.phase = name
+    if on_phase:
+        on_phase(run.hostname, name)
+    start = time.monotonic()
+    try:
+        yield
+    finally:
+        run.timings[name] = round(time.monotonic() - start, 2)
+
+
+def _bmc_identity(conn: BmcConnection) -> dict[str, str]:
+    """System UUID and service tag as the BMC reports them (what DMI on the host must say)."""
+    system = Service(conn).system(fresh=True)
+    uuid = str(system.get("UUID") or "").lower()
+    serial = str(system.get("SKU") or system.get("SerialNumber") or "")
+    return {"uuid": uuid, "serial": serial}
+
+
+def _wait_power(conn: BmcConnection, wanted: str, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(rf_errors.TransportError, rf_errors.NotReadyError):
+            if power_state(conn) == wanted:
+                return True
+        time.sleep(1.0)
+    return False
+
+
+def _load_key(path: Path | None) -> paramiko.PKey | None:
+    if path is None:
+        return None
+    for cls in (paramiko.Ed25519Key, paramiko.ECDSAKey, paramiko.RSAKey):
+        with contextlib.suppress(paramiko.SSHException, ValueError):
+            return cls.from_private_key_file(str(path))
+    raise RackctlError(f"cannot read the SSH private key {path} (ed25519, ecdsa or rsa, unencrypted)")

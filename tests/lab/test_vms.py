@@ -1,0 +1,94 @@
+"""The lab's VMs: real libvirt domains (qemu TCG) in a namespace, driven by their emulated iDRACs."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from bootstrap.inventory import load_inventory
+from bootstrap.lab.vms import KVM, VmSpec, connect, domain_xml
+from bootstrap.stages.oob import target_for
+from redfish_tools.boot import boot_override, set_boot_once
+from redfish_tools.connection import BmcConnection
+from redfish_tools.power import power_state, set_power
+from tests.lab.vmlab import VmLab, admin_key, missing_prerequisites, write_inventory
+
+
+def test_domain_xml_is_tcg_with_serial_bios_mac_and_identity() -> None:
+    spec = VmSpec(
+        "gpu-01",
+        "52:54:00:99:00:12",
+        "/l/gpu-01.qcow2",
+        "/l/gpu-01.log",
+        uuid="4c4c4544-0000-1111-2222-333344445555",
+        serial="LABG001",
+        model="R760xa",
+    )
+    root = ET.fromstring(domain_xml(spec, "rkbr0", boot=("hd",)))
+    assert root.get("type") == "qemu"  # TCG: the nested /dev/kvm hangs guests
+    assert root.find("os/bios").get("useserial") == "yes"
+    assert [b.get("dev") for b in root.findall("os/boot")] == ["hd"]
+    assert root.find("devices/interface/mac").get("address") == "52:54:00:99:00:12"
+    assert root.find("devices/interface/source").get("bridge") == "rkbr0"
+    assert root.find("devices/serial/source").get("path") == "/l/gpu-01.log"
+    assert root.find("uuid").text == spec.uuid
+    entries = {e.get("name"): e.text for e in root.findall("sysinfo/system/entry")}
+    assert entries["serial"] == "LABG001" and entries["product"] == "PowerEdge R760xa"
+
+
+def _processes(pattern: str) -> list[str]:
+    out = subprocess.run(["ps", "-eo", "pid,stat,args"], capture_output=True, text=True, check=True).stdout
+    return [line for line in out.splitlines() if pattern in line and " Z" not in line]
+
+
+@pytest.mark.lab
+@pytest.mark.slow
+def test_idrac_drives_its_vm_and_lab_down_leaves_nothing(tmp_path: Path) -> None:
+    reason = missing_prerequisites()
+    if reason:
+        pytest.skip(reason)
+    kvm_before = (KVM.stat().st_mode, KVM.stat().st_gid) if KVM.exists() else None
+    _key, public = admin_key(tmp_path)
+    lab = VmLab(tmp_path, write_inventory(tmp_path, ["node-a"], public)).up()
+    domain = "rackctl-lab-node-a"
+    try:
+        inventory = load_inventory(lab.inventory_path)
+        with BmcConnection(target_for(inventory, inventory.node("node-a"))) as bmc:
+            virt = connect()
+            dom = virt.lookupByName(domain)
+            assert not dom.isActive()  # defined powered off; only the BMC powers it
+            set_boot_once(bmc, "Pxe")
+            set_power(bmc, "on")
+            assert dom.isActive()
+            assert re.findall(r"<boot dev='(\w+)'/>", dom.XMLDesc(0)) == ["network", "hd"]
+            assert boot_override(bmc)["enabled"] == "Disabled"  # Once was consumed by that boot
+            deadline = time.monotonic() + 60
+            while "net0: 52:54:00:9a:00:02" not in lab.serial("node-a") and time.monotonic() < deadline:
+                time.sleep(1)
+            assert "net0: 52:54:00:9a:00:02" in lab.serial("node-a"), lab.dump()  # iPXE on the node's MAC
+            set_power(bmc, "off")
+            assert not dom.isActive()
+            set_power(bmc, "on")  # no override now: disk only
+            assert re.findall(r"<boot dev='(\w+)'/>", dom.XMLDesc(0)) == ["hd"]
+            dom.destroy()  # the guest powers itself off (as the deploy ramdisk does)
+            deadline = time.monotonic() + 10
+            while power_state(bmc) != "Off" and time.monotonic() < deadline:
+                time.sleep(0.5)
+            assert power_state(bmc) == "Off"
+            virt.close()
+    finally:
+        result = lab.down()
+    assert result["vms"]["domains"] == [domain]
+    assert result["vms"]["netns_deleted"]
+    assert not Path(f"/var/run/netns/{lab.network.name}").exists()
+    assert not _processes(str(lab.lab_dir))  # libvirtd, virtlogd, iDRAC workers: all gone
+    assert not _processes(f"guest={domain}")
+    if kvm_before is not None:
+        assert (KVM.stat().st_mode, KVM.stat().st_gid) == kvm_before
+    assert os.path.exists(lab.lab_dir)  # the lab's files stay for inspection; only processes go
