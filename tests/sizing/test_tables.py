@@ -9,7 +9,8 @@ import pytest
 
 from bootstrap.sizing.tables import DesignGuideTables, parse_tables
 
-GUIDE = Path("/work/shared/seeds/dell-genai-inferencing-design-guide.txt")
+# the design guide ships beside the checkout (../shared/seeds), as in CI
+GUIDE = Path(__file__).resolve().parents[3] / "shared" / "seeds" / "dell-genai-inferencing-design-guide.txt"
 
 #: Row labels of the guide -> keys of the data file.
 ROW_KEYS = {
