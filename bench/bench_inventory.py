@@ -22,8 +22,9 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bootstrap.fsutil import replace_tree
 from bootstrap.inventory import check_inventory
-from bootstrap.inventory.render import render_files, write_tree
+from bootstrap.inventory.render import render_files
 
 
 def generate(nodes: int) -> dict:
@@ -81,7 +82,7 @@ def generate(nodes: int) -> dict:
 def run_once(path: Path, out: Path) -> int:
     """Validate + render + write; the node count."""
     inv = check_inventory(path).inventory
-    write_tree(out, render_files(inv))
+    replace_tree(out, render_files(inv))
     return len(inv.nodes)
 
 

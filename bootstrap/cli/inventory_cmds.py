@@ -21,9 +21,9 @@ from bootstrap.cli.common import (
     state_dir_option,
 )
 from bootstrap.errors import EXIT_INVALID, InvalidInput, Problem
-from bootstrap.fsutil import atomic_write_text
+from bootstrap.fsutil import atomic_write_text, replace_tree
 from bootstrap.inventory import check_inventory
-from bootstrap.inventory.render import render_files, write_tree
+from bootstrap.inventory.render import render_files
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "inventory" / "examples"
 
@@ -165,7 +165,7 @@ def render(inventory_path: Path, state_dir: Path, out: Path | None, dry_run: boo
     files = render_files(inv)
     target = out or state_dir / "ansible"
     if not dry_run:
-        write_tree(target, files)
+        replace_tree(target, files)
     data = {"ok": True, "dry_run": dry_run, "out": str(target), "files": sorted(files)}
 
     def human(d: dict[str, Any]) -> None:

@@ -5,12 +5,7 @@ Nothing secret is rendered: BMC credentials stay in rackctl; Ansible reaches nod
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import shutil
-import tempfile
-from pathlib import Path
 from typing import Any
 
 from bootstrap.inventory.hardware import GPU_TYPES
@@ -125,30 +120,3 @@ def _dump(data: Any) -> str:
 def render_files(inv: Inventory) -> dict[str, str]:
     """Relative path -> content of every rendered file."""
     return {"hosts.yml": _dump(ansible_inventory(inv)), "group_vars/all.yml": _dump(group_vars_all(inv))}
-
-
-def write_tree(out_dir: Path, files: dict[str, str]) -> Path:
-    """Write a whole directory at once: build it beside ``out_dir``, then swap it in by rename."""
-    out_dir = out_dir.resolve()
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
-        # The staging tree is invisible until the final rename, so plain writes suffice inside it.
-        for rel, text in files.items():
-            dest = staging / rel
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_text(text, encoding="utf-8")
-        os.chmod(staging, 0o755)  # noqa: S103 - a directory of non-secret files, like mkdir's default
-        if out_dir.exists():
-            old = out_dir.with_name(f".{out_dir.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            os.replace(out_dir, old)
-            os.replace(staging, out_dir)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(staging, out_dir)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            shutil.rmtree(staging)
-        raise
-    return out_dir

@@ -15,7 +15,7 @@ from pathlib import Path
 import jinja2
 
 from bootstrap.errors import InvalidInput, Problem
-from bootstrap.fsutil import atomic_write_text
+from bootstrap.fsutil import atomic_write_text, replace_tree
 from bootstrap.triton.spec import ModelSpec
 from bootstrap.triton.versions import version_info
 
@@ -131,16 +131,9 @@ def render_model(spec: ModelSpec, *, tensorrt_llm_backend: str = "tensorrtllm") 
 
 
 def write_model(rendered: RenderedModel, spec: ModelSpec, model_dir: Path) -> list[Path]:
-    """Write a rendered repository (atomically, file by file) and the spec it came from."""
-    repo = model_dir / REPOSITORY_DIR
-    written = []
-    for rel, text in rendered.files.items():
-        target = repo / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(target, text)
-        written.append(target)
-    for rel in rendered.dirs:
-        (repo / rel).mkdir(parents=True, exist_ok=True)
+    """Write a rendered repository (the whole tree swapped in at once) and the spec it came from."""
+    repo = replace_tree(model_dir / REPOSITORY_DIR, rendered.files, rendered.dirs)
+    written = [repo / rel for rel in rendered.files]
     spec_path = model_dir / SPEC_FILE
     atomic_write_text(spec_path, json.dumps(spec.model_dump(mode="json"), indent=2) + "\n")
     written.append(spec_path)
