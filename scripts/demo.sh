@@ -9,7 +9,7 @@ INV=inventory/lab.yml
 rackctl() { .venv/bin/rackctl "$@"; }
 
 trap 'echo "== rackctl lab down"; rackctl lab down -i "$INV" >/dev/null || true' EXIT
-echo "== rackctl lab up (emulated iDRACs on loopback)"
+echo "== rackctl lab up (network namespace + bridge, one libvirt VM per node, emulated iDRACs driving them)"
 rackctl lab up -i "$INV" || exit $?
 echo "== rackctl validate"
 rackctl validate -i "$INV" || exit $?

@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "bootstrap.cli.lab_cmds",
     "bootstrap.cli.triton_cmds",
     "bootstrap.cli.size_cmd",
+    "bootstrap.cli.image_cmds",
     "bootstrap.cli.provision_cmds",
 )
 

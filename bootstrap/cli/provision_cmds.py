@@ -24,7 +24,9 @@ from bootstrap.errors import EXIT_OK
 @click.option("--initrd", type=click.Path(path_type=Path, dir_okay=False), help="Deploy ramdisk/installer initrd.")
 @click.option("--image", type=click.Path(path_type=Path, dir_okay=False), help="Gzipped raw disk image (image).")
 @click.option("--ssh-key", type=click.Path(path_type=Path, dir_okay=False), help="Admin private key for SSH.")
-@click.option("--ssh-user", default="rackctl", show_default=True, help="Admin user the install creates.")
+@click.option(
+    "--ssh-user", default=None, help="Admin user to log in as (default: root for image, rackctl for autoinstall)."
+)
 @click.option("--callback-timeout", type=click.IntRange(10, 7200), default=900, show_default=True, help="Seconds.")
 @click.option("--ssh-timeout", type=click.IntRange(10, 7200), default=600, show_default=True, help="Seconds.")
 @click.option("--lab-dir", type=click.Path(path_type=Path, file_okay=False), help="The lab's state (lab only).")
@@ -42,7 +44,7 @@ def provision_cmd(
     initrd: Path | None,
     image: Path | None,
     ssh_key: Path | None,
-    ssh_user: str,
+    ssh_user: str | None,
     callback_timeout: int,
     ssh_timeout: int,
     lab_dir: Path | None,

@@ -127,6 +127,14 @@ class LabVmState:
         return cls(**data)
 
 
+def _pids_named(name: str) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and _pid_alive(int(entry.name), name):
+            out.append(int(entry.name))
+    return out
+
+
 def _pid_alive(pid: int, name: str) -> bool:
     try:
         comm = Path(f"/proc/{pid}/comm").read_text().strip()
@@ -171,6 +179,12 @@ class LabVms:
         """Namespace, bridge, daemons and one defined (powered-off) domain per spec."""
         self.dir.mkdir(parents=True, exist_ok=True)
         state = self.state() or LabVmState(self.network.name, self.network.bridge, self.network.address)
+        others = [pid for pid in _pids_named("libvirtd") if pid != state.pids.get("libvirtd")]
+        if others:
+            raise LabVmError(
+                f"libvirtd already runs (PID {', '.join(map(str, others))}), probably for another lab: one lab "
+                "per machine; run `rackctl lab down` for that lab first"
+            )
         self._save(state)  # from here on, down() knows what to undo
         self.network.up()
         if state.kvm is None:

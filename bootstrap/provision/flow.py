@@ -62,7 +62,7 @@ class FlowSettings:
     power_off_timeout_s: float = 120.0
     ssh_timeout_s: float = 600.0
     power_timeout_s: float = 120.0
-    ssh_user: str = "rackctl"
+    ssh_user: str = "root"  #: image method: the image authorises the admin keys for root
     ssh_key: Path | None = None
     ssh_port: int = 22
 

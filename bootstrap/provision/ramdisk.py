@@ -10,6 +10,8 @@ in load order (dependencies first, so ``virtio_ring`` precedes ``virtio``) in ``
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import gzip
 import hashlib
 import json
@@ -18,6 +20,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -90,6 +93,29 @@ class Ramdisk:
         return {k: str(v) if isinstance(v, Path) else v for k, v in asdict(self).items()}
 
 
+@contextlib.contextmanager
+def cache_lock(folder: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``folder`` so concurrent builds of the same cache wait instead of racing."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / ".lock").open("a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def remove_tree(path: Path) -> None:
+    """Delete a build directory, first unmounting anything a tool left mounted below it (never follow mounts)."""
+    resolved = str(path.resolve())
+    mounts = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
+    for mount in sorted((m for m in mounts if m == resolved or m.startswith(resolved + "/")), reverse=True):
+        subprocess.run(["umount", "-l", mount], check=False, capture_output=True)
+    if any(line.split()[1].startswith(resolved + "/") for line in Path("/proc/self/mounts").read_text().splitlines()):
+        raise RackctlError(f"{path} still has mounts below it; not deleting it")
+    shutil.rmtree(path, ignore_errors=True)
+
+
 def _run(argv: list[str], **kwargs: object) -> str:
     try:
         done = subprocess.run(argv, check=True, capture_output=True, text=True, **kwargs)  # type: ignore[call-overload]
@@ -132,7 +158,7 @@ def fetch_kernel(cache: Path | None = None, meta: str = KERNEL_META_PACKAGE) -> 
     root.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".kernel.", dir=root.parent))
     try:
-        os.chmod(work, 0o755)  # apt's _apt user writes the download here
+        os.chmod(work, 0o755)  # noqa: S103 - apt's _apt user writes the download here
         _run(["apt-get", "download", f"{package}={version}"], cwd=work)
         deb = next(work.glob("*.deb"))
         unpacked = work / "tree"
@@ -191,7 +217,10 @@ def resolve_modules(wanted: list[str], modules_dep: str, builtin: str = "") -> l
     if missing:
         raise InvalidInput(
             f"module(s) not in this kernel: {', '.join(missing)}",
-            problems=[Problem("profile.modules", f"{m!r} is neither a module nor built in", "check the name (modinfo)") for m in missing],
+            problems=[
+                Problem("profile.modules", f"{m!r} is neither a module nor built in", "check the name (modinfo)")
+                for m in missing
+            ],
         )
     return order
 
@@ -230,12 +259,14 @@ def build_ramdisk(
         if shutil.which(tool) is None:
             raise EnvironmentMissing(f"{tool} not found; install it (see scripts/apt-packages.txt)")
     cache = cache or cache_root()
-    kernel = fetch_kernel(cache)
+    with cache_lock(cache / "kernel"):
+        kernel = fetch_kernel(cache)
     modules = (*PROFILES[profile], *extra_modules)
     target = cache / "ramdisk" / f"{profile}-{_input_key(kernel, profile, modules)}"
     manifest = target / "ramdisk.json"
-    if not manifest.exists():
-        _build_into(kernel, profile, modules, target)
+    with cache_lock(cache / "ramdisk"):
+        if not manifest.exists():
+            _build_into(kernel, profile, modules, target)
     data = json.loads(manifest.read_text())
     ramdisk = Ramdisk(
         kernel=target / "vmlinuz",
@@ -267,18 +298,18 @@ def _build_into(kernel: KernelTree, profile: str, modules: tuple[str, ...], targ
         (root / "bin" / "sh").symlink_to("busybox")
         (root / "init").write_bytes(_asset("init"))
         (root / "etc" / "rackctl" / "udhcpc.script").write_bytes(_asset("udhcpc.script"))
-        os.chmod(root / "init", 0o755)
-        os.chmod(root / "etc" / "rackctl" / "udhcpc.script", 0o755)
+        os.chmod(root / "init", 0o755)  # noqa: S103 - executables inside the initramfs
+        os.chmod(root / "etc" / "rackctl" / "udhcpc.script", 0o755)  # noqa: S103
         mod_root = root / "lib" / "modules" / kernel.release
         plain: list[str] = []
-        for rel in order:
-            data = (kernel.modules_dir / rel).read_bytes()
-            if rel.endswith(".xz"):
-                data, rel = lzma.decompress(data), rel.removesuffix(".xz")
-            elif rel.endswith(".gz"):
-                data, rel = gzip.decompress(data), rel.removesuffix(".gz")
-            elif rel.endswith(".zst"):
-                raise EnvironmentMissing(f"{rel} is zstd-compressed; rackctl cannot unpack it yet")
+        for source in order:
+            data, rel = (kernel.modules_dir / source).read_bytes(), source
+            if source.endswith(".xz"):
+                data, rel = lzma.decompress(data), source.removesuffix(".xz")
+            elif source.endswith(".gz"):
+                data, rel = gzip.decompress(data), source.removesuffix(".gz")
+            elif source.endswith(".zst"):
+                raise EnvironmentMissing(f"{source} is zstd-compressed; rackctl cannot unpack it yet")
             (mod_root / rel).parent.mkdir(parents=True, exist_ok=True)
             (mod_root / rel).write_bytes(data)
             plain.append(rel)

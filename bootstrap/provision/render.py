@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import ipaddress
 import json
 import os
 import secrets
 import shutil
+import tarfile
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from bootstrap.errors import EnvironmentMissing, InvalidInput, Problem
-from bootstrap.fsutil import atomic_write_text
+from bootstrap.fsutil import atomic_write_bytes, atomic_write_text
 from bootstrap.inventory.models import Inventory, Node
 from bootstrap.provision.api import BootConfig, BootTree, NodeBoot
 from bootstrap.provision.hostkeys import HostKey, ensure_host_key, write_known_hosts
@@ -42,6 +44,9 @@ _env = Environment(
     autoescape=False,  # noqa: S701 - config files and scripts, not HTML
 )
 
+#: A YAML scalar/sequence written as JSON (JSON is YAML); unlike ``tojson`` it does not HTML-escape ``&``.
+_env.filters["yaml"] = lambda value: json.dumps(value, ensure_ascii=False)
+
 
 def render_template(name: str, **values: Any) -> str:
     """Render one template of ``bootstrap/provision/templates`` (undefined names are errors)."""
@@ -57,7 +62,9 @@ def selected_nodes(cfg: BootConfig) -> list[Node]:
         if unknown:
             raise InvalidInput(
                 f"unknown node(s): {', '.join(unknown)}",
-                problems=[Problem("nodes", f"{h!r} is not in the inventory", "use a hostname from nodes:") for h in unknown],
+                problems=[
+                    Problem("nodes", f"{h!r} is not in the inventory", "use a hostname from nodes:") for h in unknown
+                ],
             )
         chosen = [inv.node(h) for h in cfg.nodes]
         return [n for n in chosen if n is not None]
@@ -79,7 +86,11 @@ def check_config(cfg: BootConfig, nodes: list[Node]) -> list[Problem]:
         try:
             if ipaddress.IPv4Address(cfg.server_ip) not in cidr:
                 problems.append(
-                    Problem("server_ip", f"{cfg.server_ip} is outside the PXE network {cidr}", "use the head node's PXE address")
+                    Problem(
+                        "server_ip",
+                        f"{cfg.server_ip} is outside the PXE network {cidr}",
+                        "use the head node's PXE address",
+                    )
                 )
         except ValueError:
             problems.append(Problem("server_ip", f"{cfg.server_ip!r} is not an IPv4 address", "e.g. 10.200.0.1"))
@@ -95,7 +106,9 @@ def check_config(cfg: BootConfig, nodes: list[Node]) -> list[Problem]:
             )
         if node in nodes and node.root_disk_hint and any(c.isspace() for c in node.root_disk_hint):
             problems.append(
-                Problem(f"nodes[{index}].root_disk_hint", f"{node.root_disk_hint!r} contains spaces", "remove the spaces")
+                Problem(
+                    f"nodes[{index}].root_disk_hint", f"{node.root_disk_hint!r} contains spaces", "remove the spaces"
+                )
             )
     method = inv.cluster.install_method.value
     needs = {"kernel": cfg.kernel, "initrd": cfg.initrd}
@@ -106,7 +119,9 @@ def check_config(cfg: BootConfig, nodes: list[Node]) -> list[Problem]:
             hint = "rackctl image ramdisk" if name != "image" else "rackctl image build"
             if method == "autoinstall":
                 hint = "casper/vmlinuz and casper/initrd from the Ubuntu live-server ISO"
-            problems.append(Problem(name, f"cluster.install_method is {method} but no {name} was given", f"build it: {hint}"))
+            problems.append(
+                Problem(name, f"cluster.install_method is {method} but no {name} was given", f"build it: {hint}")
+            )
         elif not Path(path).is_file():
             problems.append(Problem(name, f"{path} does not exist", "give an existing file"))
     return problems
@@ -161,13 +176,13 @@ def render(cfg: BootConfig) -> BootTree:
     state_dir = Path(cfg.state_dir) if cfg.state_dir else out_dir.parent
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    os.chmod(work, 0o755)
+    os.chmod(work, 0o755)  # noqa: S103 - the public boot tree (secrets live under private/, 0750)
     base_url = f"http://{cfg.server_ip}:{cfg.http_port}"
     try:
         tftp, http = work / "tftp", work / "http"
         for folder in (tftp, http / "ipxe", http / "private"):
             folder.mkdir(parents=True)
-        os.chmod(http / "private", 0o750)
+        os.chmod(http / "private", 0o750)  # noqa: S103 - group of the HTTP server only
         ipxe_dir = find_ipxe_dir()
         for binary in IPXE_BINARIES:
             shutil.copyfile(ipxe_dir / binary, tftp / binary)
@@ -190,12 +205,12 @@ def render(cfg: BootConfig) -> BootTree:
                 host_key_fingerprint=key.fingerprint,
             )
             private = http / "private" / node.hostname / boot.token
-            _write_private(private, key, node)
+            _write_private(private, key, node, inv)
             if boot.method == "image":
-                cmdline = image_cmdline(cfg, boot, node, base_url, image_sha, image_size)
+                cmdline = image_cmdline(cfg, boot, node, base_url, sha=image_sha, size=image_size)
                 script = render_template("node-image.ipxe.j2", node=boot, base_url=base_url, cmdline=cmdline)
             else:
-                _write_seed(private, inv, node, boot, key, base_url)
+                _write_seed(private, inv, node, boot, key=key, base_url=base_url)
                 cmdline = autoinstall_cmdline(cfg, boot, base_url)
                 script = render_template("node-autoinstall.ipxe.j2", node=boot, base_url=base_url, cmdline=cmdline)
             atomic_write_text(http / "ipxe" / f"{boot.mac_hyphen}.ipxe", script)
@@ -229,7 +244,7 @@ def render(cfg: BootConfig) -> BootTree:
     )
 
 
-def image_cmdline(cfg: BootConfig, boot: NodeBoot, node: Node, base_url: str, sha: str, size: int) -> str:
+def image_cmdline(cfg: BootConfig, boot: NodeBoot, node: Node, base_url: str, *, sha: str, size: int) -> str:
     """Kernel arguments of the deploy ramdisk (parsed by its ``/init``)."""
     image_url = cfg.image_url or f"{base_url}/images/{Path(cfg.image or 'image.raw.gz').name}"
     args = {
@@ -255,15 +270,60 @@ def autoinstall_cmdline(cfg: BootConfig, boot: NodeBoot, base_url: str) -> str:
     return f"ip=dhcp{iso} autoinstall ds=nocloud-net;s={seed} console={cfg.console} ---"
 
 
-def _write_private(folder: Path, key: HostKey, node: Node) -> None:
+def _write_private(folder: Path, key: HostKey, node: Node, inv: Inventory) -> None:
     folder.mkdir(parents=True, mode=0o750)
-    os.chmod(folder.parent, 0o750)
+    os.chmod(folder.parent, 0o750)  # noqa: S103 - group of the HTTP server only
     atomic_write_text(folder / "ssh_host_ed25519_key", key.private_pem(), mode=0o640)
     atomic_write_text(folder / "ssh_host_ed25519_key.pub", f"{key.public_line} root@{node.hostname}\n", mode=0o640)
     atomic_write_text(folder / "hostname", f"{node.hostname}\n", mode=0o640)
+    atomic_write_bytes(folder / "overlay.tar", node_overlay(inv, node, key), mode=0o640)
 
 
-def _write_seed(folder: Path, inv: Inventory, node: Node, boot: NodeBoot, key: HostKey, base_url: str) -> None:
+def node_files(inv: Inventory, node: Node, key: HostKey) -> dict[str, tuple[str, int]]:
+    """Files the deploy ramdisk installs into the node's root: path -> (content, mode).
+
+    The pinned host key pair, hostname, hosts, and systemd-networkd ``.link`` (names the NIC by MAC as in
+    the inventory) and ``.network`` (static address) files for every interface with a MAC and an IP.
+    """
+    fqdn = f"{node.hostname}.{inv.cluster.domain}"
+    files: dict[str, tuple[str, int]] = {
+        "etc/ssh/ssh_host_ed25519_key": (key.private_pem(), 0o600),
+        "etc/ssh/ssh_host_ed25519_key.pub": (f"{key.public_line} root@{node.hostname}\n", 0o644),
+        "etc/hostname": (f"{node.hostname}\n", 0o644),
+        "etc/hosts": (f"127.0.0.1 localhost\n127.0.1.1 {fqdn} {node.hostname}\n::1 localhost ip6-localhost\n", 0o644),
+    }
+    for nic in node.interfaces:
+        if not (nic.mac and nic.ip and nic.network):
+            continue
+        cidr = inv.networks.cidr_of(nic.network)
+        net = inv.networks.named().get(nic.network)
+        link = f"[Match]\nMACAddress={nic.mac}\n\n[Link]\nName={nic.name}\n"
+        if nic.mtu or (net and net.mtu != 1500):
+            link += f"MTUBytes={nic.mtu or (net.mtu if net else 1500)}\n"
+        network = (
+            f"[Match]\nMACAddress={nic.mac}\n\n[Network]\nAddress={nic.ip}/{cidr.prefixlen if cidr else 24}\n"
+            "LinkLocalAddressing=no\nIPv6AcceptRA=no\n"
+        )
+        if net and net.gateway:
+            network += f"Gateway={net.gateway}\n"
+        files[f"etc/systemd/network/10-rackctl-{nic.name}.link"] = (link, 0o644)
+        files[f"etc/systemd/network/20-rackctl-{nic.name}.network"] = (network, 0o644)
+    return files
+
+
+def node_overlay(inv: Inventory, node: Node, key: HostKey) -> bytes:
+    """:func:`node_files` as a tar archive (root-owned, fixed mtime)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        for name, (content, mode) in sorted(node_files(inv, node, key).items()):
+            data = content.encode()
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime, info.uid, info.gid = len(data), mode, 0, 0, 0
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _write_seed(folder: Path, inv: Inventory, node: Node, boot: NodeBoot, *, key: HostKey, base_url: str) -> None:
     nics = []
     for nic in node.interfaces:
         if not (nic.mac and nic.ip and nic.network):
@@ -295,7 +355,9 @@ def _write_seed(folder: Path, inv: Inventory, node: Node, boot: NodeBoot, key: H
         callback_error=f"{callback}&status=error&detail=autoinstall-failed",
     )
     atomic_write_text(folder / "user-data", user_data, mode=0o640)
-    meta = render_template("meta-data.j2", instance_id=f"rackctl-{node.hostname}-{boot.token[:8]}", hostname=node.hostname)
+    meta = render_template(
+        "meta-data.j2", instance_id=f"rackctl-{node.hostname}-{boot.token[:8]}", hostname=node.hostname
+    )
     atomic_write_text(folder / "meta-data", meta, mode=0o640)
     atomic_write_text(folder / "vendor-data", "", mode=0o640)
 
@@ -364,7 +426,9 @@ def _write_service_configs(cfg: BootConfig, work: Path, serve_root: Path) -> Non
         callback_upstream=cfg.callback_upstream,
     )
     atomic_write_text(work / "nginx-site.conf", site)
-    atomic_write_text(work / "nginx.conf", render_template("nginx.conf.j2", site_conf=str(serve_root / "nginx-site.conf")))
+    atomic_write_text(
+        work / "nginx.conf", render_template("nginx.conf.j2", site_conf=str(serve_root / "nginx-site.conf"))
+    )
 
 
 def _swap_into_place(work: Path, out_dir: Path) -> None:

@@ -51,11 +51,13 @@ def session_config_for(inventory: Inventory, overrides: dict[str, Any]) -> Sessi
     return SessionConfig(server_ip=str(nic.ip), interface=nic.name)
 
 
-def settings_for(overrides: dict[str, Any]) -> FlowSettings:
+def settings_for(overrides: dict[str, Any], method: str = "image") -> FlowSettings:
     settings = FlowSettings()
     for key in ("callback_timeout_s", "ssh_timeout_s", "power_off_timeout_s", "ssh_user"):
         if overrides.get(key) is not None:
             setattr(settings, key, overrides[key])
+    if not overrides.get("ssh_user"):
+        settings.ssh_user = "root" if method == "image" else "rackctl"  # who the install authorises
     if overrides.get("ssh_key"):
         settings.ssh_key = Path(overrides["ssh_key"])
     return settings
@@ -103,7 +105,7 @@ class ProvisionStage(Stage):
             state_dir=ctx.state_dir,
             artefacts=artefacts_for(ctx.state_dir, overrides),
             config=session_config_for(inventory, overrides),
-            settings=settings_for(overrides),
+            settings=settings_for(overrides, inventory.cluster.install_method.value),
             targets=targets,
         )
 

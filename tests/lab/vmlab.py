@@ -85,7 +85,7 @@ def write_inventory(folder: Path, workers: list[str], admin_public_key: str) -> 
                         "network": "pxe",
                         "fqdd": "NIC.Embedded.1-1-1",
                         "mac": f"52:54:00:9a:00:{index:02x}",
-                        "ip": f"10.200.0.{10 + index}",
+                        "ip": f"10.200.0.{100 + index}",  # away from the lab inventory's .11-.13
                     },
                     {
                         "name": "mgmt0",

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import gzip
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from bootstrap.inventory.models import Inventory  # noqa: E402
-from bootstrap.lab.bmc_lab import load_lab_inventory  # noqa: E402
+from bootstrap.inventory.models import Inventory
+from bootstrap.lab.bmc_lab import load_lab_inventory
 
 REPO = Path(__file__).resolve().parents[2]
 

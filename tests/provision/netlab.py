@@ -83,18 +83,25 @@ class NetLab:
         receiver.write_text(RECEIVER)
         self.procs.append(
             subprocess.Popen(
-                ["ip", "netns", "exec", self.ns, sys.executable, str(receiver), str(CALLBACK_PORT), str(self.callback_log)]
+                [
+                    "ip",
+                    "netns",
+                    "exec",
+                    self.ns,
+                    sys.executable,
+                    str(receiver),
+                    str(CALLBACK_PORT),
+                    str(self.callback_log),
+                ]
             )
         )
         return self.services
 
-    def boot_vm(self, name: str, mac: str, kernel: Path, initrd: Path, append: str, *, disk: Path | None = None) -> Path:
+    def boot_vm(
+        self, name: str, mac: str, kernel: Path, initrd: Path, append: str, *, disk: Path | None = None
+    ) -> Path:
         """Start a qemu TCG VM with a tap on the bridge; returns its serial console log."""
-        tap = f"rkt{self._taps}"
-        self._taps += 1
-        self.nsexec("ip", "tuntap", "add", tap, "mode", "tap")
-        self.nsexec("ip", "link", "set", tap, "master", BRIDGE)
-        self.nsexec("ip", "link", "set", tap, "up")
+        tap = self._tap()
         console = self.work / f"{name}.console.log"
         argv = [
             "qemu-system-x86_64", "-accel", "tcg", "-m", "384", "-smp", "1", "-nodefaults",
@@ -109,6 +116,34 @@ class NetLab:
         self.vms.append(vm)
         self.procs.append(vm)
         return console
+
+    def boot_disk(self, name: str, mac: str, disk: Path) -> Path:
+        """Start a qemu TCG VM (SeaBIOS) that boots from ``disk``; returns its serial console log."""
+        tap = self._tap()
+        console = self.work / f"{name}.console.log"
+        argv = [
+            "qemu-system-x86_64", "-accel", "tcg", "-m", "768", "-smp", "1", "-nodefaults",
+            "-display", "none", "-no-reboot", "-serial", f"file:{console}",
+            "-drive", f"file={disk},format=raw,if=virtio,cache=unsafe",
+            "-netdev", f"tap,id=n0,ifname={tap},script=no,downscript=no",
+            "-device", f"virtio-net-pci,netdev=n0,mac={mac}",
+        ]  # fmt: skip
+        vm = subprocess.Popen(["ip", "netns", "exec", self.ns, *argv], stdin=subprocess.DEVNULL)
+        self.vms.append(vm)
+        self.procs.append(vm)
+        return console
+
+    def nspython(self, code: str, *args: str) -> str:
+        """Run Python code (this interpreter, so rackctl is importable) inside the namespace."""
+        return self.nsexec(sys.executable, "-c", code, *args)
+
+    def _tap(self) -> str:
+        tap = f"rkt{self._taps}"
+        self._taps += 1
+        self.nsexec("ip", "tuntap", "add", tap, "mode", "tap")
+        self.nsexec("ip", "link", "set", tap, "master", BRIDGE)
+        self.nsexec("ip", "link", "set", tap, "up")
+        return tap
 
     def callbacks(self) -> list[dict[str, str]]:
         if not self.callback_log.exists():

@@ -18,7 +18,7 @@ import pytest
 from bootstrap.inventory.models import InstallMethod, Inventory
 from bootstrap.provision.api import BootConfig, render_boot_tree
 from bootstrap.provision.ramdisk import build_ramdisk
-from netlab import BRIDGE, CALLBACK_PORT, SERVER_IP, NetLab, netns_available
+from tests.provision.netlab import BRIDGE, CALLBACK_PORT, SERVER_IP, NetLab, netns_available
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -60,13 +60,16 @@ def test_ramdisk_fetches_and_checks_the_autoinstall_seed(lab_inventory: Inventor
         (tmp_path / "lab").mkdir(exist_ok=True)
         lab.start_services(tree)
         lab.boot_vm("gpu-01", node.mac, ramdisk.kernel, ramdisk.initrd, append)
+        # A MAC that is not in the inventory asks for DHCP at the same time: it is logged and ignored.
+        stranger = "52:54:00:99:99:99"
+        lab.boot_vm("stranger", stranger, ramdisk.kernel, ramdisk.initrd, append.replace(node.mac, stranger))
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline and not lab.callbacks():
             time.sleep(1)
-        lab.wait_vms(30)
+        lab.wait_vms(60)
         diag = lab.diagnostics()
         calls = lab.callbacks()
-        assert calls, f"no callback arrived\n{diag}"
+        assert len(calls) == 1, f"expected exactly gpu-01's callback\n{diag}"
         call = calls[0]
         assert call["path"] == "/callback/gpu-01", diag
         assert call["token"] == node.token, diag
@@ -76,3 +79,7 @@ def test_ramdisk_fetches_and_checks_the_autoinstall_seed(lab_inventory: Inventor
         assert call["detail"] == f"seed-ok user-data={user_data} meta-data={meta_data}", diag
         dhcp = lab.services.logs()["dnsmasq"] if lab.services else ""
         assert f"DHCPACK({BRIDGE}) 10.200.0.12 {node.mac} gpu-01" in dhcp, diag
+        assert f"DHCPDISCOVER({BRIDGE}) {stranger} ignored" in dhcp, diag
+        assert f"DHCPOFFER({BRIDGE})" not in "".join(x for x in dhcp.splitlines() if stranger in x), diag
+        stranger_console = (tmp_path / "lab" / "stranger.console.log").read_text(errors="replace")
+        assert "rackctl-ramdisk: no DHCP answer on eth0" in stranger_console, diag

@@ -1,0 +1,204 @@
+"""Provisioning benchmark on the real lab: wall time for 1 and 3 nodes, per phase, beside a lower bound.
+
+For each size N a fresh lab (namespace, libvirt VMs under qemu TCG, emulated iDRACs, dnsmasq + nginx) is
+built and N powered-off nodes are provisioned at once by the real flow. Per node it reports:
+
+- network boot -> ramdisk: power-on request until the deploy kernel prints on the serial console;
+- image write: ramdisk start until the ramdisk's callback (stream, gunzip, dd, sha256 check);
+- disk boot -> SSH: disk boot request until SSH answers with the pinned host key;
+
+and the lower bound this machine allows, measured in the same run: the compressed image's bytes at the
+bridge throughput measured inside the lab's namespace (nginx -> a client on the bridge address), plus
+one bare boot of the deploy kernel + ramdisk under TCG (qemu -kernel/-initrd, to its first output).
+
+    .venv/bin/python bench/bench_provision.py           # 1 and 3 nodes (~6-8 minutes on 2 cores)
+    .venv/bin/python bench/bench_provision.py --quick   # 1 node
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bootstrap.inventory import load_inventory
+from bootstrap.provision.flow import Artefacts, FlowSettings, ProvisionSession, SessionConfig
+from bootstrap.stages.oob import target_for
+from tests.lab.vmlab import VmLab, admin_key, missing_prerequisites, write_inventory
+
+KERNEL_MARK = re.compile(rb"Linux version \d")
+
+
+class SerialWatch(threading.Thread):
+    """Records when each node's serial log first shows the deploy kernel booting."""
+
+    def __init__(self, lab: VmLab, hosts: list[str]) -> None:
+        super().__init__(daemon=True)
+        self.lab, self.hosts = lab, hosts
+        self.seen: dict[str, float] = {}
+        self.start_sizes = {h: _size(lab, h) for h in hosts}
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set() and len(self.seen) < len(self.hosts):
+            for host in self.hosts:
+                if host in self.seen:
+                    continue
+                path = self.lab.lab_dir / "vms" / f"{host}.serial.log"
+                with path.open("rb") as fh:
+                    fh.seek(self.start_sizes[host])
+                    if KERNEL_MARK.search(fh.read()):
+                        self.seen[host] = time.monotonic()
+            time.sleep(0.2)
+
+
+def _size(lab: VmLab, host: str) -> int:
+    path = lab.lab_dir / "vms" / f"{host}.serial.log"
+    return path.stat().st_size if path.exists() else 0
+
+
+def bridge_throughput(lab: VmLab, image: Path, server_ip: str, port: int) -> float:
+    """Bytes/s of nginx (in the namespace) sending ``image`` to a client on the bridge address."""
+    sock = lab.network.connect(server_ip, port, timeout=30)
+    name = image.name
+    sock.sendall(f"GET /images/{name} HTTP/1.0\r\nHost: {server_ip}\r\n\r\n".encode())
+    start, total = time.monotonic(), 0
+    while chunk := sock.recv(1 << 20):
+        total += len(chunk)
+    sock.close()
+    return total / max(time.monotonic() - start, 1e-6)
+
+
+def bare_kernel_boot(kernel: Path, initrd: Path) -> float:
+    """Seconds from qemu start (TCG) until the deploy ramdisk's kernel reaches its init's first output."""
+    argv = [
+        "qemu-system-x86_64", "-accel", "tcg", "-m", "512", "-nodefaults", "-nographic", "-no-reboot",
+        "-serial", "stdio", "-kernel", str(kernel), "-initrd", str(initrd),
+        "-append", "console=ttyS0,115200 rackctl.mode=none panic=-1",
+    ]  # fmt: skip
+    start = time.monotonic()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert proc.stdout is not None
+    buf = b""
+    elapsed = float("nan")
+    try:
+        while time.monotonic() - start < 120:
+            data = proc.stdout.read1(4096) if hasattr(proc.stdout, "read1") else proc.stdout.read(4096)
+            if not data:
+                break
+            buf += data
+            if b"rackctl-ramdisk:" in buf:  # the ramdisk's /init speaks: the kernel has booted
+                elapsed = time.monotonic() - start
+                break
+    finally:
+        proc.kill()
+        proc.wait()
+    return elapsed
+
+
+def run_size(count: int, folder: Path, *, ramdisk: Any, image: Any, key: Path, public: str) -> dict[str, Any]:
+    hosts = [f"gpu-{i:02d}" for i in range(1, count + 1)]
+    lab = VmLab(folder, write_inventory(folder, hosts, public)).up()
+    try:
+        inventory = load_inventory(lab.inventory_path)
+        session = ProvisionSession(
+            inventory,
+            hosts,
+            state_dir=folder / "state",
+            artefacts=Artefacts(kernel=ramdisk.kernel, initrd=ramdisk.initrd, image=image.path),
+            config=SessionConfig(server_ip=lab.network.ip, interface=lab.network.bridge, netns=lab.network.name),
+            settings=FlowSettings(callback_timeout_s=1200, ssh_timeout_s=900, ssh_user="root", ssh_key=key),
+            targets={h: target_for(inventory, inventory.node(h)) for h in hosts},
+        )
+        with session:
+            throughput = bridge_throughput(lab, image.path, lab.network.ip, 8080)
+            watch = SerialWatch(lab, hosts)
+            started: dict[str, float] = {}
+
+            def on_phase(host: str, phase: str) -> None:
+                if phase == "network-boot":
+                    started[host] = time.monotonic()
+
+            watch.start()
+            t0 = time.monotonic()
+            runs = session.provision_all(on_phase=on_phase)
+            wall = time.monotonic() - t0
+            watch.stop.set()
+        nodes = {}
+        for host, run in runs.items():
+            t = run.timings
+            to_ramdisk = watch.seen.get(host, float("nan")) - started.get(host, float("nan"))
+            nodes[host] = {
+                "ok": run.ok,
+                "message": run.message,
+                "network_boot_to_ramdisk_s": round(to_ramdisk, 1),
+                "image_write_s": round(t.get("network-boot", 0) + t.get("install", 0) - to_ramdisk, 1),
+                "power_off_s": t.get("power-off"),
+                "disk_boot_to_ssh_s": round(t.get("disk-boot", 0) + t.get("ssh", 0), 1),
+                "identity_s": t.get("identity"),
+            }
+        return {"nodes": count, "wall_s": round(wall, 1), "bridge_bytes_per_s": throughput, "per_node": nodes}
+    finally:
+        lab.down()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="1 node only")
+    parser.add_argument("--full", action="store_true", help="1 and 3 nodes (the default)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    reason = missing_prerequisites()
+    if reason:
+        print(f"bench_provision: cannot run here: {reason}")
+        return 0
+    from bootstrap.provision.image import build_image  # noqa: PLC0415
+    from bootstrap.provision.ramdisk import build_ramdisk  # noqa: PLC0415
+
+    sizes = [1] if args.quick else [1, 3]
+    with tempfile.TemporaryDirectory(prefix="bench-provision-") as tmp:
+        folder = Path(tmp)
+        key, public = admin_key(folder)
+        ramdisk = build_ramdisk("lab")
+        image = build_image([public])
+        boot_s = bare_kernel_boot(ramdisk.kernel, ramdisk.initrd)
+        compressed = image.path.stat().st_size
+        results = []
+        for count in sizes:
+            sub = folder / f"n{count}"
+            sub.mkdir()
+            results.append(run_size(count, sub, ramdisk=ramdisk, image=image, key=key, public=public))
+    for res in results:
+        bound = compressed / res["bridge_bytes_per_s"] + boot_s
+        res["lower_bound_s"] = round(bound, 1)
+        res["ratio_to_bound"] = round(res["wall_s"] / bound, 1)
+    if args.json:
+        print(json.dumps({"bare_kernel_boot_s": boot_s, "image_gz_bytes": compressed, "runs": results}, indent=2))
+        return 0
+    print(f"image: {compressed / 1e6:.0f} MB gzipped ({image.size / 1e6:.0f} MB raw)")
+    print(f"bare TCG boot of the deploy kernel + ramdisk: {boot_s:.1f} s")
+    for res in results:
+        print(
+            f"\n{res['nodes']} node(s): wall {res['wall_s']:.0f} s; lower bound {res['lower_bound_s']:.1f} s "
+            f"(image at {res['bridge_bytes_per_s'] / 1e6:.0f} MB/s + one bare boot); ratio {res['ratio_to_bound']}x"
+        )
+        print(f"  {'node':8} {'net boot->ramdisk':>18} {'image write':>12} {'disk boot->SSH':>15} ok")
+        for host, n in res["per_node"].items():
+            print(
+                f"  {host:8} {n['network_boot_to_ramdisk_s']:>17}s {n['image_write_s']:>11}s "
+                f"{n['disk_boot_to_ssh_s']:>14}s {n['ok']}{'' if n['ok'] else ' ' + n['message']}"
+            )
+    return 0 if all(n["ok"] for r in results for n in r["per_node"].values()) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,107 @@
+"""``rackctl image``: build what the head node serves: the deploy ramdisk and the OS image."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from bootstrap.cli.common import console, emit, err_console, escape, handle_errors, inventory_option, json_option
+
+
+@click.group("image")
+def image_group() -> None:
+    """Deploy ramdisk and OS image for network installs (cached under ~/.cache/rackctl)."""
+
+
+@image_group.command("ramdisk")
+@click.option(
+    "--profile",
+    type=click.Choice(["lab", "dell"]),
+    default="lab",
+    show_default=True,
+    help="Drivers to include: lab (virtio) or dell (Broadcom/Mellanox/Intel NICs, BOSS-N1, PERC, NVMe).",
+)
+@click.option("--module", "extra_modules", multiple=True, help="Extra kernel module (repeatable).")
+@click.option("--out", type=click.Path(path_type=Path, file_okay=False), help="Copy vmlinuz + initrd.img here.")
+@click.option("--dry-run", is_flag=True, help="Show the kernel package and modules; build nothing.")
+@json_option
+@handle_errors()
+def ramdisk_cmd(profile: str, extra_modules: tuple[str, ...], out: Path | None, dry_run: bool, as_json: bool) -> None:
+    """Build the deploy ramdisk from Debian's kernel package and busybox-static."""
+    from bootstrap.provision.ramdisk import PROFILES, build_ramdisk, resolve_kernel_package  # noqa: PLC0415
+
+    if dry_run:
+        package, version = resolve_kernel_package()
+        data = {"ok": True, "dry_run": True, "kernel_package": f"{package}={version}", "profile": profile,
+                "modules": [*PROFILES[profile], *extra_modules], "out": str(out) if out else None}  # fmt: skip
+        emit(data, as_json, _show_ramdisk_plan)
+        return
+    with err_console.status(f"building the {profile} deploy ramdisk...", spinner="dots"):
+        ramdisk = build_ramdisk(profile, extra_modules=extra_modules, out_dir=out)
+    emit({"ok": True, **ramdisk.as_dict()}, as_json, _show_ramdisk)
+
+
+def _show_ramdisk_plan(data: dict[str, Any]) -> None:
+    console.print(f"would build the {data['profile']} ramdisk from {escape(data['kernel_package'])}")
+    console.print(f"modules (plus their dependencies): {', '.join(data['modules'])}")
+
+
+def _show_ramdisk(data: dict[str, Any]) -> None:
+    console.print(f"kernel  {escape(data['kernel'])}")
+    console.print(f"initrd  {escape(data['initrd'])}  ({len(data['modules'])} modules, kernel {data['release']})")
+
+
+@image_group.command("build")
+@inventory_option
+@click.option("--suite", default="bookworm", show_default=True, help="Debian suite to debootstrap.")
+@click.option("--mirror", default=None, help="Debian mirror (default: this machine's apt source).")
+@click.option("--size-mib", type=click.IntRange(640, 65536), default=768, show_default=True, help="Raw disk size.")
+@click.option("--out", type=click.Path(path_type=Path, file_okay=False), help="Copy disk.raw.gz (+ .json) here.")
+@click.option(
+    "--trim/--all-drivers",
+    default=None,
+    help="Drop drivers virtio VMs never use (default: trim for lab inventories, all drivers otherwise).",
+)
+@click.option("--dry-run", is_flag=True, help="Show what would be built; build nothing.")
+@json_option
+@handle_errors()
+def build_cmd(
+    *,
+    inventory_path: Path,
+    suite: str,
+    mirror: str | None,
+    size_mib: int,
+    trim: bool | None,
+    out: Path | None,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Build the OS image (debootstrap; GPT disk bootable by BIOS and UEFI; gzipped, sha256 of the raw disk).
+
+    The admin SSH keys come from the inventory; the image carries no host key (each node gets its pinned
+    one at deploy time). Takes minutes the first time, then it is reused from the cache.
+    """
+    from bootstrap.lab.bmc_lab import load_lab_inventory  # noqa: PLC0415 - fast --help
+    from bootstrap.provision.image import PACKAGES, build_image, default_mirror  # noqa: PLC0415
+
+    inventory = load_lab_inventory(inventory_path)
+    keys = list(inventory.cluster.admin_ssh_keys)
+    trim = inventory.cluster.lab if trim is None else trim
+    if dry_run:
+        data = {"ok": True, "dry_run": True, "suite": suite, "mirror": mirror or default_mirror(),
+                "packages": list(PACKAGES), "size_mib": size_mib, "admin_keys": len(keys), "trim": trim}  # fmt: skip
+        emit(data, as_json, lambda d: console.print(
+            f"would debootstrap {d['suite']} from {escape(d['mirror'])} with {', '.join(d['packages'])} "
+            f"into a {d['size_mib']} MiB disk with {d['admin_keys']} admin key(s)"))  # fmt: skip
+        return
+    with err_console.status("building the OS image (debootstrap takes minutes the first time)...", spinner="dots"):
+        image = build_image(keys, suite=suite, mirror=mirror, size_mib=size_mib, trim=trim, out=out)
+    emit({"ok": True, **image.as_dict()}, as_json, lambda d: console.print(
+        f"image {escape(d['path'])}\nsha256 {d['sha256']} ({d['size']} bytes uncompressed)"))  # fmt: skip
+
+
+def register(cli: click.Group) -> None:
+    """Attach ``rackctl image``."""
+    cli.add_command(image_group)
