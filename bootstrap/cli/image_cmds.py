@@ -64,12 +64,20 @@ def _show_ramdisk(data: dict[str, Any]) -> None:
     default=None,
     help="Drop drivers virtio VMs never use (default: trim for lab inventories, all drivers otherwise).",
 )
+@click.option(
+    "--authorized-key",
+    "extra_keys",
+    multiple=True,
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help="A public key file (.pub) to authorise besides the inventory's admin keys (repeatable).",
+)
 @click.option("--dry-run", is_flag=True, help="Show what would be built; build nothing.")
 @json_option
 @handle_errors()
 def build_cmd(
     *,
     inventory_path: Path,
+    extra_keys: tuple[Path, ...],
     suite: str,
     mirror: str | None,
     size_mib: int,
@@ -87,7 +95,7 @@ def build_cmd(
     from bootstrap.provision.image import PACKAGES, build_image, default_mirror  # noqa: PLC0415
 
     inventory = load_lab_inventory(inventory_path)
-    keys = list(inventory.cluster.admin_ssh_keys)
+    keys = list(inventory.cluster.admin_ssh_keys) + [k.read_text(encoding="utf-8").strip() for k in extra_keys]
     trim = inventory.cluster.lab if trim is None else trim
     if dry_run:
         data = {"ok": True, "dry_run": True, "suite": suite, "mirror": mirror or default_mirror(),

@@ -9,6 +9,8 @@ machine the BMC drives?" check is real. The node's iDRAC drives that VM (power, 
 from __future__ import annotations
 
 import ipaddress
+import os
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -108,8 +110,21 @@ def plan_lab_vms(
     return LabVmPlan(network, out)
 
 
+def ensure_lab_admin_key(lab_dir: Path) -> Path:
+    """The lab admin's SSH key pair under ``<lab_dir>/ssh`` (made once, private half 0600); the private path."""
+    key = lab_dir / "ssh" / "id_ed25519"
+    if not key.exists():
+        key.parent.mkdir(parents=True, exist_ok=True)
+        os.chmod(key.parent, 0o700)
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "rackctl-lab-admin", "-f", str(key)], check=True
+        )
+    return key
+
+
 def lab_up_all(bmc_plan: LabBmcPlan, vm_plan: LabVmPlan, lab_dir: Path, **bmc_options: Any) -> dict[str, Any]:
     """VMs first (their iDRACs need the domains), then the iDRACs; on failure undo the VM part."""
+    ensure_lab_admin_key(lab_dir)
     vms = LabVms(lab_dir, vm_plan.network)
     state = vms.up(vm_plan.vms)
     try:

@@ -70,6 +70,9 @@ class BootServices:
             f"--conf-file={self.tree.dnsmasq_conf}",
             f"--log-facility={self.dnsmasq_log}",
             f"--pid-file={self.log_dir / 'dnsmasq.pid'}",
+            # our own lease file: a shared /var/lib/misc/dnsmasq.leases lets another run's stale lease
+            # deny a node its address
+            f"--dhcp-leasefile={self.log_dir / 'dnsmasq.leases'}",
         ]
         if os.geteuid() == 0:
             # Stay root so the log under the caller's state dir stays writable (TFTP files are 0644 anyway).

@@ -18,11 +18,17 @@ from bootstrap.provision.flow import Artefacts, FlowSettings, NodeRun, Provision
 from bootstrap.stages.base import NodeResult, PlannedAction, Stage, StageContext, StageResult, register_stage
 from bootstrap.stages.oob import target_for
 
-ARTEFACT_NAMES = {"kernel": "vmlinuz", "initrd": "initrd.img", "image": "image.raw.gz"}
+
+def lab_admin_key_path(lab_dir: Path) -> Path:
+    """Where ``rackctl lab up`` keeps the lab admin's SSH private key."""
+    return lab_dir / "ssh" / "id_ed25519"
+
+#: the names `rackctl image ramdisk --out` and `rackctl image build --out` write
+ARTEFACT_NAMES = {"kernel": "vmlinuz", "initrd": "initrd.img", "image": "disk.raw.gz"}
 
 
 def artefacts_for(state_dir: Path, overrides: dict[str, Any]) -> Artefacts:
-    """Explicit paths, else ``<state-dir>/artefacts/{vmlinuz,initrd.img,image.raw.gz}``."""
+    """Explicit paths, else ``<state-dir>/artefacts/{vmlinuz,initrd.img,disk.raw.gz}``."""
     base = Path(state_dir) / "artefacts"
     paths = {k: Path(overrides[k]) if overrides.get(k) else base / name for k, name in ARTEFACT_NAMES.items()}
     return Artefacts(kernel=paths["kernel"], initrd=paths["initrd"], image=paths["image"])
@@ -93,6 +99,11 @@ class ProvisionStage(Stage):
     def run(self, ctx: StageContext) -> StageResult:
         overrides = dict(ctx.options.extra.get("provision", {}))
         inventory: Inventory = ctx.inventory
+        if inventory.cluster.lab and not overrides.get("ssh_key"):
+            # the key `rackctl lab up` made for the lab's admin (the image authorises its public half)
+            lab_key = lab_admin_key_path(Path(overrides.get("lab_dir") or inventory.resolve_path(Path("../.lab"))))
+            if lab_key.exists():
+                overrides["ssh_key"] = str(lab_key)
         heads = [h for h in ctx.nodes if ctx.node(h).role == Role.HEAD]
         hostnames = [h for h in ctx.nodes if h not in heads]
         results = {h: NodeResult(h, ok=True, message="head node: serves the installs") for h in heads}
