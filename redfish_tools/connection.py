@@ -24,6 +24,7 @@ from pydantic import SecretStr
 from redfish.rest.v1 import RetriesExhaustedError
 
 from redfish_tools import errors as E
+from redfish_tools.links import link, odata_id
 from redfish_tools.secrets import forget_secret, install_log_redaction, register_secret
 from redfish_tools.tls import TlsPolicy
 
@@ -148,10 +149,10 @@ class BmcConnection:
     def open(self) -> None:
         """Read the service root and log in (session, or basic auth if there is no SessionService)."""
         self.root = self.get(SERVICE_ROOT, auth=False)
-        sessions = _link(self.root, "Links", "Sessions")
+        sessions = link(self.root, "Links", "Sessions")
         if not sessions and "SessionService" in self.root:
-            service = self.get(_odata(self.root["SessionService"]), auth=False, missing_ok=True)
-            sessions = _link(service or {}, "Sessions")
+            service = self.get(odata_id(self.root["SessionService"]), auth=False, missing_ok=True)
+            sessions = link(service or {}, "Sessions")
         self._sessions_uri = sessions
         if sessions:
             self._login_session(sessions)
@@ -216,7 +217,7 @@ class BmcConnection:
             )
         register_secret(token)
         self._token = token
-        self._session_uri = resp.location or _odata(resp.body) or None
+        self._session_uri = resp.location or odata_id(resp.body) or None
         self._client.set_session_key(token)
         self.auth_mode = "session"
 
@@ -431,14 +432,3 @@ def path_of(uri: str) -> str:
     return f"{path}?{parsed.query}" if parsed.query else path
 
 
-def _odata(obj: Any) -> str:
-    return str(obj.get("@odata.id", "")) if isinstance(obj, dict) else ""
-
-
-def _link(obj: dict[str, Any], *keys: str) -> str:
-    cur: Any = obj
-    for key in keys:
-        if not isinstance(cur, dict):
-            return ""
-        cur = cur.get(key)
-    return _odata(cur)

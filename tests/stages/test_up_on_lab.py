@@ -8,7 +8,6 @@ lab VMs behind them; the journal is the real SQLite one. Provisioning has its ow
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 
 import pytest
@@ -17,17 +16,12 @@ from click.testing import CliRunner
 
 from bootstrap.cli import cli
 from bootstrap.journal.store import Journal
+from tests.sshnode import free_port
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 OOB = "preflight,discover,firmware,bios"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def invoke(*args: str) -> tuple[int, dict]:
