@@ -49,3 +49,32 @@ def test_lab_without_lab_up_says_what_to_run(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput) as err:
         session_config_for(inventory, {"lab_dir": tmp_path / "nothing"})
     assert "rackctl lab up" in err.value.problems[0].fix
+
+
+def test_a_provisioned_node_is_not_reinstalled_unless_forced(tmp_path: Path) -> None:
+    """The runner skips provision for a node the journal shows provisioned; --force plans the reimage."""
+    import json
+
+    from click.testing import CliRunner
+
+    from bootstrap.cli import cli
+    from bootstrap.journal.states import NodeState
+    from bootstrap.journal.store import Journal
+
+    inventory = Path(__file__).resolve().parents[2] / "inventory" / "examples" / "dvd-inference.yml"
+    state = tmp_path / "state"
+    with Journal(state) as journal:
+        journal.register_nodes(["gpu-l40s-01"])
+        for to in ("discovered", "configured", "provisioning", "provisioned"):
+            journal.transition("gpu-l40s-01", NodeState(to), "installed earlier")
+
+    def plan(*extra: str) -> dict:
+        args = ["plan", "-i", str(inventory), "--state-dir", str(state), "--stages", "provision", "--json"]
+        result = CliRunner().invoke(cli, [*args, *extra], env={"RACKCTL_BMC_PASSWORD": "unused"})
+        assert result.exit_code == 0, result.output
+        stage = json.loads(result.stdout)["stages"][0]
+        return next(a for a in stage["actions"] if a["node"] == "gpu-l40s-01")
+
+    assert plan()["skip"], "a provisioned node must not be planned for reinstall"
+    forced = plan("--force")
+    assert forced["skip"] is None and forced["destructive"] is True
