@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 import click
 
+from bootstrap.environment import Environment, HostEnvironment
 from bootstrap.errors import EnvironmentMissing, InvalidInput, NotImplementedStage
 from bootstrap.journal.states import NodeState
 
@@ -210,6 +211,8 @@ class RunOptions:
     #: TLS verification off for BMCs (only with an explicit ``--insecure``)
     insecure: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    #: how the product reaches the world (``bootstrap.environment``): the host by default, the lab's in the lab
+    environment: Environment = field(default_factory=HostEnvironment)
 
 
 @dataclass
