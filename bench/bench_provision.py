@@ -30,8 +30,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from rackctl_lab.environment import LabEnvironment
+
 from bootstrap.inventory import load_inventory
-from bootstrap.provision.flow import Artefacts, FlowSettings, ProvisionSession, SessionConfig
+from bootstrap.provision.flow import Artefacts, FlowSettings, ProvisionSession
 from bootstrap.stages.oob import target_for
 from tests.lab.vmlab import VmLab, admin_key, missing_prerequisites, write_inventory
 
@@ -115,7 +117,8 @@ def run_size(count: int, folder: Path, *, ramdisk: Any, image: Any, key: Path, p
             hosts,
             state_dir=folder / "state",
             artefacts=Artefacts(kernel=ramdisk.kernel, initrd=ramdisk.initrd, image=image.path),
-            config=SessionConfig(server_ip=lab.network.ip, interface=lab.network.bridge, netns=lab.network.name),
+            site=LabEnvironment(lab.lab_dir).boot_site(inventory),
+            environment=LabEnvironment(lab.lab_dir),
             settings=FlowSettings(callback_timeout_s=1200, ssh_timeout_s=900, ssh_user="root", ssh_key=key),
             targets={h: target_for(inventory, inventory.node(h)) for h in hosts},
         )

@@ -18,10 +18,10 @@ from typing import Any
 import ansible_runner
 
 from bootstrap.errors import InvalidInput, Problem
+from bootstrap.resources import ansible_cfg, playbooks_dir, roles_dir
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-PLAYBOOKS = REPO_ROOT / "playbooks"
-ROLES = REPO_ROOT / "roles"
+PLAYBOOKS = playbooks_dir()
+ROLES = roles_dir()
 SECRET_KEYS = ("password", "passwd", "token", "secret", "private_key")
 
 
@@ -176,7 +176,7 @@ def run_playbook(
         os.environ["PATH"] = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
     env = {
         "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-        "ANSIBLE_CONFIG": str(REPO_ROOT / "ansible.cfg"),
+        "ANSIBLE_CONFIG": str(ansible_cfg()),
         "ANSIBLE_ROLES_PATH": str(ROLES),
         "ANSIBLE_FACT_CACHING": "memory",
         "ANSIBLE_NOCOLOR": "1",

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up everything rackctl, its tests and its lab need on a fresh Debian/Ubuntu machine:
-# Debian packages (scripts/apt-packages.txt) and a virtualenv in .venv with rackctl installed editable.
+# Debian packages (scripts/apt-packages.txt) and a virtualenv in .venv with rackctl and its lab (lab/)
+# installed editable.
 # Idempotent: a second run only checks. Used by `make setup` (and so by `make test` and `make demo`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,15 +28,15 @@ fi
 PY=/usr/bin/python3.11
 [ -x "$PY" ] || PY=/usr/bin/python3
 stamp=.venv/.rackctl-setup
-want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+want="$(cat pyproject.toml lab/pyproject.toml | sha256sum | cut -d' ' -f1)"
 if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv from $PY"
   "$PY" -m venv .venv
 fi
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  echo "setup: installing rackctl and its test dependencies into .venv"
+  echo "setup: installing rackctl, its lab (lab/) and the test dependencies into .venv"
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".[test]"
+  .venv/bin/python -m pip install -q -e ".[test]" -e ./lab
   echo "$want" > "$stamp"
 fi
 echo "setup: ok ($(.venv/bin/rackctl --version))"

@@ -1,39 +1,98 @@
-"""The ``rackctl`` command line. Each area registers its commands from its own module."""
+"""The ``rackctl`` command line. Each area registers its commands from its own module, loaded on use.
+
+``rackctl --help`` imports no command module: the root group knows each built-in command's module and
+one-line help (:data:`COMMANDS`), and imports a module only when one of its commands runs (or its own
+``--help`` is asked for). Other packages add commands through the ``rackctl.commands`` entry-point group
+(``name = "package.module:click_command"``); the lab's ``rackctl lab`` comes that way from ``rackctl_lab``.
+"""
 
 from __future__ import annotations
 
 import importlib
+from importlib import metadata
 
 import click
 
 from bootstrap import __version__
 
-#: Modules that add commands to the root group; each exposes ``register(group)``.
-COMMAND_MODULES = (
-    "bootstrap.cli.inventory_cmds",
-    "bootstrap.cli.run_cmds",
-    "bootstrap.cli.doctor_cmd",
-    "bootstrap.cli.bmc_cmds",
-    "bootstrap.cli.lab_cmds",
-    "bootstrap.cli.triton_cmds",
-    "bootstrap.cli.size_cmd",
-    "bootstrap.cli.image_cmds",
-    "bootstrap.cli.provision_cmds",
-)
+PLUGIN_GROUP = "rackctl.commands"
+
+#: Built-in command -> (module whose ``register(group)`` adds it, one-line help shown by ``rackctl --help``).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "validate": ("bootstrap.cli.inventory_cmds", "Check the inventory: every problem at once, with the fix."),
+    "init": ("bootstrap.cli.inventory_cmds", "Write a sample inventory to edit."),
+    "inventory": ("bootstrap.cli.inventory_cmds", "Derived inventories (Ansible)."),
+    "doctor": ("bootstrap.cli.doctor_cmd", "What this machine lacks, with the command that installs it."),
+    "plan": ("bootstrap.cli.run_cmds", "Show what `up` would do, per stage and node (changes nothing)."),
+    "up": ("bootstrap.cli.run_cmds", "Run the bootstrap stages in order; run it again to resume."),
+    "journal": ("bootstrap.cli.run_cmds", "The run journal: node lifecycle states and history."),
+    "discover": ("bootstrap.cli.bmc_cmds", "Read each node's hardware through its iDRAC and check it."),
+    "power": ("bootstrap.cli.bmc_cmds", "Power nodes on, off or cycle them through their iDRACs."),
+    "bios": ("bootstrap.cli.bmc_cmds", "BIOS profiles: plan and stage them per node role."),
+    "bmc": ("bootstrap.cli.bmc_cmds", "BMC (iDRAC) housekeeping."),
+    "image": ("bootstrap.cli.image_cmds", "Build the deploy ramdisk and the OS image."),
+    "provision": ("bootstrap.cli.provision_cmds", "PXE-install nodes and prove them over pinned SSH."),
+    "triton": ("bootstrap.cli.triton_cmds", "Triton model repositories: render, check, load, manifests."),
+    "size": ("bootstrap.cli.size_cmd", "Servers needed for your models and demand."),
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+class LazyGroup(click.Group):
+    """A root group that imports a command's module only when that command is used."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*COMMANDS, *self.commands, *_plugins()})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.commands:
+            return self.commands[cmd_name]
+        if cmd_name in COMMANDS:
+            importlib.import_module(COMMANDS[cmd_name][0]).register(self)
+            return self.commands.get(cmd_name)
+        plugin = _plugins().get(cmd_name)
+        if plugin is not None:
+            command = plugin.load()
+            self.add_command(command, cmd_name)
+            return command
+        return None
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            if name in COMMANDS and name not in self.commands:
+                rows.append((name, COMMANDS[name][1]))
+                continue
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(formatter.width - 6 - len(name))))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+def _plugins() -> dict[str, metadata.EntryPoint]:
+    return {ep.name: ep for ep in metadata.entry_points(group=PLUGIN_GROUP)}
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(__version__, prog_name="rackctl")
-def cli() -> None:
+@click.option(
+    "--env",
+    "env_name",
+    envvar="RACKCTL_ENV",
+    default=None,
+    metavar="NAME",
+    help="Where rackctl runs: `host` (a real head node, the default) or a registered environment such as `lab` "
+    "(default for an inventory with cluster.lab: true when the lab is installed). $RACKCTL_ENV.",
+)
+@click.pass_context
+def cli(ctx: click.Context, env_name: str | None) -> None:
     """rackctl: a rack of Dell PowerEdge servers from bare metal to serving LLMs.
 
     Exit codes: 0 ok, 1 something failed, 2 invalid input, 3 missing tool on this machine,
     4 stage not implemented yet, 130 interrupted.
     """
-
-
-for _name in COMMAND_MODULES:
-    importlib.import_module(_name).register(cli)
+    ctx.ensure_object(dict)["env_name"] = env_name
 
 
 def main() -> None:

@@ -7,13 +7,16 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from rich.console import Console
 from rich.markup import escape as rich_escape
 
 from bootstrap.errors import EXIT_INTERRUPTED, RackctlError
+
+if TYPE_CHECKING:
+    from bootstrap.environment import Environment
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -106,3 +109,15 @@ def report_error(exc: RackctlError, as_json: bool) -> None:
 def escape(text: str) -> str:
     """Escape rich markup in user-provided text."""
     return rich_escape(text)
+
+
+def environment_for(inventory: Any) -> Environment:
+    """The run's environment: ``--env``/``$RACKCTL_ENV``; else ``lab`` for a lab inventory when the lab is
+    installed; else the host (a real head node)."""
+    from bootstrap.environment import available, load_environment  # noqa: PLC0415 - fast --help
+
+    ctx = click.get_current_context(silent=True)
+    name = ((ctx.find_root().obj or {}) if ctx else {}).get("env_name")
+    if name is None and getattr(getattr(inventory, "cluster", None), "lab", False) and "lab" in available():
+        name = "lab"
+    return load_environment(name)

@@ -91,10 +91,10 @@ def build_cmd(
     The admin SSH keys come from the inventory; the image carries no host key (each node gets its pinned
     one at deploy time). Takes minutes the first time, then it is reused from the cache.
     """
-    from bootstrap.lab.bmc_lab import load_lab_inventory  # noqa: PLC0415 - fast --help
+    from bootstrap.inventory import load_inventory  # noqa: PLC0415 - fast --help
     from bootstrap.provision.image import PACKAGES, build_image, default_mirror  # noqa: PLC0415
 
-    inventory = load_lab_inventory(inventory_path)
+    inventory = load_inventory(inventory_path)
     keys = list(inventory.cluster.admin_ssh_keys) + [k.read_text(encoding="utf-8").strip() for k in extra_keys]
     trim = inventory.cluster.lab if trim is None else trim
     if dry_run:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -24,22 +23,14 @@ from bootstrap.errors import EXIT_INVALID, InvalidInput, Problem
 from bootstrap.fsutil import atomic_write_text, replace_tree
 from bootstrap.inventory import check_inventory
 from bootstrap.inventory.render import render_files
-
-EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "inventory" / "examples"
+from bootstrap.resources import examples_dir
 
 
 def _examples() -> dict[str, Path]:
-    """Shipped sample inventories by name (the repo's inventory/examples, or the package data)."""
-    found: dict[str, Path] = {}
-    candidates = [EXAMPLES_DIR]
-    pkg = resources.files("bootstrap").joinpath("data", "examples")
-    if pkg.is_dir():
-        candidates.append(Path(str(pkg)))
-    for folder in candidates:
-        if folder.is_dir():
-            for file in sorted(folder.glob("*.yml")):
-                found.setdefault(file.stem, file)
-    lab = EXAMPLES_DIR.parent / "lab.yml"
+    """Shipped sample inventories by name (and, in a checkout, the built-in lab's ``inventory/lab.yml``)."""
+    folder = examples_dir().resolve()
+    found = {file.stem: file for file in sorted(folder.glob("*.yml"))}
+    lab = folder.parent / "lab.yml"
     if lab.is_file():
         found.setdefault("lab", lab)
     return found

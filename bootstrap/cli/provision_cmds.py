@@ -11,7 +11,15 @@ from typing import Any
 
 import click
 
-from bootstrap.cli.common import emit, err_console, handle_errors, inventory_option, json_option, state_dir_option
+from bootstrap.cli.common import (
+    emit,
+    environment_for,
+    err_console,
+    handle_errors,
+    inventory_option,
+    json_option,
+    state_dir_option,
+)
 from bootstrap.errors import EXIT_OK
 
 
@@ -29,7 +37,6 @@ from bootstrap.errors import EXIT_OK
 )
 @click.option("--callback-timeout", type=click.IntRange(10, 7200), default=900, show_default=True, help="Seconds.")
 @click.option("--ssh-timeout", type=click.IntRange(10, 7200), default=600, show_default=True, help="Seconds.")
-@click.option("--lab-dir", type=click.Path(path_type=Path, file_okay=False), help="The lab's state (lab only).")
 @inventory_option
 @state_dir_option
 @json_option
@@ -47,7 +54,6 @@ def provision_cmd(
     ssh_user: str | None,
     callback_timeout: int,
     ssh_timeout: int,
-    lab_dir: Path | None,
     inventory_path: Path,
     state_dir: Path,
     as_json: bool,
@@ -70,9 +76,10 @@ def provision_cmd(
         "ssh_user": ssh_user,
         "callback_timeout_s": float(callback_timeout),
         "ssh_timeout_s": float(ssh_timeout),
-        "lab_dir": lab_dir,
     }
-    options = RunOptions(dry_run=dry_run, force=force, yes=yes, extra={"provision": extra})
+    options = RunOptions(
+        dry_run=dry_run, force=force, yes=yes, extra={"provision": extra}, environment=environment_for(inventory)
+    )
     if dry_run:
         emit({**plan(inventory, state_dir, selection, options), "dry_run": True}, as_json, _show_plan)
         return

@@ -12,6 +12,7 @@ from rich.table import Table
 from bootstrap.cli.common import (
     console,
     emit,
+    environment_for,
     err_console,
     escape,
     handle_errors,
@@ -115,7 +116,8 @@ def plan_cmd(
     selection = select(
         inventory, stages=split_csv(stages), limit=split_csv(limit), from_stage=from_stage, force=force
     )
-    data = plan(inventory, state_dir, selection, RunOptions(dry_run=True, force=force))
+    options = RunOptions(dry_run=True, force=force, environment=environment_for(inventory))
+    data = plan(inventory, state_dir, selection, options)
     emit(data, as_json, _show_plan)
 
 
@@ -153,7 +155,9 @@ def up_cmd(
     selection = select(
         inventory, stages=split_csv(stages), limit=split_csv(limit), from_stage=from_stage, force=force
     )
-    options = RunOptions(dry_run=dry_run, force=force, yes=yes, insecure=insecure)
+    options = RunOptions(
+        dry_run=dry_run, force=force, yes=yes, insecure=insecure, environment=environment_for(inventory)
+    )
     if dry_run:
         data = plan(inventory, state_dir, selection, options)
         emit({**data, "dry_run": True}, as_json, _show_plan)

@@ -10,7 +10,9 @@ Per node, concurrently, each node's failure its own::
     identity      the DMI system UUID and serial read over SSH must be what the node's BMC reports
 
 A :class:`ProvisionSession` holds what the nodes share: the rendered boot tree (one token per node), the
-boot services (dnsmasq + nginx, inside the lab's namespace in the lab) and the callback receiver.
+boot services (dnsmasq + nginx) and the callback receiver. Where those listen and how nodes are reached
+(sockets, commands, SSH) is the :class:`~bootstrap.environment.Environment`'s business: the host's on a
+real site, the lab's in the lab.
 Steps are journalled through a :class:`StepJournal` (the provision stage passes its ``ctx.step``) so a
 resumed run never rewrites a disk whose install completed. When a node fails, its override is put back
 to ``Hdd``, it is powered off and its token is burnt: nothing is left half-configured.
@@ -20,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-import socket
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +31,7 @@ from typing import Any, Protocol
 
 import paramiko
 
+from bootstrap.environment import BootSite, Environment, HostEnvironment
 from bootstrap.errors import RackctlError
 from bootstrap.inventory.models import Inventory
 from bootstrap.provision.api import BootConfig, BootTree, render_boot_tree
@@ -42,9 +44,6 @@ from redfish_tools.resources import Service
 
 PHASES = ("network-boot", "install", "power-off", "disk-boot", "ssh", "identity")
 DMI_COMMAND = "cat /sys/class/dmi/id/product_uuid /sys/class/dmi/id/product_serial"
-
-Connector = Callable[[str, int, float], socket.socket]
-
 
 class NodeFailed(RackctlError):
     """One node's provisioning failed in ``phase`` (the message says why and what to check)."""
@@ -123,20 +122,6 @@ def no_journal(node: str, key: str, *, destructive: bool = False) -> _NoStep:
     return _NoStep()
 
 
-def plain_connector(host: str, port: int, timeout: float) -> socket.socket:
-    return socket.create_connection((host, port), timeout=timeout)
-
-
-@dataclass
-class SessionConfig:
-    """Where the boot services run: the head node's PXE address and interface, optionally a netns."""
-
-    server_ip: str
-    interface: str
-    http_port: int = 8080
-    netns: str | None = None  #: the lab's namespace (services, receiver and SSH live there)
-
-
 class ProvisionSession:
     """Boot tree + boot services + callback receiver for one provisioning run (a context manager)."""
 
@@ -147,7 +132,8 @@ class ProvisionSession:
         *,
         state_dir: Path,
         artefacts: Artefacts,
-        config: SessionConfig,
+        site: BootSite,
+        environment: Environment | None = None,
         settings: FlowSettings | None = None,
         policy: ConnectionPolicy | None = None,
         targets: dict[str, BmcTarget] | None = None,
@@ -157,7 +143,8 @@ class ProvisionSession:
         self.hostnames = list(hostnames)
         self.state_dir = Path(state_dir)
         self.artefacts = artefacts
-        self.config = config
+        self.site = site
+        self.environment: Environment = environment or HostEnvironment()
         self.settings = settings or FlowSettings()
         self.policy = policy or ConnectionPolicy()
         self.targets = targets or {}
@@ -165,12 +152,6 @@ class ProvisionSession:
         self.tree: BootTree | None = None
         self.receiver: CallbackReceiver | None = None
         self.services: Any = None
-        self.connector: Connector = plain_connector
-        if config.netns:
-            from bootstrap.lab.netns import LabNetwork  # noqa: PLC0415 - lab only
-
-            net = LabNetwork(config.netns)
-            self.connector = net.connect
 
     @property
     def log_dir(self) -> Path:
@@ -181,21 +162,16 @@ class ProvisionSession:
     def __enter__(self) -> ProvisionSession:
         from bootstrap.provision.api import BootServices  # noqa: PLC0415 - lazy in the contract
 
-        sock = None
-        if self.config.netns:
-            from bootstrap.lab.netns import socket_in  # noqa: PLC0415
-
-            sock = socket_in(self.config.netns)
-        self.receiver = CallbackReceiver(sock).start()
+        self.receiver = CallbackReceiver(self.environment.listener_socket()).start()
         try:
             tokens = {h: secrets.token_urlsafe(24) for h in self.hostnames}
             self.tree = render_boot_tree(
                 BootConfig(
                     inventory=self.inventory,
                     out_dir=self.state_dir / "boot",
-                    server_ip=self.config.server_ip,
-                    http_port=self.config.http_port,
-                    interface=self.config.interface,
+                    server_ip=self.site.server_ip,
+                    http_port=self.site.http_port,
+                    interface=self.site.interface,
                     image=self.artefacts.image,
                     kernel=self.artefacts.kernel,
                     initrd=self.artefacts.initrd,
@@ -208,7 +184,7 @@ class ProvisionSession:
                 )
             )
             self.log_dir.mkdir(parents=True, exist_ok=True)
-            self.services = BootServices(self.tree, netns=self.config.netns, log_dir=self.log_dir)
+            self.services = BootServices(self.tree, wrap=self.environment.wrap_command, log_dir=self.log_dir)
             self.services.start()
         except BaseException:
             self.__exit__()
@@ -366,7 +342,7 @@ class ProvisionSession:
             client.load_host_keys(str(self.tree.known_hosts))
             client.set_missing_host_key_policy(paramiko.RejectPolicy())
             try:
-                sock = self.connector(ip, self.settings.ssh_port, 10.0)
+                sock = self.environment.connect(ip, self.settings.ssh_port, 10.0)
                 client.connect(
                     ip,
                     port=self.settings.ssh_port,

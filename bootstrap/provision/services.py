@@ -1,7 +1,8 @@
 """Run the head node's boot services on a rendered tree: dnsmasq (``dnsmasq-base``) and nginx.
 
 Both run in the foreground as children of this process (their PIDs are kept and written next to the
-logs), optionally inside a network namespace through ``ip netns exec``. :meth:`BootServices.start` waits
+logs), through the environment's command wrapper (on a real head node: as they are; in the lab: inside its
+network namespace). :meth:`BootServices.start` waits
 until nginx answers on its port and dnsmasq has bound its sockets; :meth:`BootServices.stop` ends exactly
 those PIDs.
 """
@@ -14,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from bootstrap.errors import EnvironmentMissing, RackctlError
@@ -39,9 +41,9 @@ def find_binary(candidates: tuple[str, ...], package: str) -> str:
 class BootServices:
     """dnsmasq + nginx serving one :class:`BootTree`."""
 
-    def __init__(self, tree: BootTree, *, netns: str | None = None, log_dir: Path) -> None:
+    def __init__(self, tree: BootTree, *, wrap: Callable[[list[str]], list[str]] | None = None, log_dir: Path) -> None:
         self.tree = tree
-        self.netns = netns
+        self.wrap = wrap or list
         self.log_dir = Path(log_dir)
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
 
@@ -59,7 +61,7 @@ class BootServices:
         return self.log_dir / "nginx-access.log"
 
     def _wrap(self, argv: list[str]) -> list[str]:
-        return ["ip", "netns", "exec", self.netns, *argv] if self.netns else argv
+        return self.wrap(list(argv))
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     def dnsmasq_argv(self) -> list[str]:
@@ -159,7 +161,7 @@ class BootServices:
 
     @property
     def pids(self) -> dict[str, int]:
-        """PIDs of the running services (of ``ip netns exec``, which execs the service itself)."""
+        """PIDs of the running services (a wrapper such as ``ip netns exec`` execs the service itself)."""
         return {name: proc.pid for name, proc in self._procs.items() if proc.poll() is None}
 
     def logs(self) -> dict[str, str]:

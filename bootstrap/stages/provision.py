@@ -1,10 +1,11 @@
 """The provision stage of ``rackctl up`` (and ``rackctl provision``): PXE install, disk boot, pinned SSH.
 
 Destructive: the ``install`` step rewrites the node's root disk; it is journalled per node, so a resumed
-run never rewrites a disk whose install completed (unless ``--force``). Where the boot services run and
-which artefacts they serve come from :func:`session_config_for` and :func:`artefacts_for`; options can
-be overridden through ``RunOptions.extra["provision"]`` (keys: ``kernel``, ``initrd``, ``image``,
-``ssh_key``, ``ssh_user``, ``callback_timeout_s``, ``ssh_timeout_s``, ``lab_dir``).
+run never rewrites a disk whose install completed (unless ``--force``). Where the boot services listen,
+which admin key logs in and which nodes are already installed (the head node that serves the installs)
+come from the run's :class:`~bootstrap.environment.Environment`; the artefacts from :func:`artefacts_for`.
+Options can be overridden through ``RunOptions.extra["provision"]`` (keys: ``kernel``, ``initrd``,
+``image``, ``ssh_key``, ``ssh_user``, ``callback_timeout_s``, ``ssh_timeout_s``).
 """
 
 from __future__ import annotations
@@ -12,16 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bootstrap.errors import InvalidInput, Problem
-from bootstrap.inventory.models import Inventory, Role
-from bootstrap.provision.flow import Artefacts, FlowSettings, NodeRun, ProvisionSession, SessionConfig
+from bootstrap.inventory.models import Inventory
+from bootstrap.provision.flow import Artefacts, FlowSettings, NodeRun, ProvisionSession
 from bootstrap.stages.base import NodeResult, PlannedAction, Stage, StageContext, StageResult, register_stage
 from bootstrap.stages.oob import target_for
-
-
-def lab_admin_key_path(lab_dir: Path) -> Path:
-    """Where ``rackctl lab up`` keeps the lab admin's SSH private key."""
-    return lab_dir / "ssh" / "id_ed25519"
 
 #: the names `rackctl image ramdisk --out` and `rackctl image build --out` write
 ARTEFACT_NAMES = {"kernel": "vmlinuz", "initrd": "initrd.img", "image": "disk.raw.gz"}
@@ -32,29 +27,6 @@ def artefacts_for(state_dir: Path, overrides: dict[str, Any]) -> Artefacts:
     base = Path(state_dir) / "artefacts"
     paths = {k: Path(overrides[k]) if overrides.get(k) else base / name for k, name in ARTEFACT_NAMES.items()}
     return Artefacts(kernel=paths["kernel"], initrd=paths["initrd"], image=paths["image"])
-
-
-def session_config_for(inventory: Inventory, overrides: dict[str, Any]) -> SessionConfig:
-    """Lab: the lab's namespace and bridge (from ``lab up``'s record). Hardware: the head node's PXE NIC."""
-    if inventory.cluster.lab:
-        from bootstrap.lab.vm_lab import lab_vm_state  # noqa: PLC0415 - lab only
-
-        lab_dir = Path(overrides.get("lab_dir") or inventory.resolve_path(Path("../.lab")))
-        state = lab_vm_state(lab_dir)
-        if state is None:
-            raise InvalidInput(
-                "the lab's VMs are not up",
-                problems=[Problem("lab", f"no VM record in {lab_dir}", "run `rackctl lab up -i <inventory>` first")],
-            )
-        return SessionConfig(server_ip=state.address.split("/")[0], interface=state.bridge, netns=state.netns)
-    heads = [n for n in inventory.nodes if n.role == Role.HEAD]
-    nic = heads[0].interface_on("pxe") if heads else None
-    if nic is None or nic.ip is None:
-        raise InvalidInput(
-            "no head node with a PXE address to serve the installs",
-            problems=[Problem("nodes[role=head].interfaces", "no pxe interface with ip", "add one")],
-        )
-    return SessionConfig(server_ip=str(nic.ip), interface=nic.name)
 
 
 def settings_for(overrides: dict[str, Any], method: str = "image") -> FlowSettings:
@@ -79,10 +51,11 @@ class ProvisionStage(Stage):
 
     def plan(self, ctx: StageContext) -> list[PlannedAction]:
         actions = []
+        preinstalled = ctx.options.environment.preinstalled(ctx.inventory)
         for hostname in ctx.nodes:
             node = ctx.node(hostname)
-            if node.role == Role.HEAD:
-                actions.append(PlannedAction(self.name, hostname, "serve the boot services", skip="head node"))
+            if hostname in preinstalled:
+                actions.append(PlannedAction(self.name, hostname, "serve the boot services", skip="installed already"))
                 continue
             disk = node.root_disk_hint or "the largest disk"
             actions.append(
@@ -99,14 +72,18 @@ class ProvisionStage(Stage):
     def run(self, ctx: StageContext) -> StageResult:
         overrides = dict(ctx.options.extra.get("provision", {}))
         inventory: Inventory = ctx.inventory
-        if inventory.cluster.lab and not overrides.get("ssh_key"):
-            # the key `rackctl lab up` made for the lab's admin (the image authorises its public half)
-            lab_key = lab_admin_key_path(Path(overrides.get("lab_dir") or inventory.resolve_path(Path("../.lab"))))
-            if lab_key.exists():
-                overrides["ssh_key"] = str(lab_key)
-        heads = [h for h in ctx.nodes if ctx.node(h).role == Role.HEAD]
-        hostnames = [h for h in ctx.nodes if h not in heads]
-        results = {h: NodeResult(h, ok=True, message="head node: serves the installs") for h in heads}
+        environment = ctx.options.environment
+        if not overrides.get("ssh_key"):
+            key = environment.admin_key(inventory)
+            if key is not None:
+                overrides["ssh_key"] = str(key)
+        preinstalled = environment.preinstalled(inventory)
+        hostnames = [h for h in ctx.nodes if h not in preinstalled]
+        results = {
+            h: NodeResult(h, ok=True, message=f"installed already (provided by the {environment.name} environment)")
+            for h in ctx.nodes
+            if h in preinstalled
+        }
         if not hostnames:
             return StageResult.from_nodes(results)
         targets = {h: target_for(inventory, ctx.node(h)) for h in hostnames}
@@ -115,7 +92,8 @@ class ProvisionStage(Stage):
             hostnames,
             state_dir=ctx.state_dir,
             artefacts=artefacts_for(ctx.state_dir, overrides),
-            config=session_config_for(inventory, overrides),
+            site=environment.boot_site(inventory),
+            environment=environment,
             settings=settings_for(overrides, inventory.cluster.install_method.value),
             targets=targets,
         )

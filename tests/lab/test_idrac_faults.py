@@ -10,8 +10,7 @@ import time
 
 import pytest
 import requests
-
-from bootstrap.lab.idrac import FaultSpec
+from rackctl_lab.idrac import FaultSpec
 
 pytestmark = pytest.mark.lab
 

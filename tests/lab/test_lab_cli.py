@@ -12,9 +12,8 @@ import pytest
 import requests
 import yaml
 from click.testing import CliRunner
-
-from bootstrap.cli.lab_cmds import lab_group
-from bootstrap.lab.idrac.rack import is_worker
+from rackctl_lab.cli import lab_group
+from rackctl_lab.idrac.rack import is_worker
 
 pytestmark = pytest.mark.lab
 

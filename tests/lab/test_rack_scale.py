@@ -7,9 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
-
-from bootstrap.lab.idrac import EmulatedRack
-from bootstrap.lab.idrac.rack import is_worker
+from rackctl_lab.idrac import EmulatedRack
+from rackctl_lab.idrac.rack import is_worker
 
 pytestmark = pytest.mark.lab
 

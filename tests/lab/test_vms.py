@@ -10,9 +10,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from rackctl_lab.vms import KVM, VmSpec, connect, domain_xml
 
 from bootstrap.inventory import load_inventory
-from bootstrap.lab.vms import KVM, VmSpec, connect, domain_xml
 from bootstrap.stages.oob import target_for
 from redfish_tools.boot import boot_override, set_boot_once
 from redfish_tools.connection import BmcConnection

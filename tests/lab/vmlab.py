@@ -17,11 +17,10 @@ from typing import Any
 import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-from bootstrap.lab.bmc_lab import load_lab_inventory, plan_lab_bmcs
-from bootstrap.lab.netns import LabNetwork
-from bootstrap.lab.vm_lab import lab_down_all, lab_up_all, plan_lab_vms
-from bootstrap.lab.vms import VmSpec
+from rackctl_lab.bmc_lab import load_lab_inventory, plan_lab_bmcs
+from rackctl_lab.netns import LabNetwork
+from rackctl_lab.vm_lab import lab_down_all, lab_up_all, plan_lab_vms
+from rackctl_lab.vms import VmSpec
 
 TOOLS = {
     "qemu-system-x86_64": "qemu-system-x86",

@@ -76,7 +76,8 @@ class NetLab:
         return self.sh("ip", "netns", "exec", self.ns, *argv)
 
     def start_services(self, tree: BootTree) -> BootServices:
-        self.services = BootServices(tree, netns=self.ns, log_dir=self.work / "logs")
+        in_netns = ["ip", "netns", "exec", self.ns]
+        self.services = BootServices(tree, wrap=lambda argv: [*in_netns, *argv], log_dir=self.work / "logs")
         self.services.start()
         self.callback_log.touch()
         receiver = self.work / "receiver.py"

@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from rackctl_lab.environment import LabEnvironment
+from rackctl_lab.nsrelay import proxy_command
 
 from bootstrap.ansible_driver import run_playbook
 from bootstrap.inventory import load_inventory
-from bootstrap.lab.nsrelay import proxy_command
-from bootstrap.provision.flow import PHASES, Artefacts, FlowSettings, ProvisionSession, SessionConfig
+from bootstrap.provision.flow import PHASES, Artefacts, FlowSettings, ProvisionSession
 from bootstrap.stages.oob import target_for
 from redfish_tools.boot import boot_override
 from redfish_tools.connection import BmcConnection
@@ -55,7 +56,8 @@ def test_pxe_install_to_pinned_ssh_then_ansible(tmp_path: Path, ramdisk) -> None
             NODES,
             state_dir=tmp_path / "state",
             artefacts=Artefacts(kernel=ramdisk.kernel, initrd=ramdisk.initrd, image=image.path),
-            config=SessionConfig(server_ip=lab.network.ip, interface=lab.network.bridge, netns=lab.network.name),
+            site=LabEnvironment(lab.lab_dir).boot_site(inventory),
+            environment=LabEnvironment(lab.lab_dir),
             settings=FlowSettings(callback_timeout_s=900, ssh_timeout_s=600, ssh_user="root", ssh_key=key),
             targets=targets,
         )

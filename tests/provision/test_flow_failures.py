@@ -20,10 +20,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from rackctl_lab.environment import LabEnvironment
+from rackctl_lab.vms import VmSpec, connect, domain_xml
 
 from bootstrap.inventory import load_inventory
-from bootstrap.lab.vms import VmSpec, connect, domain_xml
-from bootstrap.provision.flow import Artefacts, FlowSettings, ProvisionSession, SessionConfig
+from bootstrap.provision.flow import Artefacts, FlowSettings, ProvisionSession
 from bootstrap.stages.oob import target_for
 from redfish_tools.boot import boot_override
 from redfish_tools.connection import BmcConnection
@@ -93,7 +94,8 @@ def test_bad_image_url_no_callback_and_unknown_mac(tmp_path: Path, ramdisk) -> N
         hosts,
         state_dir=tmp_path / "state",
         artefacts=Artefacts(kernel=ramdisk.kernel, initrd=ramdisk.initrd, image=_placeholder_image(tmp_path)),
-        config=SessionConfig(server_ip=lab.network.ip, interface=lab.network.bridge, netns=lab.network.name),
+        site=LabEnvironment(lab.lab_dir).boot_site(inventory),
+            environment=LabEnvironment(lab.lab_dir),
         settings=FlowSettings(callback_timeout_s=75, power_off_timeout_s=10, ssh_key=key),
         targets=targets,
     )

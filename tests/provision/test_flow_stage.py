@@ -5,12 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from rackctl_lab.environment import LabEnvironment
 
+from bootstrap.environment import HostEnvironment
 from bootstrap.errors import InvalidInput
 from bootstrap.inventory import load_inventory
 from bootstrap.journal.store import Journal
 from bootstrap.stages.base import StageContext, get_stage
-from bootstrap.stages.provision import artefacts_for, session_config_for, settings_for
+from bootstrap.stages.provision import artefacts_for, settings_for
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "inventory" / "examples" / "dvd-inference.yml"
 
@@ -25,7 +27,7 @@ def test_plan_is_destructive_per_node_and_skips_the_head_node(tmp_path: Path) ->
     for node in inventory.nodes:
         action = actions[node.hostname]
         if node.role.value == "head":
-            assert action.skip == "head node" and not action.destructive
+            assert action.skip == "installed already" and not action.destructive
         else:
             assert action.destructive and action.skip is None
             assert (node.root_disk_hint or "the largest disk") in action.action
@@ -34,8 +36,9 @@ def test_plan_is_destructive_per_node_and_skips_the_head_node(tmp_path: Path) ->
 def test_hardware_serves_from_the_head_nodes_pxe_address_and_defaults_follow_the_method(tmp_path: Path) -> None:
     inventory = load_inventory(EXAMPLE)
     head = next(n for n in inventory.nodes if n.role.value == "head")
-    config = session_config_for(inventory, {})
-    assert config.netns is None and config.server_ip == str(head.address_on("pxe"))
+    site = HostEnvironment().boot_site(inventory)
+    assert site.server_ip == str(head.address_on("pxe")) and site.interface == head.interface_on("pxe").name
+    assert HostEnvironment().wrap_command(["nginx"]) == ["nginx"]  # a real head node runs its services as they are
     assert settings_for({}, "image").ssh_user == "root"
     assert settings_for({}, "autoinstall").ssh_user == "rackctl"
     assert settings_for({"ssh_user": "ops", "callback_timeout_s": 30.0}).callback_timeout_s == 30.0
@@ -45,9 +48,8 @@ def test_hardware_serves_from_the_head_nodes_pxe_address_and_defaults_follow_the
 
 def test_lab_without_lab_up_says_what_to_run(tmp_path: Path) -> None:
     inventory = load_inventory(EXAMPLE)
-    inventory.cluster.lab = True
     with pytest.raises(InvalidInput) as err:
-        session_config_for(inventory, {"lab_dir": tmp_path / "nothing"})
+        LabEnvironment(tmp_path / "nothing").boot_site(inventory)
     assert "rackctl lab up" in err.value.problems[0].fix
 
 

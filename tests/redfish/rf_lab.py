@@ -10,7 +10,7 @@ from pydantic import SecretStr
 
 from redfish_tools.connection import BmcTarget, ConnectionPolicy
 
-api = pytest.importorskip("bootstrap.lab.idrac.api", reason="the emulated iDRAC rack is not available")
+api = pytest.importorskip("rackctl_lab.idrac.api", reason="the emulated iDRAC rack is not available")
 
 #: The sample inventory's five nodes (3 x R660, R760xa with 4 x L40S, XE9680).
 NODES = [

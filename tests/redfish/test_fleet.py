@@ -15,7 +15,7 @@ from redfish_tools.connection import ConnectionPolicy
 from redfish_tools.discover import discover
 from redfish_tools.fleet import run_fleet
 
-api = pytest.importorskip("bootstrap.lab.idrac.api")
+api = pytest.importorskip("rackctl_lab.idrac.api")
 
 FAULTY = {
     "node-00": ("transport", api.FaultSpec(always_fail=True)),  # dead BMC: 500 on everything

@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 import pytest
+from rackctl_lab.peer.ansible_redfish_info import ansible_available, run_redfish_info, service_tag_and_macs
 from rf_lab import FAST, Lab
 
 from redfish_tools.discover import discover
 from redfish_tools.fleet import run_fleet
-from redfish_tools.peer.ansible_redfish_info import ansible_available, run_redfish_info, service_tag_and_macs
 
 pytestmark = pytest.mark.skipif(not ansible_available(), reason="ansible (community.general) not installed")
 

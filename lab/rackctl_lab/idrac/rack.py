@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from bootstrap.fsutil import atomic_write_text
-from bootstrap.lab.idrac.api import BmcEndpoint, EmulatedBmcSpec, FaultSpec
-from bootstrap.lab.idrac.certs import LabCA
-from bootstrap.lab.idrac.hardware import model_hardware
+from rackctl_lab.idrac.api import BmcEndpoint, EmulatedBmcSpec, FaultSpec
+from rackctl_lab.idrac.certs import LabCA
+from rackctl_lab.idrac.hardware import model_hardware
 
 RACK_STATE = "rack.json"
-WORKER_MODULE = "bootstrap.lab.idrac.worker"
+WORKER_MODULE = "rackctl_lab.idrac.worker"
 BMCS_PER_WORKER = 64
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -56,7 +56,7 @@ def is_worker(pid: int) -> bool:
 
 
 class RackRunner:
-    """Worker processes of one rack (see :class:`bootstrap.lab.idrac.api.EmulatedRack`)."""
+    """Worker processes of one rack (see :class:`rackctl_lab.idrac.api.EmulatedRack`)."""
 
     def __init__(self, specs: list[EmulatedBmcSpec], workdir: Path, *, processes: int | None = None) -> None:
         for spec in specs:

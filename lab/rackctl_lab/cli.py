@@ -23,17 +23,16 @@ from bootstrap.cli.common import (
     json_option,
 )
 from bootstrap.errors import EXIT_FAILED
-
-DEFAULT_LAB_DIR = Path(".lab")
+from rackctl_lab import paths
 
 lab_dir_option = click.option(
     "--state-dir",
     "lab_dir",
     type=click.Path(path_type=Path, file_okay=False),
-    envvar="RACKCTL_LAB_DIR",
-    default=DEFAULT_LAB_DIR,
+    envvar=paths.ENV_VAR,
+    default=paths.DEFAULT,
     show_default=True,
-    help="Where the lab keeps its CA, PIDs and logs.",
+    help=f"Where the lab keeps its CA, PIDs and logs (${paths.ENV_VAR}).",
 )
 
 
@@ -70,7 +69,7 @@ def _up(
     processes: int | None,
     as_json: bool,
 ) -> None:
-    from bootstrap.lab.bmc_lab import lab_up, load_lab_inventory, plan_lab_bmcs  # noqa: PLC0415 - fast --help
+    from rackctl_lab.bmc_lab import lab_up, load_lab_inventory, plan_lab_bmcs  # noqa: PLC0415 - fast --help
 
     plan = plan_lab_bmcs(load_lab_inventory(inventory_path))
     if dry_run:
@@ -121,8 +120,8 @@ def _up_all(
     memory_mib: int,
     as_json: bool,
 ) -> None:
-    from bootstrap.lab.bmc_lab import load_lab_inventory, plan_lab_bmcs  # noqa: PLC0415 - fast --help
-    from bootstrap.lab.vm_lab import lab_up_all, plan_lab_vms  # noqa: PLC0415
+    from rackctl_lab.bmc_lab import load_lab_inventory, plan_lab_bmcs  # noqa: PLC0415 - fast --help
+    from rackctl_lab.vm_lab import lab_up_all, plan_lab_vms  # noqa: PLC0415
 
     inventory = load_lab_inventory(inventory_path)
     plan = plan_lab_bmcs(inventory)
@@ -153,21 +152,21 @@ def _show_full_plan(data: dict[str, Any]) -> None:
 
 @handle_errors()
 def _down_all(*, lab_dir: Path, as_json: bool, inventory_path: Path | None = None) -> None:
-    from bootstrap.lab.vm_lab import lab_down_all  # noqa: PLC0415
+    from rackctl_lab.vm_lab import lab_down_all  # noqa: PLC0415
 
     emit(lab_down_all(lab_dir), as_json, lambda d: console.print(escape(d["message"])))
 
 
 @handle_errors()
 def _down(*, lab_dir: Path, as_json: bool) -> None:
-    from bootstrap.lab.bmc_lab import lab_down  # noqa: PLC0415
+    from rackctl_lab.bmc_lab import lab_down  # noqa: PLC0415
 
     emit(lab_down(lab_dir), as_json, lambda d: console.print(escape(d["message"])))
 
 
 @handle_errors()
 def _status(*, lab_dir: Path, as_json: bool) -> None:
-    from bootstrap.lab.bmc_lab import lab_status  # noqa: PLC0415
+    from rackctl_lab.bmc_lab import lab_status  # noqa: PLC0415
 
     data = lab_status(lab_dir)
     emit(data, as_json, _show_status)

@@ -1,12 +1,12 @@
 """The lab's virtual machines: one libvirt domain (qemu TCG) per lab node, on the lab's bridge.
 
-``LabVms.up()`` creates the network namespace and bridge (:mod:`bootstrap.lab.netns`), starts ``virtlogd``
+``LabVms.up()`` creates the network namespace and bridge (:mod:`rackctl_lab.netns`), starts ``virtlogd``
 and ``libvirtd`` inside it without systemd (PID files under the lab directory), lets the ``libvirt-qemu``
 user open ``/dev/kvm`` for libvirt's capability probes (the original owner and mode are saved and put
 back by :meth:`LabVms.down`), and defines one domain per node: the node's PXE MAC on the bridge, a
 virtio disk, serial console to ``<lab>/vms/<node>.serial.log`` with ``<bios useserial='yes'/>``. Domains
 are defined powered off: the node's emulated iDRAC powers them on and picks the boot device
-(:mod:`bootstrap.lab.idrac.machine`). ``down()`` removes it all by PID and by name.
+(:mod:`rackctl_lab.idrac.machine`). ``down()`` removes it all by PID and by name.
 
 The guest runs as root:root (a static DAC label on the domain) so that its disk and log under the lab
 directory need no relabelling; qemu is ``type='qemu'`` (TCG): the nested ``/dev/kvm`` here hangs guests.
@@ -27,7 +27,7 @@ from typing import Any
 from xml.sax.saxutils import escape
 
 from bootstrap.fsutil import atomic_write_text
-from bootstrap.lab.netns import LabNetwork
+from rackctl_lab.netns import LabNetwork
 
 LIBVIRT_URI = "qemu:///system"
 STATE_FILE = "vms.json"

@@ -2,7 +2,7 @@
 
 An :class:`EmulatedRack` runs one emulated iDRAC 9 per :class:`EmulatedBmcSpec`, each on its own
 loopback HTTPS port, with its own credentials, state, sessions, latency and faults. BMCs are sharded over
-a few worker processes (``python -m bootstrap.lab.idrac.worker``); every worker runs sushy-tools'
+a few worker processes (``python -m rackctl_lab.idrac.worker``); every worker runs sushy-tools'
 fake-driver Flask app in-process as the Redfish core (systems, power, boot override, NICs, managers)
 and rackctl's iDRAC layer in front of it (Dell ids, sessions, BIOS and jobs, LC status, SCP, firmware,
 virtual media, latency and faults).
@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-#: Models the emulator knows (hardware table in :mod:`bootstrap.lab.idrac.hardware`).
+#: Models the emulator knows (hardware table in :mod:`rackctl_lab.idrac.hardware`).
 SUPPORTED_MODELS = ("R660", "R760xa", "XE8640", "XE9680")
 
 
@@ -144,7 +144,7 @@ class EmulatedRack:
     """
 
     def __init__(self, specs: list[EmulatedBmcSpec], workdir: Path, *, processes: int | None = None) -> None:
-        from bootstrap.lab.idrac.rack import RackRunner  # noqa: PLC0415 - rack imports this module
+        from rackctl_lab.idrac.rack import RackRunner  # noqa: PLC0415 - rack imports this module
 
         names = [s.name for s in specs]
         if len(set(names)) != len(names):

@@ -21,11 +21,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
-from bootstrap.lab.idrac import bios, hardware
-from bootstrap.lab.idrac.api import EmulatedBmcSpec, FaultSpec
-from bootstrap.lab.idrac.jobs import JobQueue
-from bootstrap.lab.idrac.machine import LibvirtMachine
-from bootstrap.lab.idrac.sushy_core import SushyCore
+from rackctl_lab.idrac import bios, hardware
+from rackctl_lab.idrac.api import EmulatedBmcSpec, FaultSpec
+from rackctl_lab.idrac.jobs import JobQueue
+from rackctl_lab.idrac.machine import LibvirtMachine
+from rackctl_lab.idrac.sushy_core import SushyCore
 
 MAX_SESSIONS = 8
 SESSION_TIMEOUT_S = 1800
@@ -118,7 +118,7 @@ class EmulatedIdrac:
         self.pcie = hardware.pcie_devices(spec)
         self.machine = LibvirtMachine(spec.vm_domain) if spec.vm_domain else None
         core.register(uuid, spec.power_delay_s, self.on_boot, self.on_power_change)
-        from bootstrap.lab.idrac.routes import build_routes  # noqa: PLC0415 - routes import this module
+        from rackctl_lab.idrac.routes import build_routes  # noqa: PLC0415 - routes import this module
 
         self.routes: list[tuple[str, re.Pattern[str], Handler]] = build_routes(self)
         # Path segments never contain "/", so a route can only match paths of its own depth.

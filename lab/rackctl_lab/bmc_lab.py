@@ -30,8 +30,8 @@ from bootstrap.inventory.loader import read_inventory_data
 from bootstrap.inventory.models import Inventory, Node
 from bootstrap.inventory.rules import run_rules
 from bootstrap.inventory.secrets import resolve_credentials
-from bootstrap.lab.idrac.api import SUPPORTED_MODELS, BmcEndpoint, EmulatedBmcSpec, EmulatedRack
-from bootstrap.lab.idrac.rack import RACK_STATE, RackRunner, is_worker
+from rackctl_lab.idrac.api import SUPPORTED_MODELS, BmcEndpoint, EmulatedBmcSpec, EmulatedRack
+from rackctl_lab.idrac.rack import RACK_STATE, RackRunner, is_worker
 
 IDRAC_DIR = "idrac"
 

@@ -11,12 +11,12 @@ import re
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from bootstrap.lab.idrac.bmc import Reply, redfish_error, success
-from bootstrap.lab.idrac.jobs import Job, Outcome, new_job_id
-from bootstrap.lab.idrac.routes import SEG, SYS, V1, collection
+from rackctl_lab.idrac.bmc import Reply, redfish_error, success
+from rackctl_lab.idrac.jobs import Job, Outcome, new_job_id
+from rackctl_lab.idrac.routes import SEG, SYS, V1, collection
 
 if TYPE_CHECKING:
-    from bootstrap.lab.idrac.bmc import EmulatedIdrac
+    from rackctl_lab.idrac.bmc import EmulatedIdrac
 
 FW = f"{V1}/UpdateService/FirmwareInventory"
 TASKS = f"{V1}/TaskService/Tasks"

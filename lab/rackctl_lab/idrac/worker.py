@@ -1,6 +1,6 @@
 """A worker process serving a shard of emulated iDRACs: one asyncio loop, one HTTPS port per BMC.
 
-Run as ``python -m bootstrap.lab.idrac.worker CONFIG.json`` (written by :mod:`rack`, mode 0600). When every
+Run as ``python -m rackctl_lab.idrac.worker CONFIG.json`` (written by :mod:`rack`, mode 0600). When every
 port is bound it writes its ready file (PID, control port, BMC ports). A plain-HTTP control port on
 127.0.0.1, guarded by a random token, serves the lab's own questions (sessions, request log, state) and
 fault changes; it is not part of any BMC. SIGTERM stops it. No access log: nothing secret is written.
@@ -23,9 +23,9 @@ from typing import Any
 from aiohttp import web
 
 from bootstrap.fsutil import atomic_write_text
-from bootstrap.lab.idrac.api import EmulatedBmcSpec, FaultSpec
-from bootstrap.lab.idrac.bmc import EmulatedIdrac, Reply
-from bootstrap.lab.idrac.sushy_core import SushyCore
+from rackctl_lab.idrac.api import EmulatedBmcSpec, FaultSpec
+from rackctl_lab.idrac.bmc import EmulatedIdrac, Reply
+from rackctl_lab.idrac.sushy_core import SushyCore
 
 BASE_HEADERS = {"OData-Version": "4.0", "Server": "Appweb/4.5.4", "Cache-Control": "no-cache"}
 
@@ -171,7 +171,7 @@ async def serve(config: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m bootstrap.lab.idrac.worker CONFIG.json", file=sys.stderr)
+        print("usage: python -m rackctl_lab.idrac.worker CONFIG.json", file=sys.stderr)
         return 2
     config = json.loads(Path(args[0]).read_text())
     asyncio.run(serve(config))

@@ -17,10 +17,11 @@ from typing import Any
 
 from bootstrap.errors import InvalidInput, Problem
 from bootstrap.inventory.models import Inventory, Node, Role
-from bootstrap.lab.bmc_lab import LabBmcPlan, lab_down, lab_up
-from bootstrap.lab.idrac.rack import system_uuid
-from bootstrap.lab.netns import LabNetwork
-from bootstrap.lab.vms import LabVms, LabVmState, VmSpec
+from rackctl_lab import paths
+from rackctl_lab.bmc_lab import LabBmcPlan, lab_down, lab_up
+from rackctl_lab.idrac.rack import system_uuid
+from rackctl_lab.netns import LabNetwork
+from rackctl_lab.vms import LabVms, LabVmState, VmSpec
 
 LAB_NETNS = "rackctl-lab"
 LAB_BRIDGE = "rkbr0"
@@ -112,7 +113,7 @@ def plan_lab_vms(
 
 def ensure_lab_admin_key(lab_dir: Path) -> Path:
     """The lab admin's SSH key pair under ``<lab_dir>/ssh`` (made once, private half 0600); the private path."""
-    key = lab_dir / "ssh" / "id_ed25519"
+    key = paths.admin_key(lab_dir)
     if not key.exists():
         key.parent.mkdir(parents=True, exist_ok=True)
         os.chmod(key.parent, 0o700)

@@ -11,11 +11,11 @@ import functools
 import re
 from typing import TYPE_CHECKING, Any
 
-from bootstrap.lab.idrac import hardware
-from bootstrap.lab.idrac.bmc import MAX_SESSIONS, SESSIONS, Reply, redfish_error, success
+from rackctl_lab.idrac import hardware
+from rackctl_lab.idrac.bmc import MAX_SESSIONS, SESSIONS, Reply, redfish_error, success
 
 if TYPE_CHECKING:
-    from bootstrap.lab.idrac.bmc import EmulatedIdrac, Handler
+    from rackctl_lab.idrac.bmc import EmulatedIdrac, Handler
 
 V1 = "/redfish/v1"
 SYS = f"{V1}/Systems/System.Embedded.1"
@@ -531,8 +531,8 @@ def manager_reset(bmc: EmulatedIdrac, data: Any, **_: Any) -> Reply:
 
 def build_routes(bmc: EmulatedIdrac) -> list[tuple[str, re.Pattern[str], Handler]]:
     """Every (method, path pattern, handler) the iDRAC answers."""
-    from bootstrap.lab.idrac import routes_config as cfg  # noqa: PLC0415 - they import this module
-    from bootstrap.lab.idrac import routes_update as upd  # noqa: PLC0415
+    from rackctl_lab.idrac import routes_config as cfg  # noqa: PLC0415 - they import this module
+    from rackctl_lab.idrac import routes_update as upd  # noqa: PLC0415
 
     table: list[tuple[str, str, Any]] = [
         ("GET", "/redfish", redfish_version),

@@ -11,13 +11,13 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from bootstrap.lab.idrac import bios
-from bootstrap.lab.idrac.bmc import Reply, redfish_error, success
-from bootstrap.lab.idrac.jobs import Job, Outcome, new_job_id
-from bootstrap.lab.idrac.routes import MGR, SEG, SYS, V1, collection
+from rackctl_lab.idrac import bios
+from rackctl_lab.idrac.bmc import Reply, redfish_error, success
+from rackctl_lab.idrac.jobs import Job, Outcome, new_job_id
+from rackctl_lab.idrac.routes import MGR, SEG, SYS, V1, collection
 
 if TYPE_CHECKING:
-    from bootstrap.lab.idrac.bmc import EmulatedIdrac
+    from rackctl_lab.idrac.bmc import EmulatedIdrac
 
 BIOS_SETTINGS = f"{SYS}/Bios/Settings"
 APPLY_TIMES = ("Immediate", "OnReset")

@@ -1,7 +1,7 @@
 """The host an emulated iDRAC manages: a libvirt domain of the lab (or nothing, for fake-only BMCs).
 
 sushy-tools' fake driver stays the BMC's power/boot state machine (so Dell ids, sessions, BIOS jobs,
-faults and the ``Once`` semantics of :class:`bootstrap.lab.idrac.bmc.EmulatedIdrac` are unchanged); a
+faults and the ``Once`` semantics of :class:`rackctl_lab.idrac.bmc.EmulatedIdrac` are unchanged); a
 :class:`LibvirtMachine` mirrors it onto the real VM: a boot starts the domain with the firmware boot
 order the override asks for (``Pxe`` -> network then disk, anything else -> disk), power off destroys
 it, and a guest that powered itself off (the deploy ramdisk does) shows as ``Off`` on the BMC.

@@ -1,4 +1,4 @@
-"""``python -m bootstrap.lab.nsrelay NETNS HOST PORT``: relay stdin/stdout to a TCP port inside a namespace.
+"""``python -m rackctl_lab.nsrelay NETNS HOST PORT``: relay stdin/stdout to a TCP port inside a namespace.
 
 Used as OpenSSH's ``ProxyCommand`` so that ``ssh`` and Ansible, running in the root namespace, reach the
 lab nodes on the bridge inside the lab's namespace (host keys are still checked end to end by ssh).
@@ -10,7 +10,7 @@ import os
 import selectors
 import sys
 
-from bootstrap.lab.netns import socket_in
+from rackctl_lab.netns import socket_in
 
 
 def relay(netns: str, host: str, port: int) -> int:
@@ -40,13 +40,13 @@ def relay(netns: str, host: str, port: int) -> int:
 
 def proxy_command(netns: str) -> str:
     """The ``ProxyCommand`` value for ssh (``%h``/``%p`` filled in by ssh)."""
-    return f"{sys.executable} -m bootstrap.lab.nsrelay {netns} %h %p"
+    return f"{sys.executable} -m rackctl_lab.nsrelay {netns} %h %p"
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 3:
-        print("usage: python -m bootstrap.lab.nsrelay NETNS HOST PORT", file=sys.stderr)
+        print("usage: python -m rackctl_lab.nsrelay NETNS HOST PORT", file=sys.stderr)
         return 2
     try:
         return relay(args[0], args[1], int(args[2]))
