@@ -2,12 +2,13 @@
 
 The same code serves real Dell hardware and the lab:
 
-* :func:`render_boot_tree` turns a :class:`BootConfig` (inventory + head-node address + artefacts) into a
-  :class:`BootTree` on disk: ``dnsmasq.conf``, ``nginx.conf``, a TFTP root with the iPXE binaries, an HTTP
-  root with per-node iPXE scripts (``ipxe/<mac-with-hyphens>.ipxe``), autoinstall seeds
+* :func:`bootstrap.provision.render.render_boot_tree` turns a :class:`BootConfig` (inventory + head-node
+  address + artefacts) into a :class:`BootTree` on disk: ``dnsmasq.conf``, ``nginx.conf``, a TFTP root
+  with the iPXE binaries, an HTTP root with per-node iPXE scripts (``ipxe/<mac-with-hyphens>.ipxe``),
+  autoinstall seeds
   (``seed/<hostname>/user-data`` + ``meta-data``), the deploy kernel/initrd and image, and ``known_hosts``.
-* :class:`BootServices` runs dnsmasq (the ``dnsmasq-base`` binary) and nginx on that tree, optionally
-  inside a network namespace.
+* :class:`bootstrap.provision.services.BootServices` runs dnsmasq (the ``dnsmasq-base`` binary) and nginx
+  on that tree, through the environment's command wrapper.
 
 Callbacks: the deploy ramdisk (and the autoinstall late-command) calls
 ``GET http://{server_ip}:{http_port}/callback/{hostname}?token=...&status=ok|error&detail=...``;
@@ -90,19 +91,3 @@ class BootTree:
     def url(self, path: str) -> str:
         """An absolute URL on the head node's HTTP server."""
         return f"http://{self.server_ip}:{self.http_port}/{path.lstrip('/')}"
-
-
-def render_boot_tree(cfg: BootConfig) -> BootTree:
-    """Render everything the head node serves (see :mod:`bootstrap.provision.render`)."""
-    from bootstrap.provision.render import render  # noqa: PLC0415 - keeps the contract import-light
-
-    return render(cfg)
-
-
-def __getattr__(name: str) -> object:
-    """Lazy re-export of :class:`bootstrap.provision.services.BootServices`."""
-    if name == "BootServices":
-        from bootstrap.provision.services import BootServices  # noqa: PLC0415
-
-        return BootServices
-    raise AttributeError(name)

@@ -34,8 +34,10 @@ import paramiko
 from bootstrap.environment import BootSite, Environment, HostEnvironment
 from bootstrap.errors import RackctlError
 from bootstrap.inventory.models import Inventory
-from bootstrap.provision.api import BootConfig, BootTree, render_boot_tree
+from bootstrap.provision.api import BootConfig, BootTree
 from bootstrap.provision.callback import CallbackReceiver
+from bootstrap.provision.render import render_boot_tree
+from bootstrap.provision.services import BootServices
 from redfish_tools import errors as rf_errors
 from redfish_tools.boot import set_boot_once
 from redfish_tools.connection import BmcConnection, BmcTarget, ConnectionPolicy
@@ -160,8 +162,6 @@ class ProvisionSession:
     # ----- lifecycle ---------------------------------------------------------------------------------
 
     def __enter__(self) -> ProvisionSession:
-        from bootstrap.provision.api import BootServices  # noqa: PLC0415 - lazy in the contract
-
         self.receiver = CallbackReceiver(self.environment.listener_socket()).start()
         try:
             tokens = {h: secrets.token_urlsafe(24) for h in self.hostnames}

@@ -440,3 +440,8 @@ def _swap_into_place(work: Path, out_dir: Path) -> None:
     os.replace(work, out_dir)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def render_boot_tree(cfg: BootConfig) -> BootTree:
+    """Render everything the head node serves for ``cfg`` (the name the provisioning flow uses)."""
+    return render(cfg)

@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 
 from bootstrap.inventory.models import Inventory
-from bootstrap.provision.api import BootConfig, render_boot_tree
+from bootstrap.provision.api import BootConfig
 from bootstrap.provision.image import build_image
 from bootstrap.provision.ramdisk import build_ramdisk
+from bootstrap.provision.render import render_boot_tree
 from tests.provision.netlab import BRIDGE, CALLBACK_PORT, SERVER_IP, NetLab, netns_available
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]

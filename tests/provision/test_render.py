@@ -17,9 +17,9 @@ import yaml
 
 from bootstrap.errors import InvalidInput
 from bootstrap.inventory.models import InstallMethod, Inventory
-from bootstrap.provision.api import BootConfig, BootTree, render_boot_tree
+from bootstrap.provision.api import BootConfig, BootTree
 from bootstrap.provision.hostkeys import fingerprint_of
-from bootstrap.provision.render import IPXE_BINARIES, find_ipxe_dir
+from bootstrap.provision.render import IPXE_BINARIES, find_ipxe_dir, render_boot_tree
 
 SERVER = "10.200.0.1"
 

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from bootstrap.provision.api import BootConfig, render_boot_tree
+from bootstrap.provision.api import BootConfig
 from bootstrap.provision.hostkeys import HostKeyMismatch, ensure_host_key, fingerprint_of, verify_host_key
+from bootstrap.provision.render import render_boot_tree
 from tests.provision.netlab import BRIDGE, CALLBACK_PORT, SERVER_IP, NetLab, netns_available
 from tests.sshnode import start_ssh_node
 

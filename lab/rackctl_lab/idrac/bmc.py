@@ -17,45 +17,21 @@ import secrets
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
 from rackctl_lab.idrac import bios, hardware
-from rackctl_lab.idrac.api import EmulatedBmcSpec, FaultSpec
 from rackctl_lab.idrac.jobs import JobQueue
 from rackctl_lab.idrac.machine import LibvirtMachine
+from rackctl_lab.idrac.replies import SESSIONS, Reply, redfish_error
+from rackctl_lab.idrac.routes import build_routes
+from rackctl_lab.idrac.spec import EmulatedBmcSpec, FaultSpec
 from rackctl_lab.idrac.sushy_core import SushyCore
 
-MAX_SESSIONS = 8
 SESSION_TIMEOUT_S = 1800
 SECRET_HEADERS = frozenset({"authorization", "x-auth-token", "cookie", "set-cookie"})
 NO_AUTH_PATHS = frozenset({"/redfish", "/redfish/v1", "/redfish/v1/odata", "/redfish/v1/$metadata"})
-SESSIONS = "/redfish/v1/SessionService/Sessions"
-
-
-@dataclass
-class Reply:
-    """What the server sends back: JSON (dict/list), text, or nothing; or a dropped connection."""
-
-    status: int
-    body: Any = None
-    headers: dict[str, str] = field(default_factory=dict)
-    content_type: str = "application/json"
-    drop: bool = False
-    hang_s: float = 0.0
-
-
-def redfish_error(status: int, message_id: str, message: str, resolution: str = "") -> Reply:
-    """A Redfish error body with one extended-info message."""
-    info = {"MessageId": message_id, "Message": message, "Severity": "Warning", "Resolution": resolution}
-    body = {"error": {"code": "Base.1.12.GeneralError", "message": message, "@Message.ExtendedInfo": [info]}}
-    return Reply(status, body)
-
-
-def success(status: int = 200, headers: dict[str, str] | None = None) -> Reply:
-    info = {"MessageId": "Base.1.12.Success", "Message": "Successfully Completed Request", "Severity": "OK"}
-    return Reply(status, {"@Message.ExtendedInfo": [info]}, headers or {})
 
 
 @dataclass
@@ -118,8 +94,6 @@ class EmulatedIdrac:
         self.pcie = hardware.pcie_devices(spec)
         self.machine = LibvirtMachine(spec.vm_domain) if spec.vm_domain else None
         core.register(uuid, spec.power_delay_s, self.on_boot, self.on_power_change)
-        from rackctl_lab.idrac.routes import build_routes  # noqa: PLC0415 - routes import this module
-
         self.routes: list[tuple[str, re.Pattern[str], Handler]] = build_routes(self)
         # Path segments never contain "/", so a route can only match paths of its own depth.
         self._routes_by_depth: dict[int, list[tuple[str, re.Pattern[str], Handler]]] = {}

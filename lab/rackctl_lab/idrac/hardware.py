@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rackctl_lab.idrac.api import SUPPORTED_MODELS, EmulatedBmcSpec
+from rackctl_lab.idrac.spec import SUPPORTED_MODELS, EmulatedBmcSpec
 
 SYSTEM = "/redfish/v1/Systems/System.Embedded.1"
 CHASSIS = "/redfish/v1/Chassis/System.Embedded.1"

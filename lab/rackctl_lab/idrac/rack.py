@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from bootstrap.fsutil import atomic_write_text
-from rackctl_lab.idrac.api import BmcEndpoint, EmulatedBmcSpec, FaultSpec
 from rackctl_lab.idrac.certs import LabCA
 from rackctl_lab.idrac.hardware import model_hardware
+from rackctl_lab.idrac.spec import BmcEndpoint, EmulatedBmcSpec, FaultSpec
 
 RACK_STATE = "rack.json"
 WORKER_MODULE = "rackctl_lab.idrac.worker"

@@ -12,16 +12,14 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from rackctl_lab.idrac import hardware
-from rackctl_lab.idrac.bmc import MAX_SESSIONS, SESSIONS, Reply, redfish_error, success
+from rackctl_lab.idrac import routes_config as cfg
+from rackctl_lab.idrac import routes_update as upd
+from rackctl_lab.idrac.replies import MAX_SESSIONS, SESSIONS, Reply, redfish_error, success
+from rackctl_lab.idrac.uris import CH, MGR, SEG, SYS, V1, collection
 
 if TYPE_CHECKING:
     from rackctl_lab.idrac.bmc import EmulatedIdrac, Handler
 
-V1 = "/redfish/v1"
-SYS = f"{V1}/Systems/System.Embedded.1"
-MGR = f"{V1}/Managers/iDRAC.Embedded.1"
-CH = f"{V1}/Chassis/System.Embedded.1"
-SEG = r"(?P<{}>[^/]+)"
 
 DELL_BOOT_TARGETS = (
     "None",
@@ -46,16 +44,6 @@ RESET_TYPES = (
     "Nmi",
     "PowerCycle",
 )
-
-
-def collection(odata_id: str, name: str, members: list[str], odata_type: str) -> dict[str, Any]:
-    return {
-        "@odata.id": odata_id,
-        "@odata.type": f"#{odata_type}.{odata_type}",
-        "Name": name,
-        "Members": [{"@odata.id": m} for m in members],
-        "Members@odata.count": len(members),
-    }
 
 
 # ----- identity and sessions ------------------------------------------------------------------------
@@ -531,8 +519,6 @@ def manager_reset(bmc: EmulatedIdrac, data: Any, **_: Any) -> Reply:
 
 def build_routes(bmc: EmulatedIdrac) -> list[tuple[str, re.Pattern[str], Handler]]:
     """Every (method, path pattern, handler) the iDRAC answers."""
-    from rackctl_lab.idrac import routes_config as cfg  # noqa: PLC0415 - they import this module
-    from rackctl_lab.idrac import routes_update as upd  # noqa: PLC0415
 
     table: list[tuple[str, str, Any]] = [
         ("GET", "/redfish", redfish_version),

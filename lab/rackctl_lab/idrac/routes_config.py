@@ -12,9 +12,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rackctl_lab.idrac import bios
-from rackctl_lab.idrac.bmc import Reply, redfish_error, success
 from rackctl_lab.idrac.jobs import Job, Outcome, new_job_id
-from rackctl_lab.idrac.routes import MGR, SEG, SYS, V1, collection
+from rackctl_lab.idrac.replies import Reply, redfish_error, success
+from rackctl_lab.idrac.uris import MGR, SEG, SYS, V1, collection
 
 if TYPE_CHECKING:
     from rackctl_lab.idrac.bmc import EmulatedIdrac

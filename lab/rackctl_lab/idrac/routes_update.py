@@ -11,9 +11,9 @@ import re
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from rackctl_lab.idrac.bmc import Reply, redfish_error, success
 from rackctl_lab.idrac.jobs import Job, Outcome, new_job_id
-from rackctl_lab.idrac.routes import SEG, SYS, V1, collection
+from rackctl_lab.idrac.replies import Reply, redfish_error, success
+from rackctl_lab.idrac.uris import SEG, SYS, V1, collection
 
 if TYPE_CHECKING:
     from rackctl_lab.idrac.bmc import EmulatedIdrac

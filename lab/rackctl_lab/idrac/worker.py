@@ -23,8 +23,9 @@ from typing import Any
 from aiohttp import web
 
 from bootstrap.fsutil import atomic_write_text
-from rackctl_lab.idrac.api import EmulatedBmcSpec, FaultSpec
-from rackctl_lab.idrac.bmc import EmulatedIdrac, Reply
+from rackctl_lab.idrac.bmc import EmulatedIdrac
+from rackctl_lab.idrac.replies import Reply
+from rackctl_lab.idrac.spec import EmulatedBmcSpec, FaultSpec
 from rackctl_lab.idrac.sushy_core import SushyCore
 
 BASE_HEADERS = {"OData-Version": "4.0", "Server": "Appweb/4.5.4", "Cache-Control": "no-cache"}
