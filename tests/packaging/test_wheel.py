@@ -1,0 +1,108 @@
+"""The built wheel is the product: installed outside the checkout, it inits, validates, renders and its
+playbooks parse; it carries neither the lab nor the benchmarks.
+
+The wheel is built from this checkout and installed with ``--no-deps`` into a fresh virtualenv in a temp
+directory. Its third-party dependencies are borrowed from the project's venv through a ``.pth`` path
+entry (so the test needs no network and takes seconds); a path entry does not run the venv's editable
+finders, so ``bootstrap`` and ``rackctl_lab`` can only come from the wheel — which the test asserts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.slow
+
+
+def _run(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False)
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    build = _run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(REPO)],
+        cwd=out,
+    )
+    assert build.returncode == 0, build.stderr[-3000:]
+    (found,) = out.glob("rackctl-*.whl")
+    return found
+
+
+@pytest.fixture(scope="module")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv outside the checkout with the wheel installed; returns its bin directory."""
+    venv = tmp_path_factory.mktemp("venv") / "env"
+    assert _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], cwd=venv.parent).returncode == 0
+    py = venv / "bin" / "python"
+    site = Path(_run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], venv).stdout.strip())
+    (site / "borrowed-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    install = _run(
+        [sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps", str(wheel)], cwd=venv.parent
+    )
+    assert install.returncode == 0, install.stderr[-3000:]
+    return venv / "bin"
+
+
+def test_the_wheel_ships_playbooks_roles_and_examples_but_no_lab_or_bench(wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "bootstrap/_share/playbooks/site.yml" in names
+    assert "bootstrap/_share/roles/preflight/tasks/main.yml" in names
+    assert "bootstrap/_share/examples/dvd-inference.yml" in names
+    assert "bootstrap/_share/ansible.cfg" in names
+    assert not [n for n in names if n.startswith(("rackctl_lab/", "bench/", "tests/", "lab/"))]
+    assert not [n for n in names if "/peer/" in n or "/idrac/" in n]
+
+
+def test_installed_rackctl_inits_validates_and_renders_outside_the_checkout(installed: Path, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RACKCTL_")}
+    env["PATH"] = f"{installed}{os.pathsep}{env.get('PATH', '')}"
+    rackctl = str(installed / "rackctl")
+    where = _run([str(installed / "python"), "-c", "import bootstrap; print(bootstrap.__file__)"], tmp_path, env)
+    assert where.returncode == 0 and str(installed.parent) in where.stdout, where  # the wheel's copy, not the repo
+    no_lab = _run([str(installed / "python"), "-c", "import rackctl_lab"], tmp_path, env)
+    assert no_lab.returncode != 0 and "ModuleNotFoundError" in no_lab.stderr
+
+    init = _run([rackctl, "init", "--example", "dvd-inference", "-o", "cluster.yml"], tmp_path, env)
+    assert init.returncode == 0, init.stderr
+    assert (tmp_path / "cluster.yml").read_text().startswith("#")
+
+    validate = _run([rackctl, "validate", "-i", "cluster.yml", "--json"], tmp_path, env)
+    assert validate.returncode == 0, validate.stdout + validate.stderr
+    assert json.loads(validate.stdout)["ok"] is True
+
+    render = _run(
+        [rackctl, "inventory", "render", "-i", "cluster.yml", "--state-dir", "state", "--json"], tmp_path, env
+    )
+    assert render.returncode == 0, render.stdout + render.stderr
+    assert (tmp_path / "state" / "ansible" / "hosts.yml").is_file()
+
+    lab = _run([rackctl, "lab", "--help"], tmp_path, env)
+    assert lab.returncode != 0  # the lab is not part of the product
+
+
+def test_shipped_playbooks_parse_from_the_installed_location(installed: Path, tmp_path: Path) -> None:
+    share = Path(
+        _run(
+            [str(installed / "python"), "-c", "import bootstrap.resources as r; print(r.SHARE)"], tmp_path
+        ).stdout.strip()
+    )
+    assert str(installed.parent) in str(share)
+    playbooks = sorted((share / "playbooks").glob("*.yml"))
+    assert playbooks
+    env = dict(os.environ, ANSIBLE_CONFIG=str(share / "ansible.cfg"), ANSIBLE_ROLES_PATH=str(share / "roles"))
+    ansible_playbook = str(Path(sys.executable).parent / "ansible-playbook")
+    for playbook in playbooks:
+        check = _run([ansible_playbook, "--syntax-check", "-i", "localhost,", str(playbook)], tmp_path, env)
+        assert check.returncode == 0, f"{playbook.name}: {check.stdout}{check.stderr}"
