@@ -33,9 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import redfish
 from pydantic import SecretStr
+
 from rackctl_lab.idrac.api import BmcEndpoint, EmulatedBmcSpec, EmulatedRack
 from rackctl_lab.peer.ansible_redfish_info import FULL, ansible_available, run_redfish_info
-
 from redfish_tools.aio import discover_async, run_fleet_async
 from redfish_tools.connection import BmcTarget, ConnectionPolicy
 from redfish_tools.discover import discover

@@ -30,11 +30,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rackctl_lab.environment import LabEnvironment
-
 from bootstrap.inventory import load_inventory
 from bootstrap.provision.flow import Artefacts, FlowSettings, ProvisionSession
 from bootstrap.stages.oob import target_for
+from rackctl_lab.environment import LabEnvironment
 from tests.lab.vmlab import VmLab, admin_key, missing_prerequisites, write_inventory
 
 KERNEL_MARK = re.compile(rb"Linux version \d")

@@ -58,7 +58,6 @@ class BootConfig:
     http_port: int = 8080
     interface: str = ""  #: the PXE interface dnsmasq binds to (lab: the bridge name)
     image: Path | None = None  #: gzipped raw disk image to deploy (image method)
-    image_sha256: str = ""  #: sha256 of the *uncompressed* raw image; read from ``<image>.sha256`` if empty
     kernel: Path | None = None  #: deploy kernel (image) or installer kernel (autoinstall)
     initrd: Path | None = None  #: deploy ramdisk (image) or installer initrd (autoinstall)
     tokens: dict[str, str] = field(default_factory=dict)  #: hostname -> one-time token (generated if absent)

@@ -384,11 +384,15 @@ def _build_into(
         with (work / "disk.raw.gz").open("wb") as gz:
             subprocess.run(["pigz", "-c", "-6", str(disk)], stdout=gz, check=True)
         disk.unlink()
+        gz_digest = hashlib.sha256()
+        with (work / "disk.raw.gz").open("rb") as fh:
+            while chunk := fh.read(4 << 20):
+                gz_digest.update(chunk)
         out_dir = work / "out"
         out_dir.mkdir()
         os.replace(work / "disk.raw.gz", out_dir / "disk.raw.gz")
-        info = {"sha256": digest.hexdigest(), "size": size_mib << 20, "suite": suite, "kernel": release,
-                "root_partition": 3, "root_label": ROOT_LABEL}  # fmt: skip
+        info = {"sha256": digest.hexdigest(), "gz_sha256": gz_digest.hexdigest(), "size": size_mib << 20,
+                "suite": suite, "kernel": release, "root_partition": 3, "root_label": ROOT_LABEL}  # fmt: skip
         atomic_write_text(out_dir / "disk.raw.gz.sha256", f"{info['sha256']}  disk.raw\n")
         atomic_write_text(out_dir / "disk.raw.gz.json", json.dumps(info, indent=2) + "\n")
         if not (target / "disk.raw.gz.json").exists():  # another builder may have finished meanwhile

@@ -135,18 +135,27 @@ def find_ipxe_dir() -> Path:
     raise EnvironmentMissing(f"iPXE binaries {', '.join(IPXE_BINARIES)} not found; install the Debian package 'ipxe'")
 
 
-def image_facts(image: Path, sha256: str = "") -> tuple[str, int]:
-    """sha256 and size of the *uncompressed* image: from ``<image>.json`` (written by image build) or computed."""
+def image_facts(image: Path) -> tuple[str, int]:
+    """sha256 of the served (gzip) image and size of the *uncompressed* disk it holds.
+
+    The deploy ramdisk hashes the stream it receives (no read-back of the disk), so the digest it checks is
+    the compressed file's; gzip's own CRC32 and length trailer cover the decompressed bytes. Both come from
+    ``<image>.json`` (written by ``rackctl image build``) when it is there, else they are computed.
+    """
     meta = Path(f"{image}.json")
-    if meta.is_file():
-        data = json.loads(meta.read_text())
-        return sha256 or data["sha256"], int(data["size"])
-    digest, size = hashlib.sha256(), 0
-    with gzip.open(image, "rb") as fh:
-        while chunk := fh.read(1 << 20):
+    data = json.loads(meta.read_text()) if meta.is_file() else {}
+    if data.get("gz_sha256") and data.get("size"):
+        return str(data["gz_sha256"]), int(data["size"])
+    digest = hashlib.sha256()
+    with Path(image).open("rb") as fh:
+        while chunk := fh.read(4 << 20):
             digest.update(chunk)
-            size += len(chunk)
-    return sha256 or digest.hexdigest(), size
+    size = int(data.get("size") or 0)
+    if not size:
+        with gzip.open(image, "rb") as gz:
+            while chunk := gz.read(4 << 20):
+                size += len(chunk)
+    return digest.hexdigest(), size
 
 
 def disk_match(hint: str | None) -> dict[str, Any]:
@@ -189,7 +198,7 @@ def render(cfg: BootConfig) -> BootTree:
         _place_artefacts(cfg, http)
         image_sha, image_size = ("", 0)
         if inv.cluster.install_method.value == "image" and cfg.image:
-            image_sha, image_size = image_facts(Path(cfg.image), cfg.image_sha256)
+            image_sha, image_size = image_facts(Path(cfg.image))
         boots: dict[str, NodeBoot] = {}
         keys: dict[str, tuple[HostKey, list[str]]] = {}
         for node in nodes:
@@ -252,7 +261,7 @@ def image_cmdline(cfg: BootConfig, boot: NodeBoot, node: Node, base_url: str, *,
         "rackctl.hostname": boot.hostname,
         "rackctl.mac": boot.mac,
         "rackctl.image": image_url,
-        "rackctl.sha256": sha,
+        "rackctl.gzsha256": sha,
         "rackctl.size": str(size),
         "rackctl.disk": node.root_disk_hint or "auto",
         "rackctl.rootpart": str(IMAGE_ROOT_PARTITION),

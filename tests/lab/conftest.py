@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 import requests
+
 from rackctl_lab.idrac import BmcEndpoint, EmulatedBmcSpec, EmulatedRack
 
 H100 = "NVIDIA H100 80GB HBM3"

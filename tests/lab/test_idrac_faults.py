@@ -10,6 +10,7 @@ import time
 
 import pytest
 import requests
+
 from rackctl_lab.idrac import FaultSpec
 
 pytestmark = pytest.mark.lab

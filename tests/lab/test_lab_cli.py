@@ -12,6 +12,7 @@ import pytest
 import requests
 import yaml
 from click.testing import CliRunner
+
 from rackctl_lab.cli import lab_group
 from rackctl_lab.idrac.rack import is_worker
 

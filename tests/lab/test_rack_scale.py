@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
+
 from rackctl_lab.idrac import EmulatedRack
 from rackctl_lab.idrac.rack import is_worker
 

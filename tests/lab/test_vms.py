@@ -10,10 +10,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from rackctl_lab.vms import KVM, VmSpec, connect, domain_xml
 
 from bootstrap.inventory import load_inventory
 from bootstrap.stages.oob import target_for
+from rackctl_lab.vms import KVM, VmSpec, connect, domain_xml
 from redfish_tools.boot import boot_override, set_boot_once
 from redfish_tools.connection import BmcConnection
 from redfish_tools.power import power_state, set_power

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
 from rackctl_lab.bmc_lab import load_lab_inventory, plan_lab_bmcs
 from rackctl_lab.netns import LabNetwork
 from rackctl_lab.vm_lab import lab_down_all, lab_up_all, plan_lab_vms

@@ -6,9 +6,9 @@ import gzip
 from pathlib import Path
 
 import pytest
-from rackctl_lab.bmc_lab import load_lab_inventory
 
 from bootstrap.inventory.models import Inventory
+from rackctl_lab.bmc_lab import load_lab_inventory
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from rackctl_lab.environment import LabEnvironment
-from rackctl_lab.nsrelay import proxy_command
 
 from bootstrap.ansible_driver import run_playbook
 from bootstrap.inventory import load_inventory
 from bootstrap.provision.flow import PHASES, Artefacts, FlowSettings, ProvisionSession
 from bootstrap.stages.oob import target_for
+from rackctl_lab.environment import LabEnvironment
+from rackctl_lab.nsrelay import proxy_command
 from redfish_tools.boot import boot_override
 from redfish_tools.connection import BmcConnection
 from redfish_tools.resources import Service

@@ -20,12 +20,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from rackctl_lab.environment import LabEnvironment
-from rackctl_lab.vms import VmSpec, connect, domain_xml
 
 from bootstrap.inventory import load_inventory
 from bootstrap.provision.flow import Artefacts, FlowSettings, ProvisionSession
 from bootstrap.stages.oob import target_for
+from rackctl_lab.environment import LabEnvironment
+from rackctl_lab.vms import VmSpec, connect, domain_xml
 from redfish_tools.boot import boot_override
 from redfish_tools.connection import BmcConnection
 from redfish_tools.power import power_state

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from rackctl_lab.environment import LabEnvironment
 
 from bootstrap.environment import HostEnvironment
 from bootstrap.errors import InvalidInput
@@ -13,6 +12,7 @@ from bootstrap.inventory import load_inventory
 from bootstrap.journal.store import Journal
 from bootstrap.stages.base import StageContext, get_stage
 from bootstrap.stages.provision import artefacts_for, settings_for
+from rackctl_lab.environment import LabEnvironment
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "inventory" / "examples" / "dvd-inference.yml"
 

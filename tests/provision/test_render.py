@@ -141,7 +141,7 @@ def test_image_ipxe_scripts_carry_image_checksum_disk_and_token(lab_inventory, t
         assert boot.ipxe_script is not None and boot.ipxe_script.read_text() == script
         args = _kernel_args(script)
         assert args["rackctl.image"] == f"http://{SERVER}:8080/images/disk.raw.gz"
-        assert args["rackctl.sha256"] == hashlib.sha256(raw).hexdigest()
+        assert args["rackctl.gzsha256"] == hashlib.sha256(artefacts["image"].read_bytes()).hexdigest()
         assert args["rackctl.size"] == str(len(raw))
         assert args["rackctl.disk"] == node.root_disk_hint
         assert args["rackctl.callback"] == f"http://{SERVER}:8080/callback/{node.hostname}"

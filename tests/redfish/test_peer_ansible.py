@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 import pytest
-from rackctl_lab.peer.ansible_redfish_info import ansible_available, run_redfish_info, service_tag_and_macs
 from rf_lab import FAST, Lab
 
+from rackctl_lab.peer.ansible_redfish_info import ansible_available, run_redfish_info, service_tag_and_macs
 from redfish_tools.discover import discover
 from redfish_tools.fleet import run_fleet
 
