@@ -36,6 +36,13 @@ from bootstrap.errors import EXIT_OK
     "--ssh-user", default=None, help="Admin user to log in as (default: root for image, rackctl for autoinstall)."
 )
 @click.option("--callback-timeout", type=click.IntRange(10, 7200), default=900, show_default=True, help="Seconds.")
+@click.option(
+    "--parallel",
+    type=click.IntRange(1, 1024),
+    default=32,
+    show_default=True,
+    help="Nodes installing at once (the rest queue); see docs/provisioning.md for how to size it.",
+)
 @click.option("--ssh-timeout", type=click.IntRange(10, 7200), default=600, show_default=True, help="Seconds.")
 @inventory_option
 @state_dir_option
@@ -54,6 +61,7 @@ def provision_cmd(
     ssh_user: str | None,
     callback_timeout: int,
     ssh_timeout: int,
+    parallel: int,
     inventory_path: Path,
     state_dir: Path,
     as_json: bool,
@@ -76,6 +84,7 @@ def provision_cmd(
         "ssh_user": ssh_user,
         "callback_timeout_s": float(callback_timeout),
         "ssh_timeout_s": float(ssh_timeout),
+        "max_parallel": parallel,
     }
     options = RunOptions(
         dry_run=dry_run, force=force, yes=yes, extra={"provision": extra}, environment=environment_for(inventory)

@@ -5,7 +5,7 @@ run never rewrites a disk whose install completed (unless ``--force``). Where th
 which admin key logs in and which nodes are already installed (the head node that serves the installs)
 come from the run's :class:`~bootstrap.environment.Environment`; the artefacts from :func:`artefacts_for`.
 Options can be overridden through ``RunOptions.extra["provision"]`` (keys: ``kernel``, ``initrd``,
-``image``, ``ssh_key``, ``ssh_user``, ``callback_timeout_s``, ``ssh_timeout_s``).
+``image``, ``ssh_key``, ``ssh_user``, ``callback_timeout_s``, ``ssh_timeout_s``, ``max_parallel``).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def artefacts_for(state_dir: Path, overrides: dict[str, Any]) -> Artefacts:
 
 def settings_for(overrides: dict[str, Any], method: str = "image") -> FlowSettings:
     settings = FlowSettings()
-    for key in ("callback_timeout_s", "ssh_timeout_s", "power_off_timeout_s", "ssh_user"):
+    for key in ("callback_timeout_s", "ssh_timeout_s", "power_off_timeout_s", "ssh_user", "max_parallel"):
         if overrides.get(key) is not None:
             setattr(settings, key, overrides[key])
     if not overrides.get("ssh_user"):
