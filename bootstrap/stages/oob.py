@@ -12,19 +12,18 @@ Neither raises for a node's failure: failures are in the report (``report.ok`` i
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from io import StringIO
 from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
 
+from bootstrap import selection
 from bootstrap.errors import InvalidInput, Problem
-from bootstrap.fsutil import atomic_write_text
 from bootstrap.inventory.models import Inventory, Node
 from bootstrap.inventory.secrets import resolve_bmc_credentials
+from bootstrap.inventory.yamledit import YamlEditor
 from bootstrap.journal.store import Journal
 from redfish_tools.aio import discover_async, run_fleet_async
 from redfish_tools.bios import apply_bios, plan_bios
@@ -38,20 +37,8 @@ FACTS_STAGE = "discover"
 
 # -- inventory -> targets --------------------------------------------------------------------------
 def select_nodes(inventory: Inventory, limit: str | None) -> list[Node]:
-    """Nodes matching ``--limit`` (comma-separated hostnames, globs or roles); all when ``limit`` is empty."""
-    if not limit:
-        return list(inventory.nodes)
-    chosen: list[Node] = []
-    problems: list[Problem] = []
-    for pattern in (p.strip() for p in limit.split(",") if p.strip()):
-        hits = [n for n in inventory.nodes if fnmatch.fnmatch(n.hostname, pattern) or n.role.value == pattern]
-        if not hits:
-            known = ", ".join(n.hostname for n in inventory.nodes[:10])
-            problems.append(Problem("--limit", f"{pattern!r} matches no node", f"use one of: {known}"))
-        chosen.extend(n for n in hits if n not in chosen)
-    if problems:
-        raise InvalidInput("--limit selects unknown nodes", problems=problems)
-    return chosen
+    """Nodes matching ``--limit`` (see :mod:`bootstrap.selection`); all when ``limit`` is ``None``."""
+    return selection.select_nodes(inventory, limit)
 
 
 def target_for(inventory: Inventory, node: Node) -> BmcTarget:
@@ -128,25 +115,24 @@ def mac_diff(inventory: Inventory, node: Node, facts: NodeFacts) -> list[dict[st
 
 
 def write_mac_diff(inventory_path: Path, diff: list[dict[str, Any]]) -> int:
-    """Apply a MAC diff to the inventory YAML atomically, keeping comments, order and the rest of the file."""
+    """Apply a MAC diff to the inventory in place (one line per MAC; the rest of the file untouched), atomically."""
     if not diff:
         return 0
-    yaml = YAML()  # round-trip mode keeps comments and layout
-    yaml.preserve_quotes = True
-    data = yaml.load(inventory_path.read_text(encoding="utf-8"))
-    by_name = {str(n.get("hostname")): n for n in data.get("nodes", [])}
+    editor = YamlEditor.load(inventory_path)
+    doc = YAML(typ="safe", pure=True).load(editor.text) or {}
+    where = {
+        (str(node.get("hostname")), str(iface.get("name"))): (n, i)
+        for n, node in enumerate(doc.get("nodes") or [])
+        for i, iface in enumerate(node.get("interfaces") or [])
+    }
     changed = 0
     for item in diff:
-        node = by_name.get(item["node"])
-        if node is None:
-            continue
-        for iface in node.get("interfaces", []) or []:
-            if iface.get("name") == item["interface"]:
-                iface["mac"] = item["discovered"]
-                changed += 1
-    out = StringIO()
-    yaml.dump(data, out)
-    atomic_write_text(inventory_path, out.getvalue())
+        spot = where.get((item["node"], item["interface"]))
+        if spot is not None:
+            editor.set_scalar(("nodes", spot[0], "interfaces", spot[1], "mac"), item["discovered"])
+            changed += 1
+    if editor.changed:
+        editor.save()
     return changed
 
 
