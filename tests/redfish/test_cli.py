@@ -102,7 +102,15 @@ def test_power_dry_run_changes_nothing_then_power_is_idempotent(lab: Lab, invent
 def test_boot_and_bios_plan_and_status(lab: Lab, inventory: Path, tmp_path: Path) -> None:
     code, out = run(["boot", "Pxe", "-i", str(inventory), "--limit", "head-01", "--json"])
     assert code == 0 and json.loads(out)["nodes"][0]["value"]["after"]["target"] == "Pxe"
-    code, out = run(["bios", "plan", "-i", str(inventory), "--state-dir", str(tmp_path), "--limit", "worker", "--json"])
+    bios_plan = ["bios", "plan", "-i", str(inventory), "--state-dir", str(tmp_path), "--limit", "worker", "--json"]
+    code, out = run(bios_plan)
+    assert code == 0, out  # nothing discovered yet under this --state-dir: the stage would not run
+    assert {n["name"]: n["status"] for n in json.loads(out)["nodes"]} == dict.fromkeys(
+        ("gpu-l40s-01", "gpu-xe9680-01"), "skip"
+    )
+    assert "needs discovered" in json.loads(out)["nodes"][0]["skip"]
+    run(["discover", "-i", str(inventory), "--state-dir", str(tmp_path), "--limit", "worker"])
+    code, out = run(bios_plan)
     assert code == 0, out
     plans = {n["name"]: n["value"] for n in json.loads(out)["nodes"]}
     assert set(plans) == {"gpu-l40s-01", "gpu-xe9680-01"}
@@ -137,6 +145,7 @@ def test_unreachable_bmc_fails_that_node_only(lab: Lab, inventory: Path) -> None
 def test_human_output_renders_every_command(lab: Lab, inventory: Path, tmp_path: Path) -> None:
     state = ["--state-dir", str(tmp_path)]
     for args in (
+        ["discover", "-i", str(inventory), *state, "--limit", "head-01"],
         ["discover", "-i", str(inventory), *state, "--limit", "head-01,gpu-xe9680-01"],
         ["power", "off", "-i", str(inventory), "--limit", "cp-03", "--dry-run"],
         ["boot", "Hdd", "-i", str(inventory), "--limit", "cp-03", "--dry-run"],
