@@ -77,13 +77,10 @@ def match_nodes(inventory: Any, patterns: Sequence[str], option: str = LIMIT_OPT
         if not hits:
             unmatched.append(pattern)
             close = difflib.get_close_matches(pattern, [*names, *roles], n=3, cutoff=0.6)
-            fix = (
-                f"did you mean {' or '.join(repr(c) for c in close)}?"
-                if close
-                else f"use a hostname, glob or role: hostnames {', '.join(names[:10])}"
-                + (" …" if len(names) > 10 else "")
-                + f"; roles {', '.join(roles)}"
-            )
+            listed = ", ".join(names[:10]) + (" …" if len(names) > 10 else "")
+            fix = f"use one of: {listed} (or a glob, or a role: {', '.join(roles)})"
+            if close:
+                fix = f"did you mean {' or '.join(repr(c) for c in close)}? " + fix
             problems.append(Problem(option, f"{pattern!r} matches no node", fix))
         matched |= hits
     if problems:
