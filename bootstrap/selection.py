@@ -76,7 +76,7 @@ def match_nodes(inventory: Any, patterns: Sequence[str], option: str = LIMIT_OPT
         hits = {n.hostname for n in nodes if fnmatch.fnmatchcase(n.hostname, pattern) or role_of(n) == pattern}
         if not hits:
             unmatched.append(pattern)
-            close = difflib.get_close_matches(pattern, [*names, *roles], n=3, cutoff=0.6)
+            close = difflib.get_close_matches(pattern, [*names, *roles], n=3, cutoff=0.75)
             listed = ", ".join(names[:10]) + (" …" if len(names) > 10 else "")
             fix = f"use one of: {listed} (or a glob, or a role: {', '.join(roles)})"
             if close:

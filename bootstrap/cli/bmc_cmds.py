@@ -25,12 +25,13 @@ from bootstrap.cli.common import (
     handle_errors,
     inventory_option,
     json_option,
+    limit_option,
     state_dir_option,
 )
 from bootstrap.errors import EXIT_FAILED, EXIT_OK
 from bootstrap.inventory import Inventory, load_inventory
 from bootstrap.journal.store import Journal
-from bootstrap.selection import LIMIT_HELP, select_nodes, split_csv
+from bootstrap.selection import select_nodes, split_csv
 from bootstrap.stages.base import RunOptions
 from bootstrap.stages.oob import FACTS_STAGE, check_facts, desired_bios, mac_diff, targets_for, write_mac_diff
 from bootstrap.stages.progress import RichProgress
@@ -45,7 +46,6 @@ from redfish_tools.lc import lc_status
 from redfish_tools.power import POWER_ACTIONS, plan_power, power_state, set_power
 from redfish_tools.resources import Service
 
-limit_option = click.option("--limit", "limit", metavar="NODES", default=None, help=LIMIT_HELP)
 dry_run_option = click.option(
     "--dry-run", is_flag=True, help="Read the BMCs and show what would change; change nothing."
 )

@@ -17,13 +17,14 @@ from bootstrap.cli.common import (
     handle_errors,
     inventory_option,
     json_option,
+    limit_option,
     state_dir_option,
 )
 from bootstrap.errors import EXIT_OK, InvalidInput
 from bootstrap.inventory import load_inventory
 from bootstrap.journal.states import NodeState, check_transition
 from bootstrap.journal.store import JOURNAL_FILE, Journal
-from bootstrap.selection import LIMIT_HELP, STAGES_OPTION, split_csv
+from bootstrap.selection import STAGES_OPTION, split_csv
 from bootstrap.stages.base import STAGE_ORDER, NullProgress, RunOptions
 from bootstrap.stages.progress import RichProgress
 from bootstrap.stages.runner import Runner, plan, select
@@ -33,12 +34,7 @@ STAGES_HELP = f"Comma-separated stages to run (default: all, in order: {','.join
 
 def _selection_options(func: Any) -> Any:
     func = click.option("--stages", "stages", metavar="A,B", help=STAGES_HELP)(func)
-    func = click.option(
-        "--limit",
-        "limit",
-        metavar="N1,N2",
-        help=LIMIT_HELP,
-    )(func)
+    func = limit_option(func)
     func = click.option(
         "--from",
         "from_stage",
