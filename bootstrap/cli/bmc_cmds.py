@@ -136,6 +136,12 @@ def _run_stage(
     (like ``up --from``); the stage's own steps decide what is really redone.
     """
     selection = select(inventory, stages=[stage], limit=split_csv(limit), force=True)
+    # bad input is refused before the journal is touched, with every problem named (exit 2)
+    chosen = [n for n in inventory.nodes if n.hostname in selection.nodes]
+    targets_for(inventory, chosen)
+    if stage == "bios":
+        for node in chosen:
+            desired_bios(inventory, node)
     runner_options = options or RunOptions()
     if as_json:
         return Runner(inventory, state_dir, selection, options=runner_options, command=command).run()

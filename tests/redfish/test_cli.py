@@ -125,12 +125,19 @@ def test_boot_and_bios_plan_and_status(lab: Lab, inventory: Path, tmp_path: Path
     assert_no_secret(out, lab.passwords)
 
 
-def test_bad_input_is_a_clear_error_without_traceback(lab: Lab, inventory: Path, monkeypatch) -> None:
+def test_bad_input_is_a_clear_error_without_traceback(
+    lab: Lab, inventory: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     code, out = run(["power", "on", "-i", str(inventory), "--limit", "nope-9"])
     assert code == 2 and "'nope-9' matches no node" in out and "Traceback" not in out
     monkeypatch.delenv("RF_PW_HEAD_01")
     code, out = run(["bmc", "status", "-i", str(inventory), "--limit", "head-01", "--json"])
     assert code == 2 and "RF_PW_HEAD_01" in out
+    state = tmp_path / "state"
+    for args in (["discover"], ["bios", "apply"]):
+        code, out = run([*args, "-i", str(inventory), "--state-dir", str(state), "--limit", "head-01", "--json"])
+        assert code == 2 and "RF_PW_HEAD_01" in out and "Traceback" not in out, (args, out)
+    assert not state.exists()  # refused before the journal was touched
 
 
 def test_unreachable_bmc_fails_that_node_only(lab: Lab, inventory: Path) -> None:
