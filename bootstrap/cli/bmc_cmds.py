@@ -187,8 +187,8 @@ def discover_cmd(inventory_path: Path, state_dir: Path, limit: str | None, write
         for n in d["nodes"]:
             f = n["value"]
             text = (
-                f"{f['model']} tag {f['service_tag']} gpus {len(f['gpus'])} nics {len(f['nics'])} "
-                f"bios {f['bios_version']} idrac {f['idrac_version']} power {f['power_state']}"
+                f"{f.get('short_model') or f['model']} tag {f['service_tag']} gpus {len(f['gpus'])} "
+                f"nics {len(f['nics'])} bios {f['bios_version']} idrac {f['idrac_version']} power {f['power_state']}"
                 if f
                 else ""
             )
