@@ -258,3 +258,18 @@ def test_empty_limit_is_refused(lab: Lab, inventory: Path, tmp_path: Path, value
         error = json.loads(out)["errors"][0]
         assert error["path"] == "--limit" and "empty" in error["message"] and "leave --limit out" in error["fix"]
     assert not (tmp_path / "journal.sqlite3").exists()
+
+
+def test_discover_unreachable_bmc_fails_that_node_without_stale_facts(
+    lab: Lab, inventory: Path, tmp_path: Path
+) -> None:
+    args = ["discover", "-i", str(inventory), "--state-dir", str(tmp_path), "--limit", "cp-02,cp-03", "--json"]
+    code, out = run(args)
+    assert code == 0, out
+    inventory.write_text(inventory.read_text().replace(lab.endpoints["cp-03"].url, "https://127.0.0.1:1"))
+    code, out = run(args)
+    assert code == 1
+    nodes = {n["name"]: n for n in json.loads(out)["nodes"]}
+    assert nodes["cp-02"]["ok"] and nodes["cp-02"]["value"]["service_tag"] == "CP02R66"
+    assert not nodes["cp-03"]["ok"] and nodes["cp-03"]["state"] == "failed"
+    assert nodes["cp-03"]["message"].startswith("BMC: ") and nodes["cp-03"]["value"] is None  # not last run's
