@@ -8,6 +8,7 @@ node unless ``--reboot`` is given.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -20,33 +21,33 @@ from rich.table import Table
 from bootstrap.cli.common import (
     console,
     emit,
+    environment_for,
     err_console,
     escape,
     handle_errors,
     inventory_option,
     json_option,
+    limit_option,
     state_dir_option,
 )
-from bootstrap.errors import EXIT_FAILED
-from bootstrap.inventory import load_inventory
-from bootstrap.stages.oob import (
-    run_bios_stage,
-    run_discover_stage,
-    select_nodes,
-    targets_for,
-    write_mac_diff,
-)
+from bootstrap.errors import EXIT_FAILED, EXIT_OK
+from bootstrap.inventory import Inventory, load_inventory
+from bootstrap.journal.store import Journal
+from bootstrap.selection import select_nodes, split_csv
+from bootstrap.stages.base import RunOptions
+from bootstrap.stages.oob import FACTS_STAGE, check_facts, desired_bios, mac_diff, targets_for, write_mac_diff
+from bootstrap.stages.progress import RichProgress
+from bootstrap.stages.runner import Runner, RunOutcome, plan, select
+from redfish_tools.bios import plan_bios
 from redfish_tools.boot import BOOT_TARGETS, set_boot_once
 from redfish_tools.connection import BmcConnection
+from redfish_tools.discover import Gpu, Nic, NodeFacts
 from redfish_tools.fleet import NodeResult, run_fleet
 from redfish_tools.jobs import list_jobs
 from redfish_tools.lc import lc_status
 from redfish_tools.power import POWER_ACTIONS, plan_power, power_state, set_power
 from redfish_tools.resources import Service
 
-limit_option = click.option(
-    "--limit", "limit", metavar="NODES", default=None, help="Comma-separated hostnames, globs or roles."
-)
 dry_run_option = click.option(
     "--dry-run", is_flag=True, help="Read the BMCs and show what would change; change nothing."
 )
@@ -120,6 +121,45 @@ def _as_dict(value: Any) -> Any:
     return value.as_dict() if hasattr(value, "as_dict") else value
 
 
+# -- stages run standalone ------------------------------------------------------------------------
+def _run_stage(
+    inventory: Inventory,
+    state_dir: Path,
+    stage: str,
+    limit: str | None,
+    as_json: bool,
+    *,
+    options: RunOptions | None = None,
+    command: str,
+) -> RunOutcome:
+    """Run one stage of ``up`` on the selected nodes through the runner (journalled, states moved).
+
+    Standalone commands are explicit requests, so the stage runs even where the journal says it completed
+    (like ``up --from``); the stage's own steps decide what is really redone.
+    """
+    selection = select(inventory, stages=[stage], limit=split_csv(limit), force=True)
+    # bad input is refused before the journal is touched, with every problem named (exit 2)
+    chosen = [n for n in inventory.nodes if n.hostname in selection.nodes]
+    targets_for(inventory, chosen)
+    if stage == "bios":
+        for node in chosen:
+            desired_bios(inventory, node)
+    runner_options = dataclasses.replace(options or RunOptions(), environment=environment_for(inventory))
+    if as_json:
+        return Runner(inventory, state_dir, selection, options=runner_options, command=command).run()
+    with RichProgress(err_console) as progress:
+        return Runner(inventory, state_dir, selection, options=runner_options, progress=progress, command=command).run()
+
+
+def _command(name: str, limit: str | None, *flags: str) -> str:
+    return " ".join([name, *([f"--limit {limit}"] if limit else []), *flags])
+
+
+def _node_outcome(outcome: RunOutcome, node: str) -> dict[str, Any]:
+    stage = outcome.stages[0] if outcome.stages else None
+    return (stage.nodes if stage else {}).get(node) or {"status": "not_run", "message": outcome.message}
+
+
 # -- discover ---------------------------------------------------------------------------------------
 @click.command("discover")
 @inventory_option
@@ -131,26 +171,33 @@ def _as_dict(value: Any) -> Any:
 def discover_cmd(inventory_path: Path, state_dir: Path, limit: str | None, write: bool, as_json: bool) -> None:
     """Read each node's hardware through its iDRAC and check it against the inventory.
 
-    Facts go to the run journal; model, GPU count and service tag are compared with the inventory; the
-    discovered MACs are offered as an inventory diff (applied with --write).
+    The discover stage of `rackctl up`: facts go to the run journal and a node that matches moves to
+    `discovered`; model, GPU count and service tag are compared with the inventory; the discovered MACs are
+    offered as an inventory diff (applied with --write, one line per MAC).
     """
     inventory = load_inventory(inventory_path)
-    nodes = select_nodes(inventory, limit)
-    with FleetProgress("discover", len(nodes), as_json) as progress:
-        report = run_discover_stage(inventory, nodes, state_dir, progress)
-    written = write_mac_diff(inventory_path, report.mac_diff) if write else 0
-    data = report.as_dict() | {"written": written}
+    outcome = _run_stage(
+        inventory, state_dir, "discover", limit, as_json, command=_command("discover", limit, *(["--write"] * write))
+    )
+    data = _discover_report(inventory, state_dir, outcome)
+    data["written"] = write_mac_diff(inventory_path, data["mac_diff"]) if write else 0
 
     def human(d: dict[str, Any]) -> None:
-        console.print(
-            _node_rows(
-                report.results,
-                lambda f: (
-                    f"{f.short_model} tag {f.service_tag} gpus {f.gpu_count} nics {len(f.nics)} "
-                    f"bios {f.bios_version} idrac {f.idrac_version} power {f.power_state}"
-                ),
+        table = Table(show_edge=False, header_style="bold")
+        for col in ("node", "state", "result"):
+            table.add_column(col)
+        for n in d["nodes"]:
+            f = n["value"]
+            text = (
+                f"{f.get('short_model') or f['model']} tag {f['service_tag']} gpus {len(f['gpus'])} "
+                f"nics {len(f['nics'])} bios {f['bios_version']} idrac {f['idrac_version']} power {f['power_state']}"
+                if f
+                else ""
             )
-        )
+            if not n["ok"] or not f:
+                text = f"[red]{escape(n['message'])}[/red]" if not n["ok"] else escape(n["message"])
+            table.add_row(n["name"], n["state"], text)
+        console.print(table)
         for node, items in d["mismatches"].items():
             for item in items:
                 console.print(
@@ -164,9 +211,65 @@ def discover_cmd(inventory_path: Path, state_dir: Path, limit: str | None, write
                     f"  {item['node']} {item['interface']} ({item['fqdd']}): "
                     f"[red]- {item['inventory']}[/red] [green]+ {item['discovered']}[/green]"
                 )
+        style = "green" if d["ok"] else "red"
+        console.print(f"[{style}]{escape(d['message'])}[/{style}]")
 
     emit(data, as_json, human)
-    _finish(report.ok)
+    _finish_outcome(outcome)
+
+
+def _discover_report(inventory: Inventory, state_dir: Path, outcome: RunOutcome) -> dict[str, Any]:
+    """Per node: journal state, the stage's verdict and this run's facts; mismatches and the MAC diff."""
+    nodes: list[dict[str, Any]] = []
+    mismatches: dict[str, list[dict[str, Any]]] = {}
+    diff: list[dict[str, Any]] = []
+    with Journal(state_dir, readonly=True) as journal:
+        for name in outcome.nodes:
+            result = _node_outcome(outcome, name)
+            # facts are this run's unless the stage could not read the BMC (its message starts "BMC: ")
+            fresh = result["status"] == "completed" or (
+                result["status"] == "failed" and not str(result.get("message", "")).startswith("BMC: ")
+            )
+            raw = journal.latest_facts(name).get(FACTS_STAGE) if fresh else None
+            node = inventory.node(name)
+            if raw is not None and node is not None:
+                facts = _facts_from_dict(raw)
+                mismatches[name] = check_facts(inventory, node, facts)
+                diff.extend(mac_diff(inventory, node, facts))
+            nodes.append(
+                {
+                    "name": name,
+                    "ok": result["status"] in ("completed", "skipped"),
+                    "status": result["status"],
+                    "state": outcome.nodes[name],
+                    "message": result.get("message", ""),
+                    "value": raw,
+                }
+            )
+    return {
+        "ok": outcome.ok,
+        "run": outcome.run_id,
+        "message": outcome.message,
+        "nodes": nodes,
+        "mismatches": mismatches,
+        "mac_diff": diff,
+        "facts_store": "journal",
+    }
+
+
+def _facts_from_dict(raw: dict[str, Any]) -> NodeFacts:
+    """The journalled facts back as :class:`NodeFacts` (the parts the inventory checks read)."""
+    simple = {k: raw.get(k) for k in ("bmc", "service_tag", "manufacturer", "model", "power_state")}
+    return NodeFacts(
+        **simple,
+        nics=[Nic(**nic) for nic in raw.get("nics", [])],
+        gpus=[Gpu(**gpu) for gpu in raw.get("gpus", [])],
+    )
+
+
+def _finish_outcome(outcome: RunOutcome) -> None:
+    if outcome.exit_code != EXIT_OK:
+        sys.exit(outcome.exit_code)
 
 
 # -- power ------------------------------------------------------------------------------------------
@@ -263,33 +366,99 @@ def bios_group() -> None:
     """BIOS settings from the inventory's per-role profiles (validated against each BIOS registry)."""
 
 
-def _bios_run(
-    inventory_path: Path, state_dir: Path, limit: str | None, as_json: bool, *, dry_run: bool, reboot: bool
-) -> None:
+def _bios_plan(inventory_path: Path, state_dir: Path, limit: str | None, as_json: bool) -> None:
+    """The bios stage's plan (journal under --state-dir) with each runnable node's attribute changes."""
     inventory = load_inventory(inventory_path)
-    nodes = select_nodes(inventory, limit)
-    label = "bios plan" if dry_run else "bios apply"
-    with FleetProgress(label, len(nodes), as_json) as progress:
-        report = run_bios_stage(inventory, nodes, state_dir, progress, reboot=reboot, dry_run=dry_run)
-    data = report.as_dict()
+    selection = select(inventory, stages=["bios"], limit=split_csv(limit), force=True)
+    planned = plan(inventory, state_dir, selection, RunOptions(dry_run=True, environment=environment_for(inventory)))
+    stage = planned["stages"][0]
+    to_run = [n for n in inventory.nodes if n.hostname in stage["nodes_to_run"]]
+    wanted = {n.hostname: desired_bios(inventory, n) for n in to_run}
+    with FleetProgress("bios plan", len(to_run), as_json) as progress:
+        results = run_fleet(
+            targets_for(inventory, to_run), lambda conn: plan_bios(conn, wanted[conn.target.name]), progress=progress
+        )
+    by_name = {r.name: r for r in results}
+    skipped = {a["node"]: a["skip"] for a in stage["actions"] if a.get("skip")}
+    nodes = []
+    for name in selection.nodes:
+        if name in by_name:
+            nodes.append({**by_name[name].as_dict(_as_dict), "status": "run"})
+        else:
+            nodes.append({"name": name, "ok": True, "status": "skip", "skip": skipped.get(name, ""), "value": None})
+    data = {
+        "ok": all(r.ok for r in results),
+        "applied": False,
+        "dry_run": True,
+        "nodes": nodes,
+        "node_states": planned["nodes"],
+    }
 
-    def show(v: Any) -> str:
-        d = v.as_dict()
-        plan = d.get("plan", d)
-        changes = ", ".join(f"{c['attribute']}: {c['current']} -> {c['desired']}" for c in plan["changes"])
-        text = changes or "no change"
-        if plan.get("problems"):
-            text += " [red]problems: " + escape("; ".join(plan["problems"])) + "[/red]"
-        if "state" in d:
-            text = f"[bold]{d['state']}[/bold] {text}"
-            if d.get("job"):
-                text += f" job {d['job']['id']}"
-            if d.get("not_applied"):
-                text += " [yellow]not applied: " + escape(str(d["not_applied"])) + "[/yellow]"
-        return text
+    def human(d: dict[str, Any]) -> None:
+        table = Table(show_edge=False, header_style="bold")
+        table.add_column("node")
+        table.add_column("plan")
+        for n in d["nodes"]:
+            if n["status"] != "run":
+                table.add_row(n["name"], f"[dim]{escape(n['skip'])}[/dim]")
+            elif not n["ok"]:
+                err = n.get("error") or {}
+                table.add_row(n["name"], f"[red]{escape(str(err.get('message')))}[/red] ({err.get('kind')})")
+            else:
+                table.add_row(n["name"], _bios_changes(n["value"]))
+        console.print(table)
 
-    emit(data, as_json, lambda d: console.print(_node_rows(report.results, show)))
-    _finish(report.ok)
+    emit(data, as_json, human)
+    _finish(data["ok"])
+
+
+def _bios_changes(plan_data: dict[str, Any]) -> str:
+    changes = ", ".join(f"{c['attribute']}: {c['current']} -> {c['desired']}" for c in plan_data["changes"])
+    text = changes or "no change"
+    if plan_data.get("problems"):
+        text += " [red]problems: " + escape("; ".join(plan_data["problems"])) + "[/red]"
+    return text
+
+
+def _bios_apply(inventory_path: Path, state_dir: Path, limit: str | None, as_json: bool, *, reboot: bool) -> None:
+    """The bios stage of ``up`` on the selected nodes (``--reboot``: run the job now and read back)."""
+    inventory = load_inventory(inventory_path)
+    options = RunOptions(extra={"bios": {"reboot": reboot}})
+    command = _command("bios apply", limit, *(["--reboot"] * reboot))
+    outcome = _run_stage(inventory, state_dir, "bios", limit, as_json, options=options, command=command)
+    nodes = []
+    with Journal(state_dir, readonly=True) as journal:
+        for name, state in outcome.nodes.items():
+            result = _node_outcome(outcome, name)
+            steps = [s for s in journal.steps(node=name, run_id=outcome.run_id) if s.step == "bios-profile"]
+            detail = steps[-1].detail if steps else None
+            nodes.append(
+                {
+                    "name": name,
+                    "ok": result["status"] in ("completed", "skipped"),
+                    "status": result["status"],
+                    "state": state,
+                    "message": result.get("message", ""),
+                    "value": detail,
+                }
+            )
+    data = {"ok": outcome.ok, "applied": True, "run": outcome.run_id, "message": outcome.message, "nodes": nodes}
+
+    def human(d: dict[str, Any]) -> None:
+        table = Table(show_edge=False, header_style="bold")
+        for col in ("node", "state", "result"):
+            table.add_column(col)
+        for n in d["nodes"]:
+            text = escape(n["message"] or n["status"])
+            if n["value"] and n["value"].get("job"):
+                text += f" job {n['value']['job']}"
+            table.add_row(n["name"], n["state"], text if n["ok"] else f"[red]{text}[/red]")
+        console.print(table)
+        style = "green" if d["ok"] else "red"
+        console.print(f"[{style}]{escape(d['message'])}[/{style}]")
+
+    emit(data, as_json, human)
+    _finish_outcome(outcome)
 
 
 @bios_group.command("plan")
@@ -299,8 +468,12 @@ def _bios_run(
 @json_option
 @handle_errors()
 def bios_plan_cmd(inventory_path: Path, state_dir: Path, limit: str | None, as_json: bool) -> None:
-    """Show which BIOS attributes each node's profile would change (changes nothing)."""
-    _bios_run(inventory_path, state_dir, limit, as_json, dry_run=True, reboot=False)
+    """Plan the bios stage: which BIOS attributes each node's profile would change (changes nothing).
+
+    Reads the journal under --state-dir: nodes the stage would not run on (not discovered yet, in
+    maintenance, failed) are shown with the reason instead.
+    """
+    _bios_plan(inventory_path, state_dir, limit, as_json)
 
 
 @bios_group.command("apply")
@@ -314,8 +487,14 @@ def bios_plan_cmd(inventory_path: Path, state_dir: Path, limit: str | None, as_j
 def bios_apply_cmd(  # noqa: PLR0917 - click passes options as arguments
     inventory_path: Path, state_dir: Path, limit: str | None, reboot: bool, dry_run: bool, as_json: bool
 ) -> None:
-    """Stage each node's BIOS profile in an apply-on-reset job (runs at next reboot, or now: --reboot)."""
-    _bios_run(inventory_path, state_dir, limit, as_json, dry_run=dry_run, reboot=reboot)
+    """Run the bios stage: stage each node's profile in an apply-on-reset job (runs at next boot, or now: --reboot).
+
+    Journalled like `rackctl up`; a node that succeeds moves to `configured`. --dry-run is `bios plan`.
+    """
+    if dry_run:
+        _bios_plan(inventory_path, state_dir, limit, as_json)
+        return
+    _bios_apply(inventory_path, state_dir, limit, as_json, reboot=reboot)
 
 
 # -- bmc status -------------------------------------------------------------------------------------

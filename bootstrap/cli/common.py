@@ -58,6 +58,29 @@ def state_dir_option(func: F) -> F:
     )(func)
 
 
+def limit_option(func: F) -> F:
+    """Add ``--limit``: the one node selection grammar (:mod:`bootstrap.selection`)."""
+    from bootstrap.selection import LIMIT_HELP  # noqa: PLC0415 - keeps this module import-light
+
+    return click.option("--limit", "limit", metavar="NODES", default=None, help=LIMIT_HELP)(func)
+
+
+def out_option(sub: str, what: str) -> Callable[[F], F]:
+    """Add ``--out`` (a directory) whose default is ``<state-dir>/<sub>``: resolve it with :func:`out_dir`."""
+    return click.option(
+        "--out",
+        "out_dir",
+        type=click.Path(path_type=Path, file_okay=False),
+        default=None,
+        help=f"{what} (default: <state-dir>/{sub}).",
+    )
+
+
+def out_dir(out: Path | None, state_dir: Path, sub: str) -> Path:
+    """``--out`` as given, else ``<state-dir>/<sub>``."""
+    return out if out is not None else Path(state_dir) / sub
+
+
 def emit_json(data: Any) -> None:
     """Write one JSON document to stdout."""
     click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))

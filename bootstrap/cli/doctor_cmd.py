@@ -42,18 +42,22 @@ def doctor(required: tuple[str, ...], as_json: bool) -> None:
 
     def human(d: dict) -> None:
         table = Table(title="rackctl doctor")
-        for col in ("group", "name", "status", "found", "purpose", "install"):
-            table.add_column(col)
+        for col in ("group", "name", "status", "found", "purpose"):
+            table.add_column(col, overflow="fold")  # fold, never cut with an ellipsis
         for f in findings:
             status = (
                 "[green]ok[/green]"
                 if f.ok
                 else ("[red]missing[/red]" if f.check.group in need else "[yellow]missing[/yellow]")
             )
-            table.add_row(
-                f.check.group, f.check.name, status, f.found, f.check.purpose, "" if f.ok else f.check.install
-            )
+            table.add_row(f.check.group, f.check.name, status, f.found, f.check.purpose)
         console.print(table)
+        missing = [f for f in findings if not f.ok]
+        if missing:
+            # plain lines, never wrapped or cut by the terminal width: they are meant to be copied
+            click.echo("to install what is missing:")
+            for f in missing:
+                click.echo(f"  {f.check.name}: {f.check.install}")
         console.print(
             "[green]ok[/green]"
             if d["ok"]

@@ -7,7 +7,21 @@ from typing import Any
 
 import click
 
-from bootstrap.cli.common import console, emit, err_console, escape, handle_errors, inventory_option, json_option
+from bootstrap.cli.common import (
+    console,
+    emit,
+    err_console,
+    escape,
+    handle_errors,
+    inventory_option,
+    json_option,
+    out_dir,
+    out_option,
+    state_dir_option,
+)
+
+#: where `rackctl provision` (the provision stage) looks for vmlinuz, initrd.img and disk.raw.gz by default
+ARTEFACTS = "artefacts"
 
 
 @click.group("image")
@@ -24,18 +38,27 @@ def image_group() -> None:
     help="Drivers to include: lab (virtio) or dell (Broadcom/Mellanox/Intel NICs, BOSS-N1, PERC, NVMe).",
 )
 @click.option("--module", "extra_modules", multiple=True, help="Extra kernel module (repeatable).")
-@click.option("--out", type=click.Path(path_type=Path, file_okay=False), help="Copy vmlinuz + initrd.img here.")
+@out_option(ARTEFACTS, "Copy vmlinuz + initrd.img here")
+@state_dir_option
 @click.option("--dry-run", is_flag=True, help="Show the kernel package and modules; build nothing.")
 @json_option
 @handle_errors()
-def ramdisk_cmd(profile: str, extra_modules: tuple[str, ...], out: Path | None, dry_run: bool, as_json: bool) -> None:
-    """Build the deploy ramdisk from Debian's kernel package and busybox-static."""
+def ramdisk_cmd(  # noqa: PLR0917 - click passes options as arguments
+    profile: str,
+    extra_modules: tuple[str, ...],
+    out_dir: Path | None,
+    state_dir: Path,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Build the deploy ramdisk from Debian's kernel package and busybox-static (copied where provision looks)."""
     from bootstrap.provision.ramdisk import PROFILES, build_ramdisk, resolve_kernel_package  # noqa: PLC0415
 
+    out = out_dir_of(out_dir, state_dir)
     if dry_run:
         package, version = resolve_kernel_package()
         data = {"ok": True, "dry_run": True, "kernel_package": f"{package}={version}", "profile": profile,
-                "modules": [*PROFILES[profile], *extra_modules], "out": str(out) if out else None}  # fmt: skip
+                "modules": [*PROFILES[profile], *extra_modules], "out": str(out)}  # fmt: skip
         emit(data, as_json, _show_ramdisk_plan)
         return
     with err_console.status(f"building the {profile} deploy ramdisk...", spinner="dots"):
@@ -58,7 +81,8 @@ def _show_ramdisk(data: dict[str, Any]) -> None:
 @click.option("--suite", default="bookworm", show_default=True, help="Debian suite to debootstrap.")
 @click.option("--mirror", default=None, help="Debian mirror (default: this machine's apt source).")
 @click.option("--size-mib", type=click.IntRange(640, 65536), default=768, show_default=True, help="Raw disk size.")
-@click.option("--out", type=click.Path(path_type=Path, file_okay=False), help="Copy disk.raw.gz (+ .json) here.")
+@out_option(ARTEFACTS, "Copy disk.raw.gz (+ .json) here")
+@state_dir_option
 @click.option(
     "--trim/--all-drivers",
     default=None,
@@ -82,7 +106,8 @@ def build_cmd(
     mirror: str | None,
     size_mib: int,
     trim: bool | None,
-    out: Path | None,
+    out_dir: Path | None,
+    state_dir: Path,
     dry_run: bool,
     as_json: bool,
 ) -> None:
@@ -95,11 +120,13 @@ def build_cmd(
     from bootstrap.provision.image import PACKAGES, build_image, default_mirror  # noqa: PLC0415
 
     inventory = load_inventory(inventory_path)
+    out = out_dir_of(out_dir, state_dir)
     keys = list(inventory.cluster.admin_ssh_keys) + [k.read_text(encoding="utf-8").strip() for k in extra_keys]
     trim = inventory.cluster.lab if trim is None else trim
     if dry_run:
         data = {"ok": True, "dry_run": True, "suite": suite, "mirror": mirror or default_mirror(),
-                "packages": list(PACKAGES), "size_mib": size_mib, "admin_keys": len(keys), "trim": trim}  # fmt: skip
+                "packages": list(PACKAGES), "size_mib": size_mib, "admin_keys": len(keys), "trim": trim,
+                "out": str(out)}  # fmt: skip
         emit(data, as_json, lambda d: console.print(
             f"would debootstrap {d['suite']} from {escape(d['mirror'])} with {', '.join(d['packages'])} "
             f"into a {d['size_mib']} MiB disk with {d['admin_keys']} admin key(s)"))  # fmt: skip
@@ -108,6 +135,11 @@ def build_cmd(
         image = build_image(keys, suite=suite, mirror=mirror, size_mib=size_mib, trim=trim, out=out)
     emit({"ok": True, **image.as_dict()}, as_json, lambda d: console.print(
         f"image {escape(d['path'])}\nsha256 {d['sha256']} ({d['size']} bytes uncompressed)"))  # fmt: skip
+
+
+def out_dir_of(out: Path | None, state_dir: Path) -> Path:
+    """``--out``, else ``<state-dir>/artefacts`` (where the provision stage finds them)."""
+    return out_dir(out, state_dir, ARTEFACTS)
 
 
 def register(cli: click.Group) -> None:

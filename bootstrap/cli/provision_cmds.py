@@ -1,6 +1,7 @@
-"""``rackctl provision [NODES]``: the provision stage alone, journalled like ``rackctl up``.
+"""``rackctl provision [--limit NODES]``: the provision stage alone, journalled like ``rackctl up``.
 
 A node already provisioned is not reinstalled unless ``--force``. ``--dry-run`` shows what would happen.
+Positional NODES are a synonym of ``--limit`` (same grammar, :mod:`bootstrap.selection`).
 """
 
 from __future__ import annotations
@@ -18,13 +19,16 @@ from bootstrap.cli.common import (
     handle_errors,
     inventory_option,
     json_option,
+    limit_option,
     state_dir_option,
 )
-from bootstrap.errors import EXIT_OK
+from bootstrap.errors import EXIT_OK, InvalidInput, Problem
+from bootstrap.selection import split_csv
 
 
 @click.command("provision")
 @click.argument("nodes", nargs=-1)
+@limit_option
 @click.option("--force", is_flag=True, help="Reinstall nodes that are already provisioned.")
 @click.option("--dry-run", is_flag=True, help="Show what would happen; change nothing.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before rewriting disks.")
@@ -51,6 +55,7 @@ from bootstrap.errors import EXIT_OK
 def provision_cmd(
     *,
     nodes: tuple[str, ...],
+    limit: str | None,
     force: bool,
     dry_run: bool,
     yes: bool,
@@ -66,16 +71,25 @@ def provision_cmd(
     state_dir: Path,
     as_json: bool,
 ) -> None:
-    """PXE-install NODES (default: every node but the head node) and prove them over pinned SSH."""
+    """PXE-install the --limit nodes (default: every node but the head node) and prove them over pinned SSH.
+
+    NODES, if given, are the same selection as --limit (hostnames, globs, roles).
+    """
     from bootstrap.cli.run_cmds import _show_outcome, _show_plan  # noqa: PLC0415 - same views as `up`
     from bootstrap.inventory import load_inventory  # noqa: PLC0415
     from bootstrap.stages.base import NullProgress, RunOptions  # noqa: PLC0415
     from bootstrap.stages.progress import RichProgress  # noqa: PLC0415
     from bootstrap.stages.runner import Runner, plan, select  # noqa: PLC0415
 
+    if nodes and limit is not None:
+        raise InvalidInput(
+            "give the nodes either as NODES or as --limit, not both",
+            problems=[Problem("NODES", " ".join(nodes), f"use --limit {','.join(nodes)},{limit}")],
+        )
     inventory = load_inventory(inventory_path)
-    limit = list(nodes) or [n.hostname for n in inventory.nodes if n.role.value != "head"]
-    selection = select(inventory, stages=["provision"], limit=limit, force=force)
+    chosen = split_csv(nodes if nodes else limit)
+    patterns = chosen or [n.hostname for n in inventory.nodes if n.role.value != "head"]
+    selection = select(inventory, stages=["provision"], limit=patterns, force=force)
     extra: dict[str, Any] = {
         "kernel": kernel,
         "initrd": initrd,
@@ -92,7 +106,7 @@ def provision_cmd(
     if dry_run:
         emit({**plan(inventory, state_dir, selection, options), "dry_run": True}, as_json, _show_plan)
         return
-    command = "provision " + " ".join(limit) + (" --force" if force else "")
+    command = "provision" + (f" --limit {','.join(chosen)}" if chosen else "") + (" --force" if force else "")
     if as_json:
         outcome = Runner(
             inventory, state_dir, selection, options=options, progress=NullProgress(), command=command

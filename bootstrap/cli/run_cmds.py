@@ -18,27 +18,24 @@ from bootstrap.cli.common import (
     handle_errors,
     inventory_option,
     json_option,
+    limit_option,
     state_dir_option,
 )
 from bootstrap.errors import EXIT_OK, InvalidInput
 from bootstrap.inventory import load_inventory
 from bootstrap.journal.states import NodeState, check_transition
 from bootstrap.journal.store import JOURNAL_FILE, Journal
+from bootstrap.selection import STAGES_OPTION, split_csv
 from bootstrap.stages.base import STAGE_ORDER, NullProgress, RunOptions
 from bootstrap.stages.progress import RichProgress
-from bootstrap.stages.runner import Runner, plan, select, split_csv
+from bootstrap.stages.runner import Runner, plan, select
 
 STAGES_HELP = f"Comma-separated stages to run (default: all, in order: {','.join(STAGE_ORDER)})."
 
 
 def _selection_options(func: Any) -> Any:
     func = click.option("--stages", "stages", metavar="A,B", help=STAGES_HELP)(func)
-    func = click.option(
-        "--limit",
-        "limit",
-        metavar="N1,N2",
-        help="Comma-separated hostnames, globs (gpu-*) or roles (worker).",
-    )(func)
+    func = limit_option(func)
     func = click.option(
         "--from",
         "from_stage",
@@ -114,7 +111,7 @@ def plan_cmd(
     """Show what `rackctl up` would do per stage and node; changes nothing."""
     inventory = load_inventory(inventory_path)
     selection = select(
-        inventory, stages=split_csv(stages), limit=split_csv(limit), from_stage=from_stage, force=force
+        inventory, stages=split_csv(stages, STAGES_OPTION), limit=split_csv(limit), from_stage=from_stage, force=force
     )
     options = RunOptions(dry_run=True, force=force, environment=environment_for(inventory))
     data = plan(inventory, state_dir, selection, options)
@@ -153,7 +150,7 @@ def up_cmd(
     """
     inventory = load_inventory(inventory_path)
     selection = select(
-        inventory, stages=split_csv(stages), limit=split_csv(limit), from_stage=from_stage, force=force
+        inventory, stages=split_csv(stages, STAGES_OPTION), limit=split_csv(limit), from_stage=from_stage, force=force
     )
     options = RunOptions(
         dry_run=dry_run, force=force, yes=yes, insecure=insecure, environment=environment_for(inventory)

@@ -10,7 +10,16 @@ import click
 from rich.markup import escape
 from rich.progress import Progress
 
-from bootstrap.cli.common import console, emit, err_console, handle_errors, inventory_option, json_option
+from bootstrap.cli.common import (
+    console,
+    emit,
+    err_console,
+    handle_errors,
+    inventory_option,
+    json_option,
+    out_dir,
+    state_dir_option,
+)
 from bootstrap.errors import EXIT_FAILED, InvalidInput, Problem
 from bootstrap.triton.check import check_model_dir, model_dirs
 from bootstrap.triton.manifests import DEFAULT_K8S_VERSION, write_manifests
@@ -18,7 +27,8 @@ from bootstrap.triton.render import render_all
 from bootstrap.triton.smoke import DEFAULT_PROMPT, run_smoke
 from bootstrap.triton.stage import load_specs
 
-DEFAULT_OUT = Path(".rackctl/triton")
+#: the repositories live under ``<state-dir>/triton`` unless ``--out``/DIRECTORY says otherwise
+TRITON_SUBDIR = "triton"
 
 
 def models_option(func: Any) -> Any:
@@ -31,20 +41,26 @@ def models_option(func: Any) -> Any:
 
 
 def out_option(func: Any) -> Any:
-    return click.option(
+    func = click.option(
         "--out",
         "out_dir",
         type=click.Path(path_type=Path, file_okay=False),
-        default=DEFAULT_OUT,
-        show_default=True,
-        help="Directory holding one sub-directory per model.",
+        default=None,
+        help=f"Directory holding one sub-directory per model (default: <state-dir>/{TRITON_SUBDIR}).",
     )(func)
+    return state_dir_option(func)
 
 
 def dir_argument(func: Any) -> Any:
-    return click.argument(
-        "directory", type=click.Path(path_type=Path, file_okay=False), default=DEFAULT_OUT, required=False
+    """DIRECTORY (default ``<state-dir>/triton``) and ``--state-dir``."""
+    func = click.argument(
+        "directory", type=click.Path(path_type=Path, file_okay=False), default=None, required=False
     )(func)
+    return state_dir_option(func)
+
+
+def _repos(directory: Path | None, state_dir: Path) -> Path:
+    return out_dir(directory, state_dir, TRITON_SUBDIR)
 
 
 def _parse_path_map(values: tuple[str, ...]) -> dict[str, Path]:
@@ -96,10 +112,11 @@ def triton() -> None:
 @click.option("--dry-run", is_flag=True, help="Show what would be written; write nothing.")
 @json_option
 @handle_errors()
-def render_cmd(
-    inventory_path: Path, models_file: Path | None, out_dir: Path, dry_run: bool, as_json: bool
+def render_cmd(  # noqa: PLR0917 - click passes options as arguments
+    inventory_path: Path, models_file: Path | None, out_dir: Path | None, state_dir: Path, dry_run: bool, as_json: bool
 ) -> None:
     """Write each declared model's Triton repository from rackctl's templates."""
+    out_dir = _repos(out_dir, state_dir)
     specs = load_specs(inventory_path, models_file)
     results = []
     with Progress(console=err_console, transient=True, disable=as_json) as progress:
@@ -124,12 +141,14 @@ def manifests_cmd(
     *,
     inventory_path: Path,
     models_file: Path | None,
-    out_dir: Path,
+    out_dir: Path | None,
+    state_dir: Path,
     k8s_version: str,
     dry_run: bool,
     as_json: bool,
 ) -> None:
     """Write Kubernetes manifests per model, validated with kubernetes-validate --strict."""
+    out_dir = _repos(out_dir, state_dir)
     specs = load_specs(inventory_path, models_file)
     results = write_manifests(specs, out_dir, dry_run=dry_run, k8s_version=k8s_version)
     ok = not any(r["problems"] for r in results)
@@ -145,13 +164,18 @@ def manifests_cmd(
 @click.option("--skip-engine", is_flag=True, help="Do not read the engines' config.json.")
 @json_option
 @handle_errors()
-def check_cmd(
-    directory: Path, only: tuple[str, ...], path_map: tuple[str, ...], skip_engine: bool, as_json: bool
+def check_cmd(  # noqa: PLR0917 - click passes options as arguments
+    directory: Path | None,
+    state_dir: Path,
+    only: tuple[str, ...],
+    path_map: tuple[str, ...],
+    skip_engine: bool,
+    as_json: bool,
 ):
     """Parse every config.pbtxt with Triton's protobuf definitions and run the cross-model checks."""
     mapping = _parse_path_map(path_map)
     results = []
-    for model_dir in _found_dirs(directory, only):
+    for model_dir in _found_dirs(_repos(directory, state_dir), only):
         found = check_model_dir(model_dir, path_map=mapping, skip_engine=skip_engine)
         results.append(
             {
@@ -185,14 +209,16 @@ def check_cmd(
 )
 @json_option
 @handle_errors()
-def load_check_cmd(directory: Path, only: tuple[str, ...], tokenizer_dir: Path | None, as_json: bool) -> None:
+def load_check_cmd(
+    directory: Path | None, state_dir: Path, only: tuple[str, ...], tokenizer_dir: Path | None, as_json: bool
+) -> None:
     """Load each rendered repository in the real tritonserver on CPU (tensorrt_llm replaced by a stand-in)."""
     from bootstrap.triton.loadcheck import load_check  # noqa: PLC0415 - needs the test extras
     from bootstrap.triton.server import find_tritonserver  # noqa: PLC0415 - needs the test extras
 
     find_tritonserver()  # exit 3 with the fix when the wheel is missing
     results = []
-    for model_dir in _found_dirs(directory, only):
+    for model_dir in _found_dirs(_repos(directory, state_dir), only):
         with err_console.status(f"loading {model_dir.name} in tritonserver", spinner="dots"):
             results.append(load_check(model_dir, tokenizer_dir=tokenizer_dir))
     ok = all(r["ok"] for r in results)

@@ -36,6 +36,7 @@ class BiosStage(Stage):
         inv = ctx.inventory
         nodes = [ctx.node(n) for n in ctx.nodes]
         wanted = {n.hostname: desired_bios(inv, n) for n in nodes}
+        reboot = bool(ctx.options.extra.get("bios", {}).get("reboot"))  # only `rackctl bios apply --reboot`
         targets = targets_for(inv, nodes)
         if ctx.options.insecure:  # `up --insecure`: an explicit opt-out of BMC certificate checks
             targets = [replace(t, insecure=True) for t in targets]
@@ -45,7 +46,7 @@ class BiosStage(Stage):
             with ctx.step(conn.target.name, "bios-profile") as step:
                 if step.already_done:
                     return None
-                outcome = apply_bios(conn, wanted[conn.target.name], reboot=False)
+                outcome = apply_bios(conn, wanted[conn.target.name], reboot=reboot)
                 if outcome.plan.problems:
                     raise BiosRejected("; ".join(outcome.plan.problems))
                 step.detail = {"state": outcome.state, "job": outcome.job.id if outcome.job else None}

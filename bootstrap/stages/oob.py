@@ -1,57 +1,34 @@
-"""Out-of-band stages of ``rackctl up`` (discover, bios) and the inventory <-> redfish_tools glue.
+"""The inventory <-> ``redfish_tools`` glue shared by the out-of-band stages (discover, bios) and the CLI.
 
-Stage functions share one simple signature so the lead's orchestrator can call them directly::
-
-    run_discover_stage(inventory, nodes, state_dir, progress=None) -> DiscoverReport
-    run_bios_stage(inventory, nodes, state_dir, progress=None, *, reboot=False, dry_run=False) -> BiosReport
-
-``nodes`` are :class:`bootstrap.inventory.Node` objects (use :func:`select_nodes` for ``--limit``),
-``progress`` is called once per finished node with its :class:`redfish_tools.fleet.NodeResult`.
-Neither raises for a node's failure: failures are in the report (``report.ok`` is False).
+BMC targets of nodes (credentials resolved, TLS settings merged), the checks of discovered facts against
+the inventory, the MAC diff and its in-place write, and each node's desired BIOS attributes. The stages
+themselves (``bootstrap.stages.discover``, ``bootstrap.stages.bios``) are run by the runner, for ``up``
+and for the standalone ``rackctl discover`` / ``rackctl bios`` alike.
 """
 
 from __future__ import annotations
 
-import fnmatch
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from io import StringIO
 from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
 
+from bootstrap import selection
 from bootstrap.errors import InvalidInput, Problem
-from bootstrap.fsutil import atomic_write_text
 from bootstrap.inventory.models import Inventory, Node
 from bootstrap.inventory.secrets import resolve_bmc_credentials
-from bootstrap.journal.store import Journal
-from redfish_tools.aio import discover_async, run_fleet_async
-from redfish_tools.bios import apply_bios, plan_bios
-from redfish_tools.connection import BmcTarget, ConnectionPolicy
+from bootstrap.inventory.yamledit import YamlEditor
+from redfish_tools.connection import BmcTarget
 from redfish_tools.discover import NodeFacts
-from redfish_tools.fleet import NodeResult, run_fleet
 
-Progress = Callable[[NodeResult[Any]], None]
+#: the stage whose journalled facts hold what discovery read
 FACTS_STAGE = "discover"
 
 
 # -- inventory -> targets --------------------------------------------------------------------------
 def select_nodes(inventory: Inventory, limit: str | None) -> list[Node]:
-    """Nodes matching ``--limit`` (comma-separated hostnames, globs or roles); all when ``limit`` is empty."""
-    if not limit:
-        return list(inventory.nodes)
-    chosen: list[Node] = []
-    problems: list[Problem] = []
-    for pattern in (p.strip() for p in limit.split(",") if p.strip()):
-        hits = [n for n in inventory.nodes if fnmatch.fnmatch(n.hostname, pattern) or n.role.value == pattern]
-        if not hits:
-            known = ", ".join(n.hostname for n in inventory.nodes[:10])
-            problems.append(Problem("--limit", f"{pattern!r} matches no node", f"use one of: {known}"))
-        chosen.extend(n for n in hits if n not in chosen)
-    if problems:
-        raise InvalidInput("--limit selects unknown nodes", problems=problems)
-    return chosen
+    """Nodes matching ``--limit`` (see :mod:`bootstrap.selection`); all when ``limit`` is ``None``."""
+    return selection.select_nodes(inventory, limit)
 
 
 def target_for(inventory: Inventory, node: Node) -> BmcTarget:
@@ -128,81 +105,25 @@ def mac_diff(inventory: Inventory, node: Node, facts: NodeFacts) -> list[dict[st
 
 
 def write_mac_diff(inventory_path: Path, diff: list[dict[str, Any]]) -> int:
-    """Apply a MAC diff to the inventory YAML atomically, keeping comments, order and the rest of the file."""
+    """Apply a MAC diff to the inventory in place (one line per MAC; the rest of the file untouched), atomically."""
     if not diff:
         return 0
-    yaml = YAML()  # round-trip mode keeps comments and layout
-    yaml.preserve_quotes = True
-    data = yaml.load(inventory_path.read_text(encoding="utf-8"))
-    by_name = {str(n.get("hostname")): n for n in data.get("nodes", [])}
+    editor = YamlEditor.load(inventory_path)
+    doc = YAML(typ="safe", pure=True).load(editor.text) or {}
+    where = {
+        (str(node.get("hostname")), str(iface.get("name"))): (n, i)
+        for n, node in enumerate(doc.get("nodes") or [])
+        for i, iface in enumerate(node.get("interfaces") or [])
+    }
     changed = 0
     for item in diff:
-        node = by_name.get(item["node"])
-        if node is None:
-            continue
-        for iface in node.get("interfaces", []) or []:
-            if iface.get("name") == item["interface"]:
-                iface["mac"] = item["discovered"]
-                changed += 1
-    out = StringIO()
-    yaml.dump(data, out)
-    atomic_write_text(inventory_path, out.getvalue())
+        spot = where.get((item["node"], item["interface"]))
+        if spot is not None:
+            editor.set_scalar(("nodes", spot[0], "interfaces", spot[1], "mac"), item["discovered"])
+            changed += 1
+    if editor.changed:
+        editor.save()
     return changed
-
-
-@dataclass
-class DiscoverReport:
-    """Discovery of many nodes: per-node results, inventory mismatches, and the MAC diff to offer."""
-
-    results: list[NodeResult[NodeFacts]]
-    mismatches: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    mac_diff: list[dict[str, Any]] = field(default_factory=list)
-    facts_store: str = "journal"
-
-    @property
-    def ok(self) -> bool:
-        return all(r.ok for r in self.results) and not any(self.mismatches.values())
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "ok": self.ok,
-            "nodes": [r.as_dict(lambda f: f.as_dict()) for r in self.results],
-            "mismatches": self.mismatches,
-            "mac_diff": self.mac_diff,
-            "facts_store": self.facts_store,
-        }
-
-
-def record_facts(state_dir: Path, results: list[NodeResult[NodeFacts]]) -> str:
-    """Store discovered facts in the run journal (``discover`` stage)."""
-    with Journal(state_dir) as journal:
-        for result in results:
-            if result.ok and result.value is not None:
-                journal.record_facts(result.name, FACTS_STAGE, result.value.as_dict())
-    return "journal"
-
-
-def run_discover_stage(
-    inventory: Inventory,
-    nodes: list[Node],
-    state_dir: Path,
-    progress: Progress | None = None,
-    *,
-    policy: ConnectionPolicy | None = None,
-) -> DiscoverReport:
-    """Discover ``nodes`` through their BMCs, record facts, compare with the inventory."""
-    targets = targets_for(inventory, nodes)
-    # Discovery is read-only and fleet-wide: the asyncio engine crawls hundreds of BMCs on one core.
-    results = run_fleet_async(targets, discover_async, policy=policy, progress=progress)
-    report = DiscoverReport(results=results)
-    report.facts_store = record_facts(state_dir, results)
-    by_name = {n.hostname: n for n in nodes}
-    for result in results:
-        if result.ok and result.value is not None:
-            node = by_name[result.name]
-            report.mismatches[result.name] = check_facts(inventory, node, result.value)
-            report.mac_diff.extend(mac_diff(inventory, node, result.value))
-    return report
 
 
 # -- bios -------------------------------------------------------------------------------------------
@@ -224,47 +145,3 @@ def desired_bios(inventory: Inventory, node: Node) -> dict[str, Any]:
             ],
         )
     return dict(profile)
-
-
-@dataclass
-class BiosReport:
-    """BIOS plan or apply over many nodes."""
-
-    results: list[NodeResult[Any]]
-    applied: bool
-
-    @property
-    def ok(self) -> bool:
-        return all(r.ok for r in self.results)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "ok": self.ok,
-            "applied": self.applied,
-            "nodes": [r.as_dict(lambda v: v.as_dict()) for r in self.results],
-        }
-
-
-def run_bios_stage(
-    inventory: Inventory,
-    nodes: list[Node],
-    state_dir: Path,
-    progress: Progress | None = None,
-    *,
-    reboot: bool = False,
-    dry_run: bool = False,
-    policy: ConnectionPolicy | None = None,
-) -> BiosReport:
-    """Plan (``dry_run``) or apply each node's BIOS profile. Reboots only with ``reboot=True``."""
-    del state_dir  # reserved: the journal of BIOS steps is recorded by the orchestrator
-    targets = targets_for(inventory, nodes)
-    wanted = {n.hostname: desired_bios(inventory, n) for n in nodes}
-
-    def operation(conn: Any) -> Any:
-        desired = wanted[conn.target.name]
-        if dry_run:
-            return plan_bios(conn, desired)
-        return apply_bios(conn, desired, reboot=reboot)
-
-    results = run_fleet(targets, operation, policy=policy, progress=progress)
-    return BiosReport(results=results, applied=not dry_run)

@@ -8,7 +8,6 @@ after the other nodes finished that stage), or on Ctrl-C (exit 130); ``rackctl u
 
 from __future__ import annotations
 
-import fnmatch
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from bootstrap.fsutil import atomic_write_text
 from bootstrap.journal.secrets import redact_text
 from bootstrap.journal.states import MAIN_LINE, NodeState, rank
 from bootstrap.journal.store import STAGE_STEP, Journal
+from bootstrap.selection import check_stages, match_nodes
 from bootstrap.stages.base import (
     STAGE_ORDER,
     NodeResult,
@@ -92,11 +92,6 @@ class RunOutcome:
         }
 
 
-def split_csv(value: str | None) -> list[str]:
-    """``"a, b,,c"`` -> ``["a", "b", "c"]``."""
-    return [part.strip() for part in (value or "").split(",") if part.strip()]
-
-
 def select(
     inventory: Any,
     *,
@@ -105,14 +100,12 @@ def select(
     from_stage: str | None = None,
     force: bool = False,
 ) -> Selection:
-    """Validate ``--stages``, ``--from`` and ``--limit`` against the stage list and the inventory."""
-    known_nodes = [n.hostname for n in inventory.nodes]
-    unknown = [s for s in [*stages, *([from_stage] if from_stage else [])] if s not in STAGE_ORDER]
-    if unknown:
-        raise InvalidInput(
-            f"unknown stage(s): {', '.join(repr(s) for s in unknown)}; stages are: {', '.join(STAGE_ORDER)}"
-        )
-    limited = _match_limit(inventory, limit)
+    """Validate ``--stages``, ``--from`` and ``--limit`` (parsed by :mod:`bootstrap.selection`).
+
+    Empty ``stages``/``limit`` mean every stage/node (the option was not given); unknown names are refused.
+    """
+    check_stages([*stages, *([from_stage] if from_stage else [])], STAGE_ORDER)
+    nodes = match_nodes(inventory, limit)
     chosen = [s for s in STAGE_ORDER if not stages or s in stages]
     forced: set[str] = set(chosen) if force else set()
     if from_stage:
@@ -120,38 +113,15 @@ def select(
         chosen = [s for s in chosen if STAGE_ORDER.index(s) >= start]
         forced |= set(chosen)
     if not chosen:
-        raise InvalidInput(f"--stages {','.join(stages)} with --from {from_stage} selects no stage")
-    nodes = [n for n in known_nodes if not limit or n in limited]
-    return Selection(chosen, nodes, forced)
-
-
-def _role(node: Any) -> str:
-    role = getattr(node, "role", "")
-    return str(getattr(role, "value", role))
-
-
-def _match_limit(inventory: Any, limit: Sequence[str]) -> set[str]:
-    """Hostnames matching ``--limit`` entries: hostnames, shell globs (``gpu-*``) or roles (``worker``)."""
-    matched: set[str] = set()
-    unmatched: list[str] = []
-    for pattern in limit:
-        hits = {
-            n.hostname
-            for n in inventory.nodes
-            if fnmatch.fnmatchcase(n.hostname, pattern) or _role(n) == pattern
-        }
-        if not hits:
-            unmatched.append(pattern)
-        matched |= hits
-    if unmatched:
-        known = ", ".join(n.hostname for n in inventory.nodes)
         raise InvalidInput(
-            f"--limit {', '.join(repr(p) for p in unmatched)} matches no node in the inventory",
+            f"--stages {','.join(stages)} with --from {from_stage} selects no stage",
             problems=[
-                Problem("--limit", f"{p!r} matches no node", f"use one of: {known}") for p in unmatched
+                Problem(
+                    "--from", f"{from_stage!r} comes after every stage in --stages", "drop --from or widen --stages"
+                )
             ],
         )
-    return matched
+    return Selection(chosen, nodes, forced)
 
 
 @dataclass(frozen=True)
