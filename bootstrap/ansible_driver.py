@@ -18,11 +18,11 @@ from typing import Any
 import ansible_runner
 
 from bootstrap.errors import InvalidInput, Problem
+from bootstrap.journal.secrets import SECRET_KEYS  # the one secret-word list, shared with the journal
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PLAYBOOKS = REPO_ROOT / "playbooks"
 ROLES = REPO_ROOT / "roles"
-SECRET_KEYS = ("password", "passwd", "token", "secret", "private_key")
 
 
 @dataclass
