@@ -329,7 +329,9 @@ class Runner:
                 continue
             forced = name in self.selection.forced
             nodes = [
-                n for n in self.selection.nodes if decide(stage, n, journal.state(n), journal, forced).action == "run"
+                n
+                for n in self.selection.nodes
+                if decide(stage, n, self._state_after_retry(journal, n), journal, forced).action == "run"
             ]
             if not nodes:
                 continue
@@ -341,6 +343,14 @@ class Runner:
             except OperatorEnvironmentError as exc:
                 self.progress.stage_finished(name, False, _describe(exc))
                 raise
+
+    @staticmethod
+    def _state_after_retry(journal: Journal, node: str) -> NodeState:
+        """The node's state once :meth:`_retry_failed` has run (a failed node: the state it failed in)."""
+        status = journal.status(node)
+        if status.state is NodeState.FAILED and status.failed_from is not None:
+            return status.failed_from
+        return status.state
 
     def _retry_failed(self, journal: Journal, run_id: int) -> None:
         """Failed selected nodes go back to the state they failed in: this run retries them."""
