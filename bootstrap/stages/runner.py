@@ -7,11 +7,11 @@ after the other nodes finished that stage), or on Ctrl-C (exit 130); ``rackctl u
 
 Operator environment problems versus node failures: a stage may define ``check_environment(ctx)``, which
 looks only at this machine (env vars, password files and their mode, CA bundles) and raises
-``OperatorEnvironmentError``. The runner calls it for every selected stage that will run, with all selected
-nodes, *before* any node is touched (before failed nodes are retried, before the destructive prompt and
-before any node moves to a stage's ``during`` state). Such an error, or one a stage raises later, ends the
-run with exit code 2, the run recorded ``failed`` with the problems, and no node transition: nodes are
-marked ``failed`` only from a stage's per-node results (``NodeResult.ok`` false).
+``OperatorEnvironmentError``. The runner calls it for every selected stage, with the selected nodes the
+stage does not skip, *before* any node is touched (before failed nodes are retried, before the destructive
+prompt, before any node moves to a stage's ``during`` state). Such an error, or one a stage raises later,
+ends the run with exit code 2, the run recorded ``failed`` with the problems, and no node transition:
+nodes are marked ``failed`` only from a stage's per-node results (``NodeResult.ok`` false).
 
 Every message leaving the runner (progress, journal, outcome, traceback files) goes through
 ``redfish_tools.secrets.redact``, which masks the registered secret values (BMC passwords, tokens).
@@ -321,7 +321,8 @@ class Runner:
 
     # -- internals ---------------------------------------------------------------------------------
     def _check_environment(self, journal: Journal, run_id: int) -> None:
-        """Run the environment checks of the selected stages that will run; nothing is touched yet."""
+        """Run the environment checks of the selected stages for the nodes they may run on (not skipped:
+        a node an earlier stage of this run brings along counts); nothing is touched yet."""
         for name in self.selection.stages:
             stage = get_stage(name)
             check = getattr(stage, "check_environment", None)
@@ -331,7 +332,7 @@ class Runner:
             nodes = [
                 n
                 for n in self.selection.nodes
-                if decide(stage, n, self._state_after_retry(journal, n), journal, forced).action == "run"
+                if decide(stage, n, self._state_after_retry(journal, n), journal, forced).action != "skip"
             ]
             if not nodes:
                 continue
