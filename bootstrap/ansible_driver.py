@@ -18,11 +18,11 @@ from typing import Any
 import ansible_runner
 
 from bootstrap.errors import InvalidInput, Problem
+from bootstrap.journal.secrets import SECRET_KEYS  # the one secret-word list, shared with the journal
 from bootstrap.resources import ansible_cfg, playbooks_dir, roles_dir
 
 PLAYBOOKS = playbooks_dir()
 ROLES = roles_dir()
-SECRET_KEYS = ("password", "passwd", "token", "secret", "private_key")
 
 
 @dataclass

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape as rich_escape
 
 from bootstrap.errors import EXIT_INTERRUPTED, RackctlError
+from redfish_tools.secrets import redact
 
 if TYPE_CHECKING:
     from bootstrap.environment import Environment
@@ -119,14 +120,15 @@ def handle_errors(as_json_param: str = "as_json") -> Callable[[F], F]:
 
 
 def report_error(exc: RackctlError, as_json: bool) -> None:
-    """Print an error (and its problems) for a person or a script."""
+    """Print an error (and its problems) for a person or a script; registered secrets are masked."""
     if as_json:
         problems = [p.as_dict() for p in exc.problems] or [{"path": "", "message": exc.message}]
-        emit_json({"ok": False, "error": exc.message, "errors": problems})
+        clean = [{k: redact(v) if isinstance(v, str) else v for k, v in p.items()} for p in problems]
+        emit_json({"ok": False, "error": redact(exc.message), "errors": clean})
         return
-    err_console.print(f"[bold red]error:[/bold red] {escape(exc.message)}")
+    err_console.print(f"[bold red]error:[/bold red] {escape(redact(exc.message))}")
     for problem in exc.problems:
-        err_console.print(f"  - {escape(str(problem))}")
+        err_console.print(f"  - {escape(redact(str(problem)))}")
 
 
 def escape(text: str) -> str:

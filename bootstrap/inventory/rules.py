@@ -7,9 +7,7 @@ so a user sees all problems at once. Rules must be linear in the number of nodes
 from __future__ import annotations
 
 import ipaddress
-import os
 import re
-import stat
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
@@ -458,7 +456,8 @@ def labels_and_taints(inv: Inventory) -> Iterator[Finding]:
 
 @rule("bmc-access")
 def bmc_access(inv: Inventory) -> Iterator[Finding]:
-    """Each BMC has credentials that resolve and a way to verify its TLS certificate."""
+    """Each BMC names defined credentials and a way to verify its TLS certificate (CA bundle, fingerprint or
+    an explicit insecure); whether the bundle exists on this machine is an environment check (preflight)."""
     oob = inv.networks.cidr_of("oob")
     for i, node in enumerate(inv.nodes):
         settings = inv.bmc_settings(node)
@@ -483,12 +482,6 @@ def bmc_access(inv: Inventory) -> Iterator[Finding]:
                 f"no way to verify the TLS certificate of {node.hostname}'s BMC",
                 "set ca_file or fingerprint (bmc.defaults, bmc.groups or the node), or insecure: true explicitly",
             )
-        elif settings.ca_file is not None and not inv.resolve_path(settings.ca_file).is_file():
-            yield err(
-                f"{path}.ca_file",
-                f"CA bundle {settings.ca_file} does not exist",
-                "fix the path (for the lab, `rackctl lab up` creates it)",
-            )
         try:
             ip = ipaddress.IPv4Address(node.bmc.host)
         except ValueError:
@@ -506,32 +499,16 @@ def bmc_access(inv: Inventory) -> Iterator[Finding]:
 
 @rule("credential-sources")
 def credential_sources(inv: Inventory) -> Iterator[Finding]:
-    """Password files exist with mode 0600; missing environment variables are reported."""
+    """A password file is given as a file path; whether it exists with mode 0600, or the password env var is
+    set, is an environment check (``bootstrap.inventory.environment_checks``, run by preflight)."""
     for name, cred in inv.credentials.items():
-        path = f"credentials.{name}"
-        if cred.password_env is not None and cred.password_env not in os.environ:
-            yield warn(
-                f"{path}.password_env",
-                f"environment variable {cred.password_env} is not set",
-                f"export {cred.password_env}=... before commands that talk to BMCs",
+        file = cred.password_file
+        if file is not None and (not file.name or file.name in (".", "..")):
+            yield err(
+                f"credentials.{name}.password_file",
+                f"{str(file)!r} is not a file path",
+                "name the file holding the password, e.g. secrets/bmc.yml",
             )
-        if cred.password_file is not None:
-            file = inv.resolve_path(cred.password_file)
-            try:
-                mode = stat.S_IMODE(file.stat().st_mode)
-            except OSError:
-                yield err(
-                    f"{path}.password_file",
-                    f"{cred.password_file} does not exist",
-                    "create it with mode 0600 (for the lab, `rackctl lab up` creates it)",
-                )
-                continue
-            if mode & 0o077:
-                yield err(
-                    f"{path}.password_file",
-                    f"{cred.password_file} is readable by others (mode {mode:04o})",
-                    f"chmod 600 {cred.password_file}",
-                )
 
 
 # --- versions ---------------------------------------------------------------------------------

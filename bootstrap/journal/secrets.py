@@ -1,4 +1,10 @@
-"""Keep secrets out of the journal: find secret-looking keys and values, redact free text."""
+"""Keep secrets out of the journal: refuse secret-looking data; free text goes through the one redaction.
+
+Storing is refused by key name (:data:`SECRET_WORDS`, :data:`SECRET_PAIRS`: the one word list, also used by
+``bootstrap.ansible_driver`` for extravars) and by value type (``SecretStr``, PEM private keys). Masking
+free text is not done here: :func:`redact_text` is ``redfish_tools.secrets.redact``, which masks the
+registered secret values and credential-shaped strings, never key names.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,7 @@ from typing import Any
 from pydantic import SecretBytes, SecretStr
 
 from bootstrap.errors import RackctlError
+from redfish_tools.secrets import redact
 
 #: Single words that name a secret when they are a whole word of a key (``bmc_password``, ``authToken``).
 SECRET_WORDS = frozenset(
@@ -19,13 +26,10 @@ SECRET_WORDS = frozenset(
 SECRET_PAIRS = frozenset(
     {("private", "key"), ("api", "key"), ("access", "key"), ("secret", "key"), ("auth", "key")}
 )
+#: The same list as substrings of a lower-case key (``bmc_password``, ``ssh_private_key``), for checks
+#: that match by substring (``bootstrap.ansible_driver``'s extravars refusal).
+SECRET_KEYS: tuple[str, ...] = tuple(sorted(SECRET_WORDS)) + tuple(sorted("_".join(p) for p in SECRET_PAIRS))
 _WORD_RE = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
-_URL_USERINFO_RE = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:/@\s]+):(?P<pw>[^@/\s]+)@", re.I)
-_ASSIGNMENT_RE = re.compile(
-    r"(?P<key>\b[\w-]*(?:password|passwd|passphrase|secret|token)[\w-]*\b\s*[=:]\s*)(?P<val>[^\s,;&'\"]+)",
-    re.I,
-)
-REDACTED = "***"
 
 
 class SecretRefused(RackctlError):
@@ -82,6 +86,5 @@ def refuse_secrets(data: Any, what: str) -> None:
 
 
 def redact_text(text: str) -> str:
-    """Mask passwords in URLs (``https://user:pw@host``) and ``password=...``-style assignments."""
-    text = _URL_USERINFO_RE.sub(lambda m: f"{m['scheme']}{m['user']}:{REDACTED}@", text)
-    return _ASSIGNMENT_RE.sub(lambda m: f"{m['key']}{REDACTED}", text)
+    """The one redaction (``redfish_tools.secrets.redact``): registered secret values and credential shapes."""
+    return redact(text)

@@ -23,8 +23,9 @@ from types import TracebackType
 from typing import Any
 
 from bootstrap.errors import EnvironmentMissing, InvalidInput, RackctlError
-from bootstrap.journal.secrets import redact_text, refuse_secrets
+from bootstrap.journal.secrets import refuse_secrets
 from bootstrap.journal.states import NodeState, check_transition, is_backward
+from redfish_tools.secrets import redact
 
 JOURNAL_FILE = "journal.sqlite3"
 LOCK_FILE = "up.lock"
@@ -337,7 +338,7 @@ class Journal:
         to = NodeState(to)
         if not cause.strip():
             raise InvalidInput(f"node {node!r}: a transition to {to.value} needs a cause")
-        cause = redact_text(cause)
+        cause = redact(cause)
         with self._tx() as conn:
             cur = conn.execute("SELECT * FROM node_state WHERE node = ?", (node,))
             cur.row_factory = sqlite3.Row
@@ -399,7 +400,7 @@ class Journal:
                     )
             cur = conn.execute(
                 "INSERT INTO runs (started, command, status, pid, host) VALUES (?, ?, 'running', ?, ?)",
-                (now(), redact_text(command), os.getpid(), host),
+                (now(), redact(command), os.getpid(), host),
             )
             return int(cur.lastrowid or 0)
 
@@ -408,7 +409,7 @@ class Journal:
         with self._tx() as conn:
             conn.execute(
                 "UPDATE runs SET status = ?, finished = ?, message = ? WHERE id = ?",
-                (status, now(), redact_text(message), run_id),
+                (status, now(), redact(message), run_id),
             )
 
     def runs(self, limit: int = 20) -> list[RunRecord]:
@@ -466,7 +467,7 @@ class Journal:
         detail = dict(detail or {})
         refuse_secrets(detail, f"the detail of step {stage}/{key} on {node}")
         if "error" in detail:
-            detail["error"] = redact_text(str(detail["error"]))
+            detail["error"] = redact(str(detail["error"]))
         text = json.dumps(detail, default=str, sort_keys=True)
         with self._tx() as conn:
             epoch_row = conn.execute("SELECT epoch FROM node_state WHERE node = ?", (node,)).fetchone()

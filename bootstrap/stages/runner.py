@@ -4,6 +4,17 @@ Per stage and node the runner decides: run, skip (the node is past the stage, or
 stage completed in the node's current epoch), or blocked (the node has not reached the state the stage
 needs). It stops at the first stage that is not implemented (exit 4), that fails on any node (exit 1,
 after the other nodes finished that stage), or on Ctrl-C (exit 130); ``rackctl up`` again resumes.
+
+Operator environment problems versus node failures: a stage may define ``check_environment(ctx)``, which
+looks only at this machine (env vars, password files and their mode, CA bundles) and raises
+``OperatorEnvironmentError``. The runner calls it for every selected stage, with the selected nodes the
+stage does not skip, *before* any node is touched (before failed nodes are retried, before the destructive
+prompt, before any node moves to a stage's ``during`` state). Such an error, or one a stage raises later,
+ends the run with exit code 2, the run recorded ``failed`` with the problems, and no node transition:
+nodes are marked ``failed`` only from a stage's per-node results (``NodeResult.ok`` false).
+
+Every message leaving the runner (progress, journal, outcome, traceback files) goes through
+``redfish_tools.secrets.redact``, which masks the registered secret values (BMC passwords, tokens).
 """
 
 from __future__ import annotations
@@ -25,7 +36,7 @@ from bootstrap.errors import (
     RackctlError,
 )
 from bootstrap.fsutil import atomic_write_text
-from bootstrap.journal.secrets import redact_text
+from bootstrap.inventory.environment_checks import OperatorEnvironmentError
 from bootstrap.journal.states import MAIN_LINE, NodeState, rank
 from bootstrap.journal.store import STAGE_STEP, Journal
 from bootstrap.selection import check_stages, match_nodes
@@ -40,6 +51,7 @@ from bootstrap.stages.base import (
     StageContext,
     get_stage,
 )
+from redfish_tools.secrets import redact
 
 
 @dataclass
@@ -220,13 +232,13 @@ class RedactingProgress:
         self.inner.stage_started(stage, nodes)
 
     def node_done(self, stage: str, node: str, ok: bool, message: str = "") -> None:
-        self.inner.node_done(stage, node, ok, redact_text(message))
+        self.inner.node_done(stage, node, ok, redact(message))
 
     def stage_finished(self, stage: str, ok: bool, message: str = "") -> None:
-        self.inner.stage_finished(stage, ok, redact_text(message))
+        self.inner.stage_finished(stage, ok, redact(message))
 
     def log(self, message: str) -> None:
-        self.inner.log(redact_text(message))
+        self.inner.log(redact(message))
 
 
 class Runner:
@@ -257,10 +269,11 @@ class Runner:
             journal.register_nodes([n.hostname for n in self.inventory.nodes], run_id=run_id)
             self._outcomes = []
             try:
+                self._check_environment(journal, run_id)
                 self._retry_failed(journal, run_id)
                 outcome = self._run_stages(journal, run_id)
             except RackctlError as exc:  # bad input or a refusal found mid-run: recorded, then shown
-                journal.finish_run(run_id, "failed", exc.message)
+                journal.finish_run(run_id, "failed", _describe(exc))
                 raise
             except KeyboardInterrupt:
                 current = self._outcomes[-1].name if self._outcomes else "before the first stage"
@@ -277,6 +290,39 @@ class Runner:
             return outcome
 
     # -- internals ---------------------------------------------------------------------------------
+    def _check_environment(self, journal: Journal, run_id: int) -> None:
+        """Run the environment checks of the selected stages for the nodes they may run on (not skipped:
+        a node an earlier stage of this run brings along counts); nothing is touched yet."""
+        for name in self.selection.stages:
+            stage = get_stage(name)
+            check = getattr(stage, "check_environment", None)
+            if check is None or not stage.implemented:
+                continue
+            forced = name in self.selection.forced
+            nodes = [
+                n
+                for n in self.selection.nodes
+                if decide(stage, n, self._state_after_retry(journal, n), journal, forced).action != "skip"
+            ]
+            if not nodes:
+                continue
+            ctx = StageContext(
+                name, self.inventory, nodes, journal, self.state_dir, run_id, self.options, self.progress, forced=forced
+            )
+            try:
+                check(ctx)
+            except OperatorEnvironmentError as exc:
+                self.progress.stage_finished(name, False, _describe(exc))
+                raise
+
+    @staticmethod
+    def _state_after_retry(journal: Journal, node: str) -> NodeState:
+        """The node's state once :meth:`_retry_failed` has run (a failed node: the state it failed in)."""
+        status = journal.status(node)
+        if status.state is NodeState.FAILED and status.failed_from is not None:
+            return status.failed_from
+        return status.state
+
     def _retry_failed(self, journal: Journal, run_id: int) -> None:
         """Failed selected nodes go back to the state they failed in: this run retries them."""
         for node in self.selection.nodes:
@@ -351,13 +397,17 @@ class Runner:
         except NotImplementedStage as exc:
             outcome.message = exc.message
             return self._stop_not_implemented(journal, run_id, name, detail=exc.message)
+        except OperatorEnvironmentError as exc:  # this machine's problem: no node is marked failed
+            outcome.status, outcome.message = "failed", _describe(exc)
+            self.progress.stage_finished(name, False, outcome.message)
+            raise
         except RackctlError as exc:
             outcome.status, outcome.message = "failed", exc.message
             self.progress.stage_finished(name, False, exc.message)
             return self._outcome(journal, run_id, "failed", exc.exit_code, f"stage {name!r}: {exc.message}")
         except Exception as exc:
             log = self._write_traceback(run_id, name)
-            text = redact_text(f"{type(exc).__name__}: {exc}")
+            text = redact(f"{type(exc).__name__}: {exc}")
             outcome.status, outcome.message = "failed", f"stage crashed: {text} (traceback: {log})"
             self.progress.stage_finished(name, False, outcome.message)
             return self._outcome(
@@ -367,7 +417,7 @@ class Runner:
         ok = result.ok and not failed
         outcome.status = "completed" if ok else "failed"
         per_node = "; ".join(f"{n}: {outcome.nodes[n]['message'] or 'failed'}" for n in failed)
-        outcome.message = "; ".join(m for m in (redact_text(result.message), per_node) if m)
+        outcome.message = "; ".join(m for m in (redact(result.message), per_node) if m)
         self.progress.stage_finished(name, ok, outcome.message)
         if ok:
             return None
@@ -396,7 +446,7 @@ class Runner:
         reaches = stage.get_lifecycle().reaches
         for node in to_run:
             res: NodeResult = result.nodes.get(node) or NodeResult(node, result.ok, result.message)
-            message = redact_text(res.message)
+            message = redact(res.message)
             if res.ok:
                 if reaches is not None:
                     self._advance(journal, run_id, node, reaches, stage.name)
@@ -477,9 +527,14 @@ class Runner:
         names = {o.name for o in stages}
         stages += [StageOutcome(n, "not_run") for n in self.selection.stages if n not in names]
         nodes = {n: journal.state(n).value for n in self.selection.nodes}
-        return RunOutcome(run_id, status, code, redact_text(message), stages, nodes)
+        return RunOutcome(run_id, status, code, redact(message), stages, nodes)
 
     def _write_traceback(self, run_id: int, stage: str) -> Path:
         path = self.state_dir / "logs" / f"run-{run_id}-{stage}.traceback.txt"
-        atomic_write_text(path, redact_text(traceback.format_exc()), mode=0o600)
+        atomic_write_text(path, redact(traceback.format_exc()), mode=0o600)
         return path
+
+
+def _describe(exc: RackctlError) -> str:
+    """An error's message and its problems on one line, redacted (for the journal and progress)."""
+    return redact("; ".join([exc.message, *(str(p) for p in exc.problems)]))

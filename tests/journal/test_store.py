@@ -17,6 +17,7 @@ from bootstrap.errors import EnvironmentMissing, InvalidInput
 from bootstrap.journal.secrets import SecretRefused
 from bootstrap.journal.states import InvalidTransition, NodeState
 from bootstrap.journal.store import JOURNAL_FILE, SCHEMA_VERSION, Journal, JournalBusy
+from redfish_tools.secrets import forget_secret, register_secret
 
 S = NodeState
 
@@ -228,11 +229,29 @@ def test_secret_looking_names_with_harmless_values_are_kept(journal: Journal) ->
 
 
 def test_causes_and_run_messages_are_redacted(journal: Journal) -> None:
-    run = journal.begin_run("up --limit n1")
-    journal.transition("n1", S.FAILED, "login to https://root:calvin@10.0.0.5 failed", run_id=run)
-    journal.finish_run(run, "failed", "token=abc123 rejected")
-    assert "calvin" not in journal.history("n1")[-1].cause
-    assert "abc123" not in journal.run(run).message
+    token = "tok-abc123-registered"
+    register_secret(token)
+    try:
+        run = journal.begin_run("up --limit n1")
+        journal.transition("n1", S.FAILED, "login to https://root:calvin@10.0.0.5 failed", run_id=run)
+        journal.finish_run(run, "failed", f"session {token} rejected")
+    finally:
+        forget_secret(token)
+    assert "calvin" not in journal.history("n1")[-1].cause  # a URL password: masked by its shape
+    assert token not in journal.run(run).message and "<redacted>" in journal.run(run).message
+
+
+def test_messages_naming_secret_fields_are_kept_verbatim(journal: Journal) -> None:
+    message = (
+        "credentials.idrac.password_file: password_file: /etc/x missing; "
+        "credentials.lab.password_env: environment variable RACKCTL_BMC_PASSWORD is not set; "
+        "fix: export RACKCTL_BMC_PASSWORD=<the BMC password>; token=abc123 is a name, not a registered value"
+    )
+    run = journal.begin_run("up")
+    journal.transition("n1", S.FAILED, message, run_id=run)
+    journal.finish_run(run, "failed", message)
+    assert journal.history("n1")[-1].cause == message
+    assert journal.run(run).message == message
 
 
 def test_latest_facts_are_per_stage(journal: Journal) -> None:

@@ -12,6 +12,7 @@ from bootstrap.journal.states import NodeState
 from bootstrap.journal.store import Journal
 from bootstrap.stages.base import STAGE_ORDER, RunOptions, StageContext
 from bootstrap.stages.runner import Runner, plan, select
+from redfish_tools.secrets import forget_secret, register_secret
 
 from .conftest import Recorder, make_all, make_stage
 
@@ -297,13 +298,18 @@ def test_progress_reports_every_node_without_secrets(
 ) -> None:
     rec = Recorder()
     make_stage(
-        "preflight", rec, fail=lambda node, step: "login https://root:calvin@10.1.1.1 refused password=calvin"
+        "preflight", rec, fail=lambda node, step: "login https://root:calvin@10.1.1.1 refused; BMC said hunter2-x"
     )
     progress = ListProgress()
-    out = Runner(inventory, tmp_path, select(inventory), options=RunOptions(), progress=progress).run()
+    register_secret("hunter2-x")  # as resolving the credentials does
+    try:
+        out = Runner(inventory, tmp_path, select(inventory), options=RunOptions(), progress=progress).run()
+    finally:
+        forget_secret("hunter2-x")
     assert out.exit_code == EXIT_FAILED
     assert progress.messages[0] == "start preflight"
     assert sum(m.startswith("preflight ") for m in progress.messages) == len(hostnames)
     assert progress.messages[-1].startswith("end preflight False")
-    assert not any("calvin" in m for m in progress.messages)
-    assert "calvin" not in out.message and "root:***@" in out.message
+    assert not any("calvin" in m or "hunter2-x" in m for m in progress.messages)
+    assert "calvin" not in out.message and "root:<redacted>@" in out.message
+    assert "hunter2-x" not in out.message and "BMC said <redacted>" in out.message
