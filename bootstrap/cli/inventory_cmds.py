@@ -20,10 +20,12 @@ from bootstrap.cli.common import (
     json_option,
     state_dir_option,
 )
+from bootstrap.environment import load_environment
 from bootstrap.errors import EXIT_INVALID, InvalidInput, Problem
 from bootstrap.fsutil import atomic_write_text, replace_tree
+from bootstrap.inband.access import node_access
 from bootstrap.inventory import check_inventory
-from bootstrap.inventory.render import render_files
+from bootstrap.inventory.render import inventory_dir, render_files
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "inventory" / "examples"
 
@@ -154,16 +156,21 @@ def inventory() -> None:
     "--out",
     type=click.Path(path_type=Path, file_okay=False),
     default=None,
-    help="Output directory (default: <state-dir>/ansible).",
+    help="Output directory (default: <state-dir>/ansible/inventory, the one every playbook run uses).",
 )
 @click.option("--dry-run", is_flag=True, help="Show what would be written, write nothing.")
 @json_option
 @handle_errors()
 def render(inventory_path: Path, state_dir: Path, out: Path | None, dry_run: bool, as_json: bool) -> None:
-    """Render the Ansible inventory (groups and host vars), written atomically."""
+    """Render the Ansible inventory (groups, layered group_vars, host and SSH connection vars), atomically.
+
+    How each node is reached (address, user, key, pinned known_hosts, proxy) comes from the environment
+    (``$RACKCTL_ENV``, the host by default).
+    """
     inv = check_inventory(inventory_path).inventory
-    files = render_files(inv)
-    target = out or state_dir / "ansible"
+    environment = load_environment()
+    files = render_files(inv, node_access(inv, state_dir, environment))
+    target = out or inventory_dir(state_dir)
     if not dry_run:
         replace_tree(target, files)
     data = {"ok": True, "dry_run": dry_run, "out": str(target), "files": sorted(files)}
