@@ -134,7 +134,7 @@ def test_render_produces_an_inventory_ansible_reads(data, tmp_path):
     assert gpu_host["gpu_operator_enabled"] is True
     assert "gpu_operator_enabled" not in doc["_meta"]["hostvars"]["cp-02"]
     # how it is reached: the state dir's pinned known_hosts, strictly
-    assert gpu_host["ansible_user"] == "root"
+    assert gpu_host["ansible_user"] == "rackctl"  # autoinstall: the seeded admin user
     assert f"UserKnownHostsFile={state.resolve()}/hostkeys/known_hosts" in gpu_host["ansible_ssh_common_args"]
     assert "StrictHostKeyChecking=yes" in gpu_host["ansible_ssh_common_args"]
     rendered = (out / "hosts.yml").read_text() + "".join(p.read_text() for p in (out / "group_vars").rglob("*.yml"))
