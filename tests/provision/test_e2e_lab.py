@@ -3,9 +3,9 @@
 Everything is real: the network namespace and bridge, libvirt VMs under qemu TCG, the emulated iDRACs
 driving them over Redfish (one-time PXE, power, one-time Hdd), dnsmasq + nginx serving iPXE, the deploy
 ramdisk built from Debian's kernel and busybox, the debootstrap image it writes, paramiko checking the
-pinned host key, the DMI identity check, and ``playbooks/preflight.yml`` run by ansible-runner over SSH
-(through a ProxyCommand into the namespace). On failure the test prints the serial consoles, the DHCP and
-HTTP logs and the emulator/libvirt logs.
+pinned host key, the DMI identity check, and the os-check stage (``playbooks/preflight.yml`` through the
+rendered Ansible inventory, ansible-runner over SSH through a ProxyCommand into the namespace). On failure
+the test prints the serial consoles, the DHCP and HTTP logs and the emulator/libvirt logs.
 """
 
 from __future__ import annotations
@@ -13,12 +13,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
-from bootstrap.ansible_driver import run_playbook
+from bootstrap.environment import HostEnvironment
 from bootstrap.inventory import load_inventory
+from bootstrap.journal.states import NodeState
+from bootstrap.journal.store import Journal
 from bootstrap.lab.nsrelay import proxy_command
 from bootstrap.provision.flow import PHASES, Artefacts, FlowSettings, ProvisionSession, SessionConfig
+from bootstrap.stages.base import RunOptions, StageContext, get_stage
 from bootstrap.stages.oob import target_for
 from redfish_tools.boot import boot_override
 from redfish_tools.connection import BmcConnection
@@ -28,6 +30,21 @@ from tests.lab.vmlab import VmLab, admin_key, missing_prerequisites, write_inven
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 NODES = ["gpu-01", "gpu-02"]
+
+
+class LabRelayEnvironment(HostEnvironment):
+    """Environment-shaped stand-in for the lab's (being written): its ProxyCommand and admin key."""
+
+    name = "lab"
+
+    def __init__(self, netns: str, key: Path) -> None:
+        self.netns, self.key = netns, key
+
+    def ssh_proxy_command(self) -> str | None:
+        return proxy_command(self.netns)
+
+    def admin_key(self, inventory: object) -> Path | None:
+        return self.key
 
 
 @pytest.fixture(scope="module")
@@ -62,8 +79,6 @@ def test_pxe_install_to_pinned_ssh_then_ansible(tmp_path: Path, ramdisk) -> None
         with session:
             runs = session.provision_all()
             logs = session.logs()
-            known_hosts = session.tree.known_hosts
-            ips = {h: session.tree.nodes[h].ip for h in NODES}
         dump = lab.dump(logs)
         for host in NODES:
             print(f"{host}: {runs[host].timings}")  # shown with -s or on failure: seconds per phase
@@ -76,28 +91,30 @@ def test_pxe_install_to_pinned_ssh_then_ansible(tmp_path: Path, ramdisk) -> None
                 assert run.identity == {"uuid": system["UUID"].lower(), "serial": system["SKU"]}
                 override = boot_override(bmc)
                 assert override["target"] != "Pxe" or override["enabled"] == "Disabled"  # never network-first
-        hosts = {
-            "all": {
-                "hosts": {h: {"ansible_host": ips[h], "ansible_user": "root"} for h in NODES},
-                "vars": {"ansible_python_interpreter": "/usr/bin/python3"},
-            }
-        }
-        hosts_file = tmp_path / "hosts.yml"
-        hosts_file.write_text(yaml.safe_dump(hosts))
-        result = run_playbook(
-            "preflight.yml",
-            hosts_file,
-            private_key=key,
-            known_hosts=known_hosts,
-            ssh_extra_args=f'-o "ProxyCommand={proxy_command(lab.network.name)}"',
-            # lab VMs have 1 GiB of memory (a little less once the kernel took its share) and a 1 GiB
-            # image (~0.5 GB free on /): the role's production thresholds are lowered, every check still runs
-            extravars={"preflight_min_memory_mb": 512, "preflight_min_root_free_gb": 0},
-            work_dir=tmp_path / "ansible",
-        )
-        assert result.ok, f"{result.as_dict()}\n{dump}"
+        # The in-band seam: the os-check stage renders the inventory `rackctl inventory render` writes
+        # (pxe address, root, the admin key, the state dir's pinned known_hosts, the lab's proxy) and
+        # runs playbooks/preflight.yml through it; its lab thresholds come from group_vars/all/lab.yml.
+        state = tmp_path / "state"
+        with Journal(state) as journal:
+            journal.register_nodes([n.hostname for n in inventory.nodes])
+            for host in NODES:
+                for to in (NodeState.DISCOVERED, NodeState.CONFIGURED, NodeState.PROVISIONING, NodeState.PROVISIONED):
+                    journal.transition(host, to, "provisioned by the session above")
+            run_id = journal.begin_run("e2e")
+            ctx = StageContext(
+                "os-check",
+                inventory,
+                list(NODES),
+                journal,
+                state,
+                run_id,
+                options=RunOptions(environment=LabRelayEnvironment(lab.network.name, key)),
+            )
+            result = get_stage("os-check").run(ctx)
+            facts = {h: journal.latest_facts(h).get("os-check", {}) for h in NODES}
+        assert result.ok, f"{result}\n{dump}"
         for host in NODES:
-            report = result.facts[host]["preflight"]
+            report = facts[host]["preflight_report"]
             assert report["os"].startswith("Debian")
             assert report["product_uuid"].lower() == runs[host].identity["uuid"]
     finally:
