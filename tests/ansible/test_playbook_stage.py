@@ -21,8 +21,8 @@ from bootstrap.journal.states import NodeState
 from bootstrap.journal.store import Journal
 from bootstrap.lab.bmc_lab import load_lab_inventory
 from bootstrap.provision.hostkeys import ensure_host_key, known_hosts_path, write_known_hosts
-from bootstrap.stages.base import STAGE_ORDER, RunOptions, get_stage
-from bootstrap.stages.playbook import runs_dir
+from bootstrap.stages.base import STAGE_ORDER, RunOptions, StageContext, get_stage
+from bootstrap.stages.playbook import PlaybookStage, runs_dir
 from bootstrap.stages.runner import Runner, select
 from tests.lab.vmlab import write_inventory
 from tests.sshnode import SSHD, start_ssh_node
@@ -148,3 +148,32 @@ def test_a_host_outside_the_stage_is_not_touched(rack) -> None:
     assert outcome.ok, outcome.as_dict()
     with Journal(state, readonly=True) as journal:
         assert journal.state("gpu-02") is NodeState.PROVISIONED and journal.stage_done("gpu-02", "os-check") is None
+
+
+class CheckWithHelper(PlaybookStage):
+    """A playbook stage whose play also needs gpu-02 (as a join needs the control planes)."""
+
+    name = "os-check"
+    playbook = "preflight.yml"
+    facts_var = "preflight_report"
+
+    def helper_hosts(self, ctx: StageContext) -> list[str]:
+        return ["gpu-02"]
+
+
+def test_helper_hosts_join_the_play_but_only_targets_are_reported(rack) -> None:
+    inventory, state, environment = rack
+    with Journal(state) as journal:
+        run_id = journal.begin_run("test")
+        ctx = StageContext(
+            "os-check", inventory, ["gpu-01"], journal, state, run_id, options=RunOptions(environment=environment)
+        )
+        stage = CheckWithHelper()
+        assert any("gpu-02" in a.action and a.node is None for a in stage.plan(ctx))
+        result = stage.run(ctx)
+        assert set(result.nodes) == {"gpu-01"} and result.ok, result
+        assert "preflight_report" in result.nodes["gpu-01"].data
+        assert "os-check" not in journal.latest_facts("gpu-02")
+    (artifacts,) = (runs_dir(state) / f"{run_id}-os-check" / "artifacts").iterdir()
+    command = json.loads((artifacts / "command").read_text())["command"]
+    assert command[command.index("--limit") + 1] == "gpu-01,gpu-02"
