@@ -1,7 +1,9 @@
 """Run the project's playbooks with ansible-runner and report per host, machine-readably.
 
-Host keys are always checked (a ``known_hosts`` file that rackctl pinned is passed in); no secret is
-ever put in extravars, because ansible-runner writes them to its private data directory.
+How each host is reached (address, user, key, pinned known_hosts, proxy) comes from the inventory that
+``rackctl inventory render`` writes (:mod:`bootstrap.inband.access`); host keys are always checked. No
+secret is ever put in extravars, because ansible-runner writes them to its private data directory. The
+driver knows no role: a caller that wants a fact back names it (``facts_var``).
 """
 
 from __future__ import annotations
@@ -19,10 +21,7 @@ import ansible_runner
 
 from bootstrap.errors import InvalidInput, Problem
 from bootstrap.journal.secrets import SECRET_KEYS  # the one secret-word list, shared with the journal
-from bootstrap.resources import ansible_cfg, playbooks_dir, roles_dir
-
-PLAYBOOKS = playbooks_dir()
-ROLES = roles_dir()
+from bootstrap.resources import ansible_config, playbooks_dir, roles_dir
 
 
 @dataclass
@@ -60,7 +59,10 @@ class PlaybookResult:
     status: str
     rc: int
     hosts: dict[str, HostOutcome] = field(default_factory=dict)
-    facts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: host -> the value of the fact the caller asked for (``facts_var``), for hosts that set it
+    facts: dict[str, Any] = field(default_factory=dict)
+    #: ansible-runner's artifacts of this run (stdout, events) when kept, else None
+    artifacts: Path | None = None
     #: the end of ansible's output when it failed (it holds no secrets: none are passed in)
     output_tail: str = ""
 
@@ -77,6 +79,7 @@ class PlaybookResult:
             "rc": self.rc,
             "hosts": {name: h.as_dict() for name, h in self.hosts.items()},
             "output_tail": self.output_tail,
+            "artifacts": str(self.artifacts) if self.artifacts else None,
         }
 
 
@@ -86,8 +89,7 @@ def _check_extravars(extravars: dict[str, Any]) -> None:
         raise InvalidInput(
             "secrets must not be passed as extra vars (ansible-runner stores them on disk)",
             problems=[
-                Problem(f"extravars.{k}", "looks like a secret", "pass it through a vault or no_log task")
-                for k in bad
+                Problem(f"extravars.{k}", "looks like a secret", "pass it through a vault or no_log task") for k in bad
             ],
         )
 
@@ -108,46 +110,50 @@ def _output_tail(runner: Any, limit: int = 2000) -> str:
     return text[-limit:]
 
 
+def ansible_playbook_binary() -> Path:
+    """The ``ansible-playbook`` installed beside this Python (rackctl's own ansible-core)."""
+    return Path(sys.executable).with_name("ansible-playbook")
+
+
+def playbook_path(playbook: str) -> Path:
+    """``playbooks/<playbook>``; a clear error when there is none."""
+    path = (playbooks_dir() / playbook).resolve()
+    if not path.is_file():
+        raise InvalidInput(
+            f"no playbook {playbook}",
+            problems=[
+                Problem("playbook", str(path), f"use one of {sorted(p.name for p in playbooks_dir().glob('*.yml'))}")
+            ],
+        )
+    return path
+
+
 def run_playbook(
     playbook: str,
     inventory: Path,
     *,
     limit: list[str] | None = None,
     extravars: dict[str, Any] | None = None,
-    private_key: Path | None = None,
-    known_hosts: Path | None = None,
-    ssh_extra_args: str = "",
+    facts_var: str | None = None,
     on_host_done: Callable[[str, bool, str], None] | None = None,
     work_dir: Path | None = None,
 ) -> PlaybookResult:
-    """Run ``playbooks/<playbook>`` against ``inventory`` and collect per-host outcomes."""
+    """Run ``playbooks/<playbook>`` against ``inventory`` and collect per-host outcomes.
+
+    ``facts_var``: a fact the play sets (``set_fact``) to return per host in ``result.facts``.
+    ``work_dir``: ansible-runner's private data dir, kept (its ``artifacts/`` hold the run's output and
+    events); without one a temporary dir is used and removed.
+    """
     extravars = dict(extravars or {})
     _check_extravars(extravars)
-    path = (PLAYBOOKS / playbook).resolve()
-    if not path.is_file():
-        raise InvalidInput(
-            f"no playbook {playbook}", problems=[Problem("playbook", str(path), "check the name")]
-        )
+    path = playbook_path(playbook)
     own_dir = work_dir is None
     private_data_dir = Path(work_dir or tempfile.mkdtemp(prefix="rackctl-ansible-"))
     private_data_dir.mkdir(parents=True, exist_ok=True)
     # A master connection per run only: one reused from another run would skip the host-key check.
     control_dir = Path(tempfile.mkdtemp(prefix="rkcp-"))
-    ssh_args = [
-        "-o ControlMaster=auto",
-        "-o ControlPersist=30s",
-        f"-o ControlPath={control_dir}/%C",
-        "-o StrictHostKeyChecking=yes",
-    ]
-    if known_hosts is not None:
-        ssh_args.append(f"-o UserKnownHostsFile={known_hosts}")
-    if ssh_extra_args:
-        ssh_args.append(ssh_extra_args)
-    cmdline = [f"--ssh-common-args={' '.join(ssh_args)}"]
-    if private_key is not None:
-        cmdline.append(f"--private-key={private_key}")
     hosts: dict[str, HostOutcome] = {}
-    facts: dict[str, dict[str, Any]] = {}
+    facts: dict[str, Any] = {}
 
     def handler(event: dict[str, Any]) -> bool:
         kind = event.get("event", "")
@@ -160,8 +166,8 @@ def run_playbook(
             outcome.ok += 1
             outcome.changed += bool((data.get("res") or {}).get("changed"))
             set_facts = (data.get("res") or {}).get("ansible_facts") or {}
-            if "preflight_report" in set_facts:
-                facts.setdefault(host, {})["preflight"] = set_facts["preflight_report"]
+            if facts_var and facts_var in set_facts:
+                facts[host] = set_facts[facts_var]
         elif kind == "runner_on_failed" and not data.get("ignore_errors"):
             outcome.failed = True
             outcome.message = outcome.message or _failure_message(event)
@@ -170,18 +176,17 @@ def run_playbook(
             outcome.message = outcome.message or _failure_message(event)
         return True
 
-    bin_dir = Path(sys.executable).parent
-    if str(bin_dir) not in os.environ.get("PATH", "").split(os.pathsep):
-        # ansible-runner looks ansible-playbook up on this process's PATH: use the one beside rackctl.
-        os.environ["PATH"] = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
+    binary = ansible_playbook_binary()
     env = {
-        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-        "ANSIBLE_CONFIG": str(ansible_cfg()),
-        "ANSIBLE_ROLES_PATH": str(ROLES),
+        # ansible-runner finds ansible-playbook on the child's PATH: rackctl's own, beside this Python
+        "PATH": f"{binary.parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "ANSIBLE_CONFIG": str(ansible_config()),
+        "ANSIBLE_ROLES_PATH": str(roles_dir()),
         "ANSIBLE_FACT_CACHING": "memory",
         "ANSIBLE_NOCOLOR": "1",
         # ansible-runner turns host-key checking off unless told otherwise: rackctl never does.
         "ANSIBLE_HOST_KEY_CHECKING": "True",
+        "ANSIBLE_SSH_ARGS": "-o ControlMaster=auto -o ControlPersist=30s -o StrictHostKeyChecking=yes",
         "ANSIBLE_LOCAL_TEMP": str(private_data_dir / "tmp"),
         "ANSIBLE_SSH_CONTROL_PATH_DIR": str(control_dir),
     }
@@ -192,13 +197,13 @@ def run_playbook(
             inventory=str(inventory.resolve()),
             limit=",".join(limit) if limit else None,
             extravars=extravars,
-            cmdline=" ".join(f"'{c}'" for c in cmdline),
             envvars=env,
             event_handler=handler,
             quiet=True,
             suppress_env_files=True,
         )
         tail = "" if runner.rc == 0 else _output_tail(runner)
+        artifacts = None if own_dir else Path(runner.config.artifact_dir)
     finally:
         shutil.rmtree(control_dir, ignore_errors=True)
         if own_dir:
@@ -206,4 +211,4 @@ def run_playbook(
     for host, outcome in hosts.items():
         if on_host_done:
             on_host_done(host, outcome.success, outcome.message)
-    return PlaybookResult(playbook, runner.status, runner.rc, hosts, facts, tail)
+    return PlaybookResult(playbook, runner.status, runner.rc, hosts, facts, artifacts=artifacts, output_tail=tail)

@@ -27,6 +27,6 @@ def examples_dir() -> Path:
     return SHARE / "examples"
 
 
-def ansible_cfg() -> Path:
+def ansible_config() -> Path:
     """The ``ansible.cfg`` every playbook run uses."""
     return SHARE / "ansible.cfg"

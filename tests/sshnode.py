@@ -41,13 +41,18 @@ class SshNode:
             self.process.kill()
 
 
-def start_ssh_node(workdir: Path) -> SshNode:
-    """Start sshd on a free loopback port; returns once it accepts connections."""
+def start_ssh_node(workdir: Path, *, host_key: Path | None = None, client_key: Path | None = None) -> SshNode:
+    """Start sshd on a free loopback port; returns once it accepts connections.
+
+    ``host_key``: the server's private key (e.g. the one rackctl pinned for a node), else a new one;
+    ``client_key``: the private key that may log in (its ``.pub`` beside it), else a new one.
+    """
     workdir.mkdir(parents=True, exist_ok=True)
-    host_key = workdir / "ssh_host_ed25519_key"
-    client_key = workdir / "id_ed25519"
+    host_key = host_key or workdir / "ssh_host_ed25519_key"
+    client_key = client_key or workdir / "id_ed25519"
     for key in (host_key, client_key):
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+        if not key.exists():
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
     authorized = workdir / "authorized_keys"
     authorized.write_text((client_key.with_suffix(".pub")).read_text())
     authorized.chmod(0o600)

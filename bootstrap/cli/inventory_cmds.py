@@ -12,6 +12,7 @@ from bootstrap.cli.common import (
     console,
     emit,
     emit_json,
+    environment_for,
     err_console,
     escape,
     handle_errors,
@@ -21,8 +22,9 @@ from bootstrap.cli.common import (
 )
 from bootstrap.errors import EXIT_INVALID, InvalidInput, Problem
 from bootstrap.fsutil import atomic_write_text, replace_tree
+from bootstrap.inband.access import node_access
 from bootstrap.inventory import check_inventory
-from bootstrap.inventory.render import render_files
+from bootstrap.inventory.render import inventory_dir, render_files
 from bootstrap.resources import examples_dir
 
 
@@ -145,16 +147,21 @@ def inventory() -> None:
     "--out",
     type=click.Path(path_type=Path, file_okay=False),
     default=None,
-    help="Output directory (default: <state-dir>/ansible).",
+    help="Output directory (default: <state-dir>/ansible/inventory, the one every playbook run uses).",
 )
 @click.option("--dry-run", is_flag=True, help="Show what would be written, write nothing.")
 @json_option
 @handle_errors()
 def render(inventory_path: Path, state_dir: Path, out: Path | None, dry_run: bool, as_json: bool) -> None:
-    """Render the Ansible inventory (groups and host vars), written atomically."""
+    """Render the Ansible inventory (groups, layered group_vars, host and SSH connection vars), atomically.
+
+    How each node is reached (address, user, key, pinned known_hosts, proxy) comes from the environment
+    (``--env``; the host by default, the lab for a lab inventory).
+    """
     inv = check_inventory(inventory_path).inventory
-    files = render_files(inv)
-    target = out or state_dir / "ansible"
+    environment = environment_for(inv)
+    files = render_files(inv, node_access(inv, state_dir, environment))
+    target = out or inventory_dir(state_dir)
     if not dry_run:
         replace_tree(target, files)
     data = {"ok": True, "dry_run": dry_run, "out": str(target), "files": sorted(files)}

@@ -1,16 +1,26 @@
 """Derive the Ansible inventory (kubespray-style groups) and host vars from the cluster inventory.
 
-Nothing secret is rendered: BMC credentials stay in rackctl; Ansible reaches nodes over SSH only.
+Nothing secret is rendered: BMC credentials stay in rackctl; Ansible reaches nodes over SSH only, with
+the connection variables of :mod:`bootstrap.inband.access` (address, user, key path, pinned known_hosts,
+proxy). Cluster-wide variables are layered ``group_vars`` files with readable names (``cluster_name``,
+``kube_version``, ``pod_cidr``...): ``all/*.yml``, then ``k8s_cluster.yml``, ``gpu.yml``, ``fabric_manager.yml``.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from bootstrap.fsutil import replace_tree
+from bootstrap.inband.access import NodeAccess, access_address, node_access
 from bootstrap.inventory.hardware import GPU_TYPES
 from bootstrap.inventory.models import Inventory, Node, Role
 from bootstrap.inventory.profiles import kubeadm_api_for
+
+if TYPE_CHECKING:
+    from bootstrap.environment import Environment
 
 
 def group_of_model(model: str) -> str:
@@ -46,66 +56,91 @@ def groups(inv: Inventory) -> dict[str, list[str]]:
     return out
 
 
-def host_vars(inv: Inventory, node: Node) -> dict[str, Any]:
-    """Variables of one host."""
+def host_vars(inv: Inventory, node: Node, access: NodeAccess | None = None) -> dict[str, Any]:
+    """Variables of one host: how to reach it (:mod:`bootstrap.inband.access`), then what it is."""
     gpus = inv.gpus_of(node)
     gpu = GPU_TYPES.get(gpus.type)
-    mgmt = node.address_on("management")
+    connection = access.ansible_vars() if access else {"ansible_host": access_address(node)}
     data: dict[str, Any] = {
-        "ansible_host": str(mgmt) if mgmt else None,
-        "rackctl_role": node.role.value,
-        "rackctl_model": node.model,
-        "rackctl_service_tag": node.service_tag,
-        "rackctl_root_disk_hint": node.root_disk_hint,
-        "rackctl_gpu_type": gpus.type,
-        "rackctl_gpu_count": gpus.count,
-        "rackctl_gpu_label": gpu.label if gpu else None,
-        "rackctl_mig_profile": node.mig_profile,
-        "rackctl_fabric_manager_expected": bool((hw := inv.hardware(node.model)) and hw.fabric_manager),
-        "rackctl_interfaces": [i.model_dump(mode="json", exclude_none=True) for i in node.interfaces],
-        "rackctl_bonds": [b.model_dump(mode="json", exclude_none=True) for b in node.bonds],
-        "rackctl_node_labels": node.labels,
-        "rackctl_node_taints": [t.model_dump(mode="json") for t in node.taints],
+        **connection,
+        "node_role": node.role.value,
+        "hardware_model": node.model,
+        "service_tag": node.service_tag,
+        "root_disk_hint": node.root_disk_hint,
+        "gpu_type": gpus.type,
+        "gpu_count": gpus.count,
+        "gpu_label": gpu.label if gpu else None,
+        "mig_profile": node.mig_profile,
+        "fabric_manager_expected": bool((hw := inv.hardware(node.model)) and hw.fabric_manager),
+        "node_interfaces": [i.model_dump(mode="json", exclude_none=True) for i in node.interfaces],
+        "node_bonds": [b.model_dump(mode="json", exclude_none=True) for b in node.bonds],
+        "node_labels": node.labels,
+        "node_taints": [t.model_dump(mode="json") for t in node.taints],
     }
     return {k: v for k, v in data.items() if v is not None}
 
 
-def group_vars_all(inv: Inventory) -> dict[str, Any]:
-    """Cluster-wide variables."""
+#: the lab's VMs have 1 GiB of memory (a little less once the kernel took its share) and a 1 GiB image:
+#: the in-band checks' production thresholds are lowered there, every check still runs
+LAB_THRESHOLDS = {"preflight_min_memory_mb": 512, "preflight_min_root_free_gb": 0}
+
+
+def group_vars(inv: Inventory) -> dict[str, dict[str, Any]]:
+    """Layered ``group_vars`` (kubespray style): relative file path -> its variables."""
     versions = inv.cluster.resolved_versions()
     nets = inv.networks
+    k8s = nets.kubernetes
+    lab = {"all/lab.yml": dict(LAB_THRESHOLDS)} if inv.cluster.lab else {}
     return {
-        "rackctl_cluster_name": inv.cluster.name,
-        "rackctl_domain": inv.cluster.domain,
-        "rackctl_timezone": inv.cluster.timezone,
-        "rackctl_ntp_servers": inv.cluster.ntp_servers,
-        "rackctl_dns_servers": [str(d) for d in inv.cluster.dns_servers],
-        "rackctl_admin_ssh_keys": inv.cluster.admin_ssh_keys,
-        "rackctl_install_method": inv.cluster.install_method.value,
-        "rackctl_versions": versions.model_dump(mode="json"),
-        "rackctl_kubeadm_api": versions.kubeadm_api or kubeadm_api_for(versions.kubernetes),
-        "rackctl_networks": {
-            name: {
-                "cidr": str(nets.cidr_of(name)) if nets.cidr_of(name) else None,
-                "gateway": str(net.gateway) if net.gateway else None,
-                "vlan": net.vlan,
-                "mtu": net.mtu,
-            }
-            for name, net in nets.named().items()
+        **lab,
+        "all/cluster.yml": {
+            "cluster_name": inv.cluster.name,
+            "cluster_domain": inv.cluster.domain,
+            "timezone": inv.cluster.timezone,
+            "ntp_servers": inv.cluster.ntp_servers,
+            "dns_servers": [str(d) for d in inv.cluster.dns_servers],
+            "admin_ssh_keys": inv.cluster.admin_ssh_keys,
+            "install_method": inv.cluster.install_method.value,
         },
-        "rackctl_kube_api_vip": str(nets.kubernetes.api_vip),
-        "rackctl_kube_api_port": nets.kubernetes.api_port,
-        "rackctl_pod_cidr": str(nets.kubernetes.pod_cidr),
-        "rackctl_service_cidr": str(nets.kubernetes.service_cidr),
+        "all/networks.yml": {
+            "networks": {
+                name: {
+                    "cidr": str(nets.cidr_of(name)) if nets.cidr_of(name) else None,
+                    "gateway": str(net.gateway) if net.gateway else None,
+                    "vlan": net.vlan,
+                    "mtu": net.mtu,
+                }
+                for name, net in nets.named().items()
+            },
+        },
+        "all/versions.yml": {
+            "os_release": versions.os,
+            "kube_version": versions.kubernetes,
+            "kubeadm_api_version": versions.kubeadm_api or kubeadm_api_for(versions.kubernetes),
+            "containerd_version": versions.containerd,
+            "kube_vip_version": versions.kube_vip,
+            "gpu_operator_version": versions.gpu_operator,
+            "nvidia_driver_version": versions.nvidia_driver,
+            "triton_version": versions.triton,
+            "trtllm_version": versions.trtllm,
+        },
+        "k8s_cluster.yml": {
+            "kube_apiserver_vip": str(k8s.api_vip),
+            "kube_apiserver_port": k8s.api_port,
+            "pod_cidr": str(k8s.pod_cidr),
+            "service_cidr": str(k8s.service_cidr),
+        },
+        "gpu.yml": {"gpu_operator_enabled": True},
+        "fabric_manager.yml": {"fabric_manager_enabled": True},
     }
 
 
-def ansible_inventory(inv: Inventory) -> dict[str, Any]:
+def ansible_inventory(inv: Inventory, access: Mapping[str, NodeAccess] | None = None) -> dict[str, Any]:
     """The ``hosts.yml`` document: every host with its vars under ``all``, then the groups (kubespray style)."""
     grouped = groups(inv)
     children: dict[str, Any] = {name: {"hosts": {h: {} for h in hosts}} for name, hosts in grouped.items()}
     children["k8s_cluster"] = {"children": {"kube_control_plane": {}, "kube_node": {}}}
-    hosts = {node.hostname: host_vars(inv, node) for node in inv.nodes}
+    hosts = {node.hostname: host_vars(inv, node, (access or {}).get(node.hostname)) for node in inv.nodes}
     return {"all": {"hosts": hosts, "children": children}}
 
 
@@ -117,6 +152,23 @@ def _dump(data: Any) -> str:
     return HEADER + json.dumps(data, indent=2) + "\n"
 
 
-def render_files(inv: Inventory) -> dict[str, str]:
-    """Relative path -> content of every rendered file."""
-    return {"hosts.yml": _dump(ansible_inventory(inv)), "group_vars/all.yml": _dump(group_vars_all(inv))}
+def render_files(inv: Inventory, access: Mapping[str, NodeAccess] | None = None) -> dict[str, str]:
+    """Relative path -> content of every rendered file (``access``: how each host is reached)."""
+    files = {"hosts.yml": _dump(ansible_inventory(inv, access))}
+    files.update({f"group_vars/{path}": _dump(data) for path, data in group_vars(inv).items()})
+    return files
+
+
+def inventory_dir(state_dir: Path) -> Path:
+    """Where the rendered Ansible inventory lives: ``<state-dir>/ansible/inventory``."""
+    return Path(state_dir) / "ansible" / "inventory"
+
+
+def write_ansible_inventory(inv: Inventory, state_dir: Path, environment: Environment, out: Path | None = None) -> Path:
+    """Render the inventory for ``environment`` and swap it into ``out`` (default :func:`inventory_dir`).
+
+    Returns the ``hosts.yml`` every playbook run uses.
+    """
+    target = out or inventory_dir(state_dir)
+    replace_tree(target, render_files(inv, node_access(inv, state_dir, environment)))
+    return target / "hosts.yml"

@@ -81,7 +81,7 @@ class BootTree:
     tftp_root: Path
     http_root: Path
     nodes: dict[str, NodeBoot]
-    known_hosts: Path  #: pinned SSH host keys of every rendered node (rackctl-generated)
+    known_hosts: Path  #: the state dir's pinned host keys (``hostkeys.known_hosts_path``): every node so far
     root: Path | None = None  #: out_dir itself
     server_ip: str = ""
     http_port: int = 8080

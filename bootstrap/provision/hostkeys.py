@@ -80,12 +80,26 @@ def _strip_comment(line: str) -> str:
     return f"{kind} {blob}"
 
 
+def known_hosts_path(state_dir: Path) -> Path:
+    """The pinned ``known_hosts`` of a state dir: provisioning writes it, every SSH and Ansible run reads it."""
+    return Path(state_dir) / "hostkeys" / "known_hosts"
+
+
 def write_known_hosts(path: Path, entries: dict[str, tuple[HostKey, list[str]]]) -> Path:
-    """Write ``known_hosts``: for each node, its pinned key under its hostname and addresses."""
-    lines = []
-    for hostname, (key, addresses) in sorted(entries.items()):
+    """Write ``known_hosts``: for each node, its pinned key under its hostname and addresses.
+
+    Lines of nodes not in ``entries`` that ``path`` already holds are kept (a render for some nodes
+    leaves the others' pins alone); a node in ``entries`` gets exactly its new line.
+    """
+    kept: dict[str, str] = {}
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                kept[line.split(",", 1)[0].split()[0]] = line
+    for hostname, (key, addresses) in entries.items():
         names = ",".join(dict.fromkeys([hostname, *addresses]))
-        lines.append(f"{names} {key.public_line}")
+        kept[hostname] = f"{names} {key.public_line}"
+    lines = [kept[name] for name in sorted(kept)]
     return atomic_write_text(path, "\n".join(lines) + "\n", mode=0o644)
 
 

@@ -1,4 +1,4 @@
-"""Render the head node's boot tree from the inventory: dnsmasq, nginx, iPXE scripts, seeds, known_hosts.
+"""Render the head node's boot tree from the inventory: dnsmasq, nginx, iPXE scripts, seeds; pins host keys.
 
 The tree is built in a sibling temp directory and swapped into place, so a half-rendered tree is never
 served. Per-node secrets (host private key, autoinstall seed) go under ``http/private/<host>/<token>/``
@@ -26,7 +26,7 @@ from bootstrap.errors import EnvironmentMissing, InvalidInput, Problem
 from bootstrap.fsutil import atomic_write_bytes, atomic_write_text
 from bootstrap.inventory.models import Inventory, Node
 from bootstrap.provision.api import BootConfig, BootTree, NodeBoot
-from bootstrap.provision.hostkeys import HostKey, ensure_host_key, write_known_hosts
+from bootstrap.provision.hostkeys import HostKey, ensure_host_key, known_hosts_path, write_known_hosts
 
 #: Where Debian's ``ipxe`` package puts its binaries.
 IPXE_DIRS = (Path("/usr/lib/ipxe"), Path("/usr/share/ipxe"))
@@ -229,7 +229,7 @@ def render(cfg: BootConfig) -> BootTree:
             addresses = [str(a) for a in (node.address_on("management"), node.address_on("pxe")) if a]
             keys[node.hostname] = (key, addresses)
         atomic_write_text(http / "boot.ipxe", render_template("boot.ipxe.j2", base_url=base_url))
-        write_known_hosts(work / "known_hosts", keys)
+        write_known_hosts(known_hosts_path(state_dir), keys)
         _write_service_configs(cfg, work, serve_root)
         _swap_into_place(work, out_dir)
     except BaseException:
@@ -245,7 +245,7 @@ def render(cfg: BootConfig) -> BootTree:
         tftp_root=out_dir / "tftp",
         http_root=out_dir / "http",
         nodes=boots,
-        known_hosts=out_dir / "known_hosts",
+        known_hosts=known_hosts_path(state_dir),
         root=out_dir,
         server_ip=cfg.server_ip,
         http_port=cfg.http_port,

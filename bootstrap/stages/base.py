@@ -31,8 +31,9 @@ A stage is a class registered under one of :data:`STAGE_ORDER`'s names::
                 ctx.progress.node_done(self.name, node, results[node].ok, results[node].message)
             return StageResult.from_nodes(results)
 
-Put it in ``bootstrap/stages/<name>.py`` (loaded automatically by :func:`load_stages`) or anywhere that is
-imported before the run. Registering a real stage replaces the "not implemented yet" placeholder.
+Put it in ``bootstrap/stages/<name>.py`` (a ``-`` in the name becomes ``_``; loaded automatically by
+:func:`load_stages`) or anywhere that is imported before the run. Registering a real stage replaces the
+"not implemented yet" placeholder.
 
 The runner, not the stage, moves nodes along the lifecycle: before the stage a node goes to the stage's
 :attr:`Lifecycle.during` state (``provisioning`` for ``provision``), a node the stage reports ``ok`` goes to
@@ -69,6 +70,7 @@ STAGE_ORDER: tuple[str, ...] = (
     "firmware",
     "bios",
     "provision",
+    "os-check",
     "network",
     "kubernetes",
     "nvidia",
@@ -105,6 +107,8 @@ DEFAULT_LIFECYCLE: dict[str, Lifecycle] = {
     "provision": Lifecycle(
         NodeState.CONFIGURED, NodeState.PROVISIONED, NodeState.PROVISIONED, NodeState.PROVISIONING
     ),
+    # in-band checks of the installed OS over SSH (the Ansible preflight); moves no node
+    "os-check": Lifecycle(NodeState.PROVISIONED),
     "network": Lifecycle(NodeState.PROVISIONED, NodeState.JOINED),
     "kubernetes": Lifecycle(NodeState.PROVISIONED, NodeState.JOINED, NodeState.JOINED),
     "nvidia": Lifecycle(NodeState.JOINED, NodeState.READY, NodeState.READY),
@@ -359,7 +363,7 @@ def get_stage(name: str) -> Stage:
 
 
 def registered_stages() -> list[Stage]:
-    """All nine stages in :data:`STAGE_ORDER`, placeholders included."""
+    """Every stage in :data:`STAGE_ORDER`, placeholders included."""
     load_stages()
     return [_REGISTRY[name] for name in STAGE_ORDER]
 
@@ -376,12 +380,17 @@ def load_stages() -> None:
 
     placeholders.register_placeholders()
     for name in STAGE_ORDER:
-        module = f"bootstrap.stages.{name}"
+        module = f"bootstrap.stages.{stage_module_name(name)}"
         if importlib.util.find_spec(module) is not None:
             _import_stage_module(module, name)
     for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         _import_stage_module(ep.module, ep.name)
     _LOADED = True
+
+
+def stage_module_name(name: str) -> str:
+    """The module of stage ``name`` under ``bootstrap.stages`` (``os-check`` -> ``os_check``)."""
+    return name.replace("-", "_")
 
 
 def _import_stage_module(module: str, name: str) -> None:

@@ -1,4 +1,4 @@
-""" "Not implemented yet" stages for all nine names; real stages replace them when registered."""
+""" "Not implemented yet" stages for every stage name; real stages replace them when registered."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ DESCRIPTIONS: dict[str, str] = {
     "firmware": "Bring BIOS, iDRAC, NIC and GPU firmware to the validated versions",
     "bios": "Apply the BIOS profile for the node's role (Server Configuration Profile)",
     "provision": "PXE-boot and install the operating system image (wipes the boot disk)",
+    "os-check": "Check each installed node over SSH (OS, memory, disk, commands) with Ansible",
     "network": "Configure bonds, VLANs and MTU of the management and storage networks",
     "kubernetes": "Install containerd and kubeadm, form the HA control plane, join workers",
     "nvidia": "Install the NVIDIA GPU Operator (driver, toolkit, device plugin, DCGM)",

@@ -18,6 +18,7 @@ from bootstrap.errors import InvalidInput, Problem
 from rackctl_lab import paths
 from rackctl_lab.netns import LabNetwork, socket_in
 from rackctl_lab.nsrelay import proxy_command
+from rackctl_lab.vm_lab import LAB_NETNS
 from rackctl_lab.vms import LabVms, LabVmState
 
 if TYPE_CHECKING:
@@ -64,7 +65,9 @@ class LabEnvironment:
         return [*self.network.exec_prefix(), *argv]
 
     def ssh_proxy_command(self) -> str | None:
-        return proxy_command(self.vm_state.netns)
+        # Rendering an inventory before `lab up` is fine: the relay names the lab's default namespace then.
+        state = LabVms(self.lab_dir).state()
+        return proxy_command(state.netns if state else LAB_NETNS)
 
     def boot_site(self, inventory: Inventory) -> BootSite:
         return BootSite(server_ip=self.network.ip, interface=self.vm_state.bridge)

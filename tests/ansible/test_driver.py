@@ -1,15 +1,21 @@
-"""The Ansible driver runs the project's real playbooks over real SSH (OpenSSH sshd on loopback)."""
+"""The Ansible driver runs the project's real playbooks over real SSH (OpenSSH sshd on loopback).
+
+Each host is reached with the connection variables of :class:`bootstrap.inband.access.NodeAccess`
+(key, pinned known_hosts, strict checking), the ones ``rackctl inventory render`` writes.
+"""
 
 from __future__ import annotations
 
 import getpass
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from bootstrap.ansible_driver import run_playbook
 from bootstrap.errors import InvalidInput
+from bootstrap.inband.access import NodeAccess
 from tests.sshnode import SSHD, start_ssh_node
 
 pytestmark = pytest.mark.skipif(
@@ -24,38 +30,38 @@ def node(tmp_path_factory):
     ssh.stop()
 
 
-def inventory_for(tmp_path: Path, node, **hostvars) -> Path:
-    hosts = {
-        "node-a": {
-            "ansible_host": "127.0.0.1",
-            "ansible_port": node.port,
-            "ansible_user": getpass.getuser(),
-            # this machine's PATH has pyenv shims; a real node's interpreter is the system one
-            "ansible_python_interpreter": "/usr/bin/python3",
-            **hostvars,
-        }
-    }
+def inventory_for(tmp_path: Path, node, known_hosts: Path | None = None, **hostvars) -> Path:
+    access = NodeAccess(
+        hostname="node-a",
+        address="127.0.0.1",
+        user=getpass.getuser(),
+        known_hosts=known_hosts or node.known_hosts,
+        private_key=node.private_key,
+        port=node.port,
+    )
     path = tmp_path / "hosts.yml"
-    path.write_text(json.dumps({"all": {"hosts": hosts}}))
+    path.write_text(json.dumps({"all": {"hosts": {"node-a": {**access.ansible_vars(), **hostvars}}}}))
     return path
 
 
-def test_preflight_runs_over_ssh_and_reports_facts(node, tmp_path):
-    result = run_playbook(
-        "preflight.yml",
-        inventory_for(tmp_path, node),
-        private_key=node.private_key,
-        known_hosts=node.known_hosts,
-    )
+def test_preflight_runs_over_ssh_and_returns_the_fact_asked_for(node, tmp_path):
+    path_before = os.environ.get("PATH")
+    result = run_playbook("preflight.yml", inventory_for(tmp_path, node), facts_var="preflight_report")
     assert result.ok, result.as_dict()
     assert result.hosts["node-a"].ok > 3
-    report = result.facts["node-a"]["preflight"]
+    report = result.facts["node-a"]
     assert int(report["memory_mb"]) > 0 and report["kernel"]
+    assert os.environ.get("PATH") == path_before  # the driver leaves this process's environment alone
+
+
+def test_no_fact_is_returned_unless_asked_for(node, tmp_path):
+    result = run_playbook("preflight.yml", inventory_for(tmp_path, node))
+    assert result.ok and result.facts == {}
 
 
 def test_a_failing_check_is_reported_per_host(node, tmp_path):
     inv = inventory_for(tmp_path, node, preflight_min_memory_mb=10**9)
-    result = run_playbook("preflight.yml", inv, private_key=node.private_key, known_hosts=node.known_hosts)
+    result = run_playbook("preflight.yml", inv)
     assert not result.ok
     outcome = result.hosts["node-a"]
     assert outcome.failed and "needs 1000000000" in outcome.message
@@ -67,13 +73,30 @@ def test_wrong_host_key_is_refused(node, tmp_path):
     bad_known.write_text(
         f"{other[0]} ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHb0N9b4tRr8yQ1QmWbqFf3gLhK3u3cO2N3zWq5sK9aT\n"
     )
-    result = run_playbook(
-        "preflight.yml", inventory_for(tmp_path, node), private_key=node.private_key, known_hosts=bad_known
-    )
+    result = run_playbook("preflight.yml", inventory_for(tmp_path, node, known_hosts=bad_known))
     assert not result.ok
     assert result.hosts["node-a"].unreachable
+
+
+def test_an_unpinned_host_is_refused(node, tmp_path):
+    empty = tmp_path / "empty_known_hosts"
+    empty.write_text("")
+    result = run_playbook("preflight.yml", inventory_for(tmp_path, node, known_hosts=empty))
+    assert result.hosts["node-a"].unreachable
+    assert "verification failed" in result.hosts["node-a"].message.lower()
+
+
+def test_artifacts_are_kept_in_the_work_dir(node, tmp_path):
+    result = run_playbook("preflight.yml", inventory_for(tmp_path, node), work_dir=tmp_path / "run")
+    assert result.artifacts is not None and result.artifacts.is_relative_to(tmp_path / "run")
+    assert "PLAY RECAP" in (result.artifacts / "stdout").read_text()
 
 
 def test_secrets_are_refused_as_extravars(node, tmp_path):
     with pytest.raises(InvalidInput):
         run_playbook("preflight.yml", inventory_for(tmp_path, node), extravars={"bmc_password": "x"})
+
+
+def test_an_unknown_playbook_is_a_clear_error(tmp_path):
+    with pytest.raises(InvalidInput, match=r"no playbook nope\.yml"):
+        run_playbook("nope.yml", tmp_path / "hosts.yml")

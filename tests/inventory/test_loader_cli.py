@@ -108,10 +108,11 @@ def test_init_writes_sample_and_refuses_overwrite(tmp_path):
 
 def test_render_produces_an_inventory_ansible_reads(data, tmp_path):
     inv_path = write(tmp_path, data)
-    out = tmp_path / "ansible"
-    dry = runner.invoke(cli, ["inventory", "render", "-i", str(inv_path), "-o", str(out), "--dry-run", "--json"])
+    out, state = tmp_path / "ansible", tmp_path / "state"
+    args = ["inventory", "render", "-i", str(inv_path), "-o", str(out), "--state-dir", str(state), "--json"]
+    dry = runner.invoke(cli, [*args, "--dry-run"])
     assert dry.exit_code == 0 and not out.exists()
-    result = runner.invoke(cli, ["inventory", "render", "-i", str(inv_path), "-o", str(out), "--json"])
+    result = runner.invoke(cli, args)
     assert result.exit_code == 0, result.output
     # The real ansible-core inventory parser reads what we wrote.
     listed = subprocess.run(
@@ -125,9 +126,18 @@ def test_render_produces_an_inventory_ansible_reads(data, tmp_path):
     assert doc["fabric_manager"]["hosts"] == ["gpu-xe9680-01"]
     assert set(doc["kube_control_plane"]["hosts"]) == {"head-01", "cp-02", "cp-03"}
     assert set(doc["model_r760xa"]["hosts"]) == {"gpu-l40s-01"}
-    assert doc["_meta"]["hostvars"]["gpu-l40s-01"]["ansible_host"] == "10.20.0.24"
-    assert doc["_meta"]["hostvars"]["gpu-l40s-01"]["rackctl_gpu_count"] == 4
-    rendered = (out / "hosts.yml").read_text() + (out / "group_vars" / "all.yml").read_text()
+    assert doc["_meta"]["hostvars"]["gpu-l40s-01"]["ansible_host"] == "10.10.0.24"  # its pxe address (inband.access)
+    gpu_host = doc["_meta"]["hostvars"]["gpu-l40s-01"]
+    assert gpu_host["gpu_count"] == 4
+    # layered group_vars: all/*.yml for everyone, gpu.yml only for the gpu group
+    assert gpu_host["cluster_name"] == data["cluster"]["name"] and gpu_host["pod_cidr"]
+    assert gpu_host["gpu_operator_enabled"] is True
+    assert "gpu_operator_enabled" not in doc["_meta"]["hostvars"]["cp-02"]
+    # how it is reached: the state dir's pinned known_hosts, strictly
+    assert gpu_host["ansible_user"] == "rackctl"  # autoinstall: the seeded admin user
+    assert f"UserKnownHostsFile={state.resolve()}/hostkeys/known_hosts" in gpu_host["ansible_ssh_common_args"]
+    assert "StrictHostKeyChecking=yes" in gpu_host["ansible_ssh_common_args"]
+    rendered = (out / "hosts.yml").read_text() + "".join(p.read_text() for p in (out / "group_vars").rglob("*.yml"))
     assert "RACKCTL_BMC_PASSWORD" not in rendered and "fingerprint" not in rendered
 
 

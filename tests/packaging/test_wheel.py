@@ -86,7 +86,7 @@ def test_installed_rackctl_inits_validates_and_renders_outside_the_checkout(inst
         [rackctl, "inventory", "render", "-i", "cluster.yml", "--state-dir", "state", "--json"], tmp_path, env
     )
     assert render.returncode == 0, render.stdout + render.stderr
-    assert (tmp_path / "state" / "ansible" / "hosts.yml").is_file()
+    assert (tmp_path / "state" / "ansible" / "inventory" / "hosts.yml").is_file()
 
     lab = _run([rackctl, "lab", "--help"], tmp_path, env)
     assert lab.returncode != 0  # the lab is not part of the product

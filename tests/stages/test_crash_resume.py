@@ -69,7 +69,7 @@ def test_killed_mid_destructive_step_resumes_without_repeating(
     out, err = resumed.communicate(timeout=120)
     assert resumed.returncode == EXIT_NOT_IMPLEMENTED, err
     result = json.loads(out)
-    assert result["message"].startswith("stage 'network' is not implemented yet")
+    assert result["message"].startswith("stage 'os-check' is not implemented yet")
     after = counts(effects)
 
     for node in nodes:

@@ -1,0 +1,104 @@
+"""Stages that run one of the project's playbooks over SSH, through the one in-band seam.
+
+A :class:`PlaybookStage` declares its playbook, the fact it reads back (``facts_var``) and, when a play
+needs them, other nodes (:meth:`PlaybookStage.helper_hosts`: control planes for a join), which are put in
+the run's limit but never moved in the journal. A run:
+
+1. renders the Ansible inventory with :func:`bootstrap.inventory.render.write_ansible_inventory` (the
+   same tree ``rackctl inventory render`` writes, with the connection of :mod:`bootstrap.inband.access`
+   for the run's environment);
+2. runs :func:`bootstrap.ansible_driver.run_playbook`, keeping ansible-runner's artifacts under
+   ``<state-dir>/ansible/runs/<run-id>-<stage>/``;
+3. reports each target node: ok only when Ansible reached it and no task failed; a failed or
+   unreachable host carries Ansible's message (the runner journals it as the cause). The fact named by
+   ``facts_var`` is recorded in the journal and returned in the node's data.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+from bootstrap.ansible_driver import HostOutcome, PlaybookResult, run_playbook
+from bootstrap.inventory.render import write_ansible_inventory
+from bootstrap.stages.base import NodeResult, PlannedAction, Stage, StageContext, StageResult
+
+#: what a failed run's message keeps of ansible's output
+MESSAGE_LIMIT = 400
+
+
+def runs_dir(state_dir: Path) -> Path:
+    """Where each playbook run's ansible-runner directory is kept: ``<state-dir>/ansible/runs``."""
+    return Path(state_dir) / "ansible" / "runs"
+
+
+class PlaybookStage(Stage):
+    """Base class: a stage whose work is one playbook run on its nodes."""
+
+    #: ``playbooks/<playbook>``
+    playbook: ClassVar[str]
+    #: the fact the play sets per host (``set_fact``) that the stage records and returns; None: none
+    facts_var: ClassVar[str | None] = None
+
+    def helper_hosts(self, ctx: StageContext) -> list[str]:
+        """Other nodes the play needs (in the limit, not moved in the journal); none by default."""
+        return []
+
+    def extravars(self, ctx: StageContext) -> dict[str, Any]:
+        """Extra variables of the run: ``RunOptions.extra[<stage>]["extravars"]`` (never secrets)."""
+        return dict((ctx.options.extra.get(self.name) or {}).get("extravars") or {})
+
+    def plan(self, ctx: StageContext) -> list[PlannedAction]:
+        actions = [PlannedAction(self.name, n, f"run playbooks/{self.playbook} over SSH") for n in ctx.nodes]
+        helpers = [h for h in self.helper_hosts(ctx) if h not in ctx.nodes]
+        if ctx.nodes and helpers:
+            actions.append(
+                PlannedAction(self.name, None, f"include {', '.join(helpers)} in the play (not changed in the journal)")
+            )
+        return actions
+
+    def run(self, ctx: StageContext) -> StageResult:
+        if not ctx.nodes:
+            return StageResult(ok=True, message="no nodes to run on")
+        helpers = [h for h in self.helper_hosts(ctx) if h not in ctx.nodes]
+        inventory = write_ansible_inventory(ctx.inventory, ctx.state_dir, ctx.options.environment)
+        work_dir = runs_dir(ctx.state_dir) / f"{ctx.run_id}-{self.name}"
+        targets = set(ctx.nodes)
+
+        def host_done(host: str, ok: bool, message: str) -> None:
+            if host in targets:
+                ctx.progress.node_done(self.name, host, ok, message)
+
+        result = run_playbook(
+            self.playbook,
+            inventory,
+            limit=[*ctx.nodes, *helpers],
+            extravars=self.extravars(ctx),
+            facts_var=self.facts_var,
+            on_host_done=host_done,
+            work_dir=work_dir,
+        )
+        nodes = {node: self._node_result(ctx, node, result) for node in ctx.nodes}
+        for node, res in nodes.items():
+            if node not in result.hosts:  # never reached by the play: host_done was not called for it
+                ctx.progress.node_done(self.name, node, res.ok, res.message)
+        done = sum(r.ok for r in nodes.values())
+        message = (
+            f"playbooks/{self.playbook} (ansible {result.status}, rc {result.rc}) on {len(nodes)} node(s), "
+            f"{done} ok; output in {result.artifacts or work_dir}"
+        )
+        return StageResult.from_nodes(nodes, message=message)
+
+    def _node_result(self, ctx: StageContext, node: str, result: PlaybookResult) -> NodeResult:
+        outcome: HostOutcome | None = result.hosts.get(node)
+        if outcome is None:
+            tail = " ".join(result.output_tail.split())[-MESSAGE_LIMIT:]
+            why = f": {tail}" if tail else " (is it in the play's hosts pattern?)"
+            return NodeResult(node, ok=False, message=f"the play did not run on this node{why}")
+        data: dict[str, Any] = {"tasks_ok": outcome.ok, "changed": outcome.changed}
+        if outcome.success and self.facts_var and node in result.facts:
+            fact = result.facts[node]
+            ctx.record_facts(node, {self.facts_var: fact})
+            data[self.facts_var] = fact
+        message = outcome.message or ("unreachable" if outcome.unreachable else "")
+        return NodeResult(node, ok=outcome.success, message=message, changed=outcome.changed > 0, data=data)
