@@ -4,7 +4,7 @@ Everything rackctl does that depends on *where* it runs goes through one :class:
 the CLI (``rackctl --env NAME``, ``$RACKCTL_ENV``): how to open a TCP connection to a node, which socket a
 node-facing listener binds, how to run a node-facing service (dnsmasq, nginx), how SSH and Ansible reach a
 node (a ``ProxyCommand`` or none), where the head node's boot services listen, which admin SSH key logs in,
-and which nodes the environment provides already installed.
+which nodes the environment provides already installed, and which it keeps out of in-band configuration.
 
 :class:`HostEnvironment` is the product's own implementation (the default): a real head node on the site's
 networks. Other implementations come from the ``rackctl.environments`` entry-point group; the lab
@@ -74,6 +74,10 @@ class Environment(Protocol):
         """Hostnames this environment provides already installed (never PXE-installed by rackctl)."""
         ...
 
+    def out_of_band_only(self, inventory: Inventory) -> dict[str, str]:
+        """Hostnames rackctl must not configure over SSH here, each with the reason (in-band stages skip them)."""
+        ...
+
 
 class HostEnvironment:
     """A real site: rackctl runs on the head node (or a machine on its networks), nothing is wrapped.
@@ -125,6 +129,9 @@ class HostEnvironment:
 
         # The head node runs rackctl and serves the installs: it is installed by the operator.
         return {n.hostname for n in inventory.nodes if n.role == Role.HEAD}
+
+    def out_of_band_only(self, inventory: Inventory) -> dict[str, str]:
+        return {}
 
 
 def available() -> dict[str, str]:

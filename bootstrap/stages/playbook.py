@@ -16,6 +16,7 @@ the run's limit but never moved in the journal. A run:
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -49,7 +50,11 @@ class PlaybookStage(Stage):
         return dict((ctx.options.extra.get(self.name) or {}).get("extravars") or {})
 
     def plan(self, ctx: StageContext) -> list[PlannedAction]:
-        actions = [PlannedAction(self.name, n, f"run playbooks/{self.playbook} over SSH") for n in ctx.nodes]
+        excluded = ctx.options.environment.out_of_band_only(ctx.inventory)
+        actions = [
+            PlannedAction(self.name, n, f"run playbooks/{self.playbook} over SSH", skip=excluded.get(n))
+            for n in ctx.nodes
+        ]
         helpers = [h for h in self.helper_hosts(ctx) if h not in ctx.nodes]
         if ctx.nodes and helpers:
             actions.append(
@@ -58,8 +63,16 @@ class PlaybookStage(Stage):
         return actions
 
     def run(self, ctx: StageContext) -> StageResult:
-        if not ctx.nodes:
-            return StageResult(ok=True, message="no nodes to run on")
+        excluded = ctx.options.environment.out_of_band_only(ctx.inventory)
+        skipped = {
+            n: NodeResult(n, ok=True, message=f"skipped, not run: {excluded[n]}") for n in ctx.nodes if n in excluded
+        }
+        for node, res in skipped.items():
+            ctx.progress.node_done(self.name, node, res.ok, res.message)
+        nodes_to_run = [n for n in ctx.nodes if n not in excluded]
+        if not nodes_to_run:
+            return StageResult.from_nodes(skipped, message="no node to run on in this environment")
+        ctx = dataclasses.replace(ctx, nodes=nodes_to_run)
         helpers = [h for h in self.helper_hosts(ctx) if h not in ctx.nodes]
         inventory = write_ansible_inventory(ctx.inventory, ctx.state_dir, ctx.options.environment)
         work_dir = runs_dir(ctx.state_dir) / f"{ctx.run_id}-{self.name}"
@@ -87,7 +100,9 @@ class PlaybookStage(Stage):
             f"playbooks/{self.playbook} (ansible {result.status}, rc {result.rc}) on {len(nodes)} node(s), "
             f"{done} ok; output in {result.artifacts or work_dir}"
         )
-        return StageResult.from_nodes(nodes, message=message)
+        if skipped:
+            message += f"; skipped {', '.join(sorted(skipped))} (not configured in-band in this environment)"
+        return StageResult.from_nodes({**skipped, **nodes}, message=message)
 
     def _node_result(self, ctx: StageContext, node: str, result: PlaybookResult) -> NodeResult:
         outcome: HostOutcome | None = result.hosts.get(node)

@@ -81,3 +81,7 @@ class LabEnvironment:
 
         # The head node is this machine: it serves the installs and is not a VM.
         return {n.hostname for n in inventory.nodes if n.role == Role.HEAD}
+
+    def out_of_band_only(self, inventory: Inventory) -> dict[str, str]:
+        reason = "the lab's head node is this machine: rackctl does not configure it over SSH"
+        return dict.fromkeys(self.preinstalled(inventory), reason)

@@ -23,7 +23,7 @@ from bootstrap.journal.store import Journal
 from bootstrap.provision.hostkeys import ensure_host_key, known_hosts_path, write_known_hosts
 from bootstrap.stages.base import STAGE_ORDER, RunOptions, StageContext, get_stage
 from bootstrap.stages.playbook import PlaybookStage, runs_dir
-from bootstrap.stages.runner import Runner, select
+from bootstrap.stages.runner import Runner, plan, select
 from tests.lab.vmlab import write_inventory
 from tests.sshnode import SSHD, start_ssh_node
 
@@ -177,3 +177,26 @@ def test_helper_hosts_join_the_play_but_only_targets_are_reported(rack) -> None:
     (artifacts,) = (runs_dir(state) / f"{run_id}-os-check" / "artifacts").iterdir()
     command = json.loads((artifacts / "command").read_text())["command"]
     assert command[command.index("--limit") + 1] == "gpu-01,gpu-02"
+
+
+class KeepsGpu02Out(RelayEnvironment):
+    """An environment that does not let rackctl configure gpu-02 over SSH (as the lab does its head node)."""
+
+    def out_of_band_only(self, inventory: object) -> dict[str, str]:
+        return {"gpu-02": "this machine is not configured over SSH here"}
+
+
+def test_nodes_the_environment_keeps_out_are_skipped_and_said_so(rack) -> None:
+    inventory, state, environment = rack
+    environment = KeepsGpu02Out(environment.key, environment.port_map)
+    progress = Recorder()
+    selection = select(inventory, stages=["os-check"], limit=NODES)
+    planned = plan(inventory, state, selection, RunOptions(environment=environment))
+    actions = {a["node"]: a for a in planned["stages"][0]["actions"]}
+    assert actions["gpu-02"]["skip"] == "this machine is not configured over SSH here"
+    outcome = Runner(inventory, state, selection, options=RunOptions(environment=environment), progress=progress).run()
+    stage = outcome.stages[0]
+    assert outcome.ok and stage.nodes["gpu-01"]["status"] == "completed"
+    # gpu-02 (which serves an unpinned key) was never in the play, so it did not fail; the result says why
+    assert "skipped, not run" in stage.nodes["gpu-02"]["message"]
+    assert progress.done["gpu-02"] == (True, "skipped, not run: this machine is not configured over SSH here")

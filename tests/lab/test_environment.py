@@ -54,6 +54,8 @@ def test_lab_environment_answers_from_the_lab_record(tmp_path: Path) -> None:
     assert env.admin_key(inventory) == tmp_path / "ssh" / "id_ed25519"
     heads = {n.hostname for n in inventory.nodes if n.role.value == "head"}
     assert env.preinstalled(inventory) == heads
+    assert set(env.out_of_band_only(inventory)) == heads  # the head node is this machine: never SSH-configured
+    assert HostEnvironment().out_of_band_only(inventory) == {}
 
 
 def test_lab_environment_without_lab_up_says_what_to_run(tmp_path: Path) -> None:
