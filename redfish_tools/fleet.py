@@ -1,7 +1,10 @@
 """Fan an operation out over many BMCs: one session and 1-2 requests in flight per BMC, many BMCs at once.
 
-Each BMC gets its own worker thread and connection (its own in-flight limit), so one slow iDRAC never
-starves the others; a failure on one node becomes that node's result, never a crash of the run.
+Each BMC gets its own worker thread and :class:`~redfish_tools.connection.BmcConnection` (the one engine,
+its in-flight limit ``policy.max_in_flight``), at most ``max_bmcs`` at once, so one slow iDRAC never
+starves the others; a failure on one node becomes that node's result, never a crash of the run. With
+``policy.deadline_s`` a node still busy at its deadline is cut there and reported as "deadline exceeded
+after N s" while the others go on.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ def run_on_bmc(
     conn: BmcConnection | None = None
     try:
         conn = BmcConnection(target, policy)
+        conn.start_deadline()
         with conn:
             value = operation(conn)
         return NodeResult(target.name, True, value, None, time.monotonic() - start, conn.requests_sent)
@@ -102,3 +106,38 @@ def run_fleet(
         raise
     pool.shutdown(wait=True)
     return [results[n] for n in names]
+
+
+def in_parallel(width: int, *tasks: Callable[[], Any]) -> list[Any]:
+    """Run ``tasks`` ``width`` at a time (this thread and ``width - 1`` helpers); results in task order.
+
+    For the independent reads of one BMC operation; the connection still caps its requests in flight.
+    The first exception is raised after every started task ended.
+    """
+    results: list[Any] = [None] * len(tasks)
+    pending = iter(enumerate(tasks))
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        while not errors:
+            with lock:
+                item = next(pending, None)
+            if item is None:
+                return
+            index, task = item
+            try:
+                results[index] = task()
+            except BaseException as exc:  # re-raised in the caller's thread
+                errors.append(exc)
+                return
+
+    helpers = [threading.Thread(target=work, name="bmc-read", daemon=True) for _ in range(max(0, width - 1))]
+    for helper in helpers:
+        helper.start()
+    work()
+    for helper in helpers:
+        helper.join()
+    if errors:
+        raise errors[0]
+    return results

@@ -26,14 +26,15 @@ from bootstrap.fsutil import atomic_write_text
 from bootstrap.inventory.models import Inventory, Node
 from bootstrap.inventory.secrets import resolve_bmc_credentials
 from bootstrap.journal.store import Journal
-from redfish_tools.aio import discover_async, run_fleet_async
 from redfish_tools.bios import apply_bios, plan_bios
 from redfish_tools.connection import BmcTarget, ConnectionPolicy
-from redfish_tools.discover import NodeFacts
+from redfish_tools.discover import NodeFacts, discover
 from redfish_tools.fleet import NodeResult, run_fleet
 
 Progress = Callable[[NodeResult[Any]], None]
 FACTS_STAGE = "discover"
+#: Discovery of one node (login, ~25 reads, logout) is cut after two minutes, whatever the BMC does.
+DISCOVER_POLICY = ConnectionPolicy(deadline_s=120.0)
 
 
 # -- inventory -> targets --------------------------------------------------------------------------
@@ -192,8 +193,8 @@ def run_discover_stage(
 ) -> DiscoverReport:
     """Discover ``nodes`` through their BMCs, record facts, compare with the inventory."""
     targets = targets_for(inventory, nodes)
-    # Discovery is read-only and fleet-wide: the asyncio engine crawls hundreds of BMCs on one core.
-    results = run_fleet_async(targets, discover_async, policy=policy, progress=progress)
+    # Read-only and fleet-wide: each node is cut at its deadline, the healthy ones are reported meanwhile.
+    results = run_fleet(targets, discover, policy=policy or DISCOVER_POLICY, progress=progress)
     report = DiscoverReport(results=results)
     report.facts_store = record_facts(state_dir, results)
     by_name = {n.hostname: n for n in nodes}
