@@ -209,6 +209,11 @@ class BmcConnection:
         seconds = seconds if seconds is not None else self.policy.deadline_s
         self.deadline = time.monotonic() + seconds if seconds is not None else None
 
+    @property
+    def deadline_passed(self) -> bool:
+        """Whether the operation deadline (if any) is spent: waiting loops stop then."""
+        return self.deadline is not None and time.monotonic() >= self.deadline
+
     def open(self) -> None:
         """Read the service root and log in (session; basic auth without a SessionService or on RAC0218)."""
         if self.deadline is None:

@@ -130,17 +130,15 @@ def fetch(svc: Service) -> RawInventory:
         update = svc.service_uri("UpdateService")
         return svc.members(link(svc.get(update), "FirmwareInventory")) if update else []
 
-    (raw.storage, raw.pcie_devices, raw.firmware, raw.processors, raw.memory, raw.nics, raw.manager) = (
-        in_parallel(
-            svc.conn.policy.max_in_flight,
-            storage,
-            pcie,
-            firmware,
-            lambda: svc.members(link(system, "Processors")),
-            lambda: svc.members(link(system, "Memory")),
-            lambda: svc.members(link(system, "EthernetInterfaces")),
-            svc.manager,
-        )
+    (raw.storage, raw.pcie_devices, raw.firmware, raw.processors, raw.memory, raw.nics, raw.manager) = in_parallel(
+        svc.conn.policy.max_in_flight,
+        storage,
+        pcie,
+        firmware,
+        lambda: svc.members(link(system, "Processors")),
+        lambda: svc.members(link(system, "Memory")),
+        lambda: svc.members(link(system, "EthernetInterfaces")),
+        svc.manager,
     )
     return raw
 

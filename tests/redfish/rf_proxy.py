@@ -45,7 +45,7 @@ class BmcProxy:
             def _any(self) -> None:
                 proxy.handle(self)
 
-            do_GET = do_POST = do_PATCH = do_DELETE = do_PUT = _any  # noqa: N815
+            do_GET = do_POST = do_PATCH = do_DELETE = do_PUT = _any
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
@@ -83,7 +83,7 @@ class BmcProxy:
     def _page(self, data: bytes, path: str, query: dict[str, str], skip: int) -> bytes:
         doc = json.loads(data or b"{}")
         members = doc.get("Members")
-        if not isinstance(members, list) or len(members) <= self.page_size and not skip:
+        if not isinstance(members, list) or (len(members) <= self.page_size and not skip):
             return data
         doc["Members"] = members[skip : skip + self.page_size]
         self.pages_served += 1

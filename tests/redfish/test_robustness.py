@@ -46,9 +46,10 @@ def test_redfish_tools_imports_nothing_from_bootstrap() -> None:
 def test_fleet_follows_members_nextlink_pages(lab: Lab) -> None:
     names = ["gpu-l40s-01", "gpu-xe9680-01"]
     direct = {r.name: r.value.as_dict() for r in run_fleet([lab.target(n) for n in names], discover, policy=FAST)}
-    with bmc_proxy(lab.endpoints[names[0]].url, lab.endpoints[names[0]].ca_file) as p0, bmc_proxy(
-        lab.endpoints[names[1]].url, lab.endpoints[names[1]].ca_file
-    ) as p1:
+    with (
+        bmc_proxy(lab.endpoints[names[0]].url, lab.endpoints[names[0]].ca_file) as p0,
+        bmc_proxy(lab.endpoints[names[1]].url, lab.endpoints[names[1]].ca_file) as p1,
+    ):
         p0.page_size = p1.page_size = 1  # every collection of more than one member comes in pages of one
         targets = [replace(lab.target(names[0]), url=p0.url), replace(lab.target(names[1]), url=p1.url)]
         paged = {r.name: r for r in run_fleet(targets, discover, policy=FAST)}
