@@ -311,8 +311,10 @@ class BmcConnection:
 
         The session's id is unknown, so: list the sessions with basic auth and delete the newest one of our
         user name (iDRAC session ids increase). Tried twice, half a second apart, within
-        ``logout_deadline_s``; a session of the same user made in that same instant by someone else could be
-        taken for ours (the cost: that client logs in again).
+        ``logout_deadline_s``. Limit of the heuristic: the emulated and real iDRAC list no creation time or
+        client tag, so when our POST made no session (it never arrived) or another client of the same user
+        logged in meanwhile, that other session is the newest and is deleted (its client must log in
+        again); a leaked session, which locks operators out at 8, is the worse outcome.
         """
         basic = self._basic_header()
         deadline = time.monotonic() + self.policy.logout_deadline_s

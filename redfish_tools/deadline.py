@@ -116,6 +116,11 @@ def _track(sock: socket.socket | None) -> None:
 
 
 class _TrackedHTTPConnection(HTTPConnection):
+    def _new_conn(self) -> socket.socket:
+        sock = super()._new_conn()
+        _track(sock)  # from the TCP connect on: a TLS handshake that trickles is cut too
+        return sock
+
     def connect(self) -> None:
         super().connect()
         _track(self.sock)
@@ -126,6 +131,11 @@ class _TrackedHTTPConnection(HTTPConnection):
 
 
 class _TrackedHTTPSConnection(HTTPSConnection):
+    def _new_conn(self) -> socket.socket:
+        sock = super()._new_conn()
+        _track(sock)  # from the TCP connect on: a TLS handshake that trickles is cut too
+        return sock
+
     def connect(self) -> None:
         super().connect()
         _track(self.sock)
