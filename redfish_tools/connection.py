@@ -458,7 +458,9 @@ class BmcConnection:
         if remaining <= 0 or not self._slots.acquire(timeout=remaining):
             raise self._deadline_error(path, deadline)
         try:
-            client = self._client if call.auth else self._anonymous()
+            # Before any login the main client carries no credentials: the service root and the login use
+            # it (one TLS connection fewer per BMC); later unauthenticated calls (re-login) use their own.
+            client = self._client if call.auth or self.auth_mode is None else self._anonymous()
             kwargs: dict[str, Any] = {
                 "headers": {"Accept": "application/json", **(call.headers or {})},
                 "max_retry": 0,
