@@ -183,3 +183,22 @@ def test_ctrl_c_during_login_leaves_no_session(lab: Lab, spare: str) -> None:
         assert not entered, "the interrupt came after the login: the test proves nothing"
         assert len(_logins(lab, spare, since)) == 1  # the session was made on the emulator
         assert lab.rack.open_sessions(spare) == 0
+
+
+def test_cli_prints_a_redfish_error_as_a_message_with_exit_1() -> None:
+    import click
+    from click.testing import CliRunner
+
+    from bootstrap.cli.common import handle_errors, json_option
+
+    @click.command()
+    @json_option
+    @handle_errors()
+    def cmd(as_json: bool) -> None:
+        raise E.PermissionDeniedError("not allowed", bmc="cp-02", uri="/redfish/v1/x", status=403, message_id="X1")
+
+    for args in ([], ["--json"]):
+        result = CliRunner().invoke(cmd, args)
+        assert result.exit_code == 1, result.output
+        assert "Traceback" not in result.output and result.exception is not None
+        assert "cp-02 /redfish/v1/x: not allowed (HTTP 403, X1)" in result.output
