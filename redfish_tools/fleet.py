@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -58,24 +58,54 @@ Progress = Callable[[NodeResult[Any]], None]
 
 
 def run_on_bmc(
-    target: BmcTarget, operation: Callable[[BmcConnection], T], policy: ConnectionPolicy | None = None
+    target: BmcTarget,
+    operation: Callable[[BmcConnection], T],
+    policy: ConnectionPolicy | None = None,
+    *,
+    on_result: Progress | None = None,
 ) -> NodeResult[T]:
-    """Log in to one BMC, run ``operation``, always log out; never raises."""
+    """Log in to one BMC, run ``operation``, always log out; never raises for the node's failure.
+
+    ``on_result`` gets the result as soon as it is known, before the logout: a node cut at its deadline is
+    reported then, not after its logout (which has ``policy.logout_deadline_s`` of its own).
+    """
     start = time.monotonic()
     conn: BmcConnection | None = None
     try:
         conn = BmcConnection(target, policy)
         conn.start_deadline()
-        with conn:
-            value = operation(conn)
-        return NodeResult(target.name, True, value, None, time.monotonic() - start, conn.requests_sent)
+        conn.open()
+        value = operation(conn)
+        result = NodeResult(target.name, True, value, None, time.monotonic() - start, conn.requests_sent)
     except RedfishError as exc:
-        error = exc.as_dict()
+        result = _failed(target, start, conn, exc.as_dict())
     except Exception as exc:  # a bug or an unexpected answer must not stop the other nodes
         log.debug("%s: unexpected error", target.name, exc_info=True)
         error = {"kind": "internal", "message": redact(f"{type(exc).__name__}: {exc}"), "bmc": target.name}
+        result = _failed(target, start, conn, error)
+    except BaseException:  # Ctrl-C: log out, then let it stop the run
+        if conn is not None:
+            conn.close()
+        raise
+    try:
+        if on_result:
+            on_result(result)
+    finally:
+        if conn is not None:
+            _close(conn)
+    return result
+
+
+def _failed(target: BmcTarget, start: float, conn: BmcConnection | None, error: dict[str, Any]) -> NodeResult[Any]:
     sent = conn.requests_sent if conn else 0
     return NodeResult(target.name, False, None, error, time.monotonic() - start, sent)
+
+
+def _close(conn: BmcConnection) -> None:
+    try:
+        conn.close()
+    except Exception:  # a failed logout is logged by the connection; it never changes the node's result
+        log.debug("%s: close failed", conn.target.name, exc_info=True)
 
 
 def run_fleet(
@@ -86,29 +116,33 @@ def run_fleet(
     max_bmcs: int = DEFAULT_MAX_BMCS,
     progress: Progress | None = None,
 ) -> list[NodeResult[T]]:
-    """Run ``operation`` on every BMC concurrently; results in the order of ``targets``."""
+    """Run ``operation`` on every BMC concurrently; results in the order of ``targets``.
+
+    ``progress`` is called once per node as soon as its result is known (from the worker threads, one
+    call at a time).
+    """
     if not targets:
         return []
     names = [t.name for t in targets]
     if len(set(names)) != len(names):
         raise ValueError("BMC target names must be unique")
-    results: dict[str, NodeResult[T]] = {}
     lock = threading.Lock()
+
+    def report(result: NodeResult[Any]) -> None:
+        if progress:
+            with lock:
+                progress(result)
+
     workers = max(1, min(len(targets), max_bmcs))
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bmc")
     try:
-        futures = {pool.submit(run_on_bmc, t, operation, policy): t for t in targets}
-        for future in as_completed(futures):
-            result = future.result()
-            with lock:
-                results[result.name] = result
-            if progress:
-                progress(result)
+        futures = [pool.submit(run_on_bmc, t, operation, policy, on_result=report) for t in targets]
+        results = [future.result() for future in futures]
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown(wait=True)
-    return [results[n] for n in names]
+    return results
 
 
 def in_parallel(width: int, *tasks: Callable[[], Any]) -> list[Any]:

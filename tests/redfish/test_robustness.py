@@ -202,3 +202,19 @@ def test_cli_prints_a_redfish_error_as_a_message_with_exit_1() -> None:
         assert result.exit_code == 1, result.output
         assert "Traceback" not in result.output and result.exception is not None
         assert "cp-02 /redfish/v1/x: not allowed (HTTP 403, X1)" in result.output
+
+
+def test_a_node_cut_at_its_deadline_is_reported_before_its_logout(lab: Lab, spare: str) -> None:
+    lab.rack.set_latency(spare, 400)  # root + login take 0.8 s, discovery far more than the deadline
+    policy = replace(FAST, deadline_s=1.5)
+    reported: list[float] = []
+    start = time.monotonic()
+    [result] = run_fleet(
+        [lab.target(spare)], discover, policy=policy, progress=lambda r: reported.append(time.monotonic() - start)
+    )
+    done = time.monotonic() - start
+    assert not result.ok and result.error["kind"] == "deadline", result.error
+    assert "deadline exceeded after 1.5 s" in result.error["message"]
+    assert 1.4 <= reported[0] < 1.5 + 0.4, reported
+    assert done >= reported[0] + 0.35  # the logout (one 400 ms DELETE) came after the report
+    assert lab.rack.open_sessions(spare) == 0
