@@ -1,7 +1,8 @@
 """Real local HTTP servers for the robustness tests (not mocks: real sockets, real HTTP).
 
 - :class:`BmcProxy`: a reverse proxy in front of one emulated iDRAC that adds what the emulator does not
-  do itself: paged collections (``Members@odata.nextLink``), 403 answers on chosen paths, and a login
+  do itself: paged collections (``Members@odata.nextLink``), 403 answers on chosen paths, one 401 on a
+  chosen path (a session the BMC says it forgot), and a login
   whose answer arrives late (the session is made on the emulator at once, the answer is held back).
 - :class:`SlowServer`: a TCP server that answers a request one byte at a time (``trickle``) or never
   (``silent``), to prove total deadlines.
@@ -32,6 +33,7 @@ class BmcProxy:
         self.ctx = ssl.create_default_context(cafile=str(ca_file))
         self.page_size = 0
         self.forbidden: set[tuple[str, str]] = set()
+        self.unauthorized_once: set[tuple[str, str]] = set()
         self.login_delay_s = 0.0
         self.pages_served = 0
         proxy = self
@@ -63,6 +65,10 @@ class BmcProxy:
         body = req.rfile.read(length) if length else None
         if (req.command, parsed.path) in self.forbidden:
             self._send(req, 403, {}, _error("Base.1.12.InsufficientPrivilege", "Insufficient privilege."))
+            return
+        if (req.command, parsed.path) in self.unauthorized_once:  # as if the BMC forgot the session
+            self.unauthorized_once.discard((req.command, parsed.path))
+            self._send(req, 401, {}, _error("Base.1.12.NoValidSession", "There is no valid session."))
             return
         query = dict(parse_qsl(parsed.query, keep_blank_values=True))
         skip = int(query.pop("$skip", "0"))

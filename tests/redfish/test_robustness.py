@@ -218,3 +218,21 @@ def test_a_node_cut_at_its_deadline_is_reported_before_its_logout(lab: Lab, spar
     assert 1.4 <= reported[0] < 1.5 + 0.4, reported
     assert done >= reported[0] + 0.35  # the logout (one 400 ms DELETE) came after the report
     assert lab.rack.open_sessions(spare) == 0
+
+
+def test_401_on_a_session_logs_in_once_more_and_deletes_the_old_session(lab: Lab) -> None:
+    name = "head-01"
+    systems = "/redfish/v1/Systems"
+    since = len(lab.rack.request_log(name))
+    ep = lab.endpoints[name]
+    with bmc_proxy(ep.url, ep.ca_file) as proxy, BmcConnection(replace(lab.target(name), url=proxy.url), FAST) as conn:
+        old = conn._session_uri
+        proxy.unauthorized_once.add(("GET", systems))
+        assert conn.get(systems)["Members"]  # answered after one re-login
+        assert conn._session_uri != old
+        assert lab.rack.open_sessions(name) == 1  # the old session was deleted, not left to expire
+        new = conn._session_uri
+    log = lab.rack.request_log(name)[since:]
+    assert len(_logins(lab, name, since)) == 2  # one re-login, not a loop
+    assert [(r["path"], r["status"]) for r in log if r["method"] == "DELETE"] == [(old, 200), (new, 200)]
+    assert lab.rack.open_sessions(name) == 0
