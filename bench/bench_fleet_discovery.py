@@ -3,8 +3,8 @@
 Runs N emulated iDRACs (default 50 and 500) with 200 ms added to every request, then, on the same
 emulators in the same run:
 
-- rackctl: ``redfish_tools.aio.run_fleet_async(discover_async)`` (what ``rackctl discover`` runs): all
-  BMCs at once, <= 2 requests in flight per BMC; the threaded engine (``fleet.run_fleet``) for reference;
+- rackctl: ``redfish_tools.fleet.run_fleet(discover)`` (what ``rackctl discover`` runs, the one engine):
+  all BMCs at once in threads, <= 2 requests in flight per BMC;
 - (a) a sequential crawl with the DMTF ``redfish`` library (one BMC after the other; on large fleets a
   sample of BMCs is crawled and the total extrapolated: it says so);
 - (b) ``community.general.redfish_info`` driven by ``ansible-playbook`` with ``forks=50``.
@@ -36,7 +36,6 @@ from pydantic import SecretStr
 
 from rackctl_lab.idrac.api import BmcEndpoint, EmulatedBmcSpec, EmulatedRack
 from rackctl_lab.peer.ansible_redfish_info import FULL, ansible_available, run_redfish_info
-from redfish_tools.aio import discover_async, run_fleet_async
 from redfish_tools.connection import BmcTarget, ConnectionPolicy
 from redfish_tools.discover import discover
 from redfish_tools.fleet import run_fleet
@@ -146,12 +145,11 @@ def run_size(n: int, args: argparse.Namespace) -> dict[str, Any]:
                 next(t for t, s in zip(targets, specs, strict=True) if s.model == "XE9680") if n >= 4 else targets[0]
             )
             # One BMC alone (the heaviest model): its request count x latency is the critical path.
-            one = run_fleet_async([heavy], discover_async, policy=policy)[0]
+            one = run_fleet([heavy], discover, policy=policy)[0]
             one_requests = one.requests + 1  # + the logout, counted after the operation
             critical = one_requests * lat
-            results, wall, cpu = timed(lambda: run_fleet_async(targets, discover_async, policy=policy))
+            results, wall, cpu = timed(lambda: run_fleet(targets, discover, policy=policy))
             failed = [r.name for r in results if not r.ok]
-            threaded, twall, tcpu = timed(lambda: run_fleet(targets, discover, policy=policy))
             row: dict[str, Any] = {
                 "bmcs": n,
                 "latency_ms": args.latency_ms,
@@ -162,11 +160,6 @@ def run_size(n: int, args: argparse.Namespace) -> dict[str, Any]:
                     "critical_path_s": round(critical, 2),
                 },
                 "rackctl": {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "failed": len(failed)},
-                "rackctl_threaded": {
-                    "wall_s": round(twall, 2),
-                    "cpu_s": round(tcpu, 2),
-                    "failed": sum(1 for r in threaded if not r.ok),
-                },
             }
             # (a) sequential DMTF crawl, on a sample when the fleet is large.
             sample = n if args.sequential_sample <= 0 else min(n, args.sequential_sample)
@@ -240,10 +233,7 @@ def main() -> int:
         )
         print(f"  {'tool':40} {'wall s':>9} {'cpu s':>9} {'wall / rackctl':>15}")
         r = row["rackctl"]
-        line("rackctl discover, asyncio engine", r["wall_s"], r["cpu_s"], 1.0, f"{r['failed']} failed")
-        t = row["rackctl_threaded"]
-        ratio_t = round(t["wall_s"] / r["wall_s"], 1)
-        line("rackctl discover, thread engine", t["wall_s"], t["cpu_s"], ratio_t, f"{t['failed']} failed")
+        line("rackctl discover", r["wall_s"], r["cpu_s"], 1.0, f"{r['failed']} failed")
         s = row["sequential_dmtf"]
         extra = f" [x{n // s['measured_bmcs']} extrap.]" if s["extrapolated"] else ""
         ratios = row["ratios"]

@@ -1,10 +1,13 @@
 """Out-of-band layer: everything rackctl says to BMCs (iDRAC 9) over Redfish, on the DMTF library.
 
-- :mod:`.connection` one BMC: session login/logout, TLS (CA, pinned fingerprint, explicit insecure),
-  timeouts, bounded retries (never a blind POST retry), typed errors (:mod:`.errors`), <= 2 in flight.
-- :mod:`.aio` the same rules on asyncio (DMTF ``redfish.aio``) for fleet-wide read-only discovery.
-- :mod:`.resources` link following from the service root; OEM actions matched on their suffix.
+- :mod:`.connection` the one engine, for one BMC: session login/logout (basic auth on RAC0218), TLS (CA,
+  pinned fingerprint, explicit insecure), timeouts and total deadlines (:mod:`.deadline`), one retry policy
+  (never a blind POST retry), typed errors (:mod:`.errors`), <= 2 requests in flight.
+- :mod:`.links` link objects and paged collections; :mod:`.resources` link following from the service
+  root; OEM actions matched on their suffix.
 - operations: :mod:`.discover`, :mod:`.power`, :mod:`.boot`, :mod:`.bios`, :mod:`.jobs`, :mod:`.lc`,
   :mod:`.scp`, :mod:`.firmware`, :mod:`.virtual_media`, :mod:`.tasks` (202 monitors, jobs).
-- :mod:`.fleet` fan-out over many BMCs with per-node results and progress.
+- :mod:`.fleet` fan-out over many BMCs (threads, a global cap) with per-node results and progress.
+
+Nothing here imports ``bootstrap``: the CLI and the stages use this package, never the reverse.
 """

@@ -1,9 +1,38 @@
-"""One authenticated, policy-driven connection to one BMC, on the DMTF ``redfish`` library.
+"""The one Redfish engine: an authenticated, policy-driven connection to one BMC, on the DMTF library.
 
-The library's own retries are off (``max_retry=0``); this module adds a bounded retry with backoff for
-idempotent requests on 503, ``SWC0700``, timeouts and resets, honours ``Retry-After``, never retries a POST
-that may have taken effect, logs in with a session (``X-Auth-Token``, basic auth only when the service has no
-SessionService), re-logs in once if the session vanished (iDRAC reset), and always logs out.
+Every operation (``power``, ``boot``, ``bios``, ``jobs``, ``lc``, ``scp``, ``firmware``, ``virtual_media``,
+``discover``) and the fleet fan-out (:mod:`.fleet`, threads) go through :class:`BmcConnection`, so there is
+one retry policy, one re-login rule, one error mapping and one total deadline.
+
+Retry policy (tenacity; the library's own retries are off, ``max_retry=0``):
+
+- GET, HEAD, PUT, PATCH, DELETE are retried on 503, on the iDRAC's not-ready MessageIds (``SWC0700``,
+  ``SRV001``, ``RAC0508``), on other 5xx, timeouts and resets, with jittered exponential backoff or the
+  BMC's ``Retry-After``: doing them twice has the effect of doing them once.
+- A POST is retried only where that is provably safe:
+  (1) the connection was never established (connect error or connect timeout: the request never left);
+  (2) the caller marked the action idempotent by nature (``post(..., idempotent=True)``: clearing the job
+  queue, reading the LC status), where a second delivery changes nothing;
+  (3) the session login answered 503/not-ready: the iDRAC's web front answers those before the request
+  reaches its session manager and returns no token, so no usable session exists; a session it might still
+  have made would expire after the BMC's ``SessionTimeout``.
+  Any other POST (power, reset, job creation, SCP, firmware) is sent once: a 503 or a lost answer is
+  reported, because the action may have taken effect.
+- 401 on an established session means the session expired (an iDRAC reset): log in once more, and delete
+  the old session when the BMC still knows it. A wrong password at login is never retried (lockout).
+- 403 is a permissions error (:class:`~redfish_tools.errors.PermissionDeniedError`), never a re-login.
+- ``RAC0218`` (no free session, iDRAC allows 8) falls back to basic auth, which the iDRAC accepts on every
+  resource and which holds no session.
+
+Deadlines: ``request_deadline_s`` bounds one request with its retries and backoff, ``deadline_s`` (when set)
+one operation from login to the end; both are enforced on the socket by :mod:`.deadline` (a BMC trickling
+bytes is cut at the deadline, not when its reads stop).
+
+Sessions never leak on the paths Python can run: logout in ``close()`` on success, on exceptions and on
+``KeyboardInterrupt``; a login POST whose answer was lost (read timeout, deadline, Ctrl-C while waiting)
+is followed by finding the session it created (the newest session of our user name, listed with basic
+auth) and deleting it. What cannot be caught: SIGKILL or a power loss of this host, and a second Ctrl-C
+during that clean-up; such a session expires after the BMC's ``SessionTimeout`` (30 min on an iDRAC).
 """
 
 from __future__ import annotations
@@ -20,11 +49,13 @@ from urllib.parse import urlparse
 
 import redfish
 import requests
+import tenacity
 from pydantic import SecretStr
 from redfish.rest.v1 import RetriesExhaustedError
 
 from redfish_tools import errors as E
-from redfish_tools.links import link, odata_id
+from redfish_tools.deadline import DeadlineAdapter, bounded
+from redfish_tools.links import link, member_uris, odata_id
 from redfish_tools.secrets import forget_secret, install_log_redaction, register_secret
 from redfish_tools.tls import TlsPolicy
 
@@ -36,6 +67,8 @@ NOT_READY_IDS = {"SWC0700", "SRV001", "RAC0508"}
 #: MessageId of an exhausted session table.
 SESSION_LIMIT_IDS = {"RAC0218"}
 SERVICE_ROOT = "/redfish/v1/"
+#: Methods whose repetition has the effect of one delivery.
+IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "PATCH", "PUT", "DELETE"})
 
 
 @dataclass(frozen=True)
@@ -57,7 +90,13 @@ class BmcTarget:
 
 @dataclass(frozen=True)
 class ConnectionPolicy:
-    """Timeouts, retries and concurrency for one BMC."""
+    """Timeouts, retries, deadlines and concurrency for one BMC.
+
+    ``connect_timeout``/``read_timeout`` bound one connect and one socket read; ``request_deadline_s`` bounds
+    one request in total (its retries, backoff and however slowly the answer trickles in); ``deadline_s``,
+    when set, bounds one operation (login, the operation's requests, not the logout, which gets
+    ``logout_deadline_s`` of its own so a late operation still closes its session).
+    """
 
     connect_timeout: float = 5.0
     read_timeout: float = 30.0
@@ -65,7 +104,9 @@ class ConnectionPolicy:
     backoff: float = 0.5
     backoff_max: float = 8.0
     retry_after_max: float = 30.0
-    session_retries: int = 3
+    request_deadline_s: float = 90.0
+    deadline_s: float | None = None
+    logout_deadline_s: float = 10.0
     max_in_flight: int = 2
 
 
@@ -81,6 +122,21 @@ class Response:
     def location(self) -> str | None:
         loc = self.headers.get("location")
         return path_of(loc) if loc else None
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One request as the retry loop sees it."""
+
+    method: str
+    path: str
+    body: dict[str, Any] | None
+    auth: bool
+    missing_ok: bool
+    safe: bool
+    retry_not_ready: bool
+    deadline: float
+    headers: dict[str, str] | None
 
 
 class Retry(Exception):
@@ -104,6 +160,7 @@ class BmcConnection:
         self.requests_sent = 0
         self.root: dict[str, Any] = {}
         self.auth_mode: str | None = None
+        self.deadline: float | None = None
         self._slots = threading.BoundedSemaphore(self.policy.max_in_flight)
         self._count_lock = threading.Lock()
         self._login_lock = threading.Lock()
@@ -126,6 +183,7 @@ class BmcConnection:
             timeout=(self.policy.connect_timeout, self.policy.read_timeout),
             **self.target.tls.client_kwargs(),
         )
+        client._session.mount("http://", DeadlineAdapter())  # the https adapter comes from the TLS policy
         # BMC traffic never follows *_PROXY/netrc/REQUESTS_CA_BUNDLE from the environment: credentials stay
         # on the OOB network and TLS uses exactly the policy above (also saves scanning os.environ per call).
         client._session.trust_env = False
@@ -146,8 +204,20 @@ class BmcConnection:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def start_deadline(self, seconds: float | None = None) -> None:
+        """Start the operation deadline now (``seconds``, else ``policy.deadline_s``; None: none)."""
+        seconds = seconds if seconds is not None else self.policy.deadline_s
+        self.deadline = time.monotonic() + seconds if seconds is not None else None
+
+    @property
+    def deadline_passed(self) -> bool:
+        """Whether the operation deadline (if any) is spent: waiting loops stop then."""
+        return self.deadline is not None and time.monotonic() >= self.deadline
+
     def open(self) -> None:
-        """Read the service root and log in (session, or basic auth if there is no SessionService)."""
+        """Read the service root and log in (session; basic auth without a SessionService or on RAC0218)."""
+        if self.deadline is None:
+            self.start_deadline()
         self.root = self.get(SERVICE_ROOT, auth=False)
         sessions = link(self.root, "Links", "Sessions")
         if not sessions and "SessionService" in self.root:
@@ -160,15 +230,10 @@ class BmcConnection:
             self._login_basic()
 
     def close(self) -> None:
-        """Log out (DELETE the session, retried if the BMC is busy) and drop pooled connections."""
+        """Log out (DELETE the session, within ``logout_deadline_s``) and drop pooled connections."""
         try:
             if self._session_uri and self._token:
-                try:
-                    self.request("DELETE", self._session_uri, missing_ok=True, _login=True)
-                except E.AuthError:
-                    pass  # the session is already gone (expired, or the iDRAC reset)
-                except E.RedfishError as exc:
-                    log.warning("%s: logout failed: %s", self.target.name, exc.message)
+                self._delete_session(self._session_uri, "logout")
         finally:
             if self._token:
                 forget_secret(self._token)
@@ -185,6 +250,15 @@ class BmcConnection:
             if self._anon is not None:
                 self._anon._session.close()
 
+    def _delete_session(self, uri: str, what: str, headers: dict[str, str] | None = None) -> None:
+        deadline = time.monotonic() + self.policy.logout_deadline_s
+        try:
+            self.request("DELETE", uri, missing_ok=True, _login=True, _deadline=deadline, _headers=headers)
+        except E.AuthError:
+            pass  # the session is already gone (expired, or the iDRAC reset)
+        except E.RedfishError as exc:
+            log.warning("%s: %s failed: %s", self.target.name, what, exc.message)
+
     def _password(self) -> str:
         """The password, registered for log redaction while this connection lives."""
         password = self.target.password.get_secret_value()
@@ -194,19 +268,19 @@ class BmcConnection:
         return password
 
     def _login_session(self, sessions_uri: str) -> None:
-        password = self._password()
-        body = {"UserName": self.target.username, "Password": password}
-        attempt = 0
-        while True:
-            try:
-                resp = self.request("POST", sessions_uri, body=body, auth=False, _login=True)
-                break
-            except E.SessionLimitError as exc:
-                attempt += 1
-                if attempt > self.policy.session_retries:
-                    raise
-                time.sleep(self._backoff(attempt, None))
-                log.info("%s: %s, retry %d", self.target.name, exc.message_id, attempt)
+        body = {"UserName": self.target.username, "Password": self._password()}
+        try:
+            resp = self.request("POST", sessions_uri, body=body, auth=False, idempotent=False, _login=True)
+        except E.SessionLimitError as exc:
+            log.info("%s: %s (no free session): using basic auth", self.target.name, exc.message_id)
+            self._login_basic()
+            return
+        except (E.TLSError, E.AuthError, E.InvalidRequestError, E.NotReadyError, E.NotFoundError):
+            raise  # the BMC answered (or never got it): no session was made
+        except BaseException:
+            # The answer was lost (timeout, deadline, reset, Ctrl-C): the BMC may hold a session for us.
+            self._reap_lost_session(sessions_uri)
+            raise
         token = resp.headers.get("x-auth-token")
         if not token:
             raise E.AuthError(
@@ -221,24 +295,65 @@ class BmcConnection:
         self._client.set_session_key(token)
         self.auth_mode = "session"
 
+    def _basic_header(self) -> dict[str, str]:
+        if self._basic_key is None:
+            key = base64.b64encode(f"{self.target.username}:{self._password()}".encode()).decode()
+            register_secret(key)
+            self._basic_key = key
+        return {"Authorization": f"Basic {self._basic_key}"}
+
     def _login_basic(self) -> None:
-        password = self._password()
-        raw = f"{self.target.username}:{password}".encode()
-        key = base64.b64encode(raw).decode()
-        register_secret(key)
-        self._basic_key = key
-        self._client.set_authorization_key(f"Basic {key}")
+        self._client.set_authorization_key(self._basic_header()["Authorization"])
         self.auth_mode = "basic"
 
+    def _reap_lost_session(self, sessions_uri: str) -> None:
+        """Delete the session a login POST made when its answer never reached us.
+
+        The session's id is unknown, so: list the sessions with basic auth and delete the newest one of our
+        user name (iDRAC session ids increase). Tried twice, half a second apart, within
+        ``logout_deadline_s``. Limit of the heuristic: the emulated and real iDRAC list no creation time or
+        client tag, so when our POST made no session (it never arrived) or another client of the same user
+        logged in meanwhile, that other session is the newest and is deleted (its client must log in
+        again); a leaked session, which locks operators out at 8, is the worse outcome.
+        """
+        basic = self._basic_header()
+        deadline = time.monotonic() + self.policy.logout_deadline_s
+        for attempt in range(2):
+            try:
+
+                def get(uri: str) -> dict[str, Any]:
+                    return self.request("GET", uri, auth=False, _deadline=deadline, _headers=basic).body
+
+                mine = []
+                for uri in member_uris(get, sessions_uri):
+                    session = get(uri)
+                    if session.get("UserName") == self.target.username:
+                        mine.append((_id_order(session, uri), uri))
+                if mine:
+                    newest = max(mine)[1]
+                    log.info("%s: deleting the session of a login whose answer was lost", self.target.name)
+                    self._delete_session(newest, "clean-up of a lost login", headers=basic)
+                    return
+            except E.RedfishError as exc:
+                log.warning("%s: cannot look for a lost login session: %s", self.target.name, exc.message)
+                return
+            if attempt == 0:
+                time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+
     def _relogin(self, stale_token: str | None) -> None:
-        """Log in again after the BMC forgot the session (once per request; threads share the new one)."""
+        """Log in again after the BMC forgot the session (once per request; threads share the new one);
+        the old session is deleted if the BMC still lists it."""
         with self._login_lock:
             if self._token != stale_token or not self._sessions_uri:
                 return  # another thread already renewed it
+            old_uri = self._session_uri
             if self._token:
                 forget_secret(self._token)
-            self._token = None
+            self._token = self._session_uri = None
+            self._client.set_session_key(None)
             self._login_session(self._sessions_uri)
+            if old_uri and old_uri != self._session_uri and self.auth_mode == "session":
+                self._delete_session(old_uri, "deleting the expired session")
 
     # -- requests -------------------------------------------------------------------------------------
     def get(self, uri: str, *, auth: bool = True, missing_ok: bool = False) -> dict[str, Any]:
@@ -246,12 +361,16 @@ class BmcConnection:
         resp = self.request("GET", uri, auth=auth, missing_ok=missing_ok)
         return resp.body if resp.status != 404 else {}
 
+    def member_uris(self, collection_uri: str) -> list[str]:
+        """URIs of a collection's members, following ``Members@odata.nextLink`` pages."""
+        return member_uris(self.get, collection_uri)
+
     def patch(self, uri: str, body: dict[str, Any]) -> Response:
         """PATCH (retried with the same body: applying it twice has the same effect)."""
         return self.request("PATCH", uri, body=body)
 
     def post(self, uri: str, body: dict[str, Any] | None = None, *, idempotent: bool = False) -> Response:
-        """POST an action. Retried only when the BMC said it did not act, unless ``idempotent``."""
+        """POST an action: sent once unless ``idempotent`` (see the module docstring for why)."""
         return self.request("POST", uri, body=body if body is not None else {}, idempotent=idempotent)
 
     def delete(self, uri: str, *, missing_ok: bool = True) -> Response:
@@ -268,87 +387,152 @@ class BmcConnection:
         missing_ok: bool = False,
         idempotent: bool | None = None,
         _login: bool = False,
+        _deadline: float | None = None,
+        _headers: dict[str, str] | None = None,
     ) -> Response:
-        """Send one request under the retry policy; raise a typed :class:`RedfishError` on failure."""
+        """Send one request under the policy; raise a typed :class:`~redfish_tools.errors.RedfishError`."""
         path = path_of(uri)
-        safe = idempotent if idempotent is not None else method in ("GET", "HEAD", "PATCH", "PUT", "DELETE")
+        safe = idempotent if idempotent is not None else method in IDEMPOTENT_METHODS
+        # A login answered 503/not-ready is retried (reason 3 in the module docstring).
+        retry_not_ready = safe or (_login and method == "POST")
+        deadline = _deadline if _deadline is not None else self._request_deadline()
         relogged = False
-        attempt = 0
         while True:
             sent_with = self._token
             try:
-                return self._attempt(method, path, body=body, auth=auth, missing_ok=missing_ok, safe=safe)
-            except Retry as retry:
-                attempt += 1
-                if attempt > self.policy.retries:
-                    raise retry.error from None
-                delay = self._backoff(attempt, retry.delay)
-                log.info(
-                    "%s %s %s: %s; retry %d in %.1fs",
-                    self.target.name,
-                    method,
-                    path,
-                    retry.error.reason,
-                    attempt,
-                    delay,
+                return self._with_retries(
+                    _Call(method, path, body, auth, missing_ok, safe, retry_not_ready, deadline, _headers)
                 )
-                time.sleep(delay)
             except E.AuthError:
-                # A session that vanished (iDRAC reset) is renewed once; wrong passwords are never retried.
+                # An expired session (iDRAC reset) is renewed once; wrong passwords are never retried.
                 if auth and self.auth_mode == "session" and not relogged and not _login:
                     relogged = True
                     self._relogin(sent_with)
                     continue
                 raise
 
-    def _backoff(self, attempt: int, retry_after: float | None) -> float:
-        return backoff_delay(self.policy, attempt, retry_after)
+    def _request_deadline(self) -> float:
+        own = time.monotonic() + self.policy.request_deadline_s
+        return min(own, self.deadline) if self.deadline is not None else own
 
-    def _attempt(
-        self,
-        method: str,
-        path: str,
-        *,
-        body: dict[str, Any] | None,
-        auth: bool,
-        missing_ok: bool,
-        safe: bool,
-    ) -> Response:
-        name = self.target.name
-        call = getattr(self._client, method.lower())
-        kwargs: dict[str, Any] = {"headers": {"Accept": "application/json"}, "max_retry": 0}
-        if method in ("POST", "PATCH", "PUT"):
-            kwargs["body"] = body if body is not None else {}
-        with self._slots:
+    def _with_retries(self, call: _Call) -> Response:
+        policy = self.policy
+        deadline = call.deadline
+
+        def wait(state: tenacity.RetryCallState) -> float:
+            exc = state.outcome.exception() if state.outcome else None
+            delay = backoff_delay(policy, state.attempt_number, getattr(exc, "delay", None))
+            return max(0.0, min(delay, deadline - time.monotonic()))
+
+        def before_sleep(state: tenacity.RetryCallState) -> None:
+            exc = state.outcome.exception() if state.outcome else None
+            reason = exc.error.reason if isinstance(exc, Retry) else str(exc)
+            sleep = state.next_action.sleep if state.next_action else 0.0
+            log.info("%s %s %s: %s; retry %d in %.1fs", self.target.name, call.method, call.path, reason,
+                     state.attempt_number, sleep)  # fmt: skip
+
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception_type(Retry),
+            stop=tenacity.stop_after_attempt(policy.retries + 1) | _deadline_passed(deadline),
+            wait=wait,
+            before_sleep=before_sleep,
+            reraise=True,
+        )
+        try:
+            return retrying(self._attempt, call)
+        except Retry as retry:
+            if time.monotonic() >= deadline:
+                raise self._deadline_error(call.path, deadline, retry.error.reason) from None
+            raise retry.error from None
+
+    def _deadline_error(self, path: str, deadline: float, cause: str = "") -> E.DeadlineExceeded:
+        seconds = self.policy.request_deadline_s
+        if self.deadline is not None and deadline >= self.deadline - 1e-6 and self.policy.deadline_s is not None:
+            seconds = self.policy.deadline_s
+        last = f" (last: {cause})" if cause else ""
+        return E.DeadlineExceeded(f"deadline exceeded after {seconds:g} s{last}", bmc=self.target.name, uri=path)
+
+    def _attempt(self, call: _Call) -> Response:
+        name, method, path, deadline, body = self.target.name, call.method, call.path, call.deadline, call.body
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not self._slots.acquire(timeout=remaining):
+            raise self._deadline_error(path, deadline)
+        try:
+            # Before any login the main client carries no credentials: the service root and the login use
+            # it (one TLS connection fewer per BMC); later unauthenticated calls (re-login) use their own.
+            client = self._client if call.auth or self.auth_mode is None else self._anonymous()
+            kwargs: dict[str, Any] = {
+                "headers": {"Accept": "application/json", **(call.headers or {})},
+                "max_retry": 0,
+                "timeout": (
+                    max(0.01, min(self.policy.connect_timeout, remaining)),
+                    max(0.01, min(self.policy.read_timeout, remaining)),
+                ),
+            }
+            if method in ("POST", "PATCH", "PUT"):
+                kwargs["body"] = body if body is not None else {}
             with self._count_lock:
                 self.requests_sent += 1
-            try:
-                raw = call(path, **kwargs) if auth else self._unauthenticated(method, path, kwargs)
-            except RetriesExhaustedError as exc:
-                cause = exc.__cause__
-                err = _transport_error(cause, name, path)
-                # A connect failure never reached the BMC: safe to retry even for POST.
-                never_sent = isinstance(cause, requests.exceptions.ConnectTimeout)
-                if (safe or never_sent) and not isinstance(err, E.TLSError):
-                    raise Retry(err) from None
-                raise err from None
+            with bounded(deadline) as slot:
+                try:
+                    raw = getattr(client, method.lower())(path, **kwargs)
+                except RetriesExhaustedError as exc:
+                    if slot.expired:
+                        raise self._deadline_error(path, deadline) from None
+                    cause = exc.__cause__
+                    err = _transport_error(cause, name, path)
+                    # A connect failure never reached the BMC: safe to retry even for POST.
+                    never_sent = isinstance(cause, requests.exceptions.ConnectTimeout) or (
+                        isinstance(cause, requests.exceptions.ConnectionError) and "NewConnectionError" in repr(cause)
+                    )
+                    if (call.safe or never_sent) and not isinstance(err, E.TLSError):
+                        raise Retry(err) from None
+                    raise err from None
+                except Exception:
+                    if slot.expired:
+                        raise self._deadline_error(path, deadline) from None
+                    raise
+            if slot.expired:
+                raise self._deadline_error(path, deadline)
+        finally:
+            self._slots.release()
         resp = _to_response(raw)
         log.debug("%s %s %s -> %s", name, method, path, resp.status)
-        return classify(resp, bmc=name, path=path, missing_ok=missing_ok, safe=safe)
+        return classify(
+            resp, bmc=name, path=path, missing_ok=call.missing_ok, safe=call.safe, retry_not_ready=call.retry_not_ready
+        )
 
-    def _unauthenticated(self, method: str, path: str, kwargs: dict[str, Any]) -> Any:
-        """Send a request without credentials (service root, login) on a separate client, so requests of
-        other threads on this connection keep their session meanwhile."""
+    def _anonymous(self) -> Any:
+        """The client for requests without the session (service root, login, clean-up with explicit
+        basic auth): separate, so requests of other threads keep their session meanwhile."""
         if self._anon is None:
             self._anon = self._new_client()
-        return getattr(self._anon, method.lower())(path, **kwargs)
+        return self._anon
 
 
-def classify(resp: Response, *, bmc: str, path: str, missing_ok: bool, safe: bool) -> Response:
+def _deadline_passed(deadline: float) -> tenacity.stop.stop_base:
+    class _Stop(tenacity.stop.stop_base):
+        def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
+            return time.monotonic() >= deadline
+
+    return _Stop()
+
+
+def _id_order(session: dict[str, Any], uri: str) -> tuple[int, str]:
+    """Sort key for session ids: numeric when they are numbers (iDRAC), else the text."""
+    sid = str(session.get("Id") or uri.rstrip("/").rsplit("/", 1)[-1])
+    return (int(sid), sid) if sid.isdigit() else (-1, sid)
+
+
+def classify(
+    resp: Response, *, bmc: str, path: str, missing_ok: bool, safe: bool, retry_not_ready: bool | None = None
+) -> Response:
     """Return a successful answer, or raise the typed error for it (``Retry`` when it may be retried).
 
-    Shared by the threaded and the asyncio connections, so both follow one retry policy.
+    ``safe``: the request may be repeated on any transient failure; ``retry_not_ready``: on 503/not-ready
+    answers only (defaults to ``safe``).
     """
+    retry_not_ready = safe if retry_not_ready is None else retry_not_ready
     status = resp.status
     if status < 400:
         return resp
@@ -360,10 +544,13 @@ def classify(resp: Response, *, bmc: str, path: str, missing_ok: bool, safe: boo
         raise E.SessionLimitError(text or "no free session on the BMC", **kw)
     if status == 503 or mid in NOT_READY_IDS:
         err = E.NotReadyError(text or "the BMC is busy or not ready", **kw)
-        # A 503 or not-ready answer means the request was not processed: any method may be retried.
-        raise Retry(err, _retry_after(resp.headers))
-    if status in (401, 403):
-        raise E.AuthError("the BMC rejected the credentials" if status == 401 else (text or "access denied"), **kw)
+        if retry_not_ready:
+            raise Retry(err, _retry_after(resp.headers))
+        raise err
+    if status == 401:
+        raise E.AuthError("the BMC rejected the credentials", **kw)
+    if status == 403:
+        raise E.PermissionDeniedError(text or "the account is not allowed to do this", **kw)
     if status == 404:
         if missing_ok:
             return resp
@@ -430,5 +617,3 @@ def path_of(uri: str) -> str:
     parsed = urlparse(uri)
     path = parsed.path or uri
     return f"{path}?{parsed.query}" if parsed.query else path
-
-

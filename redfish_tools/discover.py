@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from redfish_tools.connection import BmcConnection
+from redfish_tools.fleet import in_parallel
 from redfish_tools.resources import Service, link, odata_id
 
 GPU_VENDORS = ("NVIDIA", "AMD", "Intel")
@@ -87,7 +88,7 @@ class NodeFacts:
 
 @dataclass
 class RawInventory:
-    """The Redfish resources discovery reads, before interpretation (fetched sync or async)."""
+    """The Redfish resources discovery reads, before interpretation."""
 
     root: dict[str, Any]
     system: dict[str, Any]
@@ -109,24 +110,36 @@ def discover(conn: BmcConnection) -> NodeFacts:
 
 
 def fetch(svc: Service) -> RawInventory:
-    """Read the resources discovery needs, following links from the service root."""
+    """Read the resources discovery needs, following links from the service root; independent reads run
+    ``max_in_flight`` at a time (the connection's own limit)."""
     system = svc.get(svc.system_uri())
     raw = RawInventory(root=svc.root, system=system)
-    raw.processors = svc.members(link(system, "Processors"))
-    raw.memory = svc.members(link(system, "Memory"))
-    raw.nics = svc.members(link(system, "EthernetInterfaces"))
-    for ctrl in svc.members(link(system, "Storage")):
-        drives = [ref if len(ref) > 1 else svc.get(odata_id(ref)) for ref in ctrl.get("Drives", [])]
-        raw.storage.append((ctrl, drives))
-    chassis = svc.get(chassis_uri_of(svc, system))
-    pcie_uri = link(chassis, "PCIeDevices")
-    raw.pcie_devices = (
-        svc.members(pcie_uri) if pcie_uri else [svc.get(odata_id(d)) for d in chassis.get("PCIeDevices", [])]
+
+    def storage() -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
+        return [
+            (ctrl, [ref if len(ref) > 1 else svc.get(odata_id(ref)) for ref in ctrl.get("Drives", [])])
+            for ctrl in svc.members(link(system, "Storage"))
+        ]
+
+    def pcie() -> list[dict[str, Any]]:
+        chassis = svc.get(chassis_uri_of(svc, system))
+        pcie_uri = link(chassis, "PCIeDevices")
+        return svc.members(pcie_uri) if pcie_uri else [svc.get(odata_id(d)) for d in chassis.get("PCIeDevices", [])]
+
+    def firmware() -> list[dict[str, Any]]:
+        update = svc.service_uri("UpdateService")
+        return svc.members(link(svc.get(update), "FirmwareInventory")) if update else []
+
+    (raw.storage, raw.pcie_devices, raw.firmware, raw.processors, raw.memory, raw.nics, raw.manager) = in_parallel(
+        svc.conn.policy.max_in_flight,
+        storage,
+        pcie,
+        firmware,
+        lambda: svc.members(link(system, "Processors")),
+        lambda: svc.members(link(system, "Memory")),
+        lambda: svc.members(link(system, "EthernetInterfaces")),
+        svc.manager,
     )
-    raw.manager = svc.manager()
-    update = svc.service_uri("UpdateService")
-    if update:
-        raw.firmware = svc.members(link(svc.get(update), "FirmwareInventory"))
     return raw
 
 

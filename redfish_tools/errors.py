@@ -1,18 +1,19 @@
 """Typed Redfish errors: each names the BMC, the URI, the HTTP status and the Redfish MessageId.
 
-Every error is a :class:`bootstrap.errors.RackctlError`, so the CLI prints it as a message (exit 1).
-Secrets never reach these objects: callers pass URIs and Redfish messages only.
+The out-of-band layer depends on nothing in ``bootstrap``: :class:`RedfishError` is its own base; the CLI
+catches it beside its own errors and prints it as a message (exit 1). Secrets never reach these objects:
+callers pass URIs and Redfish messages only.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from bootstrap.errors import RackctlError
 
+class RedfishError(Exception):
+    """A Redfish call to one BMC failed (``message`` is the full text, ``reason`` the cause alone)."""
 
-class RedfishError(RackctlError):
-    """A Redfish call to one BMC failed."""
+    exit_code = 1
 
     def __init__(
         self,
@@ -29,7 +30,9 @@ class RedfishError(RackctlError):
         self.status = status
         self.message_id = message_id
         self.extended_info = list(extended_info or [])
-        super().__init__(self._compose(message))
+        self.message = self._compose(message)
+        self.problems: list[Any] = []
+        super().__init__(self.message)
         self.reason = message
 
     def _compose(self, message: str) -> str:
@@ -61,7 +64,11 @@ class RedfishError(RackctlError):
 
 
 class AuthError(RedfishError):
-    """The BMC rejected the credentials (HTTP 401/403)."""
+    """The BMC rejected the credentials (HTTP 401)."""
+
+
+class PermissionDeniedError(RedfishError):
+    """The account may not do this (HTTP 403): reported, never answered by logging in again."""
 
 
 class SessionLimitError(RedfishError):
@@ -78,6 +85,11 @@ class TransportError(RedfishError):
 
 class RedfishTimeout(TransportError):
     """The BMC did not answer within the connect or read timeout."""
+
+
+class DeadlineExceeded(RedfishTimeout):
+    """The operation ran past its total deadline (``ConnectionPolicy.deadline_s``/``request_deadline_s``),
+    whatever the per-read timeouts (a BMC trickling bytes, retries, backoff)."""
 
 
 class TLSError(TransportError):
@@ -106,6 +118,8 @@ class OperationNotConfirmed(RedfishError):
 
 _KINDS: dict[type, str] = {
     AuthError: "auth",
+    PermissionDeniedError: "permission",
+    DeadlineExceeded: "deadline",
     SessionLimitError: "session_limit",
     NotReadyError: "not_ready",
     TransportError: "transport",

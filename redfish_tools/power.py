@@ -104,6 +104,8 @@ def _wait_state(
         try:
             state = svc.get(system_uri, fresh=True).get("PowerState")
         except (E.TransportError, E.NotReadyError):
+            if svc.conn.deadline_passed:
+                raise
             state = None
         if state == wanted:
             return state

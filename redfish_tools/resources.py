@@ -10,7 +10,7 @@ from typing import Any
 
 from redfish_tools.connection import BmcConnection
 from redfish_tools.errors import NotFoundError
-from redfish_tools.links import link, odata_id
+from redfish_tools.links import link, member_uris, members_of, odata_id
 
 
 class Service:
@@ -53,21 +53,14 @@ class Service:
 
     def member_uris(self, collection_uri: str) -> list[str]:
         """URIs of a collection's members (following ``Members@odata.nextLink``)."""
-        uris: list[str] = []
-        next_uri: str | None = collection_uri
-        while next_uri:
-            body = self.get(next_uri)
-            uris.extend(odata_id(m) for m in body.get("Members", []) if odata_id(m))
-            next_uri = body.get("Members@odata.nextLink")
-        return uris
+        return member_uris(self.get, collection_uri)
 
     def members(self, collection_uri: str) -> list[dict[str, Any]]:
         """The members of a collection, expanded in one request when the service supports it."""
         if not collection_uri:
             return []
         if self.supports_expand:
-            body = self.get(f"{collection_uri}?$expand=.($levels=1)")
-            items = body.get("Members", [])
+            items = members_of(self.get, f"{collection_uri}?$expand=.($levels=1)")
             if items and all(isinstance(m, dict) and len(m) > 1 for m in items):
                 return items
         return [self.get(uri) for uri in self.member_uris(collection_uri)]

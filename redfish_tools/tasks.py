@@ -114,7 +114,10 @@ def wait_for(
                     )
                 return outcome
         except (E.TransportError, E.NotReadyError, E.AuthError) as exc:
-            # The iDRAC may reset while a job runs: keep waiting (sessions are renewed by the connection).
+            # The iDRAC may reset while a job runs: keep waiting (sessions are renewed by the connection),
+            # unless the operation's own deadline is spent.
+            if conn.deadline_passed:
+                raise
             last_error = exc
         if time.monotonic() + delay > deadline:
             cause = f" (last error: {last_error.reason})" if last_error else ""

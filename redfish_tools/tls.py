@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import requests.certs
-from requests.adapters import HTTPAdapter
+
+from redfish_tools.deadline import DeadlineAdapter
 
 _FP_RE = re.compile(r"^[0-9A-Fa-f]{2}(:?[0-9A-Fa-f]{2}){31}$")
 
@@ -25,7 +26,7 @@ def normalise_fingerprint(value: str) -> str:
     return text.replace(":", "").lower()
 
 
-class PinnedFingerprintAdapter(HTTPAdapter):
+class PinnedFingerprintAdapter(DeadlineAdapter):
     """A requests adapter whose connections accept only a leaf certificate with this SHA-256 fingerprint.
 
     urllib3 checks ``assert_fingerprint`` on the peer's certificate after the handshake; the CA chain and the
@@ -54,9 +55,10 @@ class TlsPolicy:
         if self.fingerprint:
             # verify=False lets the adapter's fingerprint check replace chain validation.
             return {"cafile": None, "https_adapter": PinnedFingerprintAdapter(self.fingerprint)}
+        adapter = DeadlineAdapter()
         if self.insecure:
-            return {"cafile": None}
-        return {"cafile": str(self.ca_file) if self.ca_file else requests.certs.where()}
+            return {"cafile": None, "https_adapter": adapter}
+        return {"cafile": str(self.ca_file) if self.ca_file else requests.certs.where(), "https_adapter": adapter}
 
     def describe(self) -> str:
         """One word for status output: pinned, ca, system or insecure."""

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape as rich_escape
 
 from bootstrap.errors import EXIT_INTERRUPTED, RackctlError
+from redfish_tools.errors import RedfishError
 from redfish_tools.secrets import redact
 
 if TYPE_CHECKING:
@@ -107,8 +108,8 @@ def handle_errors(as_json_param: str = "as_json") -> Callable[[F], F]:
             as_json = bool(kwargs.get(as_json_param))
             try:
                 return func(*args, **kwargs)
-            except RackctlError as exc:
-                report_error(exc, as_json)
+            except (RackctlError, RedfishError) as exc:
+                report_error(exc, as_json)  # type: ignore[arg-type]
                 sys.exit(exc.exit_code)
             except KeyboardInterrupt:
                 err_console.print("[red]interrupted[/red]")

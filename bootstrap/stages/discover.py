@@ -11,14 +11,14 @@ from dataclasses import replace
 from typing import Any
 
 from bootstrap.stages.base import NodeResult, PlannedAction, Stage, StageContext, StageResult, register_stage
-from bootstrap.stages.oob import check_facts, mac_diff, targets_for
-from redfish_tools.aio import discover_async, run_fleet_async
-from redfish_tools.connection import ConnectionPolicy
+from bootstrap.stages.oob import DISCOVER_POLICY, check_facts, mac_diff, targets_for
+from redfish_tools.discover import discover
+from redfish_tools.fleet import run_fleet
 
 
 @register_stage
 class DiscoverStage(Stage):
-    """Redfish discovery of the selected nodes (asyncio fan-out, 1-2 requests in flight per BMC)."""
+    """Redfish discovery of the selected nodes (threaded fan-out, 1-2 requests in flight per BMC)."""
 
     name = "discover"
     description = "Read each node's hardware through its iDRAC and check it against the inventory"
@@ -34,7 +34,7 @@ class DiscoverStage(Stage):
         targets = targets_for(inv, nodes)
         if ctx.options.insecure:  # `up --insecure`: an explicit opt-out of BMC certificate checks
             targets = [replace(t, insecure=True) for t in targets]
-        results = run_fleet_async(targets, discover_async, policy=ConnectionPolicy())
+        results = run_fleet(targets, discover, policy=DISCOVER_POLICY)
         out: dict[str, NodeResult] = {}
         for result in results:
             node = inv.node(result.name)

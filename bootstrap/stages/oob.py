@@ -18,11 +18,13 @@ from bootstrap.errors import InvalidInput, Problem
 from bootstrap.inventory.models import Inventory, Node
 from bootstrap.inventory.secrets import resolve_bmc_credentials
 from bootstrap.inventory.yamledit import YamlEditor
-from redfish_tools.connection import BmcTarget
+from redfish_tools.connection import BmcTarget, ConnectionPolicy
 from redfish_tools.discover import NodeFacts
 
 #: the stage whose journalled facts hold what discovery read
 FACTS_STAGE = "discover"
+#: Discovery of one node (login, ~25 reads, logout) is cut after two minutes, whatever the BMC does.
+DISCOVER_POLICY = ConnectionPolicy(deadline_s=120.0)
 
 
 # -- inventory -> targets --------------------------------------------------------------------------

@@ -51,6 +51,7 @@ from bootstrap.stages.base import (
     StageContext,
     get_stage,
 )
+from redfish_tools.errors import RedfishError
 from redfish_tools.secrets import redact
 
 
@@ -401,10 +402,12 @@ class Runner:
             outcome.status, outcome.message = "failed", _describe(exc)
             self.progress.stage_finished(name, False, outcome.message)
             raise
-        except RackctlError as exc:
-            outcome.status, outcome.message = "failed", exc.message
-            self.progress.stage_finished(name, False, exc.message)
-            return self._outcome(journal, run_id, "failed", exc.exit_code, f"stage {name!r}: {exc.message}")
+        except (RackctlError, RedfishError) as exc:  # a user-facing error: a message, no traceback
+            text = redact(getattr(exc, "message", None) or str(exc))
+            outcome.status, outcome.message = "failed", text
+            self.progress.stage_finished(name, False, text)
+            code = getattr(exc, "exit_code", EXIT_FAILED)
+            return self._outcome(journal, run_id, "failed", code, f"stage {name!r}: {text}")
         except Exception as exc:
             log = self._write_traceback(run_id, name)
             text = redact(f"{type(exc).__name__}: {exc}")

@@ -63,7 +63,6 @@ FAST = ConnectionPolicy(
     backoff=0.05,
     backoff_max=0.3,
     retry_after_max=0.3,
-    session_retries=1,
 )
 
 

@@ -70,14 +70,18 @@ def test_wrong_password_is_an_auth_error_and_not_retried(lab: Lab) -> None:
     assert len(logins) == 1  # never hammer a BMC with a wrong password (lockout)
 
 
-def test_session_exhaustion_is_reported_as_rac0218(lab: Lab, spare: str) -> None:
+def test_session_exhaustion_falls_back_to_basic_auth(lab: Lab, spare: str) -> None:
     lab.rack.set_faults(spare, api.FaultSpec(session_exhausted=True))
-    with pytest.raises(E.SessionLimitError) as info, BmcConnection(lab.target(spare), FAST):
-        pass
-    assert info.value.message_id == "RAC0218"
-    assert info.value.uri.endswith("/Sessions")
-    posts = [r for r in lab.rack.request_log(spare) if r["method"] == "POST"]
-    assert 2 <= len(posts) <= 1 + FAST.session_retries + 1  # bounded retries, not a storm
+    before = len(lab.rack.request_log(spare))
+    with BmcConnection(lab.target(spare), FAST) as conn:
+        assert conn.auth_mode == "basic"
+        assert conn.get("/redfish/v1/Systems")["Members"]
+    log = lab.rack.request_log(spare)[before:]
+    posts = [r for r in log if r["method"] == "POST"]
+    assert len(posts) == 1 and posts[0]["status"] == 400  # one RAC0218, no login storm
+    systems = [r for r in log if r["path"] == "/redfish/v1/Systems"]
+    assert systems and all(r["auth"] == "basic" and r["status"] == 200 for r in systems)
+    assert lab.rack.open_sessions(spare) == 0
 
 
 def test_503_and_swc0700_are_retried_until_success(lab: Lab, spare: str) -> None:

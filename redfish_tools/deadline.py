@@ -1,0 +1,161 @@
+"""Total deadlines for HTTP requests, whatever the per-read timeouts.
+
+urllib3/requests bound each socket read, not a whole request: a BMC trickling one byte per second holds a
+request forever under a 3 s read timeout. Here every request runs inside :func:`bounded` with an absolute
+deadline; the connections of :class:`DeadlineAdapter` tell the running request which socket they read, and
+one watchdog thread (shared by every BMC) shuts that socket down when the deadline passes, so the blocked
+read returns at once and the caller raises :class:`~redfish_tools.errors.DeadlineExceeded`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import itertools
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+_local = threading.local()
+
+
+class Slot:
+    """One bounded request: its deadline, the socket it reads now, whether the watchdog cut it."""
+
+    __slots__ = ("deadline", "expired", "sock")
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.sock: socket.socket | None = None
+        self.expired = False
+
+    def cut(self) -> None:
+        """Shut the socket down (the plain-socket shutdown: the TLS state is left to the reading thread)."""
+        self.expired = True
+        sock = self.sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+class _Watchdog:
+    """One daemon thread holding a heap of deadlines; cuts the slots whose deadline passed."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, Slot]] = []
+        self._cond = threading.Condition()
+        self._seq = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def lock(self) -> threading.Condition:
+        return self._cond
+
+    def watch(self, slot: Slot) -> None:
+        with self._cond:
+            heapq.heappush(self._heap, (slot.deadline, next(self._seq), slot))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="redfish-deadline", daemon=True)
+                self._thread.start()
+            elif self._heap[0][2] is slot:
+                self._cond.notify()
+
+    def _run(self) -> None:
+        with self._cond:
+            while True:
+                if not self._heap:
+                    self._cond.wait(30.0)
+                    if not self._heap:
+                        self._thread = None
+                        return
+                    continue
+                deadline, _, slot = self._heap[0]
+                now = time.monotonic()
+                if deadline > now:
+                    self._cond.wait(deadline - now)
+                    continue
+                heapq.heappop(self._heap)
+                if slot.sock is not None or not slot.expired:
+                    slot.cut()
+
+
+_watchdog = _Watchdog()
+
+
+@contextlib.contextmanager
+def bounded(deadline: float) -> Iterator[Slot]:
+    """Run the HTTP request made in this block under an absolute ``time.monotonic()`` deadline.
+
+    After the block, ``slot.expired`` says whether the watchdog cut it (the caller maps any error then to
+    a deadline error). Finished slots stay on the heap until their time and are then ignored (cheap).
+    """
+    slot = Slot(deadline)
+    previous = getattr(_local, "slot", None)
+    _local.slot = slot
+    _watchdog.watch(slot)
+    try:
+        yield slot
+    finally:
+        _local.slot = previous
+        with _watchdog.lock:  # never cut a socket that went back to the pool for another request
+            slot.sock = None
+
+
+def _track(sock: socket.socket | None) -> None:
+    slot: Slot | None = getattr(_local, "slot", None)
+    if slot is not None and sock is not None:
+        slot.sock = sock
+        if time.monotonic() >= slot.deadline:
+            slot.cut()
+
+
+class _TrackedHTTPConnection(HTTPConnection):
+    def _new_conn(self) -> socket.socket:
+        sock = super()._new_conn()
+        _track(sock)  # from the TCP connect on: a TLS handshake that trickles is cut too
+        return sock
+
+    def connect(self) -> None:
+        super().connect()
+        _track(self.sock)
+
+    def getresponse(self) -> Any:  # type: ignore[override]
+        _track(self.sock)
+        return super().getresponse()
+
+
+class _TrackedHTTPSConnection(HTTPSConnection):
+    def _new_conn(self) -> socket.socket:
+        sock = super()._new_conn()
+        _track(sock)  # from the TCP connect on: a TLS handshake that trickles is cut too
+        return sock
+
+    def connect(self) -> None:
+        super().connect()
+        _track(self.sock)
+
+    def getresponse(self) -> Any:  # type: ignore[override]
+        _track(self.sock)
+        return super().getresponse()
+
+
+class _TrackedHTTPPool(HTTPConnectionPool):
+    ConnectionCls = _TrackedHTTPConnection
+
+
+class _TrackedHTTPSPool(HTTPSConnectionPool):
+    ConnectionCls = _TrackedHTTPSConnection
+
+
+class DeadlineAdapter(HTTPAdapter):
+    """A requests adapter whose connections report their socket to the running :func:`bounded` block."""
+
+    def init_poolmanager(self, connections: int, maxsize: int, block: bool = False, **pool_kwargs: Any) -> None:
+        super().init_poolmanager(connections, maxsize, block=block, **pool_kwargs)
+        self.poolmanager.pool_classes_by_scheme = {"http": _TrackedHTTPPool, "https": _TrackedHTTPSPool}
