@@ -23,8 +23,8 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bootstrap.fsutil import replace_tree
+from bootstrap.inband.render import render_files
 from bootstrap.inventory import check_inventory
-from bootstrap.inventory.render import render_files
 
 
 def generate(nodes: int) -> dict:

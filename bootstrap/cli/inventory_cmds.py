@@ -23,8 +23,8 @@ from bootstrap.cli.common import (
 from bootstrap.errors import EXIT_INVALID, InvalidInput, Problem
 from bootstrap.fsutil import atomic_write_text, replace_tree
 from bootstrap.inband.access import node_access
+from bootstrap.inband.render import inventory_dir, render_files
 from bootstrap.inventory import check_inventory
-from bootstrap.inventory.render import inventory_dir, render_files
 from bootstrap.resources import examples_dir
 
 

@@ -347,7 +347,6 @@ def register_stage(cls: S) -> S:
 
 def unregister_stage(name: str) -> None:
     """Put the placeholder back for ``name`` (tests, plugins that step aside)."""
-    from bootstrap.stages.placeholders import placeholder_for  # noqa: PLC0415 - it imports this module
 
     with _REGISTRY_LOCK:
         _REGISTRY[name] = placeholder_for(name)()
@@ -376,9 +375,8 @@ def load_stages() -> None:
     global _LOADED  # noqa: PLW0603 - one-time plugin discovery
     if _LOADED:
         return
-    from bootstrap.stages import placeholders  # noqa: PLC0415 - it imports this module
 
-    placeholders.register_placeholders()
+    register_placeholders()
     for name in STAGE_ORDER:
         module = f"bootstrap.stages.{stage_module_name(name)}"
         if importlib.util.find_spec(module) is not None:
@@ -404,3 +402,35 @@ def _import_stage_module(module: str, name: str) -> None:
 
 def _qualname(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
+
+
+# -- placeholders: a "not implemented yet" stage for every name that has no real stage ----------------
+#: What each stage will do, shown by ``plan`` while it is still a placeholder.
+DESCRIPTIONS: dict[str, str] = {
+    "preflight": "Check the inventory, this machine's tools and each BMC's reachability",
+    "discover": "Read each node's hardware (CPUs, memory, GPUs, NICs, disks) over Redfish",
+    "firmware": "Bring BIOS, iDRAC, NIC and GPU firmware to the validated versions",
+    "bios": "Apply the BIOS profile for the node's role (Server Configuration Profile)",
+    "provision": "PXE-boot and install the operating system image (wipes the boot disk)",
+    "os-check": "Check each installed node over SSH (OS, memory, disk, commands) with Ansible",
+    "network": "Configure bonds, VLANs and MTU of the management and storage networks",
+    "kubernetes": "Install containerd and kubeadm, form the HA control plane, join workers",
+    "nvidia": "Install the NVIDIA GPU Operator (driver, toolkit, device plugin, DCGM)",
+    "triton": "Deploy Triton Inference Server with the model repository",
+}
+
+
+def placeholder_for(name: str) -> type[Stage]:
+    """A placeholder class for stage ``name``."""
+    return type(
+        f"{name.capitalize()}NotImplemented",
+        (NotImplementedYet,),
+        {"name": name, "description": DESCRIPTIONS[name], "__module__": __name__},
+    )
+
+
+def register_placeholders() -> None:
+    """Fill every name that has no stage yet with its placeholder."""
+    with _REGISTRY_LOCK:
+        for name in STAGE_ORDER:
+            _REGISTRY.setdefault(name, placeholder_for(name)())

@@ -4,7 +4,7 @@ A :class:`PlaybookStage` declares its playbook, the fact it reads back (``facts_
 needs them, other nodes (:meth:`PlaybookStage.helper_hosts`: control planes for a join), which are put in
 the run's limit but never moved in the journal. A run:
 
-1. renders the Ansible inventory with :func:`bootstrap.inventory.render.write_ansible_inventory` (the
+1. renders the Ansible inventory with :func:`bootstrap.inband.render.write_ansible_inventory` (the
    same tree ``rackctl inventory render`` writes, with the connection of :mod:`bootstrap.inband.access`
    for the run's environment);
 2. runs :func:`bootstrap.ansible_driver.run_playbook`, keeping ansible-runner's artifacts under
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from bootstrap.ansible_driver import HostOutcome, PlaybookResult, run_playbook
-from bootstrap.inventory.render import write_ansible_inventory
+from bootstrap.inband.render import write_ansible_inventory
 from bootstrap.stages.base import NodeResult, PlannedAction, Stage, StageContext, StageResult
 
 #: what a failed run's message keeps of ansible's output

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from bootstrap.environment import HostEnvironment
+from bootstrap.inband.render import inventory_dir
 from bootstrap.inventory import load_inventory
-from bootstrap.inventory.render import inventory_dir
 from bootstrap.journal.states import NodeState
 from bootstrap.journal.store import Journal
 from bootstrap.provision.hostkeys import ensure_host_key, known_hosts_path, write_known_hosts

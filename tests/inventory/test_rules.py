@@ -358,7 +358,7 @@ def test_unknown_version_key(data):
 
 @covers("fabric-manager")
 def test_fabric_manager_groups_and_custom_nvswitch(data):
-    from bootstrap.inventory.render import groups
+    from bootstrap.inband.render import groups
 
     inv = valid(data).inventory
     assert groups(inv)["fabric_manager"] == ["gpu-xe9680-01"]

@@ -19,8 +19,15 @@ from pathlib import Path
 
 from bootstrap.inventory import load_inventory
 from bootstrap.stages import base
-from bootstrap.stages.base import NodeResult, PlannedAction, Stage, StageContext, StageResult, register_stage
-from bootstrap.stages.placeholders import register_placeholders
+from bootstrap.stages.base import (
+    NodeResult,
+    PlannedAction,
+    Stage,
+    StageContext,
+    StageResult,
+    register_placeholders,
+    register_stage,
+)
 from bootstrap.stages.runner import Runner, select
 
 state_dir, inventory_path, effects_path, limit = sys.argv[1:5]
