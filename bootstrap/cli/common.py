@@ -20,8 +20,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_INVENTORY = Path("inventory/cluster.yml")
 
 #: Human output goes to stderr when --json is used, so stdout stays one JSON document.
-console = Console(stderr=False, highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+#: ``emoji=False``: data such as a fingerprint example ``AB:CD:...`` must never become an emoji (":CD:").
+console = Console(stderr=False, highlight=False, soft_wrap=True, emoji=False)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 
 def json_option(func: F) -> F:
@@ -84,7 +85,10 @@ def handle_errors(as_json_param: str = "as_json") -> Callable[[F], F]:
                 report_error(exc, as_json)
                 sys.exit(exc.exit_code)
             except KeyboardInterrupt:
-                err_console.print("[red]interrupted[/red]")
+                if as_json:
+                    emit_json({"ok": False, "error": "interrupted (Ctrl-C)", "exit_code": EXIT_INTERRUPTED})
+                else:
+                    err_console.print("[red]interrupted[/red]")
                 sys.exit(EXIT_INTERRUPTED)
 
         return wrapper  # type: ignore[return-value]
@@ -96,7 +100,7 @@ def report_error(exc: RackctlError, as_json: bool) -> None:
     """Print an error (and its problems) for a person or a script."""
     if as_json:
         problems = [p.as_dict() for p in exc.problems] or [{"path": "", "message": exc.message}]
-        emit_json({"ok": False, "error": exc.message, "errors": problems})
+        emit_json({"ok": False, "error": exc.message, "exit_code": exc.exit_code, "errors": problems})
         return
     err_console.print(f"[bold red]error:[/bold red] {escape(exc.message)}")
     for problem in exc.problems:
