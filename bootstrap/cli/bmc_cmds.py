@@ -36,6 +36,7 @@ from bootstrap.stages.oob import (
     targets_for,
     write_mac_diff,
 )
+from bootstrap.stages.runner import ensure_writable_state_dir
 from redfish_tools.boot import BOOT_TARGETS, set_boot_once
 from redfish_tools.connection import BmcConnection
 from redfish_tools.fleet import NodeResult, run_fleet
@@ -135,6 +136,7 @@ def discover_cmd(inventory_path: Path, state_dir: Path, limit: str | None, write
     discovered MACs are offered as an inventory diff (applied with --write).
     """
     inventory = load_inventory(inventory_path)
+    ensure_writable_state_dir(state_dir)  # the facts go to the journal: refuse before talking to any BMC
     nodes = select_nodes(inventory, limit)
     with FleetProgress("discover", len(nodes), as_json) as progress:
         report = run_discover_stage(inventory, nodes, state_dir, progress)

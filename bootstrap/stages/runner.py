@@ -8,7 +8,10 @@ after the other nodes finished that stage), or on Ctrl-C (exit 130); ``rackctl u
 
 from __future__ import annotations
 
+import errno
 import fnmatch
+import os
+import tempfile
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,7 +31,7 @@ from bootstrap.errors import (
 from bootstrap.fsutil import atomic_write_text
 from bootstrap.journal.secrets import redact_text
 from bootstrap.journal.states import MAIN_LINE, NodeState, rank
-from bootstrap.journal.store import STAGE_STEP, Journal
+from bootstrap.journal.store import JOURNAL_FILE, STAGE_STEP, Journal
 from bootstrap.stages.base import (
     STAGE_ORDER,
     NodeResult,
@@ -240,6 +243,33 @@ def plan(
     return {"ok": True, "stops_at": stops_at, "stages": stages_out, "nodes": current}
 
 
+def ensure_writable_state_dir(state_dir: Path) -> None:
+    """Refuse (exit 2) a state directory that cannot be written, before any BMC or node is contacted."""
+    state_dir = Path(state_dir)
+    journal = state_dir / JOURNAL_FILE
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=state_dir, prefix=".rackctl-write-check-"):
+            pass
+        if journal.exists() and not os.access(journal, os.W_OK):
+            raise PermissionError(errno.EACCES, "the journal file is read-only", str(journal))
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        if exc.errno == errno.EACCES and exc.strerror:
+            reason = exc.strerror
+        raise InvalidInput(
+            f"the state directory {state_dir} is not writable ({reason})",
+            problems=[
+                Problem(
+                    "--state-dir",
+                    f"{state_dir}: {reason}",
+                    "pass --state-dir (or RACKCTL_STATE_DIR) a writable directory, or fix its permissions or "
+                    "mount; a journal already there is intact and `rackctl journal show` still reads it",
+                )
+            ],
+        ) from None
+
+
 class RedactingProgress:
     """Wraps a reporter so that no message a stage reports shows a password or token."""
 
@@ -282,6 +312,7 @@ class Runner:
 
     def run(self) -> RunOutcome:
         """Run the selected stages; never raises for a stage's failure (see :class:`RunOutcome`)."""
+        ensure_writable_state_dir(self.state_dir)
         with Journal(self.state_dir) as journal, journal.run_lock():
             run_id = journal.begin_run(self.command)
             journal.register_nodes([n.hostname for n in self.inventory.nodes], run_id=run_id)
