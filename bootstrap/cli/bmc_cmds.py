@@ -26,9 +26,11 @@ from bootstrap.cli.common import (
     inventory_option,
     json_option,
     state_dir_option,
+    warn,
 )
 from bootstrap.errors import EXIT_FAILED
-from bootstrap.inventory import load_inventory
+from bootstrap.inventory import Inventory, Node, load_inventory
+from bootstrap.stages.insecure import insecure_warning
 from bootstrap.stages.oob import (
     run_bios_stage,
     run_discover_stage,
@@ -90,11 +92,21 @@ class FleetProgress:
             )
 
 
+def _selected(inventory_path: Path, limit: str | None, as_json: bool) -> tuple[Inventory, list[Node]]:
+    """The inventory and the nodes ``--limit`` selects; says once if their BMCs are not TLS-verified."""
+    inventory = load_inventory(inventory_path)
+    nodes = select_nodes(inventory, limit)
+    warning = insecure_warning(inventory, [n.hostname for n in nodes])
+    if warning:
+        warn(warning, as_json)
+    return inventory, nodes
+
+
 def _fleet(
     inventory_path: Path, limit: str | None, label: str, op: Callable[[BmcConnection], Any], as_json: bool
 ) -> list[NodeResult[Any]]:
-    inventory = load_inventory(inventory_path)
-    targets = targets_for(inventory, select_nodes(inventory, limit))
+    inventory, nodes = _selected(inventory_path, limit, as_json)
+    targets = targets_for(inventory, nodes)
     with FleetProgress(label, len(targets), as_json) as progress:
         return run_fleet(targets, op, progress=progress)
 
@@ -135,9 +147,8 @@ def discover_cmd(inventory_path: Path, state_dir: Path, limit: str | None, write
     Facts go to the run journal; model, GPU count and service tag are compared with the inventory; the
     discovered MACs are offered as an inventory diff (applied with --write).
     """
-    inventory = load_inventory(inventory_path)
     ensure_writable_state_dir(state_dir)  # the facts go to the journal: refuse before talking to any BMC
-    nodes = select_nodes(inventory, limit)
+    inventory, nodes = _selected(inventory_path, limit, as_json)
     with FleetProgress("discover", len(nodes), as_json) as progress:
         report = run_discover_stage(inventory, nodes, state_dir, progress)
     written = write_mac_diff(inventory_path, report.mac_diff) if write else 0
@@ -268,8 +279,7 @@ def bios_group() -> None:
 def _bios_run(
     inventory_path: Path, state_dir: Path, limit: str | None, as_json: bool, *, dry_run: bool, reboot: bool
 ) -> None:
-    inventory = load_inventory(inventory_path)
-    nodes = select_nodes(inventory, limit)
+    inventory, nodes = _selected(inventory_path, limit, as_json)
     label = "bios plan" if dry_run else "bios apply"
     with FleetProgress(label, len(nodes), as_json) as progress:
         report = run_bios_stage(inventory, nodes, state_dir, progress, reboot=reboot, dry_run=dry_run)

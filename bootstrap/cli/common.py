@@ -61,10 +61,27 @@ def emit_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
 
 
+def warn(message: str, as_json: bool) -> None:
+    """Say ``message`` once per command: on stderr now, or in the ``warnings`` of the ``--json`` document."""
+    said = command_warnings()
+    if message in said:
+        return
+    said.append(message)
+    if not as_json:
+        err_console.print(f"[bold yellow]warning:[/bold yellow] {escape(message)}")
+
+
+def command_warnings() -> list[str]:
+    """The warnings said so far by this command (kept on the root click context)."""
+    ctx = click.get_current_context(silent=True)
+    return ctx.find_root().meta.setdefault("rackctl.warnings", []) if ctx else []
+
+
 def emit(data: dict[str, Any], as_json: bool, human: Callable[[dict[str, Any]], None]) -> None:
-    """Print ``data`` as JSON, or hand it to ``human`` to render it with rich."""
+    """Print ``data`` as JSON (with this command's warnings), or hand it to ``human`` to render it with rich."""
     if as_json:
-        emit_json(data)
+        said = command_warnings()
+        emit_json({**data, "warnings": [*data.get("warnings", []), *said]} if said else data)
     else:
         human(data)
 
@@ -100,7 +117,8 @@ def report_error(exc: RackctlError, as_json: bool) -> None:
     """Print an error (and its problems) for a person or a script."""
     if as_json:
         problems = [p.as_dict() for p in exc.problems] or [{"path": "", "message": exc.message}]
-        emit_json({"ok": False, "error": exc.message, "exit_code": exc.exit_code, "errors": problems})
+        said = {"warnings": command_warnings()} if command_warnings() else {}
+        emit_json({"ok": False, "error": exc.message, "exit_code": exc.exit_code, "errors": problems, **said})
         return
     err_console.print(f"[bold red]error:[/bold red] {escape(exc.message)}")
     for problem in exc.problems:

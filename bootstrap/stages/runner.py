@@ -43,6 +43,7 @@ from bootstrap.stages.base import (
     StageContext,
     get_stage,
 )
+from bootstrap.stages.insecure import insecure_warning
 
 
 @dataclass
@@ -78,6 +79,8 @@ class RunOutcome:
     message: str
     stages: list[StageOutcome]
     nodes: dict[str, str]
+    #: said once per run: BMCs reached without TLS verification
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -92,6 +95,7 @@ class RunOutcome:
             "message": self.message,
             "stages": [s.as_dict() for s in self.stages],
             "nodes": self.nodes,
+            "warnings": self.warnings,
         }
 
 
@@ -313,15 +317,19 @@ class Runner:
     def run(self) -> RunOutcome:
         """Run the selected stages; never raises for a stage's failure (see :class:`RunOutcome`)."""
         ensure_writable_state_dir(self.state_dir)
+        warning = insecure_warning(self.inventory, self.selection.nodes, forced=self.options.insecure)
+        if warning:
+            self.progress.log(f"warning: {warning}")
+        note = f" [warning: {warning}]" if warning else ""
         with Journal(self.state_dir) as journal, journal.run_lock():
-            run_id = journal.begin_run(self.command)
+            run_id = journal.begin_run(self.command + (" --insecure" if self.options.insecure else ""))
             journal.register_nodes([n.hostname for n in self.inventory.nodes], run_id=run_id)
             self._outcomes = []
             try:
                 self._retry_failed(journal, run_id)
                 outcome = self._run_stages(journal, run_id)
             except RackctlError as exc:  # bad input or a refusal found mid-run: recorded, then shown
-                journal.finish_run(run_id, "failed", exc.message)
+                journal.finish_run(run_id, "failed", exc.message + note)
                 raise
             except KeyboardInterrupt:
                 current = self._outcomes[-1].name if self._outcomes else "before the first stage"
@@ -334,7 +342,8 @@ class Runner:
                     EXIT_INTERRUPTED,
                     f"interrupted during {current}; run `rackctl up` again to resume",
                 )
-            journal.finish_run(run_id, outcome.status, outcome.message)
+            journal.finish_run(run_id, outcome.status, outcome.message + note)
+            outcome.warnings = [warning] if warning else []
             return outcome
 
     # -- internals ---------------------------------------------------------------------------------
