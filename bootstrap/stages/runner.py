@@ -96,6 +96,7 @@ class RunOutcome:
             "stages": [s.as_dict() for s in self.stages],
             "nodes": self.nodes,
             "warnings": self.warnings,
+            **({} if self.ok else {"error": self.message}),
         }
 
 

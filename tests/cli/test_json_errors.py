@@ -50,6 +50,7 @@ def test_invalid_input_json_carries_the_exit_code(tmp_path):
 
 
 def _interrupt(args: list[str], tmp_path, silent_bmc) -> tuple[int, str, str]:
+    """Start ``rackctl ARGS --json`` against a BMC that never answers, then send it a real SIGINT."""
     inv = loopback_inventory(tmp_path, silent_bmc)
     proc = subprocess.Popen(
         [sys.executable, "-m", "bootstrap", *args, "-i", str(inv), "--limit", "head-01", "--json"],
@@ -68,6 +69,17 @@ def _interrupt(args: list[str], tmp_path, silent_bmc) -> tuple[int, str, str]:
 
 def test_sigint_with_json_is_one_json_document_and_exit_130(tmp_path, silent_bmc):
     code, out, err = _interrupt(["bmc", "status"], tmp_path, silent_bmc)
+    assert code == 130, err
+    doc = json.loads(out)
+    assert doc["ok"] is False and doc["exit_code"] == 130 and "interrupted" in doc["error"]
+    assert "Traceback" not in err
+
+
+def test_sigint_during_up_with_json_is_one_json_document(tmp_path, silent_bmc):
+    state = tmp_path / "state"
+    code, out, err = _interrupt(
+        ["up", "--stages", "preflight,discover", "--state-dir", str(state)], tmp_path, silent_bmc
+    )
     assert code == 130, err
     doc = json.loads(out)
     assert doc["ok"] is False and doc["exit_code"] == 130 and "interrupted" in doc["error"]
