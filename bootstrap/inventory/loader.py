@@ -7,10 +7,10 @@ Hostile input is refused before it can cost much:
 
 * only a regular file is read, checked with ``os.stat`` and opened ``O_NONBLOCK`` (a FIFO never
   blocks), at most :data:`MAX_BYTES` bytes, UTF-8 only (a bad byte is named by its offset);
-* YAML anchors and aliases are refused outright: an inventory has no need for them, and refusing them
-  is the only bound that holds for every consumer (an alias bomb expands exponentially in anything that
-  walks the document: the constructor, the line map, the models);
-* nesting deeper than :data:`MAX_DEPTH` is refused (no ``RecursionError``).
+* YAML aliases may add at most :data:`MAX_ALIAS_NODES` values when expanded (an alias bomb expands
+  exponentially in anything that walks the document: the line map, the models), and may not form a
+  cycle; plain anchors and aliases stay allowed, since PyYAML's ``dump`` writes them for shared objects;
+* nesting deeper than :data:`MAX_DEPTH` (aliases' included) is refused (no ``RecursionError``).
 
 Both YAML checks run on the parser's event stream, which is flat (no recursion, no expansion).
 """
@@ -39,9 +39,10 @@ SECRET_WORDS = ("password", "passwd", "secret", "token")
 MAX_DEPTH = 64
 #: largest inventory file read (a 1000-node inventory is well under 1 MiB)
 MAX_BYTES = 32 * 1024 * 1024
-_NO_ALIASES_FIX = (
-    "write the values out in full: an inventory does not use YAML anchors (&), aliases (*) or merge keys (<<)"
-)
+#: most nodes that aliases may add to the document when expanded (an alias bomb adds billions)
+MAX_ALIAS_NODES = 100_000
+_ALIAS_FIX = "write the values out in full, or use fewer aliases (*name) of large anchored (&name) parts"
+_DEPTH_FIX = "an inventory is a few levels deep; check for runaway brackets ([ or {)"
 
 
 class _UniqueKeyLoader(_BaseLoader):  # type: ignore[misc,valid-type]
@@ -80,37 +81,86 @@ def _yaml_problem(source: str, message: str, fix: str, line: int | None) -> Inva
     return InvalidInput(f"{source} is not valid YAML", problems=[Problem("", message, fix, line)])
 
 
+@dataclass
+class _Frame:
+    """An open mapping/sequence while scanning events: its expanded size and height so far."""
+
+    anchor: str | None
+    size: int = 1
+    height: int = 0
+
+
+def _structure_problem(source: str, title: str, message: str, fix: str, line: int | None) -> InvalidInput:
+    return InvalidInput(f"{source} {title}", problems=[Problem("", message, fix, line)])
+
+
 def check_structure(text: str, source: str = "<inventory>") -> None:
-    """Refuse anchors, aliases and nesting deeper than :data:`MAX_DEPTH`, from the flat event stream."""
-    depth = 0
+    """Bound the work of a document from the flat event stream, before anything walks it.
+
+    Aliases are allowed (PyYAML's own ``dump`` writes them for shared objects) but what they expand to
+    is counted: at most :data:`MAX_ALIAS_NODES` added nodes, no alias to an anchor that is still open
+    (a cycle), and nesting (aliases' included) at most :data:`MAX_DEPTH` deep.
+    """
+    anchors: dict[str, tuple[int, int]] = {}  # name -> (expanded size, height)
+    stack: list[_Frame] = []
+    added = 0
+
+    def close(size: int, height: int) -> None:
+        if stack:
+            stack[-1].size += size
+            stack[-1].height = max(stack[-1].height, height)
+
     for event in yaml.parse(text, Loader=_BaseLoader):
         line = event.start_mark.line + 1 if event.start_mark is not None else None
         if isinstance(event, yaml.AliasEvent):
-            raise InvalidInput(
-                f"{source} uses a YAML alias (*{event.anchor})",
-                problems=[Problem("", f"alias *{event.anchor} is not allowed", _NO_ALIASES_FIX, line)],
-            )
-        if isinstance(event, yaml.NodeEvent) and event.anchor is not None:
-            raise InvalidInput(
-                f"{source} uses a YAML anchor (&{event.anchor})",
-                problems=[Problem("", f"anchor &{event.anchor} is not allowed", _NO_ALIASES_FIX, line)],
-            )
-        if isinstance(event, yaml.CollectionStartEvent):
-            depth += 1
-            if depth > MAX_DEPTH:
-                raise InvalidInput(
-                    f"{source} is nested too deeply",
-                    problems=[
-                        Problem(
-                            "",
-                            f"more than {MAX_DEPTH} levels of nested mappings/lists",
-                            "an inventory is a few levels deep; check for runaway brackets ([ or {)",
-                            line,
-                        )
-                    ],
+            if event.anchor not in anchors:
+                if any(f.anchor == event.anchor for f in stack):
+                    raise _structure_problem(
+                        source,
+                        "has a recursive alias",
+                        f"alias *{event.anchor} points into itself",
+                        "an inventory is a tree: remove the alias",
+                        line,
+                    )
+                continue  # undefined: the composer names it
+            size, height = anchors[event.anchor]
+            added += size
+            if added > MAX_ALIAS_NODES:
+                raise _structure_problem(
+                    source,
+                    "expands aliases too far",
+                    f"aliases expand to more than {MAX_ALIAS_NODES} values (at *{event.anchor})",
+                    _ALIAS_FIX,
+                    line,
+                )
+            if len(stack) + height > MAX_DEPTH:
+                raise _structure_problem(
+                    source,
+                    "is nested too deeply",
+                    f"more than {MAX_DEPTH} levels of nested mappings/lists (with *{event.anchor})",
+                    _DEPTH_FIX,
+                    line,
+                )
+            close(size, height)
+        elif isinstance(event, yaml.CollectionStartEvent):
+            stack.append(_Frame(event.anchor))
+            if len(stack) > MAX_DEPTH:
+                raise _structure_problem(
+                    source,
+                    "is nested too deeply",
+                    f"more than {MAX_DEPTH} levels of nested mappings/lists",
+                    _DEPTH_FIX,
+                    line,
                 )
         elif isinstance(event, yaml.CollectionEndEvent):
-            depth -= 1
+            frame = stack.pop()
+            if frame.anchor is not None:
+                anchors[frame.anchor] = (frame.size, frame.height + 1)
+            close(frame.size, frame.height + 1)
+        elif isinstance(event, yaml.ScalarEvent):
+            if event.anchor is not None:
+                anchors[event.anchor] = (1, 0)
+            close(1, 0)
 
 
 def load_yaml(text: str, source: str = "<inventory>") -> Any:
