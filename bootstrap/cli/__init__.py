@@ -4,16 +4,64 @@
 one-line help (:data:`COMMANDS`), and imports a module only when one of its commands runs (or its own
 ``--help`` is asked for). Other packages add commands through the ``rackctl.commands`` entry-point group
 (``name = "package.module:click_command"``); the lab's ``rackctl lab`` comes that way from ``rackctl_lab``.
+
+With ``--json`` anywhere on the command line, stdout is one JSON document whatever happens: click's own
+usage errors (unknown option, bad choice, missing argument; exit 2) and Ctrl-C (exit 130) included.
 """
 
 from __future__ import annotations
 
 import importlib
+import json
+import sys
+from collections.abc import Sequence
 from importlib import metadata
+from typing import Any
 
 import click
 
 from bootstrap import __version__
+from bootstrap.errors import EXIT_INTERRUPTED
+
+
+def wants_json(args: Sequence[str]) -> bool:
+    """Whether ``--json`` is on the command line (before a ``--`` that ends the options)."""
+    options = list(args)
+    if "--" in options:
+        options = options[: options.index("--")]
+    return "--json" in options
+
+
+def _json_failure(error: str, exit_code: int, **extra: Any) -> None:
+    doc = {"ok": False, "error": error, "exit_code": exit_code, "errors": [{"path": "", "message": error}], **extra}
+    click.echo(json.dumps(doc, indent=2))
+
+
+class RackctlGroup(click.Group):
+    """The root group: with ``--json``, usage errors and interrupts become a JSON document too."""
+
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        argv = list(sys.argv[1:] if args is None else args)
+        if not standalone_mode or not wants_json(argv):
+            return super().main(argv, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.ClickException as exc:  # UsageError, BadParameter, NoSuchOption, ...
+            usage = exc.ctx.get_usage() if isinstance(exc, click.UsageError) and exc.ctx else None
+            _json_failure(exc.format_message(), exc.exit_code, **({"usage": usage} if usage else {}))
+            sys.exit(exc.exit_code)
+        except (click.Abort, KeyboardInterrupt):  # click turns Ctrl-C into Abort
+            _json_failure("interrupted (Ctrl-C)", EXIT_INTERRUPTED)
+            sys.exit(EXIT_INTERRUPTED)
+        sys.exit(0)
+
 
 PLUGIN_GROUP = "rackctl.commands"
 
@@ -37,8 +85,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-class LazyGroup(click.Group):
-    """A root group that imports a command's module only when that command is used."""
+class LazyGroup(RackctlGroup):
+    """The root group: JSON errors (:class:`RackctlGroup`), and a command's module imported only when it is used."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*COMMANDS, *self.commands, *_plugins()})

@@ -29,12 +29,14 @@ from bootstrap.cli.common import (
     json_option,
     limit_option,
     state_dir_option,
+    warn,
 )
 from bootstrap.errors import EXIT_FAILED, EXIT_OK
 from bootstrap.inventory import Inventory, load_inventory
 from bootstrap.journal.store import Journal
 from bootstrap.selection import select_nodes, split_csv
 from bootstrap.stages.base import RunOptions
+from bootstrap.stages.insecure import insecure_warning
 from bootstrap.stages.oob import FACTS_STAGE, check_facts, desired_bios, mac_diff, targets_for, write_mac_diff
 from bootstrap.stages.progress import RichProgress
 from bootstrap.stages.runner import Runner, RunOutcome, plan, select
@@ -90,11 +92,20 @@ class FleetProgress:
             )
 
 
+def _warn_if_insecure(inventory: Inventory, hostnames: list[str], as_json: bool) -> None:
+    """Say once (stderr, or the ``--json`` document's ``warnings``) which selected BMCs are not TLS-verified."""
+    warning = insecure_warning(inventory, hostnames)
+    if warning:
+        warn(warning, as_json)
+
+
 def _fleet(
     inventory_path: Path, limit: str | None, label: str, op: Callable[[BmcConnection], Any], as_json: bool
 ) -> list[NodeResult[Any]]:
     inventory = load_inventory(inventory_path)
-    targets = targets_for(inventory, select_nodes(inventory, limit))
+    nodes = select_nodes(inventory, limit)
+    _warn_if_insecure(inventory, [n.hostname for n in nodes], as_json)
+    targets = targets_for(inventory, nodes)
     with FleetProgress(label, len(targets), as_json) as progress:
         return run_fleet(targets, op, progress=progress)
 
@@ -141,6 +152,7 @@ def _run_stage(
     # bad input is refused before the journal is touched, with every problem named (exit 2)
     chosen = [n for n in inventory.nodes if n.hostname in selection.nodes]
     targets_for(inventory, chosen)
+    _warn_if_insecure(inventory, selection.nodes, as_json)
     if stage == "bios":
         for node in chosen:
             desired_bios(inventory, node)
@@ -373,6 +385,7 @@ def _bios_plan(inventory_path: Path, state_dir: Path, limit: str | None, as_json
     planned = plan(inventory, state_dir, selection, RunOptions(dry_run=True, environment=environment_for(inventory)))
     stage = planned["stages"][0]
     to_run = [n for n in inventory.nodes if n.hostname in stage["nodes_to_run"]]
+    _warn_if_insecure(inventory, [n.hostname for n in to_run], as_json)
     wanted = {n.hostname: desired_bios(inventory, n) for n in to_run}
     with FleetProgress("bios plan", len(to_run), as_json) as progress:
         results = run_fleet(

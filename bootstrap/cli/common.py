@@ -25,8 +25,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_INVENTORY = Path("inventory/cluster.yml")
 
 #: Human output goes to stderr when --json is used, so stdout stays one JSON document.
-console = Console(stderr=False, highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+#: ``emoji=False``: data such as a fingerprint example ``AB:CD:...`` must never become an emoji (":CD:").
+console = Console(stderr=False, highlight=False, soft_wrap=True, emoji=False)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 
 def json_option(func: F) -> F:
@@ -88,10 +89,27 @@ def emit_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
 
 
+def warn(message: str, as_json: bool) -> None:
+    """Say ``message`` once per command: on stderr now, or in the ``warnings`` of the ``--json`` document."""
+    said = command_warnings()
+    if message in said:
+        return
+    said.append(message)
+    if not as_json:
+        err_console.print(f"[bold yellow]warning:[/bold yellow] {escape(message)}")
+
+
+def command_warnings() -> list[str]:
+    """The warnings said so far by this command (kept on the root click context)."""
+    ctx = click.get_current_context(silent=True)
+    return ctx.find_root().meta.setdefault("rackctl.warnings", []) if ctx else []
+
+
 def emit(data: dict[str, Any], as_json: bool, human: Callable[[dict[str, Any]], None]) -> None:
-    """Print ``data`` as JSON, or hand it to ``human`` to render it with rich."""
+    """Print ``data`` as JSON (with this command's warnings), or hand it to ``human`` to render it with rich."""
     if as_json:
-        emit_json(data)
+        said = command_warnings()
+        emit_json({**data, "warnings": [*data.get("warnings", []), *said]} if said else data)
     else:
         human(data)
 
@@ -112,7 +130,10 @@ def handle_errors(as_json_param: str = "as_json") -> Callable[[F], F]:
                 report_error(exc, as_json)  # type: ignore[arg-type]
                 sys.exit(exc.exit_code)
             except KeyboardInterrupt:
-                err_console.print("[red]interrupted[/red]")
+                if as_json:
+                    emit_json({"ok": False, "error": "interrupted (Ctrl-C)", "exit_code": EXIT_INTERRUPTED})
+                else:
+                    err_console.print("[red]interrupted[/red]")
                 sys.exit(EXIT_INTERRUPTED)
 
         return wrapper  # type: ignore[return-value]
@@ -125,7 +146,8 @@ def report_error(exc: RackctlError, as_json: bool) -> None:
     if as_json:
         problems = [p.as_dict() for p in exc.problems] or [{"path": "", "message": exc.message}]
         clean = [{k: redact(v) if isinstance(v, str) else v for k, v in p.items()} for p in problems]
-        emit_json({"ok": False, "error": redact(exc.message), "errors": clean})
+        said = {"warnings": command_warnings()} if command_warnings() else {}
+        emit_json({"ok": False, "error": redact(exc.message), "exit_code": exc.exit_code, "errors": clean, **said})
         return
     err_console.print(f"[bold red]error:[/bold red] {escape(redact(exc.message))}")
     for problem in exc.problems:

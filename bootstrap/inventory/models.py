@@ -204,6 +204,56 @@ class BmcSettings(Strict):
         return norm
 
 
+BMC_ADDRESS_FORMS = "an IP or hostname, host:port (port 1-65535), [IPv6]:port or https://host[:port]"
+_HOST_LABEL_RE = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
+
+
+def check_bmc_address(value: str) -> None:
+    """Raise ValueError ("what is wrong; the fix") unless ``value`` is a usable BMC address."""
+    fix = f"write {BMC_ADDRESS_FORMS}, e.g. 10.10.0.11 or https://idrac-gpu01:8443"
+    if value.lower().startswith("http://"):
+        raise ValueError("plain http is not allowed for BMCs; use https://")
+    rest = value.removeprefix("https://").removesuffix("/")
+    if "://" in rest or "/" in rest:
+        raise ValueError(f"only https:// and no path is allowed in a BMC address; {fix}")
+    host, port = rest, None
+    if rest.startswith("["):
+        close = rest.find("]")
+        if close < 0:
+            raise ValueError(f"'[' without a closing ']'; {fix}")
+        host, after = rest[1:close], rest[close + 1 :]
+        if after:
+            if not after.startswith(":"):
+                raise ValueError(f"unexpected {after!r} after ']'; {fix}")
+            port = after[1:]
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ValueError(f"{host!r} in brackets is not an IPv6 address; {fix}") from None
+    elif "[" in rest or "]" in rest:
+        raise ValueError(f"stray bracket; brackets enclose a whole IPv6 address: [fd00::11]:443; {fix}")
+    elif rest.count(":") > 1:
+        try:
+            ipaddress.IPv6Address(rest)
+        except ValueError:
+            raise ValueError(f"not an IPv6 address; {fix}") from None
+        return
+    elif ":" in rest:
+        host, port = rest.split(":", 1)
+    if port is not None and not (port.isdigit() and 1 <= int(port) <= 65535):
+        raise ValueError(f"port {port!r} is not a number from 1 to 65535; {fix}")
+    if not rest.startswith("["):
+        if not host:
+            raise ValueError(f"no host; {fix}")
+        if re.fullmatch(r"[0-9.]+", host):
+            try:
+                ipaddress.IPv4Address(host)
+            except ValueError:
+                raise ValueError(f"{host!r} is not a valid IPv4 address; {fix}") from None
+        elif not all(_HOST_LABEL_RE.match(label) for label in host.split(".")):
+            raise ValueError(f"{host!r} is not a valid hostname; {fix}")
+
+
 class NodeBmc(BmcSettings):
     """A node's BMC."""
 
@@ -212,10 +262,7 @@ class NodeBmc(BmcSettings):
     @field_validator("address")
     @classmethod
     def _address(cls, value: str) -> str:
-        if not re.match(r"^(https://)?[A-Za-z0-9.\-\[\]:]+(:\d{1,5})?/?$", value):
-            raise ValueError("expected an IP, a hostname, host:port or https://host[:port]")
-        if value.startswith("http://"):
-            raise ValueError("plain http is not allowed for BMCs; use https://")
+        check_bmc_address(value)
         return value
 
     @property
@@ -233,6 +280,20 @@ class NodeBmc(BmcSettings):
         return f"https://{rest}"
 
 
+def sexagesimal_hint(number: int) -> str:
+    """Why YAML turned an unquoted MAC into ``number``, and how to quote it."""
+    digits: list[int] = []
+    rest = abs(number)
+    while rest:
+        rest, digit = divmod(rest, 60)
+        digits.insert(0, digit)
+    guess = ":".join(f"{d:02d}" for d in digits) if 0 < len(digits) <= 6 else "aa:bb:cc:dd:ee:ff"
+    return (
+        f"a MAC address was read as the number {number}: unquoted, YAML 1.1 reads digits and colons as a "
+        f'base-60 number; quote it: mac: "{guess}"'
+    )
+
+
 class Interface(Strict):
     """A NIC port (or partition) of a node and its address on one network."""
 
@@ -243,6 +304,13 @@ class Interface(Strict):
     ip: IPv4 | None = None
     vlan: int | None = Field(None, ge=1, le=4094)
     mtu: int | None = Field(None, ge=576, le=9216)
+
+    @field_validator("mac", mode="before")
+    @classmethod
+    def _mac_not_a_number(cls, value: object) -> object:
+        if isinstance(value, int) and not isinstance(value, bool):
+            raise ValueError(sexagesimal_hint(value))
+        return value
 
     @field_validator("mac")
     @classmethod
@@ -312,7 +380,7 @@ class Node(Strict):
         if value is None:
             return value
         if not SERVICE_TAG_RE.match(value.upper()):
-            raise ValueError("a Dell service tag is 7 letters or digits, e.g. 'ABC1234'")
+            raise ValueError("not a Dell service tag; use its 7 letters or digits, e.g. 'ABC1234'")
         return value.upper()
 
     @property

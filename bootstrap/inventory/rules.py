@@ -656,3 +656,23 @@ def served_models(inv: Inventory) -> Iterator[Finding]:
                 f"at most {capacity[product]}",
                 "lower tensor_parallelism/pipeline_parallelism or pin the model to larger nodes",
             )
+
+
+# --- BMC addresses vs host addresses ------------------------------------------------------------
+
+
+@rule("bmc-address-vs-host-ips")
+def bmc_address_vs_host_ips(inv: Inventory) -> Iterator[Finding]:
+    """A BMC address is never also a node's PXE, management or other host IP (an iDRAC has its own)."""
+    host_ips = {str(ip): (path, node, network) for path, node, network, ip in _addresses(inv)}
+    for i, node in enumerate(inv.nodes):
+        taken = host_ips.get(node.bmc.host)
+        if taken is None:
+            continue
+        path, owner, network = taken
+        whose = "its own" if owner is node else f"{owner.hostname}'s"
+        yield err(
+            _node_path(i, ".bmc.address"),
+            f"BMC address {node.bmc.host} is also {whose} {network or 'host'} address ({path})",
+            "give the iDRAC its own address on the OOB network, or correct the host IP",
+        )

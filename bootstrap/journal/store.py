@@ -219,27 +219,62 @@ class Journal:
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             return conn
         if self.readonly:
-            conn = sqlite3.connect(
-                f"{self.path.resolve().as_uri()}?mode=ro",
-                uri=True,
-                check_same_thread=False,
-                isolation_level=None,
-            )
-        else:
+            return self._connect_readonly()
+        try:
             self.state_dir.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+        except (OSError, sqlite3.OperationalError) as exc:
+            raise self._unwritable(exc) from None
         try:
             conn.execute("PRAGMA busy_timeout = 30000")
-            if not self.readonly:
-                conn.execute("PRAGMA journal_mode = WAL")
-                conn.execute("PRAGMA synchronous = FULL")  # a completed step survives a power cut
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = FULL")  # a completed step survives a power cut
             self._migrate(conn)
+        except sqlite3.OperationalError as exc:  # read-only file or mount, full disk: the journal is fine
+            conn.close()
+            raise self._unwritable(exc) from None
         except sqlite3.DatabaseError as exc:
             conn.close()
             raise InvalidInput(
                 f"{self.path} is not a readable rackctl journal ({exc}); move it aside to start afresh"
             ) from exc
         return conn
+
+    def _connect_readonly(self) -> sqlite3.Connection:
+        """Open for reading only; on a read-only mount (no -shm/-wal can be made) as an immutable file."""
+        uri = self.path.resolve().as_uri()
+        failure: sqlite3.OperationalError | None = None
+        for query in ("mode=ro", "mode=ro&immutable=1"):
+            conn = sqlite3.connect(f"{uri}?{query}", uri=True, check_same_thread=False, isolation_level=None)
+            try:
+                conn.execute("PRAGMA busy_timeout = 30000")
+                self._migrate(conn)
+                conn.execute("SELECT count(*) FROM runs").fetchone()
+            except sqlite3.OperationalError as exc:
+                conn.close()
+                if "no such table" in str(exc):
+                    raise InvalidInput(
+                        f"{self.path} is not a rackctl journal ({exc}); pass the right --state-dir"
+                    ) from None
+                failure = exc
+                continue
+            except sqlite3.DatabaseError as exc:
+                conn.close()
+                raise InvalidInput(
+                    f"{self.path} is not a readable rackctl journal ({exc}); move it aside to start afresh"
+                ) from exc
+            return conn
+        raise InvalidInput(
+            f"cannot open the journal {self.path} for reading ({failure}); "
+            f"check that this user may read {self.state_dir} and the file"
+        )
+
+    def _unwritable(self, exc: BaseException) -> InvalidInput:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return InvalidInput(
+            f"cannot write the journal in {self.state_dir} ({reason}); pass --state-dir a writable directory "
+            "or fix its permissions or mount; the journal itself is intact (`rackctl journal show` reads it)"
+        )
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
         version = conn.execute("PRAGMA user_version").fetchone()[0]

@@ -19,6 +19,9 @@ Every message leaving the runner (progress, journal, outcome, traceback files) g
 
 from __future__ import annotations
 
+import errno
+import os
+import tempfile
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -38,7 +41,7 @@ from bootstrap.errors import (
 from bootstrap.fsutil import atomic_write_text
 from bootstrap.inventory.environment_checks import OperatorEnvironmentError
 from bootstrap.journal.states import MAIN_LINE, NodeState, rank
-from bootstrap.journal.store import STAGE_STEP, Journal
+from bootstrap.journal.store import JOURNAL_FILE, STAGE_STEP, Journal
 from bootstrap.selection import check_stages, match_nodes
 from bootstrap.stages.base import (
     STAGE_ORDER,
@@ -51,6 +54,7 @@ from bootstrap.stages.base import (
     StageContext,
     get_stage,
 )
+from bootstrap.stages.insecure import insecure_warning
 from redfish_tools.errors import RedfishError
 from redfish_tools.secrets import redact
 
@@ -88,6 +92,8 @@ class RunOutcome:
     message: str
     stages: list[StageOutcome]
     nodes: dict[str, str]
+    #: said once per run: BMCs reached without TLS verification
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -102,6 +108,8 @@ class RunOutcome:
             "message": self.message,
             "stages": [s.as_dict() for s in self.stages],
             "nodes": self.nodes,
+            "warnings": self.warnings,
+            **({} if self.ok else {"error": self.message}),
         }
 
 
@@ -223,6 +231,33 @@ def plan(
     return {"ok": True, "stops_at": stops_at, "stages": stages_out, "nodes": current}
 
 
+def ensure_writable_state_dir(state_dir: Path) -> None:
+    """Refuse (exit 2) a state directory that cannot be written, before any BMC or node is contacted."""
+    state_dir = Path(state_dir)
+    journal = state_dir / JOURNAL_FILE
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=state_dir, prefix=".rackctl-write-check-"):
+            pass
+        if journal.exists() and not os.access(journal, os.W_OK):
+            raise PermissionError(errno.EACCES, "the journal file is read-only", str(journal))
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        if exc.errno == errno.EACCES and exc.strerror:
+            reason = exc.strerror
+        raise InvalidInput(
+            f"the state directory {state_dir} is not writable ({reason})",
+            problems=[
+                Problem(
+                    "--state-dir",
+                    f"{state_dir}: {reason}",
+                    "pass --state-dir (or RACKCTL_STATE_DIR) a writable directory, or fix its permissions or "
+                    "mount; a journal already there is intact and `rackctl journal show` still reads it",
+                )
+            ],
+        ) from None
+
+
 class RedactingProgress:
     """Wraps a reporter so that no message a stage reports shows a password or token."""
 
@@ -265,8 +300,13 @@ class Runner:
 
     def run(self) -> RunOutcome:
         """Run the selected stages; never raises for a stage's failure (see :class:`RunOutcome`)."""
+        ensure_writable_state_dir(self.state_dir)
+        warning = insecure_warning(self.inventory, self.selection.nodes, forced=self.options.insecure)
+        if warning:
+            self.progress.log(f"warning: {warning}")
+        note = f" [warning: {warning}]" if warning else ""
         with Journal(self.state_dir) as journal, journal.run_lock():
-            run_id = journal.begin_run(self.command)
+            run_id = journal.begin_run(self.command + (" --insecure" if self.options.insecure else ""))
             journal.register_nodes([n.hostname for n in self.inventory.nodes], run_id=run_id)
             self._outcomes = []
             try:
@@ -274,7 +314,7 @@ class Runner:
                 self._retry_failed(journal, run_id)
                 outcome = self._run_stages(journal, run_id)
             except RackctlError as exc:  # bad input or a refusal found mid-run: recorded, then shown
-                journal.finish_run(run_id, "failed", _describe(exc))
+                journal.finish_run(run_id, "failed", _describe(exc) + note)
                 raise
             except KeyboardInterrupt:
                 current = self._outcomes[-1].name if self._outcomes else "before the first stage"
@@ -287,7 +327,8 @@ class Runner:
                     EXIT_INTERRUPTED,
                     f"interrupted during {current}; run `rackctl up` again to resume",
                 )
-            journal.finish_run(run_id, outcome.status, outcome.message)
+            journal.finish_run(run_id, outcome.status, outcome.message + note)
+            outcome.warnings = [warning] if warning else []
             return outcome
 
     # -- internals ---------------------------------------------------------------------------------

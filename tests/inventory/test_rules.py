@@ -417,3 +417,15 @@ def test_firmware_baseline(data):
     expect(data, "firmware.baseline.R660.bios", "not a version")
     data["firmware"] = {"baseline": {"R660": {"bios": "1.6.2", "idrac": "7.00.00.00"}}}
     assert valid(data).inventory.firmware.baseline["R660"].bios == "1.6.2"
+
+
+@covers("bmc-address-vs-host-ips")
+def test_bmc_address_equal_to_another_nodes_pxe_ip(data):
+    data["nodes"][2]["bmc"]["address"] = "https://10.10.0.21:443"
+    expect(data, "nodes[2].bmc.address", "10.10.0.21", "nodes[0].interfaces[0].ip", "pxe", "own address")
+
+
+@covers("bmc-address-vs-host-ips")
+def test_bmc_address_equal_to_own_management_ip(data):
+    data["nodes"][1]["bmc"]["address"] = "10.20.0.22"
+    expect(data, "nodes[1].bmc.address", "its own management address")

@@ -11,7 +11,7 @@ import pytest
 from bootstrap.inventory import Inventory, load_inventory
 from bootstrap.stages import base
 from bootstrap.stages.base import NodeResult, PlannedAction, Stage, StageContext, StageResult, register_stage
-from bootstrap.stages.placeholders import placeholder_for
+from bootstrap.stages.base import placeholder_for
 
 EXAMPLE_INVENTORY = Path(__file__).resolve().parents[2] / "inventory" / "examples" / "dvd-inference.yml"
 

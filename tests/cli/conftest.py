@@ -1,0 +1,61 @@
+"""Helpers for CLI tests: run the real ``rackctl`` in a subprocess, and a BMC that never answers."""
+
+from __future__ import annotations
+
+import copy
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.inventory.conftest import _SAMPLE_DATA
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def rackctl_env(**extra: str) -> dict[str, str]:
+    """The environment a subprocess ``rackctl`` runs in: this checkout first on the path."""
+    return {**os.environ, "PYTHONPATH": str(ROOT), "RACKCTL_BMC_PASSWORD": "pw-not-shown", **extra}
+
+
+def rackctl(*args: str, timeout: float = 60, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m bootstrap ARGS`` to completion."""
+    return subprocess.run(
+        [sys.executable, "-m", "bootstrap", *args],
+        cwd=ROOT,
+        env=rackctl_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@pytest.fixture
+def silent_bmc() -> Iterator[int]:
+    """A TCP port that accepts connections and never answers (a hung iDRAC)."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(16)
+        yield server.getsockname()[1]
+
+
+def loopback_inventory(tmp_path: Path, port: int, *, insecure: bool = True) -> Path:
+    """The sample inventory as a lab cluster whose first node's BMC is 127.0.0.1:``port``."""
+    data: dict[str, Any] = copy.deepcopy(_SAMPLE_DATA)
+    data["cluster"]["lab"] = True
+    for index, node in enumerate(data["nodes"]):
+        node["bmc"] = {"address": f"127.0.0.1:{port if index == 0 else 1 + index}"}
+    if insecure:
+        data["bmc"]["defaults"]["insecure"] = True
+    else:
+        data["bmc"]["defaults"]["fingerprint"] = "AB" * 32
+    path = tmp_path / "cluster.yml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
