@@ -11,7 +11,7 @@ demo:
 	scripts/demo.sh
 
 lint:
-	scripts/setup.sh && .venv/bin/ruff check bootstrap redfish_tools tests bench && \
+	scripts/setup.sh && .venv/bin/ruff check bootstrap redfish_tools lab tests bench && .venv/bin/lint-imports && .venv/bin/mypy && \
 	PATH="$$PWD/.venv/bin:$$PATH" .venv/bin/ansible-lint --profile production --offline -q playbooks roles
 
 bench:

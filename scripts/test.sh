@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
-# The test command (README, CI): set up, lint (ruff, ansible-lint production profile), then pytest.
+# The test command (README, CI): set up, then the guards and the tests, each of which must pass:
+# ruff (lint and format), import-linter contracts (product never imports the lab, redfish_tools never imports
+# bootstrap, no import cycles), mypy (bootstrap, redfish_tools), ansible-lint (production profile), pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-echo "== ruff"
-.venv/bin/ruff check bootstrap redfish_tools tests bench
+PY_TREES=(bootstrap redfish_tools lab tests bench)
+echo "== ruff check"
+.venv/bin/ruff check "${PY_TREES[@]}"
+echo "== ruff format --check"
+.venv/bin/ruff format --check "${PY_TREES[@]}"
+echo "== import-linter"
+.venv/bin/lint-imports
+echo "== mypy"
+.venv/bin/mypy
 echo "== ansible-lint (production profile)"
 PATH="$PWD/.venv/bin:$PATH" .venv/bin/ansible-lint --profile production --offline -q playbooks roles
 echo "== pytest"
