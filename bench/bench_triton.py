@@ -11,10 +11,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from bootstrap.inventory.served_models import ModelSpec
 from bootstrap.triton.check import check_model_dir
 from bootstrap.triton.loadcheck import load_check
 from bootstrap.triton.render import render_all, render_model
-from bootstrap.triton.spec import ModelSpec
 
 MODELS = 20
 

@@ -17,7 +17,6 @@ Both YAML checks run on the parser's event stream, which is flat (no recursion, 
 
 from __future__ import annotations
 
-import difflib
 import errno
 import os
 import stat
@@ -32,6 +31,7 @@ from pydantic import BaseModel, ValidationError
 
 from bootstrap.errors import InvalidInput, Problem
 from bootstrap.inventory.models import Inventory
+from bootstrap.inventory.suggest import did_you_mean
 
 _BaseLoader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 SECRET_WORDS = ("password", "passwd", "secret", "token")
@@ -340,15 +340,6 @@ def model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
             return None
         cls, skip_key = _unwrap(cls.model_fields[part].annotation)
     return cls if isinstance(cls, type) and issubclass(cls, BaseModel) else None
-
-
-def did_you_mean(word: str, options: typing.Iterable[str]) -> str:
-    """'did you mean X?' or a list of the valid choices."""
-    options = sorted(options)
-    close = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
-    if close:
-        return f"did you mean '{close[0]}'?"
-    return "valid keys: " + ", ".join(options) if options else ""
 
 
 def _shown(value: Any, loc: tuple[Any, ...]) -> str:

@@ -15,7 +15,6 @@ from pydantic import ValidationError
 
 from bootstrap.errors import Problem
 from bootstrap.inventory.hardware import BUILTIN_MODELS, GPU_TYPES, MIG_PROFILES_80GB
-from bootstrap.inventory.loader import did_you_mean
 from bootstrap.inventory.models import Inventory, Network, Node, Role
 from bootstrap.inventory.profiles import (
     OPERATOR_DEFAULT_DRIVER,
@@ -29,6 +28,7 @@ from bootstrap.inventory.profiles import (
     operator_line,
     version_tuple,
 )
+from bootstrap.inventory.suggest import did_you_mean
 
 
 @dataclass(frozen=True)

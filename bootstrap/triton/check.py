@@ -15,8 +15,8 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
 from bootstrap.errors import Problem
+from bootstrap.inventory.served_models import ModelSpec
 from bootstrap.triton.render import PLACEHOLDER, REPOSITORY_DIR, load_written_spec
-from bootstrap.triton.spec import ModelSpec
 
 ModelConfig = model_config_pb2.ModelConfig
 MANIFEST_FILE = "k8s/deployment.yaml"

@@ -12,8 +12,8 @@ import yaml
 
 from bootstrap.errors import Problem
 from bootstrap.fsutil import atomic_write_text
-from bootstrap.triton.spec import ModelSpec
-from bootstrap.triton.versions import version_info
+from bootstrap.inventory.served_models import ModelSpec
+from bootstrap.inventory.trtllm import version_info
 
 LAUNCH_SCRIPT = Path(__file__).parent / "templates" / "k8s" / "rackctl_launch.py"
 LAUNCH_MOUNT = "/opt/rackctl"

@@ -16,8 +16,8 @@ import jinja2
 
 from bootstrap.errors import InvalidInput, Problem
 from bootstrap.fsutil import atomic_write_text, replace_tree
-from bootstrap.triton.spec import ModelSpec
-from bootstrap.triton.versions import version_info
+from bootstrap.inventory.served_models import ModelSpec
+from bootstrap.inventory.trtllm import version_info
 
 TEMPLATES = Path(__file__).parent / "templates"
 REPOSITORY_DIR = "model_repository"

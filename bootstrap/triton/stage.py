@@ -11,11 +11,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from bootstrap.errors import InvalidInput, Problem
 from bootstrap.inventory import load_inventory
 from bootstrap.inventory.loader import load_yaml, problem_from_pydantic
+from bootstrap.inventory.served_models import ModelSpec
 from bootstrap.triton.check import check_model_dir
 from bootstrap.triton.loadcheck import load_check as run_load_check
 from bootstrap.triton.manifests import write_manifests
 from bootstrap.triton.render import render_all
-from bootstrap.triton.spec import ModelSpec
 
 
 class ModelsFile(BaseModel):

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from bootstrap.inventory.served_models import ModelSpec
 from bootstrap.triton.render import render_all
-from bootstrap.triton.spec import ModelSpec
 
 
 def make_spec(**overrides: Any) -> ModelSpec:

@@ -11,8 +11,8 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
 from bootstrap.cli import cli
+from bootstrap.inventory.trtllm import SUPPORTED_VERSIONS, version_info
 from bootstrap.triton.render import render_model
-from bootstrap.triton.versions import SUPPORTED_VERSIONS, version_info
 from tests.triton.conftest import make_spec
 
 

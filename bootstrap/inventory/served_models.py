@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from bootstrap.triton.versions import SUPPORTED_VERSIONS, version_info
+from bootstrap.inventory.trtllm import SUPPORTED_VERSIONS, version_info
 
 Precision = Literal["FP8", "FP16", "BF16", "FP32", "INT8", "INT4_AWQ", "AWQ", "GPTQ", "W8A8_SQ", "NVFP4"]
 Layout = Literal["inflight_batcher_llm", "llmapi"]
