@@ -539,9 +539,10 @@ def classify(
     mid = E.message_id_of(resp.body)
     info = E.extended_info_of(resp.body)
     text = _first_message(resp.body)
-    kw = {"bmc": bmc, "uri": path, "status": status, "message_id": mid, "extended_info": info}
+    kw: E.ErrorContext = {"bmc": bmc, "uri": path, "status": status, "message_id": mid, "extended_info": info}
     if mid in SESSION_LIMIT_IDS:
         raise E.SessionLimitError(text or "no free session on the BMC", **kw)
+    err: E.RedfishError
     if status == 503 or mid in NOT_READY_IDS:
         err = E.NotReadyError(text or "the BMC is busy or not ready", **kw)
         if retry_not_ready:

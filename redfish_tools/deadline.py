@@ -125,7 +125,7 @@ class _TrackedHTTPConnection(HTTPConnection):
         super().connect()
         _track(self.sock)
 
-    def getresponse(self) -> Any:  # type: ignore[override]
+    def getresponse(self) -> Any:
         _track(self.sock)
         return super().getresponse()
 
@@ -140,7 +140,7 @@ class _TrackedHTTPSConnection(HTTPSConnection):
         super().connect()
         _track(self.sock)
 
-    def getresponse(self) -> Any:  # type: ignore[override]
+    def getresponse(self) -> Any:
         _track(self.sock)
         return super().getresponse()
 

@@ -7,7 +7,17 @@ callers pass URIs and Redfish messages only.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
+
+
+class ErrorContext(TypedDict):
+    """Where and how a Redfish call failed: the keyword arguments of :class:`RedfishError`."""
+
+    bmc: str
+    uri: str
+    status: int | None
+    message_id: str | None
+    extended_info: list[dict[str, Any]]
 
 
 class RedfishError(Exception):

@@ -40,7 +40,7 @@ def _json_failure(error: str, exit_code: int, **extra: Any) -> None:
 class RackctlGroup(click.Group):
     """The root group: with ``--json``, usage errors and interrupts become a JSON document too."""
 
-    def main(  # type: ignore[override]
+    def main(
         self,
         args: Sequence[str] | None = None,
         prog_name: str | None = None,

@@ -271,7 +271,7 @@ def _discover_report(inventory: Inventory, state_dir: Path, outcome: RunOutcome)
 
 def _facts_from_dict(raw: dict[str, Any]) -> NodeFacts:
     """The journalled facts back as :class:`NodeFacts` (the parts the inventory checks read)."""
-    simple = {k: raw.get(k) for k in ("bmc", "service_tag", "manufacturer", "model", "power_state")}
+    simple: dict[str, Any] = {k: raw.get(k) for k in ("bmc", "service_tag", "manufacturer", "model", "power_state")}
     return NodeFacts(
         **simple,
         nics=[Nic(**nic) for nic in raw.get("nics", [])],
@@ -303,7 +303,7 @@ def power_cmd(action: str, inventory_path: Path, limit: str | None, dry_run: boo
         return set_power(conn, action).as_dict()
 
     results = _fleet(inventory_path, limit, f"power {action}", op, as_json)
-    data = {
+    data: dict[str, Any] = {
         "ok": all(r.ok for r in results),
         "action": action,
         "dry_run": dry_run,
@@ -355,7 +355,7 @@ def boot_cmd(  # noqa: PLR0917 - click passes options as arguments
         return result
 
     results = _fleet(inventory_path, limit, f"boot {target}", op, as_json)
-    data = {
+    data: dict[str, Any] = {
         "ok": all(r.ok for r in results),
         "target": target,
         "enabled": enabled,
@@ -399,7 +399,7 @@ def _bios_plan(inventory_path: Path, state_dir: Path, limit: str | None, as_json
             nodes.append({**by_name[name].as_dict(_as_dict), "status": "run"})
         else:
             nodes.append({"name": name, "ok": True, "status": "skip", "skip": skipped.get(name, ""), "value": None})
-    data = {
+    data: dict[str, Any] = {
         "ok": all(r.ok for r in results),
         "applied": False,
         "dry_run": True,
@@ -545,7 +545,7 @@ def bmc_status_cmd(inventory_path: Path, limit: str | None, as_json: bool) -> No
         }
 
     results = _fleet(inventory_path, limit, "bmc status", op, as_json)
-    data = {"ok": all(r.ok for r in results), "nodes": [r.as_dict() for r in results]}
+    data: dict[str, Any] = {"ok": all(r.ok for r in results), "nodes": [r.as_dict() for r in results]}
 
     def show(v: dict[str, Any]) -> str:
         lc = v["lc"].get("lc_status") or v["lc"].get("error")

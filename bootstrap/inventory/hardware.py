@@ -59,7 +59,7 @@ class HardwareModel(BaseModel):
     roles: list[str] = Field(description="Roles this model may take: head, control-plane, worker.")
     gpu_types: list[str] = Field(default_factory=list, description="GPU types it can carry.")
     gpu_counts: list[int] = Field(default_factory=lambda: [0], description="Allowed GPU counts.")
-    nvswitch: bool = Field(False, description="GPUs connected through NVSwitch (needs Fabric Manager).")
+    nvswitch: bool = Field(default=False, description="GPUs connected through NVSwitch (needs Fabric Manager).")
     nics: dict[str, str] = Field(
         default_factory=dict, description="Interface role -> default NIC FQDD (pxe, management, ...)."
     )

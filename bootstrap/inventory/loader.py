@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from bootstrap.errors import InvalidInput, Problem
 from bootstrap.inventory.models import Inventory
@@ -45,7 +46,7 @@ _ALIAS_FIX = "write the values out in full, or use fewer aliases (*name) of larg
 _DEPTH_FIX = "an inventory is a few levels deep; check for runaway brackets ([ or {)"
 
 
-class _UniqueKeyLoader(_BaseLoader):  # type: ignore[misc,valid-type]
+class _UniqueKeyLoader(_BaseLoader):
     """Safe loader that refuses duplicate keys (PyYAML silently keeps the last one)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
@@ -406,7 +407,7 @@ def fix_for(kind: str, ctx: dict[str, Any] | None) -> str:
         return template.split("{", 1)[0].rstrip() or GENERIC_FIX
 
 
-def problem_from_pydantic(error: dict[str, Any]) -> Problem:
+def problem_from_pydantic(error: ErrorDetails) -> Problem:
     """One pydantic error -> a Problem with path, value and fix (every error type has a fix)."""
     loc = tuple(error["loc"])
     path = format_loc(loc)

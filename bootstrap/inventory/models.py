@@ -57,10 +57,12 @@ class Cluster(Strict):
     ntp_servers: list[str] = Field(default_factory=list)
     dns_servers: list[IPv4] = Field(default_factory=list)
     admin_ssh_keys: list[str] = Field(min_length=1, description="SSH public keys of the admins.")
-    software_profile: str = Field("current", description="Named version profile, see `rackctl validate`.")
+    software_profile: str = Field(default="current", description="Named version profile, see `rackctl validate`.")
     versions: dict[str, str] = Field(default_factory=dict, description="Overrides of single versions of the profile.")
     install_method: InstallMethod = InstallMethod.AUTOINSTALL
-    lab: bool = Field(False, description="Lab/dev cluster: allows one control plane and loopback BMC addresses.")
+    lab: bool = Field(
+        default=False, description="Lab/dev cluster: allows one control plane and loopback BMC addresses."
+    )
 
     @field_validator("admin_ssh_keys")
     @classmethod
@@ -103,12 +105,12 @@ class DhcpRange(Strict):
 class Network(Strict):
     """One L3 network."""
 
-    cidr: ipaddress.IPv4Network | None = Field(None, description="e.g. 10.10.0.0/24")
+    cidr: ipaddress.IPv4Network | None = Field(default=None, description="e.g. 10.10.0.0/24")
     gateway: IPv4 | None = None
-    vlan: int | None = Field(None, ge=1, le=4094)
-    mtu: int = Field(1500, ge=576, le=9216)
+    vlan: int | None = Field(default=None, ge=1, le=4094)
+    mtu: int = Field(default=1500, ge=576, le=9216)
     shared_with: NetworkName | None = Field(
-        None, description="Same L2/L3 segment as another network (PXE on the 1 GbE OOB segment)."
+        default=None, description="Same L2/L3 segment as another network (PXE on the 1 GbE OOB segment)."
     )
     dhcp_range: DhcpRange | None = None
 
@@ -127,7 +129,7 @@ class KubernetesNetwork(Strict):
     """Kubernetes addressing."""
 
     api_vip: IPv4 = Field(description="Virtual IP of the API server (kube-vip), on the management network.")
-    api_port: int = Field(6443, ge=1, le=65535)
+    api_port: int = Field(default=6443, ge=1, le=65535)
     pod_cidr: ipaddress.IPv4Network = ipaddress.IPv4Network("10.244.0.0/16")
     service_cidr: ipaddress.IPv4Network = ipaddress.IPv4Network("10.96.0.0/12")
 
@@ -166,9 +168,9 @@ class Credential(Strict):
     """Where a BMC password comes from. Never the password itself."""
 
     username: str = Field(min_length=1)
-    password_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    password_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     password_file: Path | None = Field(
-        None, description="File (mode 0600) with the password, or a YAML mapping credential name -> password."
+        default=None, description="File (mode 0600) with the password, or a YAML mapping credential name -> password."
     )
 
     @model_validator(mode="after")
@@ -181,12 +183,14 @@ class Credential(Strict):
 class BmcSettings(Strict):
     """How to reach a BMC securely; every field may come from defaults or groups."""
 
-    credentials: str | None = Field(None, description="Name of an entry of `credentials:`.")
-    ca_file: Path | None = Field(None, description="CA bundle that signed the iDRAC certificate.")
+    credentials: str | None = Field(default=None, description="Name of an entry of `credentials:`.")
+    ca_file: Path | None = Field(default=None, description="CA bundle that signed the iDRAC certificate.")
     fingerprint: str | None = Field(
-        None, description="Pinned SHA-256 fingerprint of the iDRAC certificate, AA:BB:... (32 bytes)."
+        default=None, description="Pinned SHA-256 fingerprint of the iDRAC certificate, AA:BB:... (32 bytes)."
     )
-    insecure: bool | None = Field(None, description="Skip TLS verification (explicit opt-in, not for production).")
+    insecure: bool | None = Field(
+        default=None, description="Skip TLS verification (explicit opt-in, not for production)."
+    )
 
     @field_validator("fingerprint")
     @classmethod
@@ -299,11 +303,11 @@ class Interface(Strict):
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]{0,14}$", description="OS-side name, e.g. pxe0, mgmt0.")
     network: NetworkName | None = None
-    fqdd: str | None = Field(None, description="iDRAC NIC FQDD, e.g. NIC.Embedded.1-1-1.")
-    mac: str | None = Field(None, description="MAC address; optional until `rackctl discover --write`.")
+    fqdd: str | None = Field(default=None, description="iDRAC NIC FQDD, e.g. NIC.Embedded.1-1-1.")
+    mac: str | None = Field(default=None, description="MAC address; optional until `rackctl discover --write`.")
     ip: IPv4 | None = None
-    vlan: int | None = Field(None, ge=1, le=4094)
-    mtu: int | None = Field(None, ge=576, le=9216)
+    vlan: int | None = Field(default=None, ge=1, le=4094)
+    mtu: int | None = Field(default=None, ge=576, le=9216)
 
     @field_validator("mac", mode="before")
     @classmethod
@@ -330,7 +334,7 @@ class Bond(Strict):
     mode: Literal["802.3ad", "active-backup", "balance-xor"] = "802.3ad"
     network: NetworkName
     ip: IPv4 | None = None
-    vlan: int | None = Field(None, ge=1, le=4094)
+    vlan: int | None = Field(default=None, ge=1, le=4094)
 
 
 class Taint(Strict):
@@ -354,13 +358,13 @@ class Node(Strict):
     hostname: str
     role: Role
     model: str = Field(description="Hardware model key: R660, R760xa, XE8640, XE9680 or a custom one.")
-    service_tag: str | None = Field(None, description="Dell service tag (7 characters).")
+    service_tag: str | None = Field(default=None, description="Dell service tag (7 characters).")
     gpus: GpuSelection | None = None
     bmc: NodeBmc
     interfaces: list[Interface] = Field(default_factory=list)
     bonds: list[Bond] = Field(default_factory=list)
     root_disk_hint: str | None = Field(
-        None, description="Where to install the OS: 'BOSS-N1', a /dev/disk/by-path, a serial or 'size>=400G'."
+        default=None, description="Where to install the OS: 'BOSS-N1', a /dev/disk/by-path, a serial or 'size>=400G'."
     )
     bios_profile: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
@@ -394,7 +398,8 @@ class Node(Strict):
 
     def address_on(self, network: str) -> ipaddress.IPv4Address | None:
         """The node's IP on ``network`` (interface or bond)."""
-        for item in [*self.interfaces, *self.bonds]:
+        attached: list[Interface | Bond] = [*self.interfaces, *self.bonds]
+        for item in attached:
             if item.network == network and item.ip is not None:
                 return item.ip
         return None
@@ -403,8 +408,8 @@ class Node(Strict):
 class FirmwareMinimum(Strict):
     """Least firmware versions of one hardware model (checked by the firmware stage)."""
 
-    bios: str | None = Field(None, description="Least BIOS version, e.g. 1.6.2.")
-    idrac: str | None = Field(None, description="Least iDRAC firmware version, e.g. 7.00.00.00.")
+    bios: str | None = Field(default=None, description="Least BIOS version, e.g. 1.6.2.")
+    idrac: str | None = Field(default=None, description="Least iDRAC firmware version, e.g. 7.00.00.00.")
 
 
 class Firmware(Strict):
@@ -441,7 +446,7 @@ class Inventory(Strict):
     sizing: SizingSection | None = None
 
     #: Where the file was read from (set by the loader; relative paths resolve against it).
-    source: Path | None = Field(None, exclude=True)
+    source: Path | None = Field(default=None, exclude=True)
 
     def hardware(self, name: str) -> HardwareModel | None:
         """A hardware model by key, the inventory's own first."""

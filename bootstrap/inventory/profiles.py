@@ -18,12 +18,12 @@ class Versions(BaseModel):
     os: str = Field(description="Operating system, e.g. 'ubuntu-24.04'.")
     kubernetes: str = Field(description="Kubernetes version (x.y.z).")
     kubeadm_api: str | None = Field(
-        None, description="kubeadm config API version; derived from the Kubernetes version when unset."
+        default=None, description="kubeadm config API version; derived from the Kubernetes version when unset."
     )
     containerd: str
     gpu_operator: str = Field(description="NVIDIA GPU operator chart version, e.g. v25.10.0.")
     nvidia_driver: str | None = Field(
-        None, description="Pinned NVIDIA driver; unset means the GPU operator chart's default."
+        default=None, description="Pinned NVIDIA driver; unset means the GPU operator chart's default."
     )
     triton: str = Field(description="Triton container release, e.g. 25.12 (tag YY.MM-trtllm-python-py3).")
     trtllm: str = Field(description="TensorRT-LLM version of the engines.")

@@ -23,14 +23,14 @@ class KvCacheSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     free_gpu_mem_fraction: float = Field(
-        0.5, gt=0, le=1, description="Share of free GPU memory the KV cache may take (0 to 1]."
+        default=0.5, gt=0, le=1, description="Share of free GPU memory the KV cache may take (0 to 1]."
     )
-    max_tokens: int = Field(2560, ge=1, description="max_tokens_in_paged_kv_cache: tokens the cache holds.")
+    max_tokens: int = Field(default=2560, ge=1, description="max_tokens_in_paged_kv_cache: tokens the cache holds.")
     max_attention_window: int = Field(
-        2560, ge=1, description="max_attention_window_size: tokens each sequence attends to."
+        default=2560, ge=1, description="max_attention_window_size: tokens each sequence attends to."
     )
     enable_reuse: bool = Field(
-        False, description="Reuse KV blocks across requests (needs an engine with paged context FMHA)."
+        default=False, description="Reuse KV blocks across requests (needs an engine with paged context FMHA)."
     )
 
 
@@ -40,14 +40,14 @@ class StorageSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     kind: Literal["local-path", "nfs"] = Field(
-        "local-path",
+        default="local-path",
         description="local-path: a PVC on the local-path StorageClass; nfs: an NFS/PowerScale share.",
     )
-    size: str = Field("200Gi", pattern=r"^[0-9]+(Mi|Gi|Ti)$", description="Volume size, e.g. 200Gi.")
-    storage_class: str = Field("local-path", description="StorageClass of the PVC when kind is local-path.")
-    nfs_server: str | None = Field(None, description="NFS/PowerScale server name or address (kind nfs).")
-    nfs_path: str | None = Field(None, description="Exported path on the NFS server (kind nfs).")
-    mount_path: str = Field("/models", pattern=r"^/", description="Where the volume is mounted in the pod.")
+    size: str = Field(default="200Gi", pattern=r"^[0-9]+(Mi|Gi|Ti)$", description="Volume size, e.g. 200Gi.")
+    storage_class: str = Field(default="local-path", description="StorageClass of the PVC when kind is local-path.")
+    nfs_server: str | None = Field(default=None, description="NFS/PowerScale server name or address (kind nfs).")
+    nfs_path: str | None = Field(default=None, description="Exported path on the NFS server (kind nfs).")
+    mount_path: str = Field(default="/models", pattern=r"^/", description="Where the volume is mounted in the pod.")
 
     @model_validator(mode="after")
     def _nfs_needs_server(self) -> StorageSpec:
@@ -64,17 +64,17 @@ class DeploymentSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    replicas: int = Field(1, ge=1, description="Triton pods serving this model.")
+    replicas: int = Field(default=1, ge=1, description="Triton pods serving this model.")
     gpu_product: str = Field(
-        "NVIDIA-H100-80GB-HBM3",
+        default="NVIDIA-H100-80GB-HBM3",
         description="Value of the node label nvidia.com/gpu.product the pods are pinned to.",
     )
-    namespace: str = Field("triton", pattern=DNS_LABEL, description="Kubernetes namespace.")
+    namespace: str = Field(default="triton", pattern=DNS_LABEL, description="Kubernetes namespace.")
     storage: StorageSpec = Field(default_factory=StorageSpec, description="Volume holding the repository.")
-    http_port: int = Field(8000, ge=1, le=65535, description="Triton HTTP port.")
-    grpc_port: int = Field(8001, ge=1, le=65535, description="Triton gRPC port.")
-    metrics_port: int = Field(8002, ge=1, le=65535, description="Triton metrics port.")
-    shm_size: str = Field("16Gi", pattern=r"^[0-9]+(Mi|Gi)$", description="Shared memory for NCCL/MPI.")
+    http_port: int = Field(default=8000, ge=1, le=65535, description="Triton HTTP port.")
+    grpc_port: int = Field(default=8001, ge=1, le=65535, description="Triton gRPC port.")
+    metrics_port: int = Field(default=8002, ge=1, le=65535, description="Triton metrics port.")
+    shm_size: str = Field(default="16Gi", pattern=r"^[0-9]+(Mi|Gi)$", description="Shared memory for NCCL/MPI.")
 
 
 class ModelSpec(BaseModel):
@@ -86,7 +86,7 @@ class ModelSpec(BaseModel):
         ..., pattern=DNS_LABEL, description="Model name: lowercase letters, digits, '-' (a DNS label)."
     )
     layout: Layout = Field(
-        "inflight_batcher_llm",
+        default="inflight_batcher_llm",
         description="inflight_batcher_llm (prebuilt engine, 5 models) or llmapi (LLM API, no engine build).",
     )
     trtllm_version: str = Field(
@@ -96,32 +96,32 @@ class ModelSpec(BaseModel):
         ..., pattern=POD_PATH, description="Absolute path (in the pod) of the HF model / tokenizer directory."
     )
     tokenizer_dir: str | None = Field(
-        None,
+        default=None,
         pattern=POD_PATH,
         description="Absolute tokenizer directory in the pod; defaults to hf_model_dir.",
     )
     engine_dir: str | None = Field(
-        None,
+        default=None,
         pattern=POD_PATH,
         description="Absolute path (in the pod) of the TRT-LLM engine directory (inflight_batcher_llm).",
     )
-    precision: Precision = Field("FP16", description="Weight/compute precision the engine was built with.")
-    tensor_parallelism: int = Field(1, ge=1, le=8, description="Tensor-parallel GPUs (within one node).")
-    pipeline_parallelism: int = Field(1, ge=1, le=8, description="Pipeline-parallel stages.")
-    max_batch_size: int = Field(64, ge=1, le=4096, description="Triton and engine maximum batch size.")
-    max_input_len: int = Field(2048, ge=1, description="Longest prompt in tokens.")
-    max_output_len: int = Field(512, ge=1, description="Most tokens generated per request.")
+    precision: Precision = Field(default="FP16", description="Weight/compute precision the engine was built with.")
+    tensor_parallelism: int = Field(default=1, ge=1, le=8, description="Tensor-parallel GPUs (within one node).")
+    pipeline_parallelism: int = Field(default=1, ge=1, le=8, description="Pipeline-parallel stages.")
+    max_batch_size: int = Field(default=64, ge=1, le=4096, description="Triton and engine maximum batch size.")
+    max_input_len: int = Field(default=2048, ge=1, description="Longest prompt in tokens.")
+    max_output_len: int = Field(default=512, ge=1, description="Most tokens generated per request.")
     kv_cache: KvCacheSpec = Field(default_factory=KvCacheSpec, description="Paged KV-cache settings.")
     batching_strategy: BatchingStrategy = Field(
-        "inflight_fused_batching", description="TRT-LLM batching (gpt_model_type)."
+        default="inflight_fused_batching", description="TRT-LLM batching (gpt_model_type)."
     )
-    streaming: bool = Field(False, description="Stream tokens (generate_stream); makes the models decoupled.")
-    max_beam_width: int = Field(1, ge=1, le=8, description="Beam width the engine supports.")
-    max_queue_delay_microseconds: int = Field(600, ge=0, description="Dynamic batcher queue delay.")
-    exclude_input_in_output: bool = Field(True, description="Return only generated tokens.")
-    preprocessing_instances: int = Field(1, ge=1, le=64, description="Tokenizer model instances.")
-    postprocessing_instances: int = Field(1, ge=1, le=64, description="Detokenizer model instances.")
-    bls_instances: int = Field(1, ge=1, le=64, description="tensorrt_llm_bls instances.")
+    streaming: bool = Field(default=False, description="Stream tokens (generate_stream); makes the models decoupled.")
+    max_beam_width: int = Field(default=1, ge=1, le=8, description="Beam width the engine supports.")
+    max_queue_delay_microseconds: int = Field(default=600, ge=0, description="Dynamic batcher queue delay.")
+    exclude_input_in_output: bool = Field(default=True, description="Return only generated tokens.")
+    preprocessing_instances: int = Field(default=1, ge=1, le=64, description="Tokenizer model instances.")
+    postprocessing_instances: int = Field(default=1, ge=1, le=64, description="Detokenizer model instances.")
+    bls_instances: int = Field(default=1, ge=1, le=64, description="tensorrt_llm_bls instances.")
     deployment: DeploymentSpec = Field(default_factory=DeploymentSpec, description="Kubernetes placement.")
 
     @property

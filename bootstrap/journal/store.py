@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 from bootstrap.errors import EnvironmentMissing, InvalidInput, RackctlError
 from bootstrap.journal.secrets import refuse_secrets
@@ -180,7 +180,7 @@ class StepHandle:
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> bool:
+    ) -> Literal[False]:
         if self.already_done:
             return False
         if exc is None:
@@ -545,7 +545,8 @@ class Journal:
 
     def steps(self, *, node: str | None = None, run_id: int | None = None) -> list[StepRecord]:
         """Recorded step statuses, oldest first, optionally for one node and/or run."""
-        sql, params = "SELECT * FROM steps WHERE 1 = 1", []
+        sql = "SELECT * FROM steps WHERE 1 = 1"
+        params: list[Any] = []
         if node is not None:
             sql, params = sql + " AND node = ?", [*params, node]
         if run_id is not None:

@@ -183,7 +183,7 @@ class ProvisionSession:
                     nodes=self.hostnames,
                     state_dir=self.state_dir,
                     image_url=self.image_url,
-                    **({"iso": self.artefacts.iso} if self.artefacts.iso else {}),
+                    iso=self.artefacts.iso,
                 )
             )
             self.log_dir.mkdir(parents=True, exist_ok=True)

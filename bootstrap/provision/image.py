@@ -222,8 +222,8 @@ def _customise(root: Path, admin_keys: list[str], *, trim: bool) -> str:
         for unit in units:
             link = systemd / folder / unit
             link.unlink(missing_ok=True)
-            source = "/etc/systemd/system" if unit.startswith("rackctl") else "/lib/systemd/system"
-            link.symlink_to(f"{source}/{unit}")
+            unit_dir = "/etc/systemd/system" if unit.startswith("rackctl") else "/lib/systemd/system"
+            link.symlink_to(f"{unit_dir}/{unit}")
     for folder in ("usr/share/doc", "usr/share/man", "usr/share/info", "var/cache/apt/archives", "var/lib/apt/lists"):
         for child in (root / folder).glob("*"):
             if child.is_dir() and not child.is_symlink():

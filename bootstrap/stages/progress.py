@@ -13,6 +13,7 @@ from rich.progress import (
     MofNCompleteColumn,
     Progress,
     SpinnerColumn,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
 )
@@ -32,7 +33,7 @@ class RichProgress:
             console=console,
             transient=False,
         )
-        self._tasks: dict[str, int] = {}
+        self._tasks: dict[str, TaskID] = {}
         self._lock = threading.Lock()
 
     def __enter__(self) -> RichProgress:

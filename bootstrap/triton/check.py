@@ -6,9 +6,10 @@ Each finding is a :class:`Problem` whose path names the model and the field, wit
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 from google.protobuf import text_format
@@ -18,8 +19,43 @@ from bootstrap.errors import Problem
 from bootstrap.inventory.served_models import ModelSpec
 from bootstrap.triton.render import PLACEHOLDER, REPOSITORY_DIR, load_written_spec
 
-ModelConfig = model_config_pb2.ModelConfig
 MANIFEST_FILE = "k8s/deployment.yaml"
+
+
+class _Tensor(Protocol):
+    name: str
+    optional: bool
+
+
+class _Parameter(Protocol):
+    string_value: str
+
+
+class _EnsembleStep(Protocol):
+    model_name: str
+    input_map: Mapping[str, str]
+    output_map: Mapping[str, str]
+
+
+class _EnsembleScheduling(Protocol):
+    step: Sequence[_EnsembleStep]
+
+
+class _TransactionPolicy(Protocol):
+    decoupled: bool
+
+
+class ModelConfig(Protocol):
+    """The fields of Triton's ``ModelConfig`` protobuf message read here (tritonclient ships no stubs)."""
+
+    name: str
+    platform: str
+    max_batch_size: int
+    parameters: Mapping[str, _Parameter]
+    input: Sequence[_Tensor]
+    output: Sequence[_Tensor]
+    ensemble_scheduling: _EnsembleScheduling
+    model_transaction_policy: _TransactionPolicy
 
 
 @dataclass
@@ -41,7 +77,7 @@ def parse_configs(repo: Path, result: RepoCheck) -> dict[str, ModelConfig]:
         sub = path.parent.name
         text = path.read_text()
         try:
-            config = text_format.Parse(text, ModelConfig())
+            config = text_format.Parse(text, model_config_pb2.ModelConfig())
         except text_format.ParseError as exc:
             result.add(
                 f"{sub}/config.pbtxt", f"Triton cannot parse it: {exc}", "re-run `rackctl triton render`"
@@ -62,7 +98,7 @@ def parse_configs(repo: Path, result: RepoCheck) -> dict[str, ModelConfig]:
     return configs
 
 
-def _io(config: ModelConfig) -> tuple[dict[str, Any], dict[str, Any]]:
+def _io(config: ModelConfig) -> tuple[dict[str, _Tensor], dict[str, _Tensor]]:
     return {t.name: t for t in config.input}, {t.name: t for t in config.output}
 
 
@@ -173,7 +209,7 @@ def resolve_pod_path(pod_path: str, path_map: dict[str, Path]) -> Path:
 
 def check_engine(
     spec: ModelSpec, configs: dict[str, ModelConfig], path_map: dict[str, Path], result: RepoCheck
-):
+) -> None:
     """The engine directory holds a config.json that agrees with the declared TP/PP, batch and kv reuse."""
     llm = configs.get("tensorrt_llm")
     if llm is None or "gpt_model_path" not in llm.parameters:
@@ -276,7 +312,7 @@ def check_model_dir(
     repo = model_dir / REPOSITORY_DIR
     configs = parse_configs(repo, result)
     result.checked.append("protobuf")
-    expected = ("ensemble", "preprocessing", "postprocessing", "tensorrt_llm", "tensorrt_llm_bls")
+    expected: tuple[str, ...] = ("ensemble", "preprocessing", "postprocessing", "tensorrt_llm", "tensorrt_llm_bls")
     if spec.layout == "llmapi":
         expected = ("tensorrt_llm",)
     for sub in expected:
