@@ -52,9 +52,7 @@ def main() -> None:
         copy = time.perf_counter() - copy_started
         print(f"render {MODELS} models in memory (templates only): {in_memory:.3f} s")
         print(f"render {MODELS} models to disk: {rendered:.3f} s; render + check: {total:.3f} s (goal < 1 s)")
-        print(
-            f"peer, plain copy of the same files: {copy:.3f} s; ratio render+check/copy: {total / copy:.1f}x"
-        )
+        print(f"peer, plain copy of the same files: {copy:.3f} s; ratio render+check/copy: {total / copy:.1f}x")
         try:
             load = load_check(out / "model-01")
             seconds = load.get("load_seconds")

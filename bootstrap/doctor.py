@@ -35,9 +35,7 @@ CHECKS: tuple[Check, ...] = (
     Check("ansible-runner", "python", "Ansible driver", "core", f"{PIP} 'ansible-runner>=2.4'", "2.4"),
     Check("redfish", "python", "out-of-band layer", "core", f"{PIP} 'redfish>=3.2'", "3.2"),
     Check("paramiko", "python", "SSH host-key checks", "core", f"{PIP} 'paramiko>=3.4'", "3.4"),
-    Check(
-        "tritonclient", "python", "Triton config checks", "core", f"{PIP} 'tritonclient[http,grpc]'", "2.41"
-    ),
+    Check("tritonclient", "python", "Triton config checks", "core", f"{PIP} 'tritonclient[http,grpc]'", "2.41"),
     Check(
         "ansible-playbook",
         "command",
@@ -51,9 +49,7 @@ CHECKS: tuple[Check, ...] = (
     Check("aiohttp", "python", "emulated iDRAC server", "lab", f"{PIP} 'aiohttp>=3.9'", "3.9"),
     Check("sshd", "command", "SSH test hosts", "lab", "apt-get install openssh-server", target="sshd"),
     Check("ip", "command", "lab network namespaces", "lab", "apt-get install iproute2"),
-    Check(
-        "nvidia-pytriton", "python", "tritonserver binary for load checks", "triton", f"{PIP} nvidia-pytriton"
-    ),
+    Check("nvidia-pytriton", "python", "tritonserver binary for load checks", "triton", f"{PIP} nvidia-pytriton"),
     Check("kubernetes-validate", "python", "manifest checks", "triton", f"{PIP} kubernetes-validate"),
     Check(
         "community.general",

@@ -31,9 +31,7 @@ SHAPE_PATTERNS: tuple[re.Pattern[str], ...] = (
     re.compile(r"(?i)(?P<keep>x-auth-token[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]+"),
     re.compile(r"(?i)(?P<keep>authorization[\"']?\s*[:=]\s*[\"']?(?:basic|bearer)\s+)[^\s\"',}]+"),
     re.compile(r"(?i)(?P<keep>\"password\"\s*:\s*\")(?:[^\"\\]|\\.)*"),
-    re.compile(
-        r"(?P<keep>-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----)[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)"
-    ),
+    re.compile(r"(?P<keep>-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----)[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)"),
 )
 
 _lock = threading.Lock()

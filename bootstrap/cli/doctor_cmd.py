@@ -59,9 +59,7 @@ def doctor(required: tuple[str, ...], as_json: bool) -> None:
             for f in missing:
                 click.echo(f"  {f.check.name}: {f.check.install}")
         console.print(
-            "[green]ok[/green]"
-            if d["ok"]
-            else f"[red]{len(missing_required)} required piece(s) missing[/red]"
+            "[green]ok[/green]" if d["ok"] else f"[red]{len(missing_required)} required piece(s) missing[/red]"
         )
 
     emit(data, as_json, human)

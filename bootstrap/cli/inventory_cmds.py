@@ -115,9 +115,7 @@ def init(name: str, output: Path, force: bool, list_only: bool, as_json: bool) -
     if name not in examples:
         raise InvalidInput(
             f"no sample named {name!r}",
-            problems=[
-                Problem("--example", f"unknown sample {name!r}", "use one of " + ", ".join(sorted(examples)))
-            ],
+            problems=[Problem("--example", f"unknown sample {name!r}", "use one of " + ", ".join(sorted(examples)))],
         )
     if output.exists() and not force:
         raise InvalidInput(

@@ -65,17 +65,13 @@ def _show_plan(data: dict[str, Any]) -> None:
         table.add_column(col)
     for stage in data["stages"]:
         for act in stage["actions"]:
-            note = escape(act.get("skip") or "") or (
-                "[red]destructive[/red]" if act.get("destructive") else ""
-            )
+            note = escape(act.get("skip") or "") or ("[red]destructive[/red]" if act.get("destructive") else "")
             if not stage["reached"]:
                 note = f"[dim]not reached: `up` stops at {data['stops_at']}[/dim]"
             table.add_row(stage["name"], act.get("node") or "(all)", escape(act["action"]), note)
     console.print(table)
     if data.get("stops_at"):
-        console.print(
-            f"[yellow]`rackctl up` would stop at stage {data['stops_at']!r} (not implemented yet).[/yellow]"
-        )
+        console.print(f"[yellow]`rackctl up` would stop at stage {data['stops_at']!r} (not implemented yet).[/yellow]")
 
 
 def _show_outcome(data: dict[str, Any]) -> None:
@@ -122,9 +118,7 @@ def plan_cmd(
 @_selection_options
 @click.option("--dry-run", is_flag=True, help="Only show the plan (same as `rackctl plan`).")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before destructive stages or steps.")
-@click.option(
-    "--insecure", is_flag=True, help="Do not verify BMC TLS certificates (lab only; verified by default)."
-)
+@click.option("--insecure", is_flag=True, help="Do not verify BMC TLS certificates (lab only; verified by default).")
 @inventory_option
 @state_dir_option
 @json_option
@@ -160,9 +154,7 @@ def up_cmd(
         emit({**data, "dry_run": True}, as_json, _show_plan)
         return
     command = "up " + " ".join(
-        f"--{k.replace('_', '-')} {v}"
-        for k, v in (("stages", stages), ("limit", limit), ("from", from_stage))
-        if v
+        f"--{k.replace('_', '-')} {v}" for k, v in (("stages", stages), ("limit", limit), ("from", from_stage)) if v
     )
     command += " --force" if force else ""
     if as_json:
@@ -171,9 +163,7 @@ def up_cmd(
         ).run()
     else:
         with RichProgress(err_console) as progress:
-            outcome = Runner(
-                inventory, state_dir, selection, options=options, progress=progress, command=command
-            ).run()
+            outcome = Runner(inventory, state_dir, selection, options=options, progress=progress, command=command).run()
     emit(outcome.as_dict(), as_json, _show_outcome)
     if outcome.exit_code != EXIT_OK:
         sys.exit(outcome.exit_code)

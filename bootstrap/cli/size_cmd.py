@@ -63,11 +63,7 @@ def gather_requirements(
     except ValidationError as exc:  # only --server values can still be wrong here
         raise InvalidInput(
             "invalid --server",
-            problems=[
-                Problem(
-                    "--server", str(exc).splitlines()[0], f"use one of: {', '.join(load_tables().servers)}"
-                )
-            ],
+            problems=[Problem("--server", str(exc).splitlines()[0], f"use one of: {', '.join(load_tables().servers)}")],
         ) from None
 
 
@@ -89,13 +85,9 @@ def gather_requirements(
 @click.option("--max-ttft-ms", type=float, help="First-token latency limit in ms.")
 @click.option("--max-response-ms", type=float, help="Whole-answer latency limit in ms.")
 @click.option("--min-instances", type=int, help="At least this many instances (default 1).")
-@click.option(
-    "--max-batch-size", type=int, help="Concurrent requests per instance (default 64, the guide's)."
-)
+@click.option("--max-batch-size", type=int, help="Concurrent requests per instance (default 64, the guide's).")
 @click.option("--server", "servers", multiple=True, help="Candidate server configuration (repeatable).")
-@click.option(
-    "--write", is_flag=True, help="Store requirements and placement under the inventory's 'sizing:'."
-)
+@click.option("--write", is_flag=True, help="Store requirements and placement under the inventory's 'sizing:'.")
 @click.option("--dry-run", is_flag=True, help="With --write: show the inventory diff, change nothing.")
 @inventory_option
 @json_option

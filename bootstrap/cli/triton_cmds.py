@@ -53,9 +53,9 @@ def out_option(func: Any) -> Any:
 
 def dir_argument(func: Any) -> Any:
     """DIRECTORY (default ``<state-dir>/triton``) and ``--state-dir``."""
-    func = click.argument(
-        "directory", type=click.Path(path_type=Path, file_okay=False), default=None, required=False
-    )(func)
+    func = click.argument("directory", type=click.Path(path_type=Path, file_okay=False), default=None, required=False)(
+        func
+    )
     return state_dir_option(func)
 
 
@@ -70,9 +70,7 @@ def _parse_path_map(values: tuple[str, ...]) -> dict[str, Path]:
         if not sep or not pod.startswith("/") or not local:
             raise InvalidInput(
                 f"bad --path-map {value!r}",
-                problems=[
-                    Problem("--path-map", f"got {value!r}", "use POD_PREFIX=LOCAL_DIR, e.g. /models=/mnt/nfs")
-                ],
+                problems=[Problem("--path-map", f"got {value!r}", "use POD_PREFIX=LOCAL_DIR, e.g. /models=/mnt/nfs")],
             )
         mapping[pod] = Path(local)
     return mapping
@@ -83,9 +81,7 @@ def _found_dirs(directory: Path, only: tuple[str, ...]) -> list[Path]:
     if not dirs:
         raise InvalidInput(
             f"no rendered model in {directory}",
-            problems=[
-                Problem(str(directory), "no rackctl-model.json found", "run `rackctl triton render` first")
-            ],
+            problems=[Problem(str(directory), "no rackctl-model.json found", "run `rackctl triton render` first")],
         )
     return dirs
 
@@ -131,9 +127,7 @@ def render_cmd(  # noqa: PLR0917 - click passes options as arguments
 @inventory_option
 @models_option
 @out_option
-@click.option(
-    "--k8s-version", default=DEFAULT_K8S_VERSION, show_default=True, help="Schemas to validate against."
-)
+@click.option("--k8s-version", default=DEFAULT_K8S_VERSION, show_default=True, help="Schemas to validate against.")
 @click.option("--dry-run", is_flag=True, help="Show what would be written; write nothing.")
 @json_option
 @handle_errors()
@@ -252,9 +246,7 @@ def smoke_cmd(
 ) -> None:
     """Send a generate (and a streaming) request; report time to first token and total latency."""
     with err_console.status(f"asking {url}", spinner="dots"):
-        result = run_smoke(
-            url, model=model, prompt=prompt, max_tokens=max_tokens, stream=stream, timeout=timeout
-        )
+        result = run_smoke(url, model=model, prompt=prompt, max_tokens=max_tokens, stream=stream, timeout=timeout)
 
     def human(data: dict[str, Any]) -> None:
         mark = "[green]ok[/green]" if data["ok"] else "[red]FAILED[/red]"

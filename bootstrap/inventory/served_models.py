@@ -82,9 +82,7 @@ class ModelSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(
-        ..., pattern=DNS_LABEL, description="Model name: lowercase letters, digits, '-' (a DNS label)."
-    )
+    name: str = Field(..., pattern=DNS_LABEL, description="Model name: lowercase letters, digits, '-' (a DNS label).")
     layout: Layout = Field(
         default="inflight_batcher_llm",
         description="inflight_batcher_llm (prebuilt engine, 5 models) or llmapi (LLM API, no engine build).",

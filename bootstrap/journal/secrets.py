@@ -23,9 +23,7 @@ SECRET_WORDS = frozenset(
     {"password", "passwd", "passphrase", "pwd", "secret", "token", "credential", "credentials", "bearer"}
 )
 #: Word pairs that name key material (``private_key``, ``apiKey``).
-SECRET_PAIRS = frozenset(
-    {("private", "key"), ("api", "key"), ("access", "key"), ("secret", "key"), ("auth", "key")}
-)
+SECRET_PAIRS = frozenset({("private", "key"), ("api", "key"), ("access", "key"), ("secret", "key"), ("auth", "key")})
 #: The same list as substrings of a lower-case key (``bmc_password``, ``ssh_private_key``), for checks
 #: that match by substring (``bootstrap.ansible_driver``'s extravars refusal).
 SECRET_KEYS: tuple[str, ...] = tuple(sorted(SECRET_WORDS)) + tuple(sorted("_".join(p) for p in SECRET_PAIRS))

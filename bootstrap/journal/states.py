@@ -84,9 +84,7 @@ class InvalidTransition(RackctlError):
         self.node, self.current, self.to, self.allowed = node, current, to, allowed
 
 
-def allowed_targets(
-    current: NodeState, *, left_from: NodeState | None = None, force: bool = False
-) -> set[NodeState]:
+def allowed_targets(current: NodeState, *, left_from: NodeState | None = None, force: bool = False) -> set[NodeState]:
     """States ``current`` may move to.
 
     ``left_from`` is the state a failed or maintenance node left (for the other states it is ignored);

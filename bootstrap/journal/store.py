@@ -280,8 +280,7 @@ class Journal:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
             raise EnvironmentMissing(
-                f"{self.path} has journal schema {version}; this rackctl knows up to {SCHEMA_VERSION}: "
-                "upgrade rackctl"
+                f"{self.path} has journal schema {version}; this rackctl knows up to {SCHEMA_VERSION}: upgrade rackctl"
             )
         if version == 0 and not self.readonly:
             conn.execute("BEGIN IMMEDIATE")
@@ -341,8 +340,7 @@ class Journal:
                     (name, NodeState.REGISTERED.value, at),
                 )
                 conn.execute(
-                    "INSERT INTO transitions (run, node, from_state, to_state, at, cause) "
-                    "VALUES (?, ?, NULL, ?, ?, ?)",
+                    "INSERT INTO transitions (run, node, from_state, to_state, at, cause) VALUES (?, ?, NULL, ?, ?, ?)",
                     (run_id, name, NodeState.REGISTERED.value, at, "registered from the inventory"),
                 )
                 added.append(name)
@@ -357,8 +355,7 @@ class Journal:
         rows = self._query("SELECT * FROM node_state WHERE node = ?", (node,))
         if not rows:
             raise InvalidInput(
-                f"node {node!r} is not in the journal {self.path}; "
-                "`rackctl up` registers the inventory's nodes"
+                f"node {node!r} is not in the journal {self.path}; `rackctl up` registers the inventory's nodes"
             )
         return _status(rows[0])
 
@@ -400,8 +397,7 @@ class Journal:
                 (to.value, at, _val(failed_from), _val(maint_from), epoch, node),
             )
             conn.execute(
-                "INSERT INTO transitions (run, node, from_state, to_state, at, cause) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO transitions (run, node, from_state, to_state, at, cause) VALUES (?, ?, ?, ?, ?, ?)",
                 (run_id, node, current.state.value, to.value, at, cause),
             )
         return Transition(run_id, node, current.state, to, at, cause)
@@ -450,10 +446,7 @@ class Journal:
     def runs(self, limit: int = 20) -> list[RunRecord]:
         """The latest runs, newest first."""
         rows = self._query("SELECT * FROM runs ORDER BY id DESC LIMIT ?", (limit,))
-        return [
-            RunRecord(r["id"], r["started"], r["finished"], r["command"], r["status"], r["message"])
-            for r in rows
-        ]
+        return [RunRecord(r["id"], r["started"], r["finished"], r["command"], r["status"], r["message"]) for r in rows]
 
     def run(self, run_id: int) -> RunRecord:
         """One run by id."""
@@ -517,9 +510,7 @@ class Journal:
     def last_step(self, node: str, stage: str, key: str, *, any_epoch: bool = False) -> StepRecord | None:
         """The latest record of a step in the node's current epoch (or any epoch)."""
         sql = "SELECT s.* FROM steps s JOIN node_state n ON n.node = s.node WHERE s.node = ? AND s.stage = ? "
-        sql += (
-            "AND s.step = ? " + ("" if any_epoch else "AND s.epoch = n.epoch ") + "ORDER BY s.id DESC LIMIT 1"
-        )
+        sql += "AND s.step = ? " + ("" if any_epoch else "AND s.epoch = n.epoch ") + "ORDER BY s.id DESC LIMIT 1"
         rows = self._query(sql, (node, stage, key))
         return _step(rows[0]) if rows else None
 
@@ -567,15 +558,12 @@ class Journal:
         except TypeError as exc:
             raise InvalidInput(f"facts of {node} from stage {stage} are not JSON data: {exc}") from exc
         with self._tx() as conn:
-            conn.execute(
-                "INSERT INTO facts (node, stage, at, data) VALUES (?, ?, ?, ?)", (node, stage, now(), text)
-            )
+            conn.execute("INSERT INTO facts (node, stage, at, data) VALUES (?, ?, ?, ?)", (node, stage, now(), text))
 
     def latest_facts(self, node: str) -> dict[str, dict[str, Any]]:
         """The latest facts of ``node`` per stage: ``{stage: facts}``."""
         rows = self._query(
-            "SELECT stage, data FROM facts "
-            "WHERE id IN (SELECT MAX(id) FROM facts WHERE node = ? GROUP BY stage)",
+            "SELECT stage, data FROM facts WHERE id IN (SELECT MAX(id) FROM facts WHERE node = ? GROUP BY stage)",
             (node,),
         )
         return {r["stage"]: json.loads(r["data"]) for r in rows}

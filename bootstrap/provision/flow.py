@@ -47,6 +47,7 @@ from redfish_tools.resources import Service
 PHASES = ("network-boot", "install", "power-off", "disk-boot", "ssh", "identity")
 DMI_COMMAND = "cat /sys/class/dmi/id/product_uuid /sys/class/dmi/id/product_serial"
 
+
 class NodeFailed(RackctlError):
     """One node's provisioning failed in ``phase`` (the message says why and what to check)."""
 

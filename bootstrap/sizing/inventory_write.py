@@ -47,9 +47,7 @@ def plan_sizing_write(path: Path, section: SizingSection) -> SizingWrite:
     if not path.exists():
         raise InvalidInput(
             f"inventory {path} does not exist",
-            problems=[
-                Problem("-i/--inventory", str(path), "create it first (rackctl init) or point -i at it")
-            ],
+            problems=[Problem("-i/--inventory", str(path), "create it first (rackctl init) or point -i at it")],
         )
     editor = YamlEditor.load(path)
     editor.set_top_level(SIZING_KEY, section.model_dump(mode="json", exclude_none=True))

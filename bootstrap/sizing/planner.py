@@ -116,11 +116,7 @@ class ServerOption:
         return self.placement is not None
 
     def why_not(self) -> list[str]:
-        return [
-            f"{f.requirement.model} {f.requirement.precision}: {f.why_not()}"
-            for f in self.fits
-            if not f.chosen
-        ]
+        return [f"{f.requirement.model} {f.requirement.precision}: {f.why_not()}" for f in self.fits if not f.chosen]
 
     def as_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -233,9 +229,7 @@ def resolve_requirements(requirements: SizingRequirements, tables: DesignGuideTa
             )
     if requirements.candidate_servers is not None and not requirements.candidate_servers:
         problems.append(
-            Problem(
-                "candidate_servers", "empty list", f"omit it, or list some of: {', '.join(tables.servers)}"
-            )
+            Problem("candidate_servers", "empty list", f"omit it, or list some of: {', '.join(tables.servers)}")
         )
     if problems:
         raise InvalidInput("invalid sizing requirements", problems=problems)
@@ -264,9 +258,7 @@ def peak_concurrency(req: ModelRequirement, response_s: float) -> int:
     return 0
 
 
-def evaluate(
-    req: ModelRequirement, key: str, spec: ServerSpec, tp: int, tables: DesignGuideTables
-) -> ConfigResult:
+def evaluate(req: ModelRequirement, key: str, spec: ServerSpec, tp: int, tables: DesignGuideTables) -> ConfigResult:
     """Check one model at one TP on one server type against the tables and the requirement."""
     result = ConfigResult(tp)
     gpu = tables.gpus[spec.gpu]
@@ -323,9 +315,7 @@ def pack(name: str, spec: ServerSpec, fits: list[ModelFit]) -> SizingPlacement:
         node, block = slot
         for g in block:
             free[node][g] = False
-        placed[node].append(
-            InstancePlacement(model=req.model, precision=req.precision, tensor_parallel=tp, gpus=block)
-        )
+        placed[node].append(InstancePlacement(model=req.model, precision=req.precision, tensor_parallel=tp, gpus=block))
     nodes = [NodePlacement(node=i, instances=insts, gpus_free=sum(free[i])) for i, insts in enumerate(placed)]
     used = sum(spec.gpu_count - n.gpus_free for n in nodes)
     return SizingPlacement(
@@ -353,15 +343,12 @@ def _aligned_block(free: list[bool], size: int) -> list[int] | None:
     return None
 
 
-def notes(
-    requirements: SizingRequirements, options: list[ServerOption], tables: DesignGuideTables
-) -> list[str]:
+def notes(requirements: SizingRequirements, options: list[ServerOption], tables: DesignGuideTables) -> list[str]:
     """Caveats of the method that apply to this result."""
     out = [
         f"Figures: {tables.source} (TensorRT-LLM 0.7.1, without Triton).",
         "First-token latency is the guide's batch-1 figure; it grows with the batch (the guide says so).",
-        "Throughput is Table 15's (batch 64, input and output 128); "
-        "other lengths scale it only by Little's law.",
+        "Throughput is Table 15's (batch 64, input and output 128); other lengths scale it only by Little's law.",
     ]
     if any(tables.gpus[o.spec.gpu].figures_are_proxy for o in options):
         out.append(

@@ -69,9 +69,7 @@ def render(result: SizingResult, console: Console) -> None:
 
     rec = result.recommended
     if rec and rec.placement:
-        place = Table(
-            title=f"Placement on {rec.placement.servers_needed} x {rec.spec.name}", title_justify="left"
-        )
+        place = Table(title=f"Placement on {rec.placement.servers_needed} x {rec.spec.name}", title_justify="left")
         for col in ("node", "GPUs", "instance", "TP"):
             place.add_column(col)
         for node in rec.placement.nodes:

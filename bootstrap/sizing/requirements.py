@@ -83,9 +83,7 @@ def parse_requirements(data: Any, source: str = "requirements") -> SizingRequire
     try:
         return SizingRequirements.model_validate(data)
     except ValidationError as exc:
-        raise InvalidInput(
-            f"{source}: invalid sizing requirements", problems=problems_from_validation(exc)
-        ) from None
+        raise InvalidInput(f"{source}: invalid sizing requirements", problems=problems_from_validation(exc)) from None
 
 
 def load_requirements(path: Path) -> SizingRequirements:
@@ -116,8 +114,7 @@ def model_from_flags(values: dict[str, Any]) -> ModelRequirement:
         return ModelRequirement.model_validate(given)
     except ValidationError as exc:
         problems = [
-            Problem(FLAG_NAMES.get(p.path, p.path or "flags"), p.message, p.fix)
-            for p in problems_from_validation(exc)
+            Problem(FLAG_NAMES.get(p.path, p.path or "flags"), p.message, p.fix) for p in problems_from_validation(exc)
         ]
         raise InvalidInput("invalid sizing flags", problems=problems) from None
 

@@ -126,7 +126,5 @@ class SizingSection(_Strict):
             for node in self.placement.nodes:
                 for inst in node.instances:
                     if (inst.model, inst.precision) not in wanted:
-                        raise ValueError(
-                            f"placement runs {inst.model} {inst.precision} which requirements do not list"
-                        )
+                        raise ValueError(f"placement runs {inst.model} {inst.precision} which requirements do not list")
         return self

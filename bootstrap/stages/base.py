@@ -104,9 +104,7 @@ DEFAULT_LIFECYCLE: dict[str, Lifecycle] = {
     "discover": Lifecycle(NodeState.REGISTERED, NodeState.DISCOVERED, NodeState.DISCOVERED),
     "firmware": Lifecycle(NodeState.DISCOVERED, NodeState.CONFIGURED),
     "bios": Lifecycle(NodeState.DISCOVERED, NodeState.CONFIGURED, NodeState.CONFIGURED),
-    "provision": Lifecycle(
-        NodeState.CONFIGURED, NodeState.PROVISIONED, NodeState.PROVISIONED, NodeState.PROVISIONING
-    ),
+    "provision": Lifecycle(NodeState.CONFIGURED, NodeState.PROVISIONED, NodeState.PROVISIONED, NodeState.PROVISIONING),
     # in-band checks of the installed OS over SSH (the Ansible preflight); moves no node
     "os-check": Lifecycle(NodeState.PROVISIONED),
     "network": Lifecycle(NodeState.PROVISIONED, NodeState.JOINED),
@@ -160,9 +158,7 @@ class StageResult:
     message: str = ""
 
     @classmethod
-    def from_nodes(
-        cls, results: dict[str, NodeResult] | Iterable[NodeResult], message: str = ""
-    ) -> StageResult:
+    def from_nodes(cls, results: dict[str, NodeResult] | Iterable[NodeResult], message: str = "") -> StageResult:
         """A result that is ok when every node is ok."""
         by_node = results if isinstance(results, dict) else {r.node: r for r in results}
         return cls(ok=all(r.ok for r in by_node.values()), nodes=dict(by_node), message=message)
@@ -250,9 +246,7 @@ class StageContext:
         without ``--force``): skip it. ``.interrupted`` is true when an earlier run died inside it: retry
         when that is safe, otherwise ask (:meth:`confirm`).
         """
-        return self.journal.step(
-            self.run_id, node, self.stage, key, destructive=destructive, force=self.rerun
-        )
+        return self.journal.step(self.run_id, node, self.stage, key, destructive=destructive, force=self.rerun)
 
     @property
     def rerun(self) -> bool:

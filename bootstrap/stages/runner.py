@@ -169,15 +169,12 @@ def decide(stage: Stage, node: str, state: NodeState, journal: Journal, forced: 
     if rank(state) < rank(life.requires):
         return Decision(
             "blocked",
-            f"node is {state.value}; stage {stage.name!r} needs {life.requires.value} "
-            "(run the earlier stages first)",
+            f"node is {state.value}; stage {stage.name!r} needs {life.requires.value} (run the earlier stages first)",
         )
     return Decision("run")
 
 
-def plan(
-    inventory: Any, state_dir: Path, selection: Selection, options: RunOptions | None = None
-) -> dict[str, Any]:
+def plan(inventory: Any, state_dir: Path, selection: Selection, options: RunOptions | None = None) -> dict[str, Any]:
     """What ``up`` would do, stage by stage and node by node; reads the journal, writes nothing."""
     options = options or RunOptions()
     with Journal(state_dir, readonly=True) as journal:
@@ -205,9 +202,7 @@ def plan(
                 if d.action != "run"
             ]
             if to_run:
-                ctx = StageContext(
-                    name, inventory, to_run, journal, Path(state_dir), 0, options, forced=forced
-                )
+                ctx = StageContext(name, inventory, to_run, journal, Path(state_dir), 0, options, forced=forced)
                 actions = [a.as_dict() for a in stage.plan(ctx)] + actions
                 if not stage.implemented and stops_at is None:
                     stops_at = name
@@ -370,9 +365,7 @@ class Runner:
         for node in self.selection.nodes:
             status = journal.status(node)
             if status.state is NodeState.FAILED and status.failed_from is not None:
-                journal.transition(
-                    node, status.failed_from, f"retried by run {run_id}", run_id=run_id, force=False
-                )
+                journal.transition(node, status.failed_from, f"retried by run {run_id}", run_id=run_id, force=False)
 
     def _run_stages(self, journal: Journal, run_id: int) -> RunOutcome:
         for name in self.selection.stages:
@@ -403,8 +396,7 @@ class Runner:
                     run_id,
                     "failed",
                     EXIT_FAILED,
-                    f"stage {name!r} cannot run on {', '.join(blocked)}: {outcome.message}; "
-                    "the run stopped here",
+                    f"stage {name!r} cannot run on {', '.join(blocked)}: {outcome.message}; the run stopped here",
                 )
         done = ", ".join(o.name for o in self._outcomes if o.status in ("completed", "skipped"))
         return self._outcome(journal, run_id, "completed", EXIT_OK, f"completed: {done}")
@@ -454,9 +446,7 @@ class Runner:
             text = redact(f"{type(exc).__name__}: {exc}")
             outcome.status, outcome.message = "failed", f"stage crashed: {text} (traceback: {log})"
             self.progress.stage_finished(name, False, outcome.message)
-            return self._outcome(
-                journal, run_id, "failed", EXIT_FAILED, f"stage {name!r} crashed: {text}; see {log}"
-            )
+            return self._outcome(journal, run_id, "failed", EXIT_FAILED, f"stage {name!r} crashed: {text}; see {log}")
         failed = self._apply_results(journal, run_id, stage, to_run, result, outcome=outcome)
         ok = result.ok and not failed
         outcome.status = "completed" if ok else "failed"
@@ -494,9 +484,7 @@ class Runner:
             if res.ok:
                 if reaches is not None:
                     self._advance(journal, run_id, node, reaches, stage.name)
-                journal.record_step(
-                    run_id, node, stage.name, STAGE_STEP, status="completed", destructive=False
-                )
+                journal.record_step(run_id, node, stage.name, STAGE_STEP, status="completed", destructive=False)
                 outcome.nodes[node] = {"status": "completed", "message": message, "changed": res.changed}
             else:
                 failed.append(node)
@@ -515,9 +503,7 @@ class Runner:
                 outcome.nodes[node] = {"status": "failed", "message": message}
         return failed
 
-    def _enter_during(
-        self, journal: Journal, run_id: int, stage: Stage, nodes: list[str], *, forced: bool
-    ) -> None:
+    def _enter_during(self, journal: Journal, run_id: int, stage: Stage, nodes: list[str], *, forced: bool) -> None:
         """Move nodes to the stage's ``during`` state; past it, only a forced re-run may (a reimage)."""
         during = stage.get_lifecycle().during
         if during is None:
@@ -553,10 +539,7 @@ class Runner:
             if o.name == name:
                 o.status = "not_implemented"
                 o.message = detail or f"stage {name!r} is not implemented yet"
-        message = (
-            f"stage {name!r} is not implemented yet; the run stopped here; "
-            f"completed: {', '.join(done) or 'none'}"
-        )
+        message = f"stage {name!r} is not implemented yet; the run stopped here; completed: {', '.join(done) or 'none'}"
         return self._outcome(journal, run_id, "not_implemented", EXIT_NOT_IMPLEMENTED, message)
 
     def _outcome(

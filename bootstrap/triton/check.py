@@ -79,14 +79,10 @@ def parse_configs(repo: Path, result: RepoCheck) -> dict[str, ModelConfig]:
         try:
             config = text_format.Parse(text, model_config_pb2.ModelConfig())
         except text_format.ParseError as exc:
-            result.add(
-                f"{sub}/config.pbtxt", f"Triton cannot parse it: {exc}", "re-run `rackctl triton render`"
-            )
+            result.add(f"{sub}/config.pbtxt", f"Triton cannot parse it: {exc}", "re-run `rackctl triton render`")
             continue
         if config.name and config.name != sub:
-            result.add(
-                f"{sub}.name", f"name {config.name!r} differs from its directory {sub!r}", f'name: "{sub}"'
-            )
+            result.add(f"{sub}.name", f"name {config.name!r} differs from its directory {sub!r}", f'name: "{sub}"')
         for key, param in config.parameters.items():
             if not param.string_value or PLACEHOLDER.search(param.string_value):
                 result.add(
@@ -118,9 +114,7 @@ def check_ensemble(
             produced.update(step.output_map.values())
             continue
         if target is None:
-            result.add(
-                f"{where}.model_name", f"model {step.model_name!r} is not in the repository", "fix the name"
-            )
+            result.add(f"{where}.model_name", f"model {step.model_name!r} is not in the repository", "fix the name")
             continue
         inputs, outputs = _io(target)
         for key, value in step.input_map.items():
@@ -137,9 +131,7 @@ def check_ensemble(
                     "map it to an ensemble input or an earlier output",
                 )
         for req in (n for n, t in inputs.items() if not t.optional and n not in step.input_map):
-            result.add(
-                f"{where}.input_map", f"required input {req!r} of {step.model_name} is not fed", "map it"
-            )
+            result.add(f"{where}.input_map", f"required input {req!r} of {step.model_name} is not fed", "map it")
         for key, value in step.output_map.items():
             if key not in outputs:
                 result.add(
@@ -152,16 +144,12 @@ def check_ensemble(
         if target.max_batch_size < ens.max_batch_size:
             result.add(
                 f"{name}.max_batch_size",
-                f"ensemble max_batch_size {ens.max_batch_size} exceeds "
-                f"{step.model_name}'s {target.max_batch_size}",
-                f"set max_batch_size <= {target.max_batch_size} in the ensemble, "
-                f"or raise it in {step.model_name}",
+                f"ensemble max_batch_size {ens.max_batch_size} exceeds {step.model_name}'s {target.max_batch_size}",
+                f"set max_batch_size <= {target.max_batch_size} in the ensemble, or raise it in {step.model_name}",
             )
     for out in ens_outputs:
         if out not in produced:
-            result.add(
-                f"{name}.output[{out}]", f"no step produces ensemble output {out!r}", "add an output_map"
-            )
+            result.add(f"{name}.output[{out}]", f"no step produces ensemble output {out!r}", "add an output_map")
 
 
 def check_decoupled(spec: ModelSpec, configs: dict[str, ModelConfig], result: RepoCheck) -> None:
@@ -271,9 +259,7 @@ def check_llmapi(spec: ModelSpec, repo: Path, result: RepoCheck) -> None:
         ("max_batch_size", spec.max_batch_size),
     ):
         if args.get(key) != want:
-            result.add(
-                f"tensorrt_llm/model.yaml.llm_args.{key}", f"is {args.get(key)!r}, declared {want}", f"{want}"
-            )
+            result.add(f"tensorrt_llm/model.yaml.llm_args.{key}", f"is {args.get(key)!r}, declared {want}", f"{want}")
 
 
 def check_launch(spec: ModelSpec, model_dir: Path, result: RepoCheck) -> None:

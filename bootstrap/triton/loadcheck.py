@@ -113,9 +113,7 @@ def load_check(model_dir: Path, *, tokenizer_dir: Path | None = None) -> dict[st
                 result["load_seconds"] = round(server.load_seconds, 2)
                 states = model_states(server.url)
                 result["models"] = states
-                result["errors"] += [
-                    f"model {n} is {s}, not READY" for n, s in states.items() if s != "READY"
-                ]
+                result["errors"] += [f"model {n} is {s}, not READY" for n, s in states.items() if s != "READY"]
                 result["smoke"] = {}
                 for entry in entries:
                     smoke = run_smoke(server.url, model=entry, stream=spec.streaming)

@@ -107,9 +107,7 @@ class TritonServer:
         install = find_tritonserver()
         backends = _backend_dir(install, Path(self._tmp.name))
         env = dict(os.environ)
-        env["LD_LIBRARY_PATH"] = os.pathsep.join(
-            filter(None, [str(install.libs), env.get("LD_LIBRARY_PATH")])
-        )
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [str(install.libs), env.get("LD_LIBRARY_PATH")]))
         # The stub's embedded Python takes model code's packages from the first python on PATH: ours.
         env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
         args = [

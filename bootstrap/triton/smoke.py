@@ -65,9 +65,7 @@ def generate(url: str, model: str, body: dict[str, Any], timeout: float) -> tupl
     return str(payload.get("text_output", "")), time.perf_counter() - started
 
 
-def generate_stream(
-    url: str, model: str, body: dict[str, Any], timeout: float
-) -> tuple[list[str], float, float]:
+def generate_stream(url: str, model: str, body: dict[str, Any], timeout: float) -> tuple[list[str], float, float]:
     """POST ``/v2/models/<model>/generate_stream`` (server-sent events); chunks, TTFT, total latency."""
     started = time.perf_counter()
     first: float | None = None

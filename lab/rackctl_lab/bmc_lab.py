@@ -120,9 +120,7 @@ def plan_lab_bmcs(inventory: Inventory) -> LabBmcPlan:
     """Specs for every node; raises :class:`InvalidInput` listing every problem found."""
     problems: list[Problem] = []
     if not inventory.cluster.lab:
-        problems.append(
-            Problem("cluster.lab", "false", "set cluster.lab: true; rackctl lab only runs lab inventories")
-        )
+        problems.append(Problem("cluster.lab", "false", "set cluster.lab: true; rackctl lab only runs lab inventories"))
     plan = LabBmcPlan(specs=[])
     passwords = _lab_passwords(inventory, plan, problems)
     for index, node in enumerate(inventory.nodes):
@@ -178,9 +176,7 @@ def plan_lab_bmcs(inventory: Inventory) -> LabBmcPlan:
     return plan
 
 
-def _lab_passwords(
-    inventory: Inventory, plan: LabBmcPlan, problems: list[Problem]
-) -> dict[str, tuple[str, str]]:
+def _lab_passwords(inventory: Inventory, plan: LabBmcPlan, problems: list[Problem]) -> dict[str, tuple[str, str]]:
     """(username, password) per credential name; passwords for missing files are generated into the plan."""
     out: dict[str, tuple[str, str]] = {}
     for name, cred in inventory.credentials.items():
@@ -213,9 +209,7 @@ def running_rack(lab_dir: Path) -> RackRunner | None:
 
 def require_lab_packages() -> None:
     """The emulated iDRACs need sushy-tools, aiohttp and cryptography (the ``test`` extra)."""
-    missing = [
-        name for name in ("sushy_tools", "aiohttp", "cryptography") if importlib.util.find_spec(name) is None
-    ]
+    missing = [name for name in ("sushy_tools", "aiohttp", "cryptography") if importlib.util.find_spec(name) is None]
     if missing:
         raise EnvironmentMissing(
             f"the lab's emulated iDRACs need {', '.join(missing)}",
@@ -223,9 +217,7 @@ def require_lab_packages() -> None:
         )
 
 
-def lab_up(
-    plan: LabBmcPlan, lab_dir: Path, *, latency_ms: int = 0, processes: int | None = None
-) -> dict[str, Any]:
+def lab_up(plan: LabBmcPlan, lab_dir: Path, *, latency_ms: int = 0, processes: int | None = None) -> dict[str, Any]:
     """Write passwords and start the emulated iDRACs detached; write the CA where the inventory wants it."""
     require_lab_packages()
     existing = running_rack(lab_dir)

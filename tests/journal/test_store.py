@@ -310,9 +310,7 @@ def test_run_of_a_dead_process_is_marked_interrupted(tmp_path: Path) -> None:
         "import sys, os; from pathlib import Path; from bootstrap.journal.store import Journal\n"
         "j = Journal(Path(sys.argv[1])); print(j.begin_run('up')); sys.stdout.flush(); os._exit(0)\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True
-    )
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True)
     dead_run = int(out.stdout.strip())
     with Journal(tmp_path) as j:
         assert j.run(dead_run).status == "running"

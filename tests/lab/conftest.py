@@ -107,9 +107,7 @@ class Bmc:
             self.request("DELETE", self.location)
             self.token = self.location = None
 
-    def request(
-        self, method: str, path: str, body: object = None, auth: bool = True, **kw
-    ) -> requests.Response:
+    def request(self, method: str, path: str, body: object = None, auth: bool = True, **kw) -> requests.Response:
         url = path if path.startswith("https://") else f"{self.ep.url}{path}"
         headers = {"X-Auth-Token": self.token} if (auth and self.token) else {}
         basic = None if (not auth or self.token) else (self.spec.username, self.spec.password)

@@ -55,9 +55,7 @@ def test_every_link_from_the_root_resolves_to_dell_ids(bmc):
         doc = resp.json()
         assert "4c4c4544-" not in json.dumps(sorted(links_in(doc) | {doc.get("Id", "")})), path
         todo.extend(link.split("#")[0] for link in links_in(doc) if link.startswith("/redfish/v1"))
-    assert (
-        f"{SYS}/Processors" in seen and f"{MGR}/Oem/Dell/Jobs" in seen and f"{SYS}/Bios/BiosRegistry" in seen
-    )
+    assert f"{SYS}/Processors" in seen and f"{MGR}/Oem/Dell/Jobs" in seen and f"{SYS}/Bios/BiosRegistry" in seen
     assert len(seen) > 50
 
 
@@ -139,9 +137,7 @@ def test_power_transitions_and_conflicts(bmc, rack, util):
 def test_boot_override_once_is_cleared_after_one_boot(bmc, rack, util):
     client = bmc("boot-a")
     reset = f"{SYS}/Actions/ComputerSystem.Reset"
-    resp = client.patch(
-        SYS, {"Boot": {"BootSourceOverrideTarget": "Pxe", "BootSourceOverrideEnabled": "Once"}}
-    )
+    resp = client.patch(SYS, {"Boot": {"BootSourceOverrideTarget": "Pxe", "BootSourceOverrideEnabled": "Once"}})
     assert resp.status_code == 200
     boot = client.json(SYS)["Boot"]
     assert (boot["BootSourceOverrideTarget"], boot["BootSourceOverrideEnabled"]) == ("Pxe", "Once")
@@ -182,9 +178,7 @@ def test_bios_pending_job_applied_at_reset(bmc, rack, util):
     again = client.patch(f"{SYS}/Bios/Settings", {"Attributes": {"LogicalProc": "Disabled"}})
     assert again.status_code == 400 and "SYS011" in again.text
     job_id = job_uri.rsplit("/", 1)[1]
-    assert job_id in {
-        m["@odata.id"].rsplit("/", 1)[1] for m in client.json(f"{MGR}/Oem/Dell/Jobs")["Members"]
-    }
+    assert job_id in {m["@odata.id"].rsplit("/", 1)[1] for m in client.json(f"{MGR}/Oem/Dell/Jobs")["Members"]}
     assert client.post(f"{SYS}/Actions/ComputerSystem.Reset", {"ResetType": "On"}).status_code == 204
     job = util.wait_for(lambda: (j := client.json(job_uri))["JobState"] not in ("Scheduled", "Running") and j)
     assert job["JobState"] == "CompletedWithErrors"
@@ -230,9 +224,7 @@ def test_bios_patch_validation_names_attribute_and_values(bmc):
     assert any(a["AttributeName"] == "SystemServiceTag" and a["ReadOnly"] for a in registry["Attributes"])
     assert registry["Dependencies"][0]["DependencyFor"] == "WorkloadProfile"
     # Clear pending and the job queue.
-    assert (
-        client.patch(f"{SYS}/Bios/Settings", {"Attributes": {"LogicalProc": "Disabled"}}).status_code == 200
-    )
+    assert client.patch(f"{SYS}/Bios/Settings", {"Attributes": {"LogicalProc": "Disabled"}}).status_code == 200
     clear = f"{SYS}/Bios/Settings/Actions/Oem/DellManager.ClearPending"
     assert client.post(clear, {}).status_code == 200
     assert client.json(f"{SYS}/Bios/Settings")["Attributes"] == {}
@@ -256,9 +248,7 @@ def test_scp_export_and_import_through_task_monitors(bmc, util):
     assert export.status_code == 202
     monitor = export.headers["Location"]
     assert client.get(monitor).status_code == 202
-    lc = client.post(
-        f"{MGR}/Oem/Dell/DellLCService/Actions/DellLCService.GetRemoteServicesAPIStatus", {}
-    ).json()
+    lc = client.post(f"{MGR}/Oem/Dell/DellLCService/Actions/DellLCService.GetRemoteServicesAPIStatus", {}).json()
     assert (lc["LCStatus"], lc["Status"]) == ("InUse", "NotReady")  # a job runs for 1.5 s
     done = util.wait_for(lambda: (r := client.get(monitor)).status_code == 200 and r)
     root = ET.fromstring(done.text)
@@ -283,9 +273,7 @@ def test_scp_export_and_import_through_task_monitors(bmc, util):
     assert imp.status_code == 202
     task = util.wait_for(lambda: (r := client.get(imp.headers["Location"])).status_code == 200 and r.json())
     assert task["TaskState"] == "Completed", task
-    lc = client.post(
-        f"{MGR}/Oem/Dell/DellLCService/Actions/DellLCService.GetRemoteServicesAPIStatus", {}
-    ).json()
+    lc = client.post(f"{MGR}/Oem/Dell/DellLCService/Actions/DellLCService.GetRemoteServicesAPIStatus", {}).json()
     assert lc["LCStatus"] == "Ready"
     current = client.json(f"{SYS}/Bios")["Attributes"]
     assert (current["ProcVirtualization"], current["LogicalProc"]) == ("Enabled", "Disabled")
@@ -310,8 +298,7 @@ def test_firmware_update_changes_version_through_task(bmc, rack, util):
     assert task["TaskState"] == "Completed"
     assert client.json(SYS)["BiosVersion"] == "2.4.8"
     ids = [
-        m["@odata.id"].rsplit("/", 1)[1]
-        for m in client.json("/redfish/v1/UpdateService/FirmwareInventory")["Members"]
+        m["@odata.id"].rsplit("/", 1)[1] for m in client.json("/redfish/v1/UpdateService/FirmwareInventory")["Members"]
     ]
     assert "Installed-159-2.4.8" in ids and f"Previous-159-{client.spec.bios_version}" in ids
     assert rack.state("fw-a")["firmware"]["BIOS"] == "2.4.8"

@@ -61,9 +61,7 @@ def test_session_exhaustion_fault(bmc, rack, util):
 
 def test_timeout_fault_hangs_past_the_read_timeout(bmc, rack):
     client = bmc("fault-d")
-    rack.set_faults(
-        "fault-d", FaultSpec(timeout_rate=1.0, hang_s=3.0, fault_exempt_paths=("/redfish/v1/Session",))
-    )
+    rack.set_faults("fault-d", FaultSpec(timeout_rate=1.0, hang_s=3.0, fault_exempt_paths=("/redfish/v1/Session",)))
     try:
         assert client.login().status_code == 201  # exempt path
         with pytest.raises(requests.exceptions.ReadTimeout):

@@ -89,9 +89,7 @@ def test_up_status_down(lab_inventory: Path, tmp_path: Path):
             auth=("root", passwords[head["bmc"]["credentials"]]),
             timeout=10,
         ).json()
-        assert {n["Id"]: n["MACAddress"] for n in nics["Members"]} == {
-            i["fqdd"]: i["mac"] for i in head["interfaces"]
-        }
+        assert {n["Id"]: n["MACAddress"] for n in nics["Members"]} == {i["fqdd"]: i["mac"] for i in head["interfaces"]}
 
         code, status = run("status", "--state-dir", str(lab), "--json")
         assert code == 0 and status["running"] and all(b["answers"] for b in status["bmcs"])

@@ -95,7 +95,7 @@ def test_bad_image_url_no_callback_and_unknown_mac(tmp_path: Path, ramdisk) -> N
         state_dir=tmp_path / "state",
         artefacts=Artefacts(kernel=ramdisk.kernel, initrd=ramdisk.initrd, image=_placeholder_image(tmp_path)),
         site=LabEnvironment(lab.lab_dir).boot_site(inventory),
-            environment=LabEnvironment(lab.lab_dir),
+        environment=LabEnvironment(lab.lab_dir),
         settings=FlowSettings(callback_timeout_s=75, power_off_timeout_s=10, ssh_key=key),
         targets=targets,
     )

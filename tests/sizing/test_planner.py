@@ -52,9 +52,7 @@ def test_example_1_instances_follow_from_batch_64(tables: DesignGuideTables) -> 
     # "built with a maximum batch size of 64 ... Two instances of each model can serve ... 128 users".
     for users, instances in [(64, 1), (65, 2), (128, 2), (129, 3)]:
         result = size(
-            reqs(
-                {"model": "mistral", "precision": "fp8", "concurrent_users": users}, servers=["r760xa-l40s-4"]
-            )
+            reqs({"model": "mistral", "precision": "fp8", "concurrent_users": users}, servers=["r760xa-l40s-4"])
         )
         assert result.recommended.fits[0].chosen.instances == instances
 
@@ -69,10 +67,7 @@ def test_example_2_by_concurrent_users_matches_table_16(tables: DesignGuideTable
         )
     )
     assert result.recommended.server == tables.table_16_sizing_examples["scenario-2"].server
-    assert (
-        instance_counts(result.recommended.placement)
-        == tables.table_16_sizing_examples["scenario-2"].instances
-    )
+    assert instance_counts(result.recommended.placement) == tables.table_16_sizing_examples["scenario-2"].instances
 
 
 def test_example_2_needs_two_xe8640(tables: DesignGuideTables) -> None:
@@ -86,18 +81,14 @@ def test_example_2_needs_two_xe8640(tables: DesignGuideTables) -> None:
 
 
 def test_why_70b_fp8_does_not_fit_two_l40s(tables: DesignGuideTables) -> None:
-    result = size(
-        reqs({"model": "llama-2-70b", "precision": "fp8"}, servers=["r760xa-l40s-2", "r760xa-l40s-4"])
-    )
+    result = size(reqs({"model": "llama-2-70b", "precision": "fp8"}, servers=["r760xa-l40s-2", "r760xa-l40s-4"]))
     two, four = result.options
     assert not two.feasible
     tp1, tp2 = two.fits[0].tried
     assert "Table 11" in tp1.reasons[0] and "70.06 GB" in tp1.reasons[0] and "48 GB" in tp1.reasons[0]
     assert tp2.reasons == ["Tables 13-15: Not supported"]
     assert four.fits[0].chosen.tp == 4
-    assert (
-        four.fits[0].chosen.first_token_ms == tables.table_13_first_token_ms_input_128["llama-2-70b/fp8"][2]
-    )
+    assert four.fits[0].chosen.first_token_ms == tables.table_13_first_token_ms_input_128["llama-2-70b/fp8"][2]
     assert result.recommended is four
 
 
@@ -130,10 +121,7 @@ def test_first_token_limit_rejects_slow_configurations(tables: DesignGuideTables
     result = size(reqs(req, servers=["r760xa-l40s-4", "xe8640"]))
     l40s, xe8640 = result.options
     assert not l40s.feasible and all("max_first_token_ms 100" in c.reasons[0] for c in l40s.fits[0].tried)
-    assert (
-        xe8640.fits[0].chosen.first_token_ms
-        == tables.table_14_first_token_ms_input_2048["llama-2-13b/fp8"][3]
-    )
+    assert xe8640.fits[0].chosen.first_token_ms == tables.table_14_first_token_ms_input_2048["llama-2-13b/fp8"][3]
 
 
 def test_first_token_is_interpolated_between_tables_13_and_14(tables: DesignGuideTables) -> None:

@@ -114,9 +114,7 @@ def test_bad_input_exits_2_without_traceback(cli: click.Group, args: list[str], 
 
 def test_bad_input_as_json(cli: click.Group, tmp_path: Path) -> None:
     req = tmp_path / "req.yaml"
-    req.write_text(
-        "models:\n  - model: mistral\n    precision: fp8\n    concurrent_users: -3\n    colour: red\n"
-    )
+    req.write_text("models:\n  - model: mistral\n    precision: fp8\n    concurrent_users: -3\n    colour: red\n")
     code, out, _ = run(cli, "-r", str(req), "--json")
     data = json.loads(out)
     assert code == 2 and data["ok"] is False
@@ -145,9 +143,7 @@ def test_write_keeps_comments_and_other_keys(cli: click.Group, tmp_path: Path) -
     assert section.placement.server == "xe9680"
     assert [m.model for m in section.requirements.models] == ["llama-2-70b", "llama-2-13b", "llama-2-7b"]
     # Sizing again with other requirements replaces the section, still keeping the rest.
-    code, out, err = run(
-        cli, "-r", str(EXAMPLES / "guide-example-1.yaml"), "--write", "-i", str(inv), "--json"
-    )
+    code, out, err = run(cli, "-r", str(EXAMPLES / "guide-example-1.yaml"), "--write", "-i", str(inv), "--json")
     assert code == 0 and json.loads(out)["write"]["written"] is True
     text = inv.read_text()
     assert text.startswith(INVENTORY) and text.count("sizing:") == 1
@@ -162,9 +158,7 @@ def test_dry_run_shows_the_diff_and_writes_nothing(cli: click.Group, tmp_path: P
     inv = tmp_path / "cluster.yml"
     inv.write_text(INVENTORY)
     before = inv.stat().st_mtime_ns
-    code, out, _ = run(
-        cli, "-r", str(EXAMPLES / "guide-example-1.yaml"), "--write", "--dry-run", "-i", str(inv)
-    )
+    code, out, _ = run(cli, "-r", str(EXAMPLES / "guide-example-1.yaml"), "--write", "--dry-run", "-i", str(inv))
     assert code == 0
     assert "+sizing:" in out and "+    server: r760xa-l40s-4" in out
     assert inv.read_text() == INVENTORY and inv.stat().st_mtime_ns == before
@@ -184,9 +178,7 @@ def test_write_refuses_when_nothing_fits(cli: click.Group, tmp_path: Path) -> No
     ("content", "words"),
     [("- a\n- b\n", ["not a mapping"]), ("a: [\n", ["not valid YAML"]), (None, ["does not exist"])],
 )
-def test_write_to_a_bad_inventory(
-    cli: click.Group, tmp_path: Path, content: str | None, words: list[str]
-) -> None:
+def test_write_to_a_bad_inventory(cli: click.Group, tmp_path: Path, content: str | None, words: list[str]) -> None:
     inv = tmp_path / "cluster.yml"
     if content is not None:
         inv.write_text(content)

@@ -70,9 +70,7 @@ def make_stage(
     """Register a real stage ``name`` whose steps append to ``recorder``; ``fail`` gives a failure message."""
 
     def plan(self: Stage, ctx: StageContext) -> list[PlannedAction]:
-        return [
-            PlannedAction(name, n, f"{name} {'+'.join(steps)}", destructive=destructive) for n in ctx.nodes
-        ]
+        return [PlannedAction(name, n, f"{name} {'+'.join(steps)}", destructive=destructive) for n in ctx.nodes]
 
     def run(self: Stage, ctx: StageContext) -> StageResult:
         recorder.runs.append((name, tuple(ctx.nodes)))

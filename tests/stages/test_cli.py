@@ -28,9 +28,7 @@ def test_commands_are_registered() -> None:
         assert f"  {name} " in out
 
 
-def test_plan_json_lists_every_stage_and_touches_nothing(
-    registry: dict, hostnames: list[str], tmp_path: Path
-) -> None:
+def test_plan_json_lists_every_stage_and_touches_nothing(registry: dict, hostnames: list[str], tmp_path: Path) -> None:
     state = tmp_path / "state"
     res = invoke("plan", *base_args(state), "--json")
     assert res.exit_code == 0, res.output
@@ -41,18 +39,14 @@ def test_plan_json_lists_every_stage_and_touches_nothing(
     assert not state.exists()
 
 
-def test_up_stops_at_unimplemented_stage_with_exit_4(
-    registry: dict, hostnames: list[str], tmp_path: Path
-) -> None:
+def test_up_stops_at_unimplemented_stage_with_exit_4(registry: dict, hostnames: list[str], tmp_path: Path) -> None:
     state = tmp_path / "state"
     make_stage("preflight", Recorder())
     res = invoke("up", *base_args(state), "--json")
     assert res.exit_code == 4
     data = json.loads(res.stdout)
     assert data["ok"] is False and data["exit_code"] == 4 and data["status"] == "not_implemented"
-    assert data["message"] == (
-        "stage 'discover' is not implemented yet; the run stopped here; completed: preflight"
-    )
+    assert data["message"] == ("stage 'discover' is not implemented yet; the run stopped here; completed: preflight")
     shown = json.loads(invoke("journal", "show", "--state-dir", str(state), "--json").stdout)
     assert {n["node"]: n["state"] for n in shown["nodes"]} == dict.fromkeys(hostnames, "registered")
     assert shown["runs"][0]["status"] == "not_implemented"
@@ -129,9 +123,7 @@ def test_journal_mark_maintenance_and_back(registry: dict, hostnames: list[str],
     invoke("up", *base_args(tmp_path), "--json")
     node = hostnames[0]
     state = ["--state-dir", str(tmp_path)]
-    dry = invoke(
-        "journal", "mark", node, "maintenance", "--cause", "DIMM swap", "--dry-run", "--json", *state
-    )
+    dry = invoke("journal", "mark", node, "maintenance", "--cause", "DIMM swap", "--dry-run", "--json", *state)
     assert dry.exit_code == 0 and json.loads(dry.stdout)["dry_run"] is True
     shown = json.loads(invoke("journal", "show", node, "--json", *state).stdout)
     assert shown["state"] == "registered"

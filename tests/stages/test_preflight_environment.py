@@ -128,9 +128,7 @@ def test_an_unparsable_ca_bundle(site: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert states(site) == dict.fromkeys(NODES, "registered")
 
 
-def test_a_failed_node_stays_failed_and_a_dead_bmc_fails_its_node(
-    site: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_failed_node_stays_failed_and_a_dead_bmc_fails_its_node(site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     edit(site, use_env)
     with Journal(site / "state") as journal:
         journal.register_nodes(list(NODES))

@@ -114,9 +114,7 @@ def test_failing_node_goes_to_failed_others_carry_on_then_retry(
         rec,
         provision={
             "fail": lambda node, step: (
-                "PXE timed out after 300 s"
-                if broken["on"] and node == bad and step == "write-image"
-                else None
+                "PXE timed out after 300 s" if broken["on"] and node == bad and step == "write-image" else None
             )
         },
     )
@@ -142,9 +140,7 @@ def test_failing_node_goes_to_failed_others_carry_on_then_retry(
     assert set(states(tmp_path).values()) == {S.READY}
 
 
-def test_blocked_nodes_stop_the_run_with_the_reason(
-    registry: dict, inventory: Inventory, tmp_path: Path
-) -> None:
+def test_blocked_nodes_stop_the_run_with_the_reason(registry: dict, inventory: Inventory, tmp_path: Path) -> None:
     rec = Recorder()
     make_stage("kubernetes", rec)
     out = up(inventory, tmp_path, stages=["kubernetes"])

@@ -4,7 +4,6 @@ The BMCs are the lab's emulated iDRACs (sushy-tools + rackctl's iDRAC layer) ove
 lab VMs behind them; the journal is the real SQLite one. Provisioning has its own lab tests.
 """
 
-
 from __future__ import annotations
 
 import json

@@ -48,17 +48,13 @@ def test_unparsable_enum_is_reported_by_tritons_protobuf(rendered):
     model_dir, spec, path_map = rendered()
     _engine(path_map, spec)
     _edit(model_dir / REPO / "postprocessing/config.pbtxt", "TYPE_INT32", "TYPE_INT33")
-    _only(
-        _problems(model_dir, path_map), "models[llama3-8b].postprocessing/config.pbtxt", "TYPE_INT33", "fix"
-    )
+    _only(_problems(model_dir, path_map), "models[llama3-8b].postprocessing/config.pbtxt", "TYPE_INT33", "fix")
 
 
 def test_unfilled_placeholder_is_reported(rendered):
     model_dir, spec, path_map = rendered()
     _engine(path_map, spec)
-    _edit(
-        model_dir / REPO / "tensorrt_llm/config.pbtxt", '"guaranteed_no_evict"', '"${batch_scheduler_policy}"'
-    )
+    _edit(model_dir / REPO / "tensorrt_llm/config.pbtxt", '"guaranteed_no_evict"', '"${batch_scheduler_policy}"')
     _only(_problems(model_dir, path_map), "tensorrt_llm.parameters.batch_scheduler_policy", "unfilled")
 
 

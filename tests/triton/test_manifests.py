@@ -19,9 +19,7 @@ def _by_kind(objects):
 
 
 def test_manifests_pass_strict_validation_and_carry_the_model():
-    spec = make_spec(
-        tensor_parallelism=4, pipeline_parallelism=2, deployment={"gpu_product": "NVIDIA-H100-SXM"}
-    )
+    spec = make_spec(tensor_parallelism=4, pipeline_parallelism=2, deployment={"gpu_product": "NVIDIA-H100-SXM"})
     objects = build_manifests(spec)["deployment.yaml"]
     assert validate_objects(objects) == []
     kinds = _by_kind(objects)
@@ -37,15 +35,11 @@ def test_manifests_pass_strict_validation_and_carry_the_model():
     assert dep["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
     ports = {p["name"] for s in objects if s["kind"] == "Service" for p in s["spec"]["ports"]}
     assert ports == {"http", "grpc", "metrics"}
-    assert (
-        kinds[("PersistentVolumeClaim", "llama3-8b-repository")]["spec"]["storageClassName"] == "local-path"
-    )
+    assert kinds[("PersistentVolumeClaim", "llama3-8b-repository")]["spec"]["storageClassName"] == "local-path"
 
 
 def test_nfs_share_gives_a_persistent_volume():
-    spec = make_spec(
-        deployment={"storage": {"kind": "nfs", "nfs_server": "powerscale.lab", "nfs_path": "/ifs/ai"}}
-    )
+    spec = make_spec(deployment={"storage": {"kind": "nfs", "nfs_server": "powerscale.lab", "nfs_path": "/ifs/ai"}})
     objects = build_manifests(spec)["deployment.yaml"]
     assert validate_objects(objects) == []
     pv = next(o for o in objects if o["kind"] == "PersistentVolume")
@@ -75,8 +69,7 @@ def test_service_monitor_selects_the_metrics_service():
 def test_cli_manifests_dry_run_then_write(tmp_path: Path):
     models = tmp_path / "models.yml"
     models.write_text(
-        "models:\n  - {name: a, trtllm_version: '0.14.0', hf_model_dir: /m, engine_dir: /e,"
-        " tensor_parallelism: 2}\n"
+        "models:\n  - {name: a, trtllm_version: '0.14.0', hf_model_dir: /m, engine_dir: /e, tensor_parallelism: 2}\n"
     )
     out = tmp_path / "out"
     args = ["triton", "manifests", "--models", str(models), "--out", str(out), "--json"]

@@ -43,9 +43,7 @@ def test_parameter_sets_differ_between_versions():
 
 
 def test_declared_values_reach_the_configs():
-    spec = make_spec(
-        max_batch_size=32, streaming=True, kv_cache={"enable_reuse": True, "free_gpu_mem_fraction": 0.9}
-    )
+    spec = make_spec(max_batch_size=32, streaming=True, kv_cache={"enable_reuse": True, "free_gpu_mem_fraction": 0.9})
     configs = _configs(spec)
     assert {c.max_batch_size for c in configs.values()} == {32}
     assert configs["tensorrt_llm"].model_transaction_policy.decoupled

@@ -41,6 +41,7 @@ from rackctl_lab.idrac.spec import SUPPORTED_MODELS, BmcEndpoint, EmulatedBmcSpe
 
 __all__ = ["SUPPORTED_MODELS", "BmcEndpoint", "EmulatedBmcSpec", "EmulatedRack", "FaultSpec"]
 
+
 class EmulatedRack:
     """A rack of emulated iDRACs on loopback; a context manager (``with EmulatedRack(...) as eps:``).
 

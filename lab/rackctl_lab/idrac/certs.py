@@ -110,17 +110,13 @@ class LabCA:
             .add_extension(x509.SubjectAlternativeName(sans), critical=False)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-            .add_extension(
-                x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()), critical=False
-            )
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()), critical=False)
             .sign(self.key, hashes.SHA256())
         )
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
         cert_file = Path(directory) / f"{safe}.pem"
         key_file = Path(directory) / f"{safe}.key"
-        chain = cert.public_bytes(serialization.Encoding.PEM) + self.cert.public_bytes(
-            serialization.Encoding.PEM
-        )
+        chain = cert.public_bytes(serialization.Encoding.PEM) + self.cert.public_bytes(serialization.Encoding.PEM)
         atomic_write_bytes(cert_file, chain)
         atomic_write_bytes(key_file, _key_pem(key), mode=0o600)
         return LeafFiles(cert_file=cert_file, key_file=key_file, fingerprint=fingerprint_of(cert))

@@ -105,9 +105,7 @@ class Job:
             "CompletedWithErrors": "Completed",
             "Failed": "Exception",
         }[self.state]
-        status = {"Completed": "OK", "CompletedWithErrors": "Warning", "Failed": "Critical"}.get(
-            self.state, "OK"
-        )
+        status = {"Completed": "OK", "CompletedWithErrors": "Warning", "Failed": "Critical"}.get(self.state, "OK")
         return {
             "@odata.id": f"/redfish/v1/TaskService/Tasks/{self.id}",
             "@odata.type": "#Task.v1_5_1.Task",

@@ -140,9 +140,7 @@ class RackRunner:
                 cwd=self.workdir,
             )
         self._procs.append(proc)
-        self.workers.append(
-            {"index": index, "pid": proc.pid, "config": str(config_file), "ready": str(ready)}
-        )
+        self.workers.append({"index": index, "pid": proc.pid, "config": str(config_file), "ready": str(ready)})
 
     def _wait_ready(self, count: int, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
@@ -162,9 +160,7 @@ class RackRunner:
                         f"{self.log_tail(index, 1)} (full log: {log})"
                     )
             if pending and time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"emulated iDRAC workers {sorted(pending)} not ready after {timeout_s:.0f}s"
-                )
+                raise TimeoutError(f"emulated iDRAC workers {sorted(pending)} not ready after {timeout_s:.0f}s")
             if pending:
                 time.sleep(0.05)
 

@@ -160,9 +160,7 @@ def session_get(bmc: EmulatedIdrac, sid: str, **_: Any) -> Reply:
     if token is None:
         return redfish_error(404, "Base.1.12.ResourceMissingAtURI", f"Session {sid} does not exist.")
     sess = bmc.sessions[token]
-    return Reply(
-        200, {"@odata.id": f"{SESSIONS}/{sid}", "Id": sid, "Name": "User Session", "UserName": sess.user}
-    )
+    return Reply(200, {"@odata.id": f"{SESSIONS}/{sid}", "Id": sid, "Name": "User Session", "UserName": sess.user})
 
 
 def session_delete(bmc: EmulatedIdrac, sid: str, **_: Any) -> Reply:
@@ -177,9 +175,7 @@ def session_delete(bmc: EmulatedIdrac, sid: str, **_: Any) -> Reply:
 
 
 def systems(bmc: EmulatedIdrac, **_: Any) -> Reply:
-    return Reply(
-        200, collection(f"{V1}/Systems", "Computer System Collection", [SYS], "ComputerSystemCollection")
-    )
+    return Reply(200, collection(f"{V1}/Systems", "Computer System Collection", [SYS], "ComputerSystemCollection"))
 
 
 def system_get(bmc: EmulatedIdrac, **_: Any) -> Reply:
@@ -385,9 +381,7 @@ def _member(members: dict[str, dict], key: str, what: str) -> Reply:
 
 
 def processors(bmc: EmulatedIdrac, **_: Any) -> Reply:
-    return _member_collection(
-        f"{SYS}/Processors", "Processors Collection", bmc.processors, "ProcessorCollection"
-    )
+    return _member_collection(f"{SYS}/Processors", "Processors Collection", bmc.processors, "ProcessorCollection")
 
 
 def processor(bmc: EmulatedIdrac, pid: str, **_: Any) -> Reply:
@@ -413,9 +407,7 @@ def storage_get(bmc: EmulatedIdrac, ctl: str, **_: Any) -> Reply:
 
 def drive(bmc: EmulatedIdrac, ctl: str, did: str, **_: Any) -> Reply:
     if ctl != bmc.storage_controller["Id"]:
-        return redfish_error(
-            404, "Base.1.12.ResourceMissingAtURI", f"The resource Storage/{ctl} was not found."
-        )
+        return redfish_error(404, "Base.1.12.ResourceMissingAtURI", f"The resource Storage/{ctl} was not found.")
     return _member(bmc.drives, did, "Drives")
 
 
@@ -510,9 +502,7 @@ def manager_get(bmc: EmulatedIdrac, **_: Any) -> Reply:
 def manager_reset(bmc: EmulatedIdrac, data: Any, **_: Any) -> Reply:
     """Manager.Reset: the iDRAC restarts (connections dropped, sessions lost for ``reset_s``)."""
     if not isinstance(data, dict) or data.get("ResetType") != "GracefulRestart":
-        return redfish_error(
-            400, "Base.1.12.ActionParameterValueNotInList", "ResetType must be GracefulRestart."
-        )
+        return redfish_error(400, "Base.1.12.ActionParameterValueNotInList", "ResetType must be GracefulRestart.")
     bmc.reset_idrac()
     return Reply(204)
 

@@ -55,9 +55,7 @@ def bios_settings_get(bmc: EmulatedIdrac, **_: Any) -> Reply:
             "Attributes": dict(bmc.bios_pending),
             "Actions": {
                 "Oem": {
-                    "#DellManager.ClearPending": {
-                        "target": f"{BIOS_SETTINGS}/Actions/Oem/DellManager.ClearPending"
-                    }
+                    "#DellManager.ClearPending": {"target": f"{BIOS_SETTINGS}/Actions/Oem/DellManager.ClearPending"}
                 }
             },
         },
@@ -146,9 +144,7 @@ def _reboot_host(bmc: EmulatedIdrac) -> None:
 def bios_settings_patch(bmc: EmulatedIdrac, data: Any, **_: Any) -> Reply:
     """Stage attributes; with ``@Redfish.SettingsApplyTime`` also create the job (202 + Location)."""
     if not isinstance(data, dict) or "Attributes" not in data:
-        return redfish_error(
-            400, "Base.1.12.PropertyMissing", "The property Attributes is a required property."
-        )
+        return redfish_error(400, "Base.1.12.PropertyMissing", "The property Attributes is a required property.")
     if bmc.jobs.active_config_job() is not None:
         return redfish_error(
             400,
@@ -267,9 +263,7 @@ def job_service(bmc: EmulatedIdrac, **_: Any) -> Reply:
         {
             "@odata.id": base,
             "Id": "Job Service",
-            "Actions": {
-                "#DellJobService.DeleteJobQueue": {"target": f"{base}/Actions/DellJobService.DeleteJobQueue"}
-            },
+            "Actions": {"#DellJobService.DeleteJobQueue": {"target": f"{base}/Actions/DellJobService.DeleteJobQueue"}},
         },
     )
 
@@ -409,9 +403,7 @@ def scp_export(bmc: EmulatedIdrac, data: Any, **_: Any) -> Reply:
     def complete(job: Job) -> Outcome:
         doc = _scp_document(bmc, target)
         job.result = (
-            (json.dumps(doc, indent=2), "application/json")
-            if fmt == "JSON"
-            else (_scp_xml(doc), "application/xml")
+            (json.dumps(doc, indent=2), "application/json") if fmt == "JSON" else (_scp_xml(doc), "application/xml")
         )
         return "Completed", "Successfully exported Server Configuration Profile.", "IDRAC.2.8.SYS043"
 
@@ -434,8 +426,7 @@ def _scp_import(bmc: EmulatedIdrac, data: Any, preview: bool) -> Reply:
         return redfish_error(
             400,
             "Base.1.12.ActionParameterMissing",
-            "The action ImportSystemConfiguration "
-            "requires the parameter ImportBuffer (a local share only in the lab).",
+            "The action ImportSystemConfiguration requires the parameter ImportBuffer (a local share only in the lab).",
         )
     try:
         attrs = _scp_bios_attributes(buffer)

@@ -129,8 +129,7 @@ def simple_update(bmc: EmulatedIdrac, data: Any, **_: Any) -> Reply:
         return redfish_error(
             400,
             "IDRAC.2.8.SUP029",
-            f"Unable to update the firmware because the package "
-            f"{filename!r} is not applicable to this system.",
+            f"Unable to update the firmware because the package {filename!r} is not applicable to this system.",
             "Use an update package for a component this system has.",
         )
     version = version_match.group(1)
@@ -207,9 +206,7 @@ def dmtf_job_service(bmc: EmulatedIdrac, **_: Any) -> Reply:
 
 def dmtf_jobs(bmc: EmulatedIdrac, **_: Any) -> Reply:
     base = f"{V1}/JobService/Jobs"
-    return Reply(
-        200, collection(base, "Job Collection", [f"{base}/{j}" for j in bmc.jobs.jobs], "JobCollection")
-    )
+    return Reply(200, collection(base, "Job Collection", [f"{base}/{j}" for j in bmc.jobs.jobs], "JobCollection"))
 
 
 def dmtf_job(bmc: EmulatedIdrac, jid: str, **_: Any) -> Reply:

@@ -36,9 +36,7 @@ def _response(reply: Reply) -> web.StreamResponse:
     if reply.body is None or reply.status == 204:
         return web.Response(status=reply.status, headers=headers)
     if isinstance(reply.body, str):
-        return web.Response(
-            status=reply.status, text=reply.body, content_type=reply.content_type, headers=headers
-        )
+        return web.Response(status=reply.status, text=reply.body, content_type=reply.content_type, headers=headers)
     return web.Response(
         status=reply.status, text=json.dumps(reply.body), content_type="application/json", headers=headers
     )
@@ -164,9 +162,7 @@ async def serve(config: dict[str, Any]) -> None:
         if parent and os.getppid() != parent:
             break  # the rack that started us is gone: do not outlive it
     with contextlib.suppress(Exception):
-        await asyncio.wait_for(
-            asyncio.gather(*(r.cleanup() for r in runners), return_exceptions=True), timeout=3
-        )
+        await asyncio.wait_for(asyncio.gather(*(r.cleanup() for r in runners), return_exceptions=True), timeout=3)
 
 
 def main(argv: list[str] | None = None) -> int:

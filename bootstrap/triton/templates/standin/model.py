@@ -41,9 +41,7 @@ class TritonPythonModel:
             tokens = (prompt * (wanted // max(len(prompt), 1) + 1))[:wanted] if prompt else []
             if not self.decoupled:
                 if streaming:
-                    error = pb_utils.TritonError(
-                        "streaming requires decoupled mode (model_transaction_policy)"
-                    )
+                    error = pb_utils.TritonError("streaming requires decoupled mode (model_transaction_policy)")
                     responses.append(pb_utils.InferenceResponse(error=error))
                 else:
                     responses.append(pb_utils.InferenceResponse(output_tensors=_tensors(tokens)))

@@ -61,9 +61,7 @@ class TritonPythonModel:
                 pb_utils.Tensor("OUT_END_ID", np.array([[end]], dtype=np.int32)),
                 pb_utils.Tensor("OUT_PAD_ID", np.array([[pad]], dtype=np.int32)),
                 pb_utils.Tensor("BAD_WORDS_IDS", words_to_list(self.tokenizer, [] if bad is None else bad)),
-                pb_utils.Tensor(
-                    "STOP_WORDS_IDS", words_to_list(self.tokenizer, [] if stop is None else stop)
-                ),
+                pb_utils.Tensor("STOP_WORDS_IDS", words_to_list(self.tokenizer, [] if stop is None else stop)),
             ]
             responses.append(pb_utils.InferenceResponse(output_tensors=outputs))
         return responses

@@ -67,9 +67,7 @@ class TritonPythonModel:
                     raise pb_utils.TritonModelException("stream=true needs the decoupled model")
                 if stream:
                     for output in self.llm.generate_async(prompt, self._sampling(request), streaming=True):
-                        sender.send(
-                            pb_utils.InferenceResponse(output_tensors=[_text(output.outputs[0].text_diff)])
-                        )
+                        sender.send(pb_utils.InferenceResponse(output_tensors=[_text(output.outputs[0].text_diff)]))
                     sender.send(flags=FINAL)
                     continue
                 output = self.llm.generate(prompt, self._sampling(request))
