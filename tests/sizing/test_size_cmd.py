@@ -95,7 +95,7 @@ def test_flags_add_to_a_requirements_file(cli: click.Group) -> None:
     [
         (
             ["--model", "mistral", "--precision", "fp8", "--input-tokens", "9000"],
-            ["--input-tokens", "9000", "2048"],
+            ["models[0].input_tokens", "9000", "2048", "measured"],
         ),
         (["--model", "mistral"], ["--precision", "add it"]),
         (["--model", "bloom", "--precision", "fp8"], ["models[0].model", "bloom", "llama-2-7b"]),
