@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bootstrap.sizing.benchmarks import best_point, read_points
+from bootstrap.sizing.config_result import ConfigResult
 from bootstrap.sizing.poisson import poisson_quantile
 from bootstrap.sizing.spec import Measurement, ModelRequirement
 
 if TYPE_CHECKING:
-    from bootstrap.sizing.planner import ConfigResult
     from bootstrap.sizing.tables import ServerSpec
 
 
@@ -35,8 +35,6 @@ def exact(value: float | int) -> Fraction:
 
 def evaluate_measured(req: ModelRequirement, m: Measurement, spec: ServerSpec) -> ConfigResult:
     """Servers for ``req`` from measurement ``m`` on one server type, with the arithmetic."""
-    from bootstrap.sizing.planner import ConfigResult
-
     gpus_per_instance = m.tensor_parallel * m.pipeline_parallel
     result = ConfigResult(m.tensor_parallel)
     if gpus_per_instance > spec.gpu_count:
@@ -111,7 +109,8 @@ def _capacity(
         return exact(m.requests_per_second), "measured requests/s", m.first_token_ms, m.latency_ms
     if m.output_tokens_per_s is not None:
         rps = exact(m.output_tokens_per_s) / output_tokens
-        return rps, f"{m.output_tokens_per_s:g} tokens/s / {output_tokens} output tokens", m.first_token_ms, m.latency_ms
+        source = f"{m.output_tokens_per_s:g} tokens/s / {output_tokens} output tokens"
+        return rps, source, m.first_token_ms, m.latency_ms
     assert m.benchmark is not None
     points = read_points(Path(m.benchmark), f"measured ({m.server}).benchmark")
     best = best_point(points, req.max_first_token_ms, req.max_response_ms)
