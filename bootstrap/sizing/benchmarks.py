@@ -7,7 +7,10 @@ verified against a real export):
   shape): one object per load point with per-metric objects ``{"unit": "ms", "avg": .., "p50": ..,
   "p99": ..}`` for ``request_throughput`` (requests/s), ``time_to_first_token``, ``request_latency``,
   ``output_token_throughput``, and ``input_config`` with the concurrency or request rate. A file may
-  hold one point or a list of them (one per ``--concurrency`` of a sweep).
+  hold one point or a list of them (one per ``--concurrency`` of a sweep). The load level is read from
+  ``input_config.concurrency``/``request_rate`` (GenAI-Perf), ``input_config.perf_analyzer.stimulus``
+  (newer GenAI-Perf) or ``input_config.loadgen`` (AIPerf). A latency without ``p99`` is compared by its
+  ``max`` (conservative), else its ``avg``.
 * perf_analyzer ``--profile-export-file`` JSON: ``experiments[]`` each with ``experiment.{mode, value}``
   and ``requests[].{timestamp, response_timestamps}`` in nanoseconds; throughput and latencies are
   computed from the timestamps (first response = first token, last response = whole answer).
@@ -91,7 +94,7 @@ def _metric(item: dict[str, Any], name: str, stat: str) -> float | None:
     metric = item.get(name)
     if not isinstance(metric, dict):
         return None
-    value = metric.get(stat, metric.get("avg"))
+    value = next((metric[k] for k in (stat, "max", "avg") if metric.get(k) is not None), None)
     if value is None:
         return None
     scale = {"ms": 1.0, "s": 1000.0, "us": 0.001, "ns": 1e-6}.get(str(metric.get("unit", "ms")), 1.0)
@@ -102,14 +105,16 @@ def _genai_perf_point(item: dict[str, Any]) -> LoadPoint:
     rps = _metric(item, "request_throughput", "avg")
     if rps is None or not rps > 0:
         raise KeyError("request_throughput.avg")
-    config = item.get("input_config", {})
-    stimulus = config.get("perf_analyzer", {}).get("stimulus", {}) if isinstance(config, dict) else {}
-    load = "?"
-    for key in ("concurrency", "request_rate"):
-        value = config.get(key) if isinstance(config, dict) else None
-        value = stimulus.get(key, value)
-        if value is not None:
-            load = f"{key} {value}"
+    config = item.get("input_config")
+    config = config if isinstance(config, dict) else {}
+    places = [config, config.get("loadgen"), (config.get("perf_analyzer") or {}).get("stimulus")]
+    load = "load ?"
+    for place in places:
+        if not isinstance(place, dict):
+            continue
+        key = next((k for k in ("concurrency", "request_rate") if place.get(k) is not None), None)
+        if key is not None:
+            load = f"{key} {place[key]}"
             break
     return LoadPoint(
         load=load,
