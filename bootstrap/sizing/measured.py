@@ -115,9 +115,7 @@ def _capacity(
     points = read_points(Path(m.benchmark), f"measured ({m.server}).benchmark")
     best = best_point(points, req.max_first_token_ms, req.max_response_ms)
     if best is None:
-        seen = ", ".join(
-            f"{p.load}: TTFT p99 {p.first_token_ms} ms, latency p99 {p.latency_ms} ms" for p in points
-        )
+        seen = ", ".join(f"{p.load}: TTFT p99 {p.first_token_ms} ms, latency p99 {p.latency_ms} ms" for p in points)
         return None, f"no load in {m.benchmark} meets the latency target ({seen})", None, None
     return (
         exact(round(best.requests_per_second, 6)),
