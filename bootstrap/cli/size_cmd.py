@@ -140,6 +140,8 @@ def size_command(
                 problems=[Problem(o.server, line) for o in result.options for line in o.why_not()],
             )
         section = SizingSection(requirements=result.requirements, placement=result.recommended.placement)
+        if any(m.measured for m in result.requirements.models):
+            section = section.model_copy(update={"source": f"operator measurements ('measured:'); {section.source}"})
         plan = plan_sizing_write(inventory_path, section)
         written = False if dry_run else apply_sizing_write(plan)
         data["write"] = {

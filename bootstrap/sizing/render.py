@@ -96,6 +96,11 @@ def render(result: SizingResult, console: Console) -> None:
                 escape(a["capacity_source"]),
             )
         console.print(math_table)
+        for server, fit in measured:
+            assert fit.chosen is not None and fit.chosen.arithmetic is not None
+            req = fit.requirement
+            line = f"{req.model} {req.precision} on {server}: {fit.chosen.arithmetic['formula']}"
+            console.print(escape(line), highlight=False)
 
     rec = result.recommended
     if rec and rec.placement:
