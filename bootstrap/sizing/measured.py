@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bootstrap.sizing.benchmarks import best_point, read_points
 from bootstrap.sizing.config_result import ConfigResult
@@ -136,7 +136,3 @@ def _peak(req: ModelRequirement, m: Measurement) -> tuple[Fraction, str]:
         return Fraction(req.concurrent_users), "concurrent_users"
     return Fraction(0), "min_instances"
 
-
-def describe(arithmetic: dict[str, Any]) -> str:
-    """One line of arithmetic for the table."""
-    return str(arithmetic["formula"])

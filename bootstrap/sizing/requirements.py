@@ -56,6 +56,8 @@ FLAG_NAMES: dict[str, str] = {
     "output_tokens": "--output-tokens",
     "concurrent_users": "--users",
     "requests_per_second": "--rps",
+    "peak_requests_per_second": "--peak-rps",
+    "redundancy": "--redundancy",
     "peak_percentile": "--percentile",
     "max_first_token_ms": "--max-ttft-ms",
     "max_response_ms": "--max-response-ms",
