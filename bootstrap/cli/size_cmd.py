@@ -16,7 +16,7 @@ from bootstrap.sizing.inventory_write import apply_sizing_write, plan_sizing_wri
 from bootstrap.sizing.planner import size
 from bootstrap.sizing.render import render
 from bootstrap.sizing.requirements import load_requirements, model_from_flags
-from bootstrap.sizing.spec import SizingRequirements, SizingSection
+from bootstrap.sizing.spec import PRECISIONS, SizingRequirements, SizingSection
 from bootstrap.sizing.tables import load_tables
 
 #: Flags that describe one model (``--model`` and friends) -> ModelRequirement field.
@@ -27,6 +27,8 @@ MODEL_FLAGS = {
     "output_tokens": "output_tokens",
     "users": "concurrent_users",
     "rps": "requests_per_second",
+    "peak_rps": "peak_requests_per_second",
+    "redundancy": "redundancy",
     "percentile": "peak_percentile",
     "max_ttft_ms": "max_first_token_ms",
     "max_response_ms": "max_response_ms",
@@ -76,11 +78,17 @@ def gather_requirements(
     help="YAML file: models (with load and latency limits) and candidate_servers.",
 )
 @click.option("--model", help="One model to size, e.g. llama-2-13b (adds to --requirements).")
-@click.option("--precision", help="fp8 or awq (with --model).")
+@click.option(
+    "--precision",
+    type=click.Choice(PRECISIONS, case_sensitive=False),
+    help="Engine precision (with --model); the design guide measured fp8 and awq.",
+)
 @click.option("--input-tokens", type=int, help="Prompt length in tokens (default 128).")
 @click.option("--output-tokens", type=int, help="Answer length in tokens (default 128).")
 @click.option("--users", type=int, help="Peak concurrent users.")
 @click.option("--rps", type=float, help="Average requests per second (Poisson arrivals).")
+@click.option("--peak-rps", type=float, help="Peak requests per second (instead of --rps/--users).")
+@click.option("--redundancy", type=int, help="Spare servers for measured models (1 = N+1).")
 @click.option("--percentile", type=float, help="Percentile of the Poisson peak (default 0.99).")
 @click.option("--max-ttft-ms", type=float, help="First-token latency limit in ms.")
 @click.option("--max-response-ms", type=float, help="Whole-answer latency limit in ms.")
@@ -102,10 +110,12 @@ def size_command(
     as_json: bool,
     **flags: Any,
 ) -> None:
-    """Size servers for LLM serving from the Dell design guide's tables (chapter 6, Tables 11-16).
+    """Size servers for LLM serving from your measurements or the Dell design guide's tables.
 
-    Prints which server configurations fit each model (and why the others do not), the servers needed,
-    and the placement of instances on GPUs. Exit 1 when no candidate fits every model.
+    Models with 'measured:' figures in the requirements file (requests/s of one server at the latency
+    target, or a GenAI-Perf/perf_analyzer export) are sized from them; others from the guide's Tables
+    11-16. Prints which server configurations fit each model (and why the others do not), the
+    arithmetic, the servers needed and the placement. Exit 1 when no candidate fits every model.
     """
     if dry_run and not write:
         raise InvalidInput(
@@ -122,6 +132,8 @@ def size_command(
                 problems=[Problem(o.server, line) for o in result.options for line in o.why_not()],
             )
         section = SizingSection(requirements=result.requirements, placement=result.recommended.placement)
+        if any(m.measured for m in result.requirements.models):
+            section = section.model_copy(update={"source": f"operator measurements ('measured:'); {section.source}"})
         plan = plan_sizing_write(inventory_path, section)
         written = False if dry_run else apply_sizing_write(plan)
         data["write"] = {

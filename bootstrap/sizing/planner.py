@@ -13,17 +13,26 @@ Method (design guide chapter 6 and the stack's sizing notes):
   M/G/infinity system is Poisson with mean rate x response time; its ``peak_percentile`` quantile is used;
 * per model, the TP needing the fewest GPUs wins (then the lowest latency); instances are packed onto servers
   in aligned GPU blocks (keeps TP=2 inside an NVLink-bridged pair on R760xa H100 PCIe).
+
+Where the operator measured a model on a server (``measured:``, NVIDIA's method: one server's requests/s at
+the latency target for the lengths that matter), that measurement wins over the tables: the model gets
+``ceil(peak requests/s / per-server requests/s)`` whole servers plus ``redundancy`` spares
+(see :mod:`bootstrap.sizing.measured`).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from bootstrap.errors import InvalidInput, Problem
+from bootstrap.sizing.config_result import ConfigResult
+from bootstrap.sizing.measured import evaluate_measured, find_measurement
 from bootstrap.sizing.poisson import poisson_quantile
 from bootstrap.sizing.spec import (
+    GUIDE_MAX_INPUT_TOKENS,
+    GUIDE_MAX_OUTPUT_TOKENS,
     InstancePlacement,
     ModelRequirement,
     NodePlacement,
@@ -34,42 +43,6 @@ from bootstrap.sizing.tables import DesignGuideTables, ServerSpec, figures, load
 
 #: Batch size at which Table 15 was measured.
 TABLE_15_BATCH = 64
-
-
-@dataclass
-class ConfigResult:
-    """One model on ``tp`` GPUs of one server type: usable or not, and why."""
-
-    tp: int
-    reasons: list[str] = field(default_factory=list)
-    first_token_ms: float | None = None
-    tokens_per_s: float | None = None
-    response_ms: float | None = None
-    peak_concurrency: int | None = None
-    instances: int | None = None
-
-    @property
-    def ok(self) -> bool:
-        return not self.reasons
-
-    @property
-    def gpus(self) -> int | None:
-        return None if self.instances is None else self.instances * self.tp
-
-    def as_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"tensor_parallel": self.tp, "fits": self.ok}
-        if self.ok:
-            data.update(
-                instances=self.instances,
-                gpus=self.gpus,
-                first_token_ms=_round(self.first_token_ms),
-                instance_tokens_per_s=self.tokens_per_s,
-                response_ms=_round(self.response_ms),
-                peak_concurrency=self.peak_concurrency,
-            )
-        else:
-            data["why_not"] = self.reasons
-        return data
 
 
 @dataclass
@@ -171,12 +144,19 @@ def size(requirements: SizingRequirements, tables: DesignGuideTables | None = No
     )
     candidates = requirements.candidate_servers or list(tables.servers)
     options = []
+    overrides: list[str] = []
     for name in candidates:
         spec = tables.servers[name]
-        fits = [
-            ModelFit(key, req, [evaluate(req, key, spec, tp, tables) for tp in tp_choices(spec)])
-            for key, req in zip(keys, requirements.models, strict=True)
-        ]
+        fits = []
+        for key, req in zip(keys, requirements.models, strict=True):
+            guide = ModelFit(key, req, _guide_tries(req, key, spec, tables))
+            measurement = find_measurement(req, name)
+            if measurement is None:
+                fits.append(guide)
+                continue
+            fits.append(ModelFit(key, req, [evaluate_measured(req, measurement, spec)]))
+            if key in tables.table_11_gpu_memory_gb:
+                overrides.append(_override_note(name, fits[-1], guide))
         placement = None
         if all(f.chosen for f in fits):
             placement = pack(name, spec, fits)
@@ -190,7 +170,43 @@ def size(requirements: SizingRequirements, tables: DesignGuideTables | None = No
         if feasible
         else None
     )
-    return SizingResult(requirements, options, recommended, notes(requirements, options, tables))
+    return SizingResult(
+        requirements, options, recommended, notes(requirements, options, tables) + overrides
+    )
+
+
+def _guide_tries(
+    req: ModelRequirement, key: str, spec: ServerSpec, tables: DesignGuideTables
+) -> list[ConfigResult]:
+    """The guide's figures at every TP; a model or length the guide has no figures for gets the reason."""
+    if key not in tables.table_11_gpu_memory_gb:
+        return [ConfigResult(1, [f"no measurement for this server and the design guide has no {key}"])]
+    if req.input_tokens > GUIDE_MAX_INPUT_TOKENS or req.output_tokens > GUIDE_MAX_OUTPUT_TOKENS:
+        return [
+            ConfigResult(
+                1,
+                [
+                    f"no measurement for this server and {req.input_tokens}/{req.output_tokens} tokens "
+                    f"exceed the guide's engines ({GUIDE_MAX_INPUT_TOKENS}/{GUIDE_MAX_OUTPUT_TOKENS})"
+                ],
+            )
+        ]
+    return [evaluate(req, key, spec, tp, tables) for tp in tp_choices(spec)]
+
+
+def _override_note(server: str, measured: ModelFit, guide: ModelFit) -> str:
+    """Say that the measurement replaced the guide's figures, and what the guide alone would have given."""
+    req = measured.requirement
+    head = f"{req.model} {req.precision} on {server}: the measurement is used, not the design guide's tables"
+    chosen, by_guide = measured.chosen, guide.chosen
+    if chosen is None:
+        return f"{head} (the measurement does not fit: {measured.why_not()})"
+    if by_guide is None or by_guide.gpus is None:
+        return f"{head} (the guide's figures would not fit: {guide.why_not()})"
+    return (
+        f"{head}: {chosen.servers} server(s) measured vs {by_guide.instances} instance(s) at TP={by_guide.tp} "
+        f"({by_guide.gpus} GPUs) by the guide"
+    )
 
 
 def resolve_requirements(requirements: SizingRequirements, tables: DesignGuideTables) -> list[str]:
@@ -199,12 +215,36 @@ def resolve_requirements(requirements: SizingRequirements, tables: DesignGuideTa
     keys: list[str] = []
     for i, req in enumerate(requirements.models):
         model = tables.resolve_model(req.model)
+        for j, m in enumerate(req.measured):
+            if m.server not in tables.servers:
+                problems.append(
+                    Problem(
+                        f"models[{i}].measured[{j}].server",
+                        f"unknown server configuration {m.server!r}",
+                        f"use one of: {', '.join(tables.servers)}",
+                    )
+                )
+        if req.measured:
+            keys.append(f"{model or req.model}/{req.precision}")
+            continue
+        for field_name, limit in (("input_tokens", GUIDE_MAX_INPUT_TOKENS), ("output_tokens", GUIDE_MAX_OUTPUT_TOKENS)):
+            value = getattr(req, field_name)
+            if value > limit:
+                problems.append(
+                    Problem(
+                        f"models[{i}].{field_name}",
+                        f"{value} is beyond the design guide's engines (at most {limit}); "
+                        "the guide has no figures for it",
+                        f"use at most {limit}, or give your own figures under 'measured:' "
+                        "(see docs/sizing.md)",
+                    )
+                )
         if model is None:
             problems.append(
                 Problem(
                     f"models[{i}].model",
                     f"unknown model {req.model!r}: the design guide has no figures for it",
-                    f"use one of: {', '.join(tables.models)}",
+                    f"use one of: {', '.join(tables.models)}, or give measured figures under 'measured:'",
                 )
             )
             continue
@@ -214,7 +254,7 @@ def resolve_requirements(requirements: SizingRequirements, tables: DesignGuideTa
                 Problem(
                     f"models[{i}].precision",
                     f"{req.precision!r} is not measured for {model} in the design guide",
-                    f"use one of: {', '.join(tables.precisions_of(model))}",
+                    f"use one of: {', '.join(tables.precisions_of(model))}, or give measured figures",
                 )
             )
         keys.append(key)
@@ -299,9 +339,26 @@ def evaluate(req: ModelRequirement, key: str, spec: ServerSpec, tp: int, tables:
 def pack(name: str, spec: ServerSpec, fits: list[ModelFit]) -> SizingPlacement:
     """Place every chosen instance on aligned GPU blocks, largest TP first, opening servers as needed."""
     wanted: list[tuple[ModelRequirement, int]] = []
+    dedicated: list[list[InstancePlacement]] = []
     for fit in fits:
         chosen = fit.chosen
         assert chosen is not None and chosen.instances is not None
+        if chosen.servers is not None:  # measured: whole servers, filled as measured
+            per_server = chosen.instances // max(chosen.servers, 1)
+            req = fit.requirement
+            for _ in range(chosen.servers):
+                dedicated.append(
+                    [
+                        InstancePlacement(
+                            model=req.model,
+                            precision=req.precision,
+                            tensor_parallel=chosen.tp,
+                            gpus=list(range(k * chosen.tp, (k + 1) * chosen.tp)),
+                        )
+                        for k in range(per_server)
+                    ]
+                )
+            continue
         wanted += [(fit.requirement, chosen.tp)] * chosen.instances
     wanted.sort(key=lambda item: -item[1])  # stable: keeps the requirements' order within one TP
     free: list[list[bool]] = []
@@ -317,6 +374,9 @@ def pack(name: str, spec: ServerSpec, fits: list[ModelFit]) -> SizingPlacement:
             free[node][g] = False
         placed[node].append(InstancePlacement(model=req.model, precision=req.precision, tensor_parallel=tp, gpus=block))
     nodes = [NodePlacement(node=i, instances=insts, gpus_free=sum(free[i])) for i, insts in enumerate(placed)]
+    for insts in dedicated:
+        used_gpus = sum(len(inst.gpus) for inst in insts)
+        nodes.append(NodePlacement(node=len(nodes), instances=insts, gpus_free=spec.gpu_count - used_gpus))
     used = sum(spec.gpu_count - n.gpus_free for n in nodes)
     return SizingPlacement(
         server=name,
@@ -355,8 +415,13 @@ def notes(requirements: SizingRequirements, options: list[ServerOption], tables:
             "H100 PCIe is not measured in the guide: its figures are the H100 SXM columns (optimistic); "
             "TP is kept at 2 inside an NVLink-bridged pair."
         )
-    if any(m.requests_per_second is not None for m in requirements.models):
+    if any(m.requests_per_second is not None and not m.measured for m in requirements.models):
         out.append("Peak concurrency from requests/s: Poisson percentile of rate x response time (M/G/inf).")
+    if any(m.measured for m in requirements.models):
+        out.append(
+            "Measured: servers = ceil(peak requests/s / one server's requests/s at the target) + redundancy; "
+            "a mean rate's peak is the Poisson percentile of arrivals in one second."
+        )
     return out
 
 

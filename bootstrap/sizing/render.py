@@ -12,6 +12,8 @@ from bootstrap.sizing.planner import ModelFit, SizingResult
 def fit_cell(fit: ModelFit) -> str:
     """One cell of the fit matrix: the chosen TP and instances, or the blocking reason."""
     chosen = fit.chosen
+    if chosen and chosen.arithmetic is not None:
+        return f"[green]fits[/green] measured: {chosen.servers} server(s), TP={chosen.tp} x{chosen.instances}"
     if chosen:
         return f"[green]fits[/green] TP={chosen.tp} x{chosen.instances} ({chosen.gpus} GPU)"
     last = fit.tried[-1] if fit.tried else None
@@ -22,6 +24,8 @@ def fit_cell(fit: ModelFit) -> str:
 def _load(req_dict: dict) -> str:
     if "concurrent_users" in req_dict:
         return f"{req_dict['concurrent_users']} users"
+    if "peak_requests_per_second" in req_dict:
+        return f"peak {req_dict['peak_requests_per_second']:g} req/s"
     if "requests_per_second" in req_dict:
         return f"{req_dict['requests_per_second']:g} req/s @p{req_dict['peak_percentile'] * 100:g}"
     return f"min {req_dict['min_instances']} instance(s)"
@@ -66,6 +70,37 @@ def render(result: SizingResult, console: Console) -> None:
             f"{placement.gpus_used}/{placement.gpus_total}" if placement else "-",
         )
     console.print(opt_table)
+
+    measured = [
+        (option.server, fit)
+        for option in result.options
+        for fit in option.fits
+        if fit.chosen is not None and fit.chosen.arithmetic is not None
+    ]
+    if measured:
+        math_table = Table(title="Arithmetic (measured)", title_justify="left")
+        for col in ("model", "server", "per server", "peak", "servers", "headroom", "capacity from"):
+            math_table.add_column(col, overflow="fold")
+        for server, fit in measured:
+            chosen = fit.chosen
+            assert chosen is not None and chosen.arithmetic is not None
+            a = chosen.arithmetic
+            spares = f" + {a['redundancy']} spare" if a["redundancy"] else ""
+            math_table.add_row(
+                f"{fit.requirement.model} {fit.requirement.precision}",
+                server,
+                f"{a['per_server']:g} {a['unit']}",
+                f"{a['peak']:g} ({escape(a['peak_from'])})",
+                f"ceil = {a['servers_for_peak']}{spares} -> {chosen.servers}",
+                f"{a['headroom']:g}",
+                escape(a["capacity_source"]),
+            )
+        console.print(math_table)
+        for server, fit in measured:
+            assert fit.chosen is not None and fit.chosen.arithmetic is not None
+            req = fit.requirement
+            line = f"{req.model} {req.precision} on {server}: {fit.chosen.arithmetic['formula']}"
+            console.print(escape(line), highlight=False)
 
     rec = result.recommended
     if rec and rec.placement:

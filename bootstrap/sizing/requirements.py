@@ -5,24 +5,37 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from bootstrap.errors import InvalidInput, Problem
+from bootstrap.inventory.loader import line_map, load_yaml
 from bootstrap.sizing.spec import (
     GUIDE_MAX_BATCH_SIZE,
-    GUIDE_MAX_INPUT_TOKENS,
-    GUIDE_MAX_OUTPUT_TOKENS,
+    MAX_TOKENS,
+    PRECISIONS,
+    Measurement,
     ModelRequirement,
     SizingRequirements,
 )
 
 #: How to fix a bad value, per field name.
 FIXES: dict[str, str] = {
-    "model": "name a model of the design guide, e.g. llama-2-13b, llama-2-70b, mistral-7b",
-    "precision": "use fp8 or awq",
-    "input_tokens": f"an integer from 1 to {GUIDE_MAX_INPUT_TOKENS} (the guide's engines' maximum input)",
-    "output_tokens": f"an integer from 1 to {GUIDE_MAX_OUTPUT_TOKENS} (the guide's engines' maximum output)",
+    "model": "name a model of the design guide (e.g. llama-2-13b, mistral-7b) or give measured figures",
+    "precision": f"use one of {', '.join(PRECISIONS)} (the design guide measured fp8 and awq)",
+    "input_tokens": f"a whole number of tokens from 1 to {MAX_TOKENS}",
+    "output_tokens": f"a whole number of tokens from 1 to {MAX_TOKENS}",
+    "peak_requests_per_second": "a number > 0 (the peak arrival rate)",
+    "redundancy": "a whole number >= 0 of spare servers (1 for N+1)",
+    "measured": "a list of measurements: server, requests_per_second (or concurrency + output_tokens_per_s, "
+    "or benchmark)",
+    "server": "a server configuration known to `rackctl size`, e.g. xe9680, r760xa-l40s-4",
+    "tensor_parallel": "a whole number >= 1",
+    "pipeline_parallel": "a whole number >= 1",
+    "concurrency": "a whole number >= 1 (concurrent requests at the latency target)",
+    "output_tokens_per_s": "a number > 0 (one server's output tokens/s at that concurrency)",
+    "first_token_ms": "a latency in milliseconds > 0",
+    "latency_ms": "a latency in milliseconds > 0",
+    "benchmark": "a path (relative to this file) of a GenAI-Perf/AIPerf or perf_analyzer JSON export",
     "concurrent_users": "a whole number >= 1 (or give requests_per_second instead)",
     "requests_per_second": "a number > 0 (average arrival rate; or give concurrent_users instead)",
     "peak_percentile": "a fraction in [0.5, 1), e.g. 0.99 for the 99th percentile",
@@ -43,6 +56,8 @@ FLAG_NAMES: dict[str, str] = {
     "output_tokens": "--output-tokens",
     "concurrent_users": "--users",
     "requests_per_second": "--rps",
+    "peak_requests_per_second": "--peak-rps",
+    "redundancy": "--redundancy",
     "peak_percentile": "--percentile",
     "max_first_token_ms": "--max-ttft-ms",
     "max_response_ms": "--max-response-ms",
@@ -63,7 +78,12 @@ def problems_from_validation(exc: ValidationError, prefix: str = "") -> list[Pro
             fix = f"remove it; allowed keys: {', '.join(allowed)}" if allowed else "remove it"
         elif not err["loc"] or isinstance(err["loc"][-1], int):  # a rule across fields of one entry
             message = message.removeprefix("Value error, ")
-            fix = "keep only one of concurrent_users and requests_per_second"
+            in_measured = "measured" in [p for p in err["loc"] if isinstance(p, str)]
+            fix = (
+                "give requests_per_second, or concurrency with output_tokens_per_s, or benchmark"
+                if in_measured
+                else "keep only one of concurrent_users, requests_per_second and peak_requests_per_second"
+            )
         elif err["type"] == "missing":
             fix = f"add it: {FIXES.get(last, 'see the sizing example files')}"
         else:
@@ -87,7 +107,7 @@ def parse_requirements(data: Any, source: str = "requirements") -> SizingRequire
 
 
 def load_requirements(path: Path) -> SizingRequirements:
-    """Read a requirements YAML file."""
+    """Read a requirements YAML file with the inventory's reader (duplicate keys refused, lines shown)."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -95,16 +115,29 @@ def load_requirements(path: Path) -> SizingRequirements:
             f"cannot read requirements file {path}",
             problems=[Problem("--requirements", f"{path}: {exc.strerror}", "give an existing YAML file")],
         ) from None
+    data = load_yaml(text, str(path))
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else "?"
-        raise InvalidInput(
-            f"{path} is not valid YAML",
-            problems=[Problem(where, str(getattr(exc, "problem", exc)), "fix the YAML syntax")],
-        ) from None
-    return parse_requirements(data, str(path))
+        requirements = parse_requirements(data, str(path))
+    except InvalidInput as exc:
+        lines = line_map(text)
+        exc.problems = [
+            Problem(p.path, p.message, p.fix, p.line if p.line is not None else lines.get(p.path))
+            for p in exc.problems
+        ]
+        raise
+    return _resolve_benchmarks(requirements, path.parent)
+
+
+def _resolve_benchmarks(requirements: SizingRequirements, base: Path) -> SizingRequirements:
+    """Benchmark paths are relative to the requirements file; make them absolute."""
+    models = []
+    for model in requirements.models:
+        measured = [
+            m.model_copy(update={"benchmark": str((base / m.benchmark).resolve())}) if m.benchmark else m
+            for m in model.measured
+        ]
+        models.append(model.model_copy(update={"measured": measured}))
+    return requirements.model_copy(update={"models": models})
 
 
 def model_from_flags(values: dict[str, Any]) -> ModelRequirement:
@@ -136,6 +169,8 @@ def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
             continue
         if model is SizingRequirements and part == "models":
             model = ModelRequirement
+        elif model is ModelRequirement and part == "measured":
+            model = Measurement
         else:
             return []
     return list(model.model_fields)

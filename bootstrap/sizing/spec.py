@@ -10,12 +10,16 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-Precision = Literal["fp8", "awq"]
+Precision = Literal["fp8", "awq", "fp16", "bf16", "int8"]
+PRECISIONS: tuple[str, ...] = Precision.__args__  # type: ignore[attr-defined]
 
-#: The design guide builds every engine with these limits (chapter 6): inputs/outputs beyond them are unsized.
+#: The design guide builds every engine with these limits (chapter 6): inputs/outputs beyond them are unsized
+#: by the guide's tables (a measurement has no such cap).
 GUIDE_MAX_INPUT_TOKENS = 2048
 GUIDE_MAX_OUTPUT_TOKENS = 2048
 GUIDE_MAX_BATCH_SIZE = 64
+#: Sanity bound on token lengths (far beyond any current context window; catches typos, not limits).
+MAX_TOKENS = 10_000_000
 
 
 def normalise_name(name: str) -> str:
@@ -27,15 +31,67 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class Measurement(_Strict):
+    """What the operator measured for one model on one server: its capacity at the latency target.
+
+    Give ``requests_per_second`` (one server, at the target), or ``concurrency`` with
+    ``output_tokens_per_s`` (requests/s = tokens/s / output_tokens), or ``benchmark``: a GenAI-Perf /
+    AIPerf or perf_analyzer JSON export from which the highest load meeting the target is taken.
+    """
+
+    server: str = Field(description="Server configuration measured, e.g. 'xe9680' (see `rackctl size`).")
+    tensor_parallel: int = Field(1, ge=1, description="TP of each instance in the measurement.")
+    pipeline_parallel: int = Field(1, ge=1, description="PP of each instance in the measurement.")
+    input_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS, description="Default: the model's.")
+    output_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS, description="Default: the model's.")
+    requests_per_second: float | None = Field(None, gt=0, description="Requests/s one server sustains.")
+    concurrency: int | None = Field(None, ge=1, description="Concurrent requests that meet the target.")
+    output_tokens_per_s: float | None = Field(None, gt=0, description="Output tokens/s of one server.")
+    first_token_ms: float | None = Field(None, gt=0, description="Measured TTFT at that load.")
+    latency_ms: float | None = Field(None, gt=0, description="Measured request latency at that load.")
+    benchmark: str | None = Field(None, description="GenAI-Perf/AIPerf/perf_analyzer JSON export.")
+    note: str | None = Field(None, description="Where the figure comes from (tool, version, date).")
+
+    @field_validator("server", mode="before")
+    @classmethod
+    def _normalise_server(cls, value: object) -> object:
+        return normalise_name(value) if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _one_capacity(self) -> Measurement:
+        given = [
+            name
+            for name, present in (
+                ("requests_per_second", self.requests_per_second is not None),
+                ("output_tokens_per_s", self.output_tokens_per_s is not None),
+                ("benchmark", self.benchmark is not None),
+            )
+            if present
+        ]
+        if len(given) != 1:
+            raise ValueError(
+                "give exactly one of requests_per_second, output_tokens_per_s (with concurrency) or "
+                f"benchmark (got {', '.join(given) or 'none'})"
+            )
+        if self.output_tokens_per_s is not None and self.concurrency is None:
+            raise ValueError("output_tokens_per_s needs the concurrency it was measured at (got none)")
+        return self
+
+
 class ModelRequirement(_Strict):
     """One model to serve and the load and latency it must sustain."""
 
-    model: str = Field(description="Model name as in the design guide, e.g. 'llama-2-13b', 'mistral-7b'.")
-    precision: Precision = Field(description="Quantisation the engine is built with: fp8 or awq.")
-    input_tokens: int = Field(128, ge=1, le=GUIDE_MAX_INPUT_TOKENS, description="Prompt length (tokens).")
-    output_tokens: int = Field(128, ge=1, le=GUIDE_MAX_OUTPUT_TOKENS, description="Answer length (tokens).")
+    model: str = Field(description="Model name: one of the design guide's, or any with `measured:` figures.")
+    precision: Precision = Field(description="Precision the engine is built with (the guide has fp8, awq).")
+    input_tokens: int = Field(128, ge=1, le=MAX_TOKENS, description="Prompt length (tokens).")
+    output_tokens: int = Field(128, ge=1, le=MAX_TOKENS, description="Answer length (tokens).")
     concurrent_users: int | None = Field(None, ge=1, description="Peak simultaneous requests.")
     requests_per_second: float | None = Field(None, gt=0, description="Average arrival rate (Poisson).")
+    peak_requests_per_second: float | None = Field(None, gt=0, description="Peak arrival rate, given.")
+    redundancy: int = Field(0, ge=0, description="Spare servers on top of the peak (1 = N+1; measured).")
+    measured: list[Measurement] = Field(
+        default_factory=list, description="Operator's measurements; they win over the guide's tables."
+    )
     peak_percentile: float = Field(
         0.99, ge=0.5, lt=1.0, description="Poisson percentile of the peak derived from requests_per_second."
     )
@@ -58,10 +114,15 @@ class ModelRequirement(_Strict):
 
     @model_validator(mode="after")
     def _one_load_figure(self) -> ModelRequirement:
-        if self.concurrent_users is not None and self.requests_per_second is not None:
+        given = {
+            k: v
+            for k in ("concurrent_users", "requests_per_second", "peak_requests_per_second")
+            if (v := getattr(self, k)) is not None
+        }
+        if len(given) > 1:
             raise ValueError(
-                "give either concurrent_users or requests_per_second, not both "
-                f"(got {self.concurrent_users} and {self.requests_per_second})"
+                f"give one of {', '.join(given)}, not several "
+                f"(got {' and '.join(str(v) for v in given.values())})"
             )
         return self
 

@@ -95,7 +95,7 @@ def test_flags_add_to_a_requirements_file(cli: click.Group) -> None:
     [
         (
             ["--model", "mistral", "--precision", "fp8", "--input-tokens", "9000"],
-            ["--input-tokens", "9000", "2048"],
+            ["models[0].input_tokens", "9000", "2048", "measured"],
         ),
         (["--model", "mistral"], ["--precision", "add it"]),
         (["--model", "bloom", "--precision", "fp8"], ["models[0].model", "bloom", "llama-2-7b"]),
@@ -207,3 +207,41 @@ def test_written_inventory_still_loads(cli: click.Group, tmp_path: Path) -> None
     inventory = loader.load_inventory(inv)
     assert inventory.sizing.placement.server == "xe9680"
     assert inv.read_text().startswith(example.read_text())
+
+
+def test_precision_is_a_closed_choice(cli: click.Group) -> None:
+    code, out, err = run(cli, "--model", "mistral", "--precision", "int4")
+    assert code == 2 and "Traceback" not in out + err
+    assert "--precision" in err and "'int4' is not one of" in err and "fp8" in err
+
+
+def test_measured_example_json_shows_arithmetic_and_writes(cli: click.Group, tmp_path: Path) -> None:
+    code, out, err = run(cli, "-r", str(EXAMPLES / "measured-rag.yaml"), "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    xe = next(o for o in data["options"] if o["server"] == "xe9680")
+    rag = xe["models"][0]["chosen"]
+    assert rag["basis"] == "measured" and rag["servers"] == 5 and rag["peak"] == 45.0
+    assert rag["formula"] == "ceil(45 / 12.5 requests/s per server) = 4 + 1 spare = 5 server(s); headroom 5 requests/s"
+    inv = tmp_path / "cluster.yml"
+    inv.write_text(INVENTORY)
+    code, _, err = run(cli, "-r", str(EXAMPLES / "measured-rag.yaml"), "--write", "-i", str(inv))
+    assert code == 0, err
+    section = SizingSection.model_validate(yaml.safe_load(inv.read_text())["sizing"])
+    assert section.placement.servers_needed == 6 and section.source.startswith("operator measurements")
+    assert section.requirements.models[0].measured[0].requests_per_second == 12.5
+
+
+def test_human_output_shows_the_arithmetic(cli: click.Group) -> None:
+    code, out, _ = run(cli, "-r", str(EXAMPLES / "measured-rag.yaml"))
+    out = " ".join(out.split())
+    assert code == 0 and "Arithmetic (measured)" in out
+    assert "llama-3.1-8b-instruct fp8 on xe9680: ceil(45 / 12.5 requests/s per server) = 4 + 1 spare = 5" in out
+
+
+def test_peak_rps_and_redundancy_flags(cli: click.Group) -> None:
+    code, out, err = run(
+        cli, "--model", "llama-2-13b", "--precision", "FP8", "--peak-rps", "3", "--redundancy", "1", "--json"
+    )
+    assert code == 0, err
+    assert json.loads(out)["requirements"]["models"][0]["peak_requests_per_second"] == 3.0
