@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 ENTRY_POINT_GROUP = "rackctl.environments"
 DEFAULT_ENVIRONMENT = "host"
+#: ``Role.HEAD`` (a StrEnum): compared by value so that this contract module stays import-light (plugins load it)
+HEAD_ROLE = "head"
 
 
 @dataclass(frozen=True)
@@ -101,10 +103,9 @@ class HostEnvironment:
         return None
 
     def boot_site(self, inventory: Inventory) -> BootSite:
-        from bootstrap.inventory.models import Role  # noqa: PLC0415 - keep `rackctl --help` light
 
         for node in inventory.nodes:
-            if node.role != Role.HEAD:
+            if node.role != HEAD_ROLE:
                 continue
             nic = node.interface_on("pxe")
             if nic is not None and nic.ip is not None:
@@ -125,10 +126,9 @@ class HostEnvironment:
         return Path(value) if value else None
 
     def preinstalled(self, inventory: Inventory) -> set[str]:
-        from bootstrap.inventory.models import Role  # noqa: PLC0415
 
         # The head node runs rackctl and serves the installs: it is installed by the operator.
-        return {n.hostname for n in inventory.nodes if n.role == Role.HEAD}
+        return {n.hostname for n in inventory.nodes if n.role == HEAD_ROLE}
 
     def out_of_band_only(self, inventory: Inventory) -> dict[str, str]:
         return {}

@@ -7,18 +7,17 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import click
 from rich.console import Console
 from rich.markup import escape as rich_escape
 
+from bootstrap.environment import Environment, available, load_environment
 from bootstrap.errors import EXIT_INTERRUPTED, RackctlError
+from bootstrap.selection import LIMIT_HELP
 from redfish_tools.errors import RedfishError
 from redfish_tools.secrets import redact
-
-if TYPE_CHECKING:
-    from bootstrap.environment import Environment
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -63,7 +62,6 @@ def state_dir_option(func: F) -> F:
 
 def limit_option(func: F) -> F:
     """Add ``--limit``: the one node selection grammar (:mod:`bootstrap.selection`)."""
-    from bootstrap.selection import LIMIT_HELP  # noqa: PLC0415 - keeps this module import-light
 
     return click.option("--limit", "limit", metavar="NODES", default=None, help=LIMIT_HELP)(func)
 
@@ -162,7 +160,6 @@ def escape(text: str) -> str:
 def environment_for(inventory: Any) -> Environment:
     """The run's environment: ``--env``/``$RACKCTL_ENV``; else ``lab`` for a lab inventory when the lab is
     installed; else the host (a real head node)."""
-    from bootstrap.environment import available, load_environment  # noqa: PLC0415 - fast --help
 
     ctx = click.get_current_context(silent=True)
     name = ((ctx.find_root().obj or {}) if ctx else {}).get("env_name")

@@ -19,6 +19,9 @@ from bootstrap.cli.common import (
     out_option,
     state_dir_option,
 )
+from bootstrap.inventory import load_inventory
+from bootstrap.provision.image import PACKAGES, build_image, default_mirror
+from bootstrap.provision.ramdisk import PROFILES, build_ramdisk, resolve_kernel_package
 
 #: where `rackctl provision` (the provision stage) looks for vmlinuz, initrd.img and disk.raw.gz by default
 ARTEFACTS = "artefacts"
@@ -52,7 +55,6 @@ def ramdisk_cmd(  # noqa: PLR0917 - click passes options as arguments
     as_json: bool,
 ) -> None:
     """Build the deploy ramdisk from Debian's kernel package and busybox-static (copied where provision looks)."""
-    from bootstrap.provision.ramdisk import PROFILES, build_ramdisk, resolve_kernel_package  # noqa: PLC0415
 
     out = out_dir_of(out_dir, state_dir)
     if dry_run:
@@ -116,8 +118,6 @@ def build_cmd(
     The admin SSH keys come from the inventory; the image carries no host key (each node gets its pinned
     one at deploy time). Takes minutes the first time, then it is reused from the cache.
     """
-    from bootstrap.inventory import load_inventory  # noqa: PLC0415 - fast --help
-    from bootstrap.provision.image import PACKAGES, build_image, default_mirror  # noqa: PLC0415
 
     inventory = load_inventory(inventory_path)
     out = out_dir_of(out_dir, state_dir)

@@ -22,8 +22,13 @@ from bootstrap.cli.common import (
     limit_option,
     state_dir_option,
 )
+from bootstrap.cli.run_cmds import _show_outcome, _show_plan
 from bootstrap.errors import EXIT_OK, InvalidInput, Problem
+from bootstrap.inventory import load_inventory
 from bootstrap.selection import split_csv
+from bootstrap.stages.base import NullProgress, RunOptions
+from bootstrap.stages.progress import RichProgress
+from bootstrap.stages.runner import Runner, plan, select
 
 
 @click.command("provision")
@@ -75,11 +80,6 @@ def provision_cmd(
 
     NODES, if given, are the same selection as --limit (hostnames, globs, roles).
     """
-    from bootstrap.cli.run_cmds import _show_outcome, _show_plan  # noqa: PLC0415 - same views as `up`
-    from bootstrap.inventory import load_inventory  # noqa: PLC0415
-    from bootstrap.stages.base import NullProgress, RunOptions  # noqa: PLC0415
-    from bootstrap.stages.progress import RichProgress  # noqa: PLC0415
-    from bootstrap.stages.runner import Runner, plan, select  # noqa: PLC0415
 
     if nodes and limit is not None:
         raise InvalidInput(

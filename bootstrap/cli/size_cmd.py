@@ -12,11 +12,11 @@ from rich.markup import escape
 
 from bootstrap.cli.common import console, emit, err_console, handle_errors, inventory_option, json_option
 from bootstrap.errors import EXIT_FAILED, InvalidInput, Problem, RackctlError
+from bootstrap.inventory.sizing_spec import PRECISIONS, SizingRequirements, SizingSection
 from bootstrap.sizing.inventory_write import apply_sizing_write, plan_sizing_write
 from bootstrap.sizing.planner import size
 from bootstrap.sizing.render import render
 from bootstrap.sizing.requirements import load_requirements, model_from_flags
-from bootstrap.sizing.spec import PRECISIONS, SizingRequirements, SizingSection
 from bootstrap.sizing.tables import load_tables
 
 #: Flags that describe one model (``--model`` and friends) -> ModelRequirement field.

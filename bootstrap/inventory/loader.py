@@ -32,6 +32,7 @@ from pydantic_core import ErrorDetails
 
 from bootstrap.errors import InvalidInput, Problem
 from bootstrap.inventory.models import Inventory
+from bootstrap.inventory.rules import run_rules
 from bootstrap.inventory.suggest import did_you_mean
 
 _BaseLoader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -440,7 +441,6 @@ def problem_from_pydantic(error: ErrorDetails) -> Problem:
 
 def validate_data(data: Any, source: Path | None = None) -> LoadResult:
     """Check parsed YAML: models first, then the cross-field rules. Raises InvalidInput with all problems."""
-    from bootstrap.inventory.rules import run_rules  # noqa: PLC0415 - rules import this module
 
     if not isinstance(data, dict):
         kind = "empty" if data is None else type(data).__name__

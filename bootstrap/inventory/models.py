@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from bootstrap.inventory.hardware import BUILTIN_BIOS_PROFILES, BUILTIN_MODELS, HardwareModel
 from bootstrap.inventory.profiles import PROFILES, Profile, Versions
 from bootstrap.inventory.served_models import ModelSpec
-from bootstrap.sizing.spec import SizingSection
+from bootstrap.inventory.sizing_spec import SizingSection
 
 HOSTNAME_RE = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
 MAC_RE = re.compile(r"^([0-9a-f]{2}[:-]){5}[0-9a-f]{2}$", re.IGNORECASE)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from bootstrap.errors import InvalidInput, Problem
 from bootstrap.fsutil import atomic_write_text
+from bootstrap.inventory.sizing_spec import SizingSection
 from bootstrap.inventory.yamledit import YamlEditor
-from bootstrap.sizing.spec import SizingSection
 
 SIZING_KEY = "sizing"
 

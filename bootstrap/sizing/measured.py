@@ -14,10 +14,10 @@ from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bootstrap.inventory.sizing_spec import Measurement, ModelRequirement
 from bootstrap.sizing.benchmarks import best_point, read_points
 from bootstrap.sizing.config_result import ConfigResult
 from bootstrap.sizing.poisson import poisson_quantile
-from bootstrap.sizing.spec import Measurement, ModelRequirement
 
 if TYPE_CHECKING:
     from bootstrap.sizing.tables import ServerSpec
@@ -135,4 +135,3 @@ def _peak(req: ModelRequirement, m: Measurement) -> tuple[Fraction, str]:
     if req.concurrent_users is not None:
         return Fraction(req.concurrent_users), "concurrent_users"
     return Fraction(0), "min_instances"
-

@@ -27,10 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bootstrap.errors import InvalidInput, Problem
-from bootstrap.sizing.config_result import ConfigResult
-from bootstrap.sizing.measured import evaluate_measured, find_measurement
-from bootstrap.sizing.poisson import poisson_quantile
-from bootstrap.sizing.spec import (
+from bootstrap.inventory.sizing_spec import (
     GUIDE_MAX_INPUT_TOKENS,
     GUIDE_MAX_OUTPUT_TOKENS,
     InstancePlacement,
@@ -39,6 +36,9 @@ from bootstrap.sizing.spec import (
     SizingPlacement,
     SizingRequirements,
 )
+from bootstrap.sizing.config_result import ConfigResult
+from bootstrap.sizing.measured import evaluate_measured, find_measurement
+from bootstrap.sizing.poisson import poisson_quantile
 from bootstrap.sizing.tables import DesignGuideTables, ServerSpec, figures, load_tables
 
 #: Batch size at which Table 15 was measured.
@@ -161,23 +161,19 @@ def size(requirements: SizingRequirements, tables: DesignGuideTables | None = No
         if all(f.chosen for f in fits):
             placement = pack(name, spec, fits)
         options.append(ServerOption(name, spec, fits, placement))
-    feasible = [o for o in options if o.placement]
+    feasible = [(o, o.placement) for o in options if o.placement is not None]
     recommended = (
         min(
             feasible,
-            key=lambda o: (o.placement.servers_needed, o.placement.gpus_total, candidates.index(o.server)),
-        )
+            key=lambda pair: (pair[1].servers_needed, pair[1].gpus_total, candidates.index(pair[0].server)),
+        )[0]
         if feasible
         else None
     )
-    return SizingResult(
-        requirements, options, recommended, notes(requirements, options, tables) + overrides
-    )
+    return SizingResult(requirements, options, recommended, notes(requirements, options, tables) + overrides)
 
 
-def _guide_tries(
-    req: ModelRequirement, key: str, spec: ServerSpec, tables: DesignGuideTables
-) -> list[ConfigResult]:
+def _guide_tries(req: ModelRequirement, key: str, spec: ServerSpec, tables: DesignGuideTables) -> list[ConfigResult]:
     """The guide's figures at every TP; a model or length the guide has no figures for gets the reason."""
     if key not in tables.table_11_gpu_memory_gb:
         return [ConfigResult(1, [f"no measurement for this server and the design guide has no {key}"])]
@@ -235,8 +231,7 @@ def resolve_requirements(requirements: SizingRequirements, tables: DesignGuideTa
                         f"models[{i}].{field_name}",
                         f"{value} is beyond the design guide's engines (at most {limit}); "
                         "the guide has no figures for it",
-                        f"use at most {limit}, or give your own figures under 'measured:' "
-                        "(see docs/sizing.md)",
+                        f"use at most {limit}, or give your own figures under 'measured:' (see docs/sizing.md)",
                     )
                 )
         if model is None:

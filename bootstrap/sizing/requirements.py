@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from bootstrap.errors import InvalidInput, Problem
 from bootstrap.inventory.loader import line_map, load_yaml
-from bootstrap.sizing.spec import (
+from bootstrap.inventory.sizing_spec import (
     GUIDE_MAX_BATCH_SIZE,
     MAX_TOKENS,
     PRECISIONS,
@@ -121,8 +121,7 @@ def load_requirements(path: Path) -> SizingRequirements:
     except InvalidInput as exc:
         lines = line_map(text)
         exc.problems = [
-            Problem(p.path, p.message, p.fix, p.line if p.line is not None else lines.get(p.path))
-            for p in exc.problems
+            Problem(p.path, p.message, p.fix, p.line if p.line is not None else lines.get(p.path)) for p in exc.problems
         ]
         raise
     return _resolve_benchmarks(requirements, path.parent)

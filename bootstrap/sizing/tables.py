@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from bootstrap.sizing.spec import normalise_name
+from bootstrap.inventory.sizing_spec import normalise_name
 
 Cell = float | str
 """A table cell: a figure, or the guide's words for a missing one ("Not supported", ...)."""

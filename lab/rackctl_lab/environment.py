@@ -13,7 +13,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bootstrap.environment import BootSite
+from bootstrap.environment import HEAD_ROLE, BootSite
 from bootstrap.errors import InvalidInput, Problem
 from rackctl_lab import paths
 from rackctl_lab.netns import LabNetwork, socket_in
@@ -77,10 +77,8 @@ class LabEnvironment:
         return key if key.exists() else None
 
     def preinstalled(self, inventory: Inventory) -> set[str]:
-        from bootstrap.inventory.models import Role  # noqa: PLC0415
-
         # The head node is this machine: it serves the installs and is not a VM.
-        return {n.hostname for n in inventory.nodes if n.role == Role.HEAD}
+        return {n.hostname for n in inventory.nodes if n.role == HEAD_ROLE}
 
     def out_of_band_only(self, inventory: Inventory) -> dict[str, str]:
         reason = "the lab's head node is this machine: rackctl does not configure it over SSH"

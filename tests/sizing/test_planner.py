@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bootstrap.errors import InvalidInput
+from bootstrap.inventory.sizing_spec import ModelRequirement, SizingPlacement, SizingSection
 from bootstrap.sizing.planner import ModelFit, evaluate, pack, size
 from bootstrap.sizing.poisson import poisson_quantile
 from bootstrap.sizing.requirements import load_requirements, parse_requirements
-from bootstrap.sizing.spec import ModelRequirement, SizingPlacement, SizingSection
 from bootstrap.sizing.tables import DesignGuideTables
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "inventory" / "examples" / "sizing"

@@ -11,7 +11,7 @@ import yaml
 from click.testing import CliRunner
 
 from bootstrap.cli.size_cmd import register
-from bootstrap.sizing.spec import SizingSection
+from bootstrap.inventory.sizing_spec import SizingSection
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "inventory" / "examples" / "sizing"
 

@@ -121,8 +121,7 @@ class ModelRequirement(_Strict):
         }
         if len(given) > 1:
             raise ValueError(
-                f"give one of {', '.join(given)}, not several "
-                f"(got {' and '.join(str(v) for v in given.values())})"
+                f"give one of {', '.join(given)}, not several (got {' and '.join(str(v) for v in given.values())})"
             )
         return self
 
@@ -176,7 +175,7 @@ class SizingSection(_Strict):
     requirements: SizingRequirements
     placement: SizingPlacement | None = None
     source: str = Field(
-        "Dell design guide H19686.2 (Generative AI in the Enterprise - Inferencing), chapter 6, Tables 11-16",
+        default="Dell design guide H19686.2 (Generative AI in the Enterprise - Inferencing), chapter 6, Tables 11-16",
         description="Where the performance figures come from.",
     )
 
