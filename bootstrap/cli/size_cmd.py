@@ -27,13 +27,13 @@ MODEL_FLAGS = {
     "output_tokens": "output_tokens",
     "users": "concurrent_users",
     "rps": "requests_per_second",
-    "peak_rps": "peak_requests_per_second",
-    "redundancy": "redundancy",
     "percentile": "peak_percentile",
     "max_ttft_ms": "max_first_token_ms",
     "max_response_ms": "max_response_ms",
     "min_instances": "min_instances",
     "max_batch_size": "max_batch_size",
+    "peak_rps": "peak_requests_per_second",
+    "redundancy": "redundancy",
 }
 
 
@@ -81,14 +81,14 @@ def gather_requirements(
 @click.option(
     "--precision",
     type=click.Choice(PRECISIONS, case_sensitive=False),
-    help="Engine precision (with --model); the design guide measured fp8 and awq.",
+    help="Engine precision (with --model); the guide measured fp8 and awq.",
 )
 @click.option("--input-tokens", type=int, help="Prompt length in tokens (default 128).")
 @click.option("--output-tokens", type=int, help="Answer length in tokens (default 128).")
 @click.option("--users", type=int, help="Peak concurrent users.")
 @click.option("--rps", type=float, help="Average requests per second (Poisson arrivals).")
-@click.option("--peak-rps", type=float, help="Peak requests per second (instead of --rps/--users).")
-@click.option("--redundancy", type=int, help="Spare servers for measured models (1 = N+1).")
+@click.option("--peak-rps", type=float, help="Peak requests per second to size for (instead of --rps).")
+@click.option("--redundancy", type=int, help="Spare servers' worth of instances per model (1 = N+1).")
 @click.option("--percentile", type=float, help="Percentile of the Poisson peak (default 0.99).")
 @click.option("--max-ttft-ms", type=float, help="First-token latency limit in ms.")
 @click.option("--max-response-ms", type=float, help="Whole-answer latency limit in ms.")
@@ -112,10 +112,12 @@ def size_command(
 ) -> None:
     """Size servers for LLM serving from your measurements or the Dell design guide's tables.
 
-    Models with 'measured:' figures in the requirements file (requests/s of one server at the latency
-    target, or a GenAI-Perf/perf_analyzer export) are sized from them; others from the guide's Tables
-    11-16. Prints which server configurations fit each model (and why the others do not), the
-    arithmetic, the servers needed and the placement. Exit 1 when no candidate fits every model.
+    Measured figures in the requirements file (requests/s one server sustains at the latency target, or
+    a GenAI-Perf / perf_analyzer export) win over the guide's tables (chapter 6, Tables 11-16). Prints
+    which server configurations fit each model (and why the others do not), the arithmetic (capacity,
+    peak, servers, headroom), the servers needed and the placement; where no single configuration fits
+    every model, a mixed fleet (each model on its best one). Exit 1 when some model fits no candidate.
+    See docs/sizing.md.
     """
     if dry_run and not write:
         raise InvalidInput(
@@ -126,14 +128,17 @@ def size_command(
     result = size(requirements)
     data = result.as_dict()
     if write:
-        if result.recommended is None or result.recommended.placement is None:
+        if not result.ok:
             raise RackctlError(
                 "no candidate server fits every model: nothing written to the inventory",
                 problems=[Problem(o.server, line) for o in result.options for line in o.why_not()],
             )
-        section = SizingSection(requirements=result.requirements, placement=result.recommended.placement)
-        if any(m.measured for m in result.requirements.models):
-            section = section.model_copy(update={"source": f"operator measurements ('measured:'); {section.source}"})
+        section = SizingSection(
+            requirements=result.requirements,
+            placement=result.recommended.placement if result.recommended else None,
+            fleet=result.fleet,
+            source=result.source,
+        )
         plan = plan_sizing_write(inventory_path, section)
         written = False if dry_run else apply_sizing_write(plan)
         data["write"] = {
@@ -155,7 +160,7 @@ def size_command(
                 err_console.print(f"{escape(str(inventory_path))} already holds this sizing")
 
     emit(data, as_json, human)
-    if result.recommended is None:
+    if not result.ok:
         sys.exit(EXIT_FAILED)
 
 

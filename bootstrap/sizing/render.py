@@ -6,16 +6,17 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from bootstrap.inventory.sizing_spec import SizingPlacement
+from bootstrap.sizing.capacity import REQUESTS_PER_S, show
 from bootstrap.sizing.planner import ModelFit, SizingResult
 
 
 def fit_cell(fit: ModelFit) -> str:
     """One cell of the fit matrix: the chosen TP and instances, or the blocking reason."""
     chosen = fit.chosen
-    if chosen and chosen.arithmetic is not None:
-        return f"[green]fits[/green] measured: {chosen.servers} server(s), TP={chosen.tp} x{chosen.instances}"
     if chosen:
-        return f"[green]fits[/green] TP={chosen.tp} x{chosen.instances} ({chosen.gpus} GPU)"
+        measured = " [cyan]measured[/cyan]" if fit.measured else ""
+        return f"[green]fits[/green] TP={chosen.tp} x{chosen.instances} ({chosen.gpus} GPU){measured}"
     last = fit.tried[-1] if fit.tried else None
     reason = last.reasons[0] if last and last.reasons else "no TP fits"
     return f"[red]no[/red] {escape(reason)}"
@@ -23,12 +24,68 @@ def fit_cell(fit: ModelFit) -> str:
 
 def _load(req_dict: dict) -> str:
     if "concurrent_users" in req_dict:
-        return f"{req_dict['concurrent_users']} users"
-    if "peak_requests_per_second" in req_dict:
-        return f"peak {req_dict['peak_requests_per_second']:g} req/s"
+        return f"{req_dict['concurrent_users']} users" + (
+            f", N+{req_dict['redundancy']}" if req_dict.get("redundancy") else ""
+        )
     if "requests_per_second" in req_dict:
-        return f"{req_dict['requests_per_second']:g} req/s @p{req_dict['peak_percentile'] * 100:g}"
-    return f"min {req_dict['min_instances']} instance(s)"
+        load = f"{req_dict['requests_per_second']:g} req/s @p{req_dict['peak_percentile'] * 100:g}"
+    elif "peak_requests_per_second" in req_dict:
+        load = f"peak {req_dict['peak_requests_per_second']:g} req/s"
+    else:
+        return f"min {req_dict['min_instances']} instance(s)"
+    return load + (f", N+{req_dict['redundancy']}" if req_dict.get("redundancy") else "")
+
+
+def render_placement(placement: SizingPlacement, name: str, console: Console) -> None:
+    """Which instance runs on which GPUs of which node."""
+    place = Table(title=f"Placement on {placement.servers_needed} x {name}", title_justify="left")
+    for col in ("node", "GPUs", "instance", "TP"):
+        place.add_column(col)
+    for node in placement.nodes:
+        for inst in node.instances:
+            tp = str(inst.tensor_parallel) + (f" PP={inst.pipeline_parallel}" if inst.pipeline_parallel else "")
+            place.add_row(str(node.node), ",".join(map(str, inst.gpus)), f"{inst.model} {inst.precision}", tp)
+    console.print(place)
+
+
+def render_arithmetic(server: str, fits: list[ModelFit], console: Console) -> None:
+    """Per model on one server type: figures used, capacity, peak, instances and headroom."""
+    table = Table(title=f"Arithmetic on {server} (check it by hand)", title_justify="left")
+    for col in (
+        "model",
+        "figures",
+        "per server",
+        "peak",
+        "servers",
+        "instances",
+        "headroom",
+    ):
+        table.add_column(col, overflow="fold")
+    for fit in fits:
+        chosen = fit.chosen
+        calc = chosen.arithmetic if chosen else None
+        if chosen is None or calc is None:
+            continue
+        u = "req/s" if calc.unit == REQUESTS_PER_S else "conc."
+        servers = f"ceil({show(calc.peak)}/{show(calc.per_server)}) = {calc.servers_for_peak}"
+        if calc.redundancy:
+            servers += f" +{calc.redundancy} (N+{calc.redundancy})"
+        table.add_row(
+            f"{fit.requirement.model} {fit.requirement.precision} TP={chosen.tp}"
+            + (f" PP={chosen.pp}" if chosen.pp > 1 else ""),
+            escape(chosen.source),
+            f"{show(calc.per_server)} {u}",
+            f"{show(calc.peak)} {u}",
+            servers,
+            str(calc.instances),
+            f"{show(calc.headroom)} {u}",
+        )
+    console.print(table)
+    for fit in fits:
+        chosen = fit.chosen
+        if chosen and chosen.arithmetic:
+            for step in chosen.arithmetic.steps():
+                console.print(f"[dim]{escape(fit.requirement.model)}:[/dim] {escape(step)}", highlight=False)
 
 
 def render(result: SizingResult, console: Console) -> None:
@@ -71,51 +128,18 @@ def render(result: SizingResult, console: Console) -> None:
         )
     console.print(opt_table)
 
-    measured = [
-        (option.server, fit)
-        for option in result.options
-        for fit in option.fits
-        if fit.chosen is not None and fit.chosen.arithmetic is not None
-    ]
-    if measured:
-        math_table = Table(title="Arithmetic (measured)", title_justify="left")
-        for col in ("model", "server", "per server", "peak", "servers", "headroom", "capacity from"):
-            math_table.add_column(col, overflow="fold")
-        for server, fit in measured:
-            chosen = fit.chosen
-            assert chosen is not None and chosen.arithmetic is not None
-            a = chosen.arithmetic
-            spares = f" + {a['redundancy']} spare" if a["redundancy"] else ""
-            math_table.add_row(
-                f"{fit.requirement.model} {fit.requirement.precision}",
-                server,
-                f"{a['per_server']:g} {a['unit']}",
-                f"{a['peak']:g} ({escape(a['peak_from'])})",
-                f"ceil = {a['servers_for_peak']}{spares} -> {chosen.servers}",
-                f"{a['headroom']:g}",
-                escape(a["capacity_source"]),
-            )
-        console.print(math_table)
-        for server, fit in measured:
-            assert fit.chosen is not None and fit.chosen.arithmetic is not None
-            req = fit.requirement
-            line = f"{req.model} {req.precision} on {server}: {fit.chosen.arithmetic['formula']}"
-            console.print(escape(line), highlight=False)
-
     rec = result.recommended
     if rec and rec.placement:
-        place = Table(title=f"Placement on {rec.placement.servers_needed} x {rec.spec.name}", title_justify="left")
-        for col in ("node", "GPUs", "instance", "TP"):
-            place.add_column(col)
-        for node in rec.placement.nodes:
-            for inst in node.instances:
-                place.add_row(
-                    str(node.node),
-                    ",".join(map(str, inst.gpus)),
-                    f"{inst.model} {inst.precision}",
-                    str(inst.tensor_parallel),
-                )
-        console.print(place)
+        render_arithmetic(rec.server, rec.fits, console)
+        render_placement(rec.placement, rec.spec.name, console)
+    elif result.mixed:
+        console.print(
+            "[bold yellow]No single server configuration fits every model: a mixed fleet, "
+            "each model on the configuration where it needs the fewest servers.[/bold yellow]"
+        )
+        for part in result.mixed:
+            render_arithmetic(part.option.server, part.fits, console)
+            render_placement(part.placement, part.option.spec.name, console)
     else:
         console.print("[bold red]No candidate server configuration fits every model.[/bold red]")
 
@@ -123,4 +147,4 @@ def render(result: SizingResult, console: Console) -> None:
         for line in option.why_not():
             console.print(f"[dim]{escape(option.server)}[/dim]: {escape(line)}")
     for note in result.notes:
-        console.print(f"[dim]note: {escape(note)}[/dim]")
+        console.print(f"[dim]note: {escape(note)}[/dim]", highlight=False)

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from bootstrap.errors import InvalidInput, Problem
-from bootstrap.inventory.loader import line_map, load_yaml
+from bootstrap.inventory.loader import load_yaml
 from bootstrap.inventory.sizing_spec import (
     GUIDE_MAX_BATCH_SIZE,
     MAX_TOKENS,
@@ -17,27 +17,30 @@ from bootstrap.inventory.sizing_spec import (
     ModelRequirement,
     SizingRequirements,
 )
+from bootstrap.sizing.benchmarks import measurement_from_benchmark
+
+#: Largest requirements file read (a few models and measurements are a few KiB).
+MAX_REQUIREMENTS_BYTES = 1024 * 1024
 
 #: How to fix a bad value, per field name.
 FIXES: dict[str, str] = {
-    "model": "name a model of the design guide (e.g. llama-2-13b, mistral-7b) or give measured figures",
-    "precision": f"use one of {', '.join(PRECISIONS)} (the design guide measured fp8 and awq)",
+    "model": "name a model of the design guide (e.g. llama-2-13b), or any model with measurements",
+    "precision": f"use one of: {', '.join(PRECISIONS)}",
     "input_tokens": f"a whole number of tokens from 1 to {MAX_TOKENS}",
     "output_tokens": f"a whole number of tokens from 1 to {MAX_TOKENS}",
-    "peak_requests_per_second": "a number > 0 (the peak arrival rate)",
-    "redundancy": "a whole number >= 0 of spare servers (1 for N+1)",
-    "measured": "a list of measurements: server, requests_per_second (or concurrency + output_tokens_per_s, "
-    "or benchmark)",
-    "server": "a server configuration known to `rackctl size`, e.g. xe9680, r760xa-l40s-4",
-    "tensor_parallel": "a whole number >= 1",
-    "pipeline_parallel": "a whole number >= 1",
-    "concurrency": "a whole number >= 1 (concurrent requests at the latency target)",
-    "output_tokens_per_s": "a number > 0 (one server's output tokens/s at that concurrency)",
-    "first_token_ms": "a latency in milliseconds > 0",
-    "latency_ms": "a latency in milliseconds > 0",
-    "benchmark": "a path (relative to this file) of a GenAI-Perf/AIPerf or perf_analyzer JSON export",
     "concurrent_users": "a whole number >= 1 (or give requests_per_second instead)",
     "requests_per_second": "a number > 0 (average arrival rate; or give concurrent_users instead)",
+    "peak_requests_per_second": "a number > 0 (the peak arrival rate to size for)",
+    "redundancy": "a whole number of spare servers >= 0 (1 = N+1)",
+    "measurements": "a list of measured figures, one per server configuration (see docs/sizing.md)",
+    "server": "a server configuration known to rackctl size, e.g. xe9680, r760xa-l40s-4",
+    "tensor_parallel": "a whole number >= 1",
+    "pipeline_parallel": "a whole number >= 1",
+    "concurrency": "a whole number >= 1: concurrent requests on one server at the latency target",
+    "output_tokens_per_s": "a number > 0: output tokens/s of one server at the latency target",
+    "first_token_ms": "the measured time to first token in ms (> 0)",
+    "latency_ms": "the measured whole-request latency in ms (> 0)",
+    "benchmark": "the path of a GenAI-Perf / perf_analyzer JSON export (relative to this file)",
     "peak_percentile": "a fraction in [0.5, 1), e.g. 0.99 for the 99th percentile",
     "max_first_token_ms": "a latency in milliseconds > 0, or leave it out",
     "max_response_ms": "a latency in milliseconds > 0, or leave it out",
@@ -56,13 +59,13 @@ FLAG_NAMES: dict[str, str] = {
     "output_tokens": "--output-tokens",
     "concurrent_users": "--users",
     "requests_per_second": "--rps",
-    "peak_requests_per_second": "--peak-rps",
-    "redundancy": "--redundancy",
     "peak_percentile": "--percentile",
     "max_first_token_ms": "--max-ttft-ms",
     "max_response_ms": "--max-response-ms",
     "min_instances": "--min-instances",
     "max_batch_size": "--max-batch-size",
+    "peak_requests_per_second": "--peak-rps",
+    "redundancy": "--redundancy",
 }
 
 
@@ -78,12 +81,12 @@ def problems_from_validation(exc: ValidationError, prefix: str = "") -> list[Pro
             fix = f"remove it; allowed keys: {', '.join(allowed)}" if allowed else "remove it"
         elif not err["loc"] or isinstance(err["loc"][-1], int):  # a rule across fields of one entry
             message = message.removeprefix("Value error, ")
-            in_measured = "measured" in [p for p in err["loc"] if isinstance(p, str)]
-            fix = (
-                "give requests_per_second, or concurrency with output_tokens_per_s, or benchmark"
-                if in_measured
-                else "keep only one of concurrent_users, requests_per_second and peak_requests_per_second"
-            )
+            if "measured at" in message:
+                fix = "measure at the input/output lengths you size for, or change the requirement's"
+            elif "a measurement needs" in message:
+                fix = "add requests_per_second, output_tokens_per_s or benchmark to the measurement"
+            else:
+                fix = "keep only one of concurrent_users, requests_per_second and peak_requests_per_second"
         elif err["type"] == "missing":
             fix = f"add it: {FIXES.get(last, 'see the sizing example files')}"
         else:
@@ -106,36 +109,44 @@ def parse_requirements(data: Any, source: str = "requirements") -> SizingRequire
         raise InvalidInput(f"{source}: invalid sizing requirements", problems=problems_from_validation(exc)) from None
 
 
-def load_requirements(path: Path) -> SizingRequirements:
-    """Read a requirements YAML file with the inventory's reader (duplicate keys refused, lines shown)."""
+def read_text(path: Path, flag: str, what: str) -> str:
+    """A small regular UTF-8 file's text, or InvalidInput naming ``flag`` (never a FIFO: it would block)."""
+    problem = None
     try:
-        text = path.read_text(encoding="utf-8")
+        if not path.is_file():
+            problem = f"{path}: no such regular file"
+        elif path.stat().st_size > MAX_REQUIREMENTS_BYTES:
+            problem = f"{path} is {path.stat().st_size} bytes; at most {MAX_REQUIREMENTS_BYTES} are read"
+        else:
+            return path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise InvalidInput(
-            f"cannot read requirements file {path}",
-            problems=[Problem("--requirements", f"{path}: {exc.strerror}", "give an existing YAML file")],
-        ) from None
-    data = load_yaml(text, str(path))
-    try:
-        requirements = parse_requirements(data, str(path))
-    except InvalidInput as exc:
-        lines = line_map(text)
-        exc.problems = [
-            Problem(p.path, p.message, p.fix, p.line if p.line is not None else lines.get(p.path)) for p in exc.problems
-        ]
-        raise
-    return _resolve_benchmarks(requirements, path.parent)
+        problem = f"{path}: {exc.strerror or type(exc).__name__}"
+    except UnicodeDecodeError as exc:
+        problem = f"{path}: byte {exc.start} is not UTF-8"
+    raise InvalidInput(f"cannot read {what} {path}", problems=[Problem(flag, problem, f"give an existing {what}")])
 
 
-def _resolve_benchmarks(requirements: SizingRequirements, base: Path) -> SizingRequirements:
-    """Benchmark paths are relative to the requirements file; make them absolute."""
+def load_requirements(path: Path) -> SizingRequirements:
+    """Read a requirements YAML file through the inventory loader's YAML reader (duplicate keys refused).
+
+    Benchmark exports named by measurements are read relative to the file and replaced by their figures.
+    """
+    data = load_yaml(read_text(path, "--requirements", "YAML file"), str(path))
+    requirements = parse_requirements(data, str(path))
+    return resolve_benchmarks(requirements, path.parent)
+
+
+def resolve_benchmarks(requirements: SizingRequirements, base: Path) -> SizingRequirements:
+    """Replace every ``benchmark:`` measurement by the figures of its best point meeting the targets."""
     models = []
-    for model in requirements.models:
-        measured = [
-            m.model_copy(update={"benchmark": str((base / m.benchmark).resolve())}) if m.benchmark else m
-            for m in model.measured
+    for i, req in enumerate(requirements.models):
+        measurements: list[Measurement] = [
+            m
+            if m.benchmark is None
+            else measurement_from_benchmark(m, req, base, f"models[{i}].measurements[{j}].benchmark")
+            for j, m in enumerate(req.measurements)
         ]
-        models.append(model.model_copy(update={"measured": measured}))
+        models.append(req.model_copy(update={"measurements": measurements}))
     return requirements.model_copy(update={"models": models})
 
 
@@ -168,7 +179,7 @@ def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
             continue
         if model is SizingRequirements and part == "models":
             model = ModelRequirement
-        elif model is ModelRequirement and part == "measured":
+        elif model is ModelRequirement and part == "measurements":
             model = Measurement
         else:
             return []

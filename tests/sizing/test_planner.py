@@ -202,11 +202,11 @@ def _fixed_fit(req: ModelRequirement, tp: int, instances: int) -> ModelFit:
     [
         ({"model": "gpt-4", "precision": "fp8"}, "models[0].model", ["gpt-4", "llama-2-13b"]),
         ({"model": "mistral", "precision": "awq"}, "models[0].precision", ["awq", "fp8"]),
-        ({"model": "mistral", "precision": "int4"}, "models[0].precision", ["int4", "fp8, awq"]),
+        ({"model": "mistral", "precision": "int3"}, "models[0].precision", ["int3", "fp8, awq"]),
         (
             {"model": "mistral", "precision": "fp8", "input_tokens": 4096},
             "models[0].input_tokens",
-            ["4096", "2048", "measured"],
+            ["4096", "2048", "measurements"],
         ),
         (
             {"model": "mistral", "precision": "fp8", "peak_percentile": 1.5},
@@ -217,7 +217,7 @@ def _fixed_fit(req: ModelRequirement, tp: int, instances: int) -> ModelFit:
         (
             {"model": "mistral", "precision": "fp8", "concurrent_users": 5, "requests_per_second": 2},
             "models[0]",
-            ["not several", "5", "2"],
+            ["not both", "5"],
         ),
     ],
 )

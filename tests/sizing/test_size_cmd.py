@@ -95,7 +95,7 @@ def test_flags_add_to_a_requirements_file(cli: click.Group) -> None:
     [
         (
             ["--model", "mistral", "--precision", "fp8", "--input-tokens", "9000"],
-            ["models[0].input_tokens", "9000", "2048", "measured"],
+            ["models[0].input_tokens", "9000", "2048", "measurements"],
         ),
         (["--model", "mistral"], ["--precision", "add it"]),
         (["--model", "bloom", "--precision", "fp8"], ["models[0].model", "bloom", "llama-2-7b"]),
@@ -209,39 +209,92 @@ def test_written_inventory_still_loads(cli: click.Group, tmp_path: Path) -> None
     assert inv.read_text().startswith(example.read_text())
 
 
-def test_precision_is_a_closed_choice(cli: click.Group) -> None:
-    code, out, err = run(cli, "--model", "mistral", "--precision", "int4")
-    assert code == 2 and "Traceback" not in out + err
-    assert "--precision" in err and "'int4' is not one of" in err and "fp8" in err
+def test_measured_sizing_shows_the_arithmetic(cli: click.Group) -> None:
+    code, out, _ = run(cli, "-r", str(EXAMPLES / "measured-rag.yaml"))
+    out = " ".join(out.split())
+    assert code == 0
+    assert "Arithmetic on xe9680" in out
+    assert "ceil(36.9 / 12.3) = 3" in out and "redundancy N+1" in out
+    assert "headroom: 32 x 1.5375 - 36.9 = 12.3 req/s" in out
+    assert "Placement on 4 x PowerEdge XE9680" in out
 
 
-def test_measured_example_json_shows_arithmetic_and_writes(cli: click.Group, tmp_path: Path) -> None:
-    code, out, err = run(cli, "-r", str(EXAMPLES / "measured-rag.yaml"), "--json")
-    assert code == 0, err
+def test_measured_sizing_as_json(cli: click.Group) -> None:
+    code, out, _ = run(cli, "-r", str(EXAMPLES / "measured-rag.yaml"), "--json")
     data = json.loads(out)
-    xe = next(o for o in data["options"] if o["server"] == "xe9680")
-    rag = xe["models"][0]["chosen"]
-    assert rag["basis"] == "measured" and rag["servers"] == 5 and rag["peak"] == 45.0
-    assert rag["formula"] == "ceil(45 / 12.5 requests/s per server) = 4 + 1 spare = 5 server(s); headroom 5 requests/s"
+    assert code == 0 and data["recommended"]["servers_needed"] == 4
+    calc = data["options"][0]["models"][0]["chosen"]["arithmetic"]
+    assert (calc["capacity_per_server"], calc["peak"], calc["servers_for_peak"], calc["headroom"]) == (
+        12.3,
+        36.9,
+        3,
+        12.3,
+    )
+    assert data["source"].startswith("operator measurements")
+
+
+def test_peak_rps_and_redundancy_flags(cli: click.Group) -> None:
+    code, out, _ = run(
+        cli,
+        "--model",
+        "mistral",
+        "--precision",
+        "FP8",
+        "--peak-rps",
+        "50",
+        "--redundancy",
+        "1",
+        "--server",
+        "xe9680",
+        "--json",
+    )
+    assert code == 0
+    calc = json.loads(out)["options"][0]["models"][0]["chosen"]["arithmetic"]
+    assert "Little's law" in calc["peak_from"]
+    assert calc["redundancy"] == 1 and calc["spare_instances"] == 8
+    assert json.loads(out)["recommended"]["servers_needed"] == 2
+
+
+def test_precision_is_a_closed_choice(cli: click.Group) -> None:
+    code, _, err = run(cli, "--model", "mistral", "--precision", "int3")
+    assert code == 2 and "int3" in err and "fp8" in err and "Traceback" not in err
+
+
+def test_write_stores_the_measurements(cli: click.Group, tmp_path: Path) -> None:
     inv = tmp_path / "cluster.yml"
     inv.write_text(INVENTORY)
     code, _, err = run(cli, "-r", str(EXAMPLES / "measured-rag.yaml"), "--write", "-i", str(inv))
     assert code == 0, err
     section = SizingSection.model_validate(yaml.safe_load(inv.read_text())["sizing"])
-    assert section.placement.servers_needed == 6 and section.source.startswith("operator measurements")
-    assert section.requirements.models[0].measured[0].requests_per_second == 12.5
+    measurement = section.requirements.models[0].measurements[0]
+    assert (measurement.server, measurement.requests_per_second) == ("xe9680", 12.3)
+    assert section.requirements.models[0].redundancy == 1
+    assert section.placement.servers_needed == 4
+    assert section.source.startswith("operator measurements for acme-llama-3.1-8b-rag")
 
 
-def test_human_output_shows_the_arithmetic(cli: click.Group) -> None:
-    code, out, _ = run(cli, "-r", str(EXAMPLES / "measured-rag.yaml"))
-    out = " ".join(out.split())
-    assert code == 0 and "Arithmetic (measured)" in out
-    assert "llama-3.1-8b-instruct fp8 on xe9680: ceil(45 / 12.5 requests/s per server) = 4 + 1 spare = 5" in out
-
-
-def test_peak_rps_and_redundancy_flags(cli: click.Group) -> None:
-    code, out, err = run(
-        cli, "--model", "llama-2-13b", "--precision", "FP8", "--peak-rps", "3", "--redundancy", "1", "--json"
+def test_write_stores_a_mixed_fleet(cli: click.Group, tmp_path: Path) -> None:
+    req = tmp_path / "req.yaml"
+    req.write_text(
+        """\
+models:
+  - model: acme-chat-70b
+    precision: fp8
+    peak_requests_per_second: 20
+    measurements: [{server: xe9680, tensor_parallel: 4, requests_per_second: 10}]
+  - model: acme-embed
+    precision: fp16
+    peak_requests_per_second: 100
+    measurements: [{server: r760xa-l40s-2, requests_per_second: 100}]
+"""
     )
+    inv = tmp_path / "cluster.yml"
+    inv.write_text(INVENTORY)
+    code, out, err = run(cli, "-r", str(req), "--write", "-i", str(inv))
+    out = " ".join(out.split())
     assert code == 0, err
-    assert json.loads(out)["requirements"]["models"][0]["peak_requests_per_second"] == 3.0
+    assert "a mixed fleet" in out
+    assert "Placement on 2 x PowerEdge XE9680" in out and "Placement on 1 x PowerEdge R760xa 2 x L40S" in out
+    section = SizingSection.model_validate(yaml.safe_load(inv.read_text())["sizing"])
+    assert section.placement is None
+    assert [(p.server, p.servers_needed) for p in section.fleet] == [("xe9680", 2), ("r760xa-l40s-2", 1)]

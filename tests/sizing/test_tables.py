@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -9,8 +10,10 @@ import pytest
 
 from bootstrap.sizing.tables import DesignGuideTables, parse_tables
 
-# the design guide ships beside the checkout (../shared/seeds), as in CI
-GUIDE = Path(__file__).resolve().parents[3] / "shared" / "seeds" / "dell-genai-inferencing-design-guide.txt"
+# the design guide ships beside the checkout (../shared/seeds), as in CI; RACKCTL_SEEDS names another place
+# (a git worktree elsewhere)
+SEEDS = Path(os.environ.get("RACKCTL_SEEDS") or Path(__file__).resolve().parents[3] / "shared" / "seeds")
+GUIDE = SEEDS / "dell-genai-inferencing-design-guide.txt"
 
 #: Row labels of the guide -> keys of the data file.
 ROW_KEYS = {
