@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bootstrap.errors import InvalidInput, Problem
 from bootstrap.inventory import load_inventory
-from bootstrap.inventory.loader import load_yaml, problem_from_pydantic
+from bootstrap.inventory.loader import load_yaml, problem_from_pydantic, read_inventory_text
 from bootstrap.inventory.served_models import ModelSpec
 from bootstrap.triton.check import check_model_dir
 from bootstrap.triton.loadcheck import load_check as run_load_check
@@ -37,13 +37,7 @@ def _unique(specs: list[ModelSpec]) -> list[ModelSpec]:
 
 def specs_from_models_file(path: Path) -> list[ModelSpec]:
     """Validated models of a ``models:`` YAML file; every problem names the field and the fix."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InvalidInput(
-            f"cannot read {path}", problems=[Problem("--models", str(exc), "give an existing YAML file")]
-        ) from None
-    data = load_yaml(text, str(path))
+    data = load_yaml(read_inventory_text(path), str(path))  # the loader's reader: regular UTF-8 files only
     try:
         return _unique(ModelsFile.model_validate(data).models)
     except ValidationError as exc:
