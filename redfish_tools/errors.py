@@ -116,7 +116,18 @@ class OperationNotConfirmed(RedfishError):
     """The BMC accepted the change but reading back does not show it."""
 
 
+class Cancelled(RedfishError):
+    """The run was interrupted (Ctrl-C): this request was not sent (``sent`` False) or was cut mid-way."""
+
+    exit_code = 130
+
+    def __init__(self, message: str, *, sent: bool = False, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.sent = sent
+
+
 _KINDS: dict[type, str] = {
+    Cancelled: "cancelled",
     AuthError: "auth",
     PermissionDeniedError: "permission",
     DeadlineExceeded: "deadline",
