@@ -62,7 +62,7 @@ from redfish_tools import errors as E
 from redfish_tools.deadline import DeadlineAdapter, bounded
 from redfish_tools.links import link, member_uris, odata_id
 from redfish_tools.secrets import forget_secret, install_log_redaction, register_secret
-from redfish_tools.tls import TlsPolicy
+from redfish_tools.tls import TlsPolicy, explain_failure
 
 log = logging.getLogger("redfish_tools")
 install_log_redaction()
@@ -527,7 +527,7 @@ class BmcConnection:
                     if slot.expired:
                         raise self._deadline_error(path, deadline) from None
                     cause = exc.__cause__
-                    err = _transport_error(cause, name, path)
+                    err = _transport_error(cause, name, path, self.target)
                     # A connect failure never reached the BMC: safe to retry even for POST.
                     never_sent = isinstance(cause, requests.exceptions.ConnectTimeout) or (
                         isinstance(cause, requests.exceptions.ConnectionError) and "NewConnectionError" in repr(cause)
@@ -651,11 +651,10 @@ def _first_message(body: dict[str, Any]) -> str:
     return ""
 
 
-def _transport_error(cause: BaseException | None, bmc: str, uri: str) -> E.RedfishError:
+def _transport_error(cause: BaseException | None, bmc: str, uri: str, target: BmcTarget) -> E.RedfishError:
     if isinstance(cause, requests.exceptions.SSLError):
-        text = str(cause)
-        hint = "pinned fingerprint does not match" if "ingerprint" in text else "certificate verification failed"
-        return E.TLSError(f"TLS: {hint}", bmc=bmc, uri=uri)
+        failure = explain_failure(cause, host=urlparse(target.url).hostname or target.url, policy=target.tls)
+        return E.TLSError(failure.text(), bmc=bmc, uri=uri, problem=failure.problem)
     if isinstance(cause, requests.exceptions.Timeout):
         return E.RedfishTimeout("no answer within the timeout", bmc=bmc, uri=uri)
     return E.TransportError(f"cannot reach the BMC ({type(cause).__name__})", bmc=bmc, uri=uri)

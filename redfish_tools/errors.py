@@ -93,7 +93,15 @@ class DeadlineExceeded(RedfishTimeout):
 
 
 class TLSError(TransportError):
-    """Certificate verification failed (CA bundle or pinned fingerprint mismatch)."""
+    """Certificate verification failed; ``problem`` says why (``unknown_ca``, ``expired``, ``name_mismatch``,
+    ``self_signed``, ``fingerprint_mismatch``, ``not_yet_valid``, ``handshake``), the message what to fix."""
+
+    def __init__(self, message: str, *, problem: str = "handshake", **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.problem = problem
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**super().as_dict(), "tls_problem": self.problem}
 
 
 class NotFoundError(RedfishError):
