@@ -17,7 +17,12 @@ Retry policy (tenacity; the library's own retries are off, ``max_retry=0``):
   reaches its session manager and returns no token, so no usable session exists; a session it might still
   have made would expire after the BMC's ``SessionTimeout``.
   Any other POST (power, reset, job creation, SCP, firmware) is sent once: a 503 or a lost answer is
-  reported, because the action may have taken effect.
+  reported (a dropped answer as :class:`~redfish_tools.errors.AnswerLost`, a timeout as
+  :class:`~redfish_tools.errors.RedfishTimeout`, both saying so), because the action may have taken effect;
+  the operations read the state back on their next run instead of repeating blindly.
+- A PATCH whose answer was lost is sent again: the same body twice stages the same values. Where the BMC
+  refuses the second one because the first created a job (BIOS ``SYS011``), the operation reads back the
+  staged values and the job instead of failing (:func:`redfish_tools.bios.apply_bios`).
 - 401 on an established session means the session expired (an iDRAC reset): log in once more, and delete
   the old session when the BMC still knows it. A wrong password at login is never retried (lockout).
 - 403 is a permissions error (:class:`~redfish_tools.errors.PermissionDeniedError`), never a re-login.
@@ -534,6 +539,15 @@ class BmcConnection:
                     )
                     if (call.safe or never_sent) and not isinstance(err, E.TLSError):
                         raise Retry(err) from None
+                    if not isinstance(err, E.TLSError):  # sent, no answer: the BMC may have acted
+                        # A timeout stays a RedfishTimeout; a dropped connection is AnswerLost.
+                        lost = type(err) if isinstance(err, E.RedfishTimeout) else E.AnswerLost
+                        raise lost(
+                            f"{err.reason}: the BMC may have carried out this {method}, so it was not sent "
+                            "again; check the BMC's state before repeating it",
+                            bmc=name,
+                            uri=path,
+                        ) from None
                     raise err from None
                 except Exception:
                     if slot.cancelled:

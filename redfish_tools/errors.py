@@ -92,6 +92,11 @@ class DeadlineExceeded(RedfishTimeout):
     whatever the per-read timeouts (a BMC trickling bytes, retries, backoff)."""
 
 
+class AnswerLost(TransportError):
+    """A request that is not safe to repeat (a POST action) was sent but its answer never came (connection
+    dropped or timed out): the BMC may have acted, so it was not sent again."""
+
+
 class TLSError(TransportError):
     """Certificate verification failed; ``problem`` says why (``unknown_ca``, ``expired``, ``name_mismatch``,
     ``self_signed``, ``fingerprint_mismatch``, ``not_yet_valid``, ``handshake``), the message what to fix."""
@@ -144,6 +149,7 @@ _KINDS: dict[type, str] = {
     TransportError: "transport",
     RedfishTimeout: "timeout",
     TLSError: "tls",
+    AnswerLost: "answer_lost",
     NotFoundError: "not_found",
     InvalidRequestError: "invalid_request",
     JobFailedError: "job_failed",
