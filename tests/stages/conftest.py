@@ -10,8 +10,15 @@ import pytest
 
 from bootstrap.inventory import Inventory, load_inventory
 from bootstrap.stages import base
-from bootstrap.stages.base import NodeResult, PlannedAction, Stage, StageContext, StageResult, register_stage
-from bootstrap.stages.base import placeholder_for
+from bootstrap.stages.base import (
+    NodeResult,
+    PlannedAction,
+    Stage,
+    StageContext,
+    StageResult,
+    placeholder_for,
+    register_stage,
+)
 
 EXAMPLE_INVENTORY = Path(__file__).resolve().parents[2] / "inventory" / "examples" / "dvd-inference.yml"
 

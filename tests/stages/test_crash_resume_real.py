@@ -80,7 +80,7 @@ def _up(inventory: Path, state: Path, env: dict[str, str]) -> subprocess.Popen[s
             str(state),
             "--yes",
             "--json",
-        ],  # fmt: skip
+        ],
         cwd=ROOT,
         env=rackctl_env(**env, PYTHONPATH=f"{ROOT}:{ROOT / 'lab'}"),  # this checkout's lab too
         stdout=subprocess.PIPE,
