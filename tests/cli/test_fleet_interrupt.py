@@ -77,7 +77,7 @@ def test_sigint_stops_power_off_at_once(rack: Any, tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "bootstrap", "power", "off", "-i", str(inventory), "--json"],
         cwd=ROOT,
-        env=rackctl_env(**env, PYTHONPATH=f"{ROOT}:{ROOT / 'lab'}"),  # this checkout's lab too
+        env=rackctl_env(**env),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -82,7 +82,7 @@ def _up(inventory: Path, state: Path, env: dict[str, str]) -> subprocess.Popen[s
             "--json",
         ],
         cwd=ROOT,
-        env=rackctl_env(**env, PYTHONPATH=f"{ROOT}:{ROOT / 'lab'}"),  # this checkout's lab too
+        env=rackctl_env(**env),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
