@@ -3,6 +3,7 @@ wait for it and read back which attributes did not take (read-only, dependent, l
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,7 @@ from redfish_tools.tasks import TaskOutcome, wait_for
 
 #: MessageIds meaning "a configuration job is already pending or running".
 JOB_PENDING_IDS = {"LC068", "RAC0679", "SYS011"}
+log = logging.getLogger("redfish_tools.bios")
 
 
 @dataclass
@@ -208,21 +210,7 @@ def apply_bios(
             "ApplyTime@Redfish.AllowableValues", []
         ) or "OnReset" in (bios.get("@Redfish.Settings", {}).get("SupportedApplyTimes") or []):
             body["@Redfish.SettingsApplyTime"] = {"ApplyTime": "OnReset"}
-        try:
-            conn.patch(settings_uri, body)
-        except E.InvalidRequestError as exc:
-            if exc.message_id in JOB_PENDING_IDS:
-                raise E.InvalidRequestError(
-                    "a configuration job is already pending on this iDRAC; let it run "
-                    "(rackctl bios apply --reboot) or clear the job queue first",
-                    bmc=exc.bmc,
-                    uri=exc.uri,
-                    status=exc.status,
-                    message_id=exc.message_id,
-                    extended_info=exc.extended_info,
-                ) from None
-            raise
-        job = create_settings_job(conn, settings_uri, svc)
+        job = _stage(conn, view, settings_uri, body, wanted, svc)
     result.job = job
     result.state = "scheduled"
     if not reboot:
@@ -244,6 +232,37 @@ def apply_bios(
         )
     result.state = "partially-applied" if result.not_applied else "applied"
     return result
+
+
+def _stage(  # noqa: PLR0917 - the pieces apply_bios already has
+    conn: BmcConnection, view: BiosView, settings_uri: str, body: dict[str, Any], wanted: dict[str, Any], svc: Service
+) -> Job:
+    """PATCH the settings and make sure their job exists; returns the job.
+
+    A PATCH whose answer was lost is sent again by the engine; when the first one had already created the
+    job, the iDRAC refuses the second (``SYS011``): then the staged values and the job are read back and,
+    if they are ours, used as they are.
+    """
+    try:
+        conn.patch(settings_uri, body)
+    except E.InvalidRequestError as exc:
+        if exc.message_id not in JOB_PENDING_IDS:
+            raise
+        pending = view.pending(view.current())
+        job = pending_job_for(conn, settings_uri, svc)
+        if job is not None and all(pending.get(k) == v for k, v in wanted.items()):
+            log.info("%s: BIOS settings already staged with job %s (an earlier answer was lost)", exc.bmc, job.id)
+            return job
+        raise E.InvalidRequestError(
+            "a configuration job is already pending on this iDRAC; let it run "
+            "(rackctl bios apply --reboot) or clear the job queue first",
+            bmc=exc.bmc,
+            uri=exc.uri,
+            status=exc.status,
+            message_id=exc.message_id,
+            extended_info=exc.extended_info,
+        ) from None
+    return create_settings_job(conn, settings_uri, svc)
 
 
 def _why_not(name: str, registry: dict[str, dict[str, Any]], outcome: TaskOutcome | None) -> str:

@@ -17,7 +17,12 @@ Retry policy (tenacity; the library's own retries are off, ``max_retry=0``):
   reaches its session manager and returns no token, so no usable session exists; a session it might still
   have made would expire after the BMC's ``SessionTimeout``.
   Any other POST (power, reset, job creation, SCP, firmware) is sent once: a 503 or a lost answer is
-  reported, because the action may have taken effect.
+  reported (a dropped answer as :class:`~redfish_tools.errors.AnswerLost`, a timeout as
+  :class:`~redfish_tools.errors.RedfishTimeout`, both saying so), because the action may have taken effect;
+  the operations read the state back on their next run instead of repeating blindly.
+- A PATCH whose answer was lost is sent again: the same body twice stages the same values. Where the BMC
+  refuses the second one because the first created a job (BIOS ``SYS011``), the operation reads back the
+  staged values and the job instead of failing (:func:`redfish_tools.bios.apply_bios`).
 - 401 on an established session means the session expired (an iDRAC reset): log in once more, and delete
   the old session when the BMC still knows it. A wrong password at login is never retried (lockout).
 - 403 is a permissions error (:class:`~redfish_tools.errors.PermissionDeniedError`), never a re-login.
@@ -27,6 +32,11 @@ Retry policy (tenacity; the library's own retries are off, ``max_retry=0``):
 Deadlines: ``request_deadline_s`` bounds one request with its retries and backoff, ``deadline_s`` (when set)
 one operation from login to the end; both are enforced on the socket by :mod:`.deadline` (a BMC trickling
 bytes is cut at the deadline, not when its reads stop).
+
+Cancellation (Ctrl-C in a fleet run): a connection made with a ``cancel`` event sends no new request once
+it is set (:class:`~redfish_tools.errors.Cancelled`, also out of a retry's backoff), and its requests in
+flight are cut at once by :func:`redfish_tools.deadline.interrupt`; only the clean-up (logout, deleting a
+lost login's session) still runs, within ``CANCEL_CLEANUP_S``.
 
 Sessions never leak on the paths Python can run: logout in ``close()`` on success, on exceptions and on
 ``KeyboardInterrupt``; a login POST whose answer was lost (read timeout, deadline, Ctrl-C while waiting)
@@ -57,7 +67,7 @@ from redfish_tools import errors as E
 from redfish_tools.deadline import DeadlineAdapter, bounded
 from redfish_tools.links import link, member_uris, odata_id
 from redfish_tools.secrets import forget_secret, install_log_redaction, register_secret
-from redfish_tools.tls import TlsPolicy
+from redfish_tools.tls import TlsPolicy, explain_failure
 
 log = logging.getLogger("redfish_tools")
 install_log_redaction()
@@ -69,6 +79,8 @@ SESSION_LIMIT_IDS = {"RAC0218"}
 SERVICE_ROOT = "/redfish/v1/"
 #: Methods whose repetition has the effect of one delivery.
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "PATCH", "PUT", "DELETE"})
+#: Seconds the clean-up (logout) of a cancelled connection may take at most.
+CANCEL_CLEANUP_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -137,6 +149,7 @@ class _Call:
     retry_not_ready: bool
     deadline: float
     headers: dict[str, str] | None
+    cleanup: bool = False
 
 
 class Retry(Exception):
@@ -154,9 +167,12 @@ class BmcConnection:
     At most ``policy.max_in_flight`` requests run at once on it, whatever the number of calling threads.
     """
 
-    def __init__(self, target: BmcTarget, policy: ConnectionPolicy | None = None) -> None:
+    def __init__(
+        self, target: BmcTarget, policy: ConnectionPolicy | None = None, *, cancel: threading.Event | None = None
+    ) -> None:
         self.target = target
         self.policy = policy or ConnectionPolicy()
+        self.cancel = cancel
         self.requests_sent = 0
         self.root: dict[str, Any] = {}
         self.auth_mode: str | None = None
@@ -250,10 +266,21 @@ class BmcConnection:
             if self._anon is not None:
                 self._anon._session.close()
 
+    @property
+    def cancelled(self) -> bool:
+        """Whether this connection's cancel event is set (Ctrl-C): only clean-up requests are sent then."""
+        return self.cancel is not None and self.cancel.is_set()
+
+    def _cleanup_deadline(self) -> float:
+        seconds = self.policy.logout_deadline_s
+        return time.monotonic() + (min(seconds, CANCEL_CLEANUP_S) if self.cancelled else seconds)
+
     def _delete_session(self, uri: str, what: str, headers: dict[str, str] | None = None) -> None:
-        deadline = time.monotonic() + self.policy.logout_deadline_s
+        deadline = self._cleanup_deadline()
         try:
-            self.request("DELETE", uri, missing_ok=True, _login=True, _deadline=deadline, _headers=headers)
+            self.request(
+                "DELETE", uri, missing_ok=True, _login=True, _deadline=deadline, _headers=headers, _cleanup=True
+            )
         except E.AuthError:
             pass  # the session is already gone (expired, or the iDRAC reset)
         except E.RedfishError as exc:
@@ -277,6 +304,10 @@ class BmcConnection:
             return
         except (E.TLSError, E.AuthError, E.InvalidRequestError, E.NotReadyError, E.NotFoundError):
             raise  # the BMC answered (or never got it): no session was made
+        except E.Cancelled as exc:
+            if exc.sent:  # cut while the BMC may have been making the session
+                self._reap_lost_session(sessions_uri)
+            raise
         except BaseException:
             # The answer was lost (timeout, deadline, reset, Ctrl-C): the BMC may hold a session for us.
             self._reap_lost_session(sessions_uri)
@@ -317,12 +348,12 @@ class BmcConnection:
         again); a leaked session, which locks operators out at 8, is the worse outcome.
         """
         basic = self._basic_header()
-        deadline = time.monotonic() + self.policy.logout_deadline_s
+        deadline = self._cleanup_deadline()
         for attempt in range(2):
             try:
 
                 def get(uri: str) -> dict[str, Any]:
-                    return self.request("GET", uri, auth=False, _deadline=deadline, _headers=basic).body
+                    return self.request("GET", uri, auth=False, _deadline=deadline, _headers=basic, _cleanup=True).body
 
                 mine = []
                 for uri in member_uris(get, sessions_uri):
@@ -389,8 +420,11 @@ class BmcConnection:
         _login: bool = False,
         _deadline: float | None = None,
         _headers: dict[str, str] | None = None,
+        _cleanup: bool = False,
     ) -> Response:
-        """Send one request under the policy; raise a typed :class:`~redfish_tools.errors.RedfishError`."""
+        """Send one request under the policy; raise a typed :class:`~redfish_tools.errors.RedfishError`.
+
+        ``_cleanup`` marks the logout and lost-session clean-up: still sent after a cancel."""
         path = path_of(uri)
         safe = idempotent if idempotent is not None else method in IDEMPOTENT_METHODS
         # A login answered 503/not-ready is retried (reason 3 in the module docstring).
@@ -401,7 +435,7 @@ class BmcConnection:
             sent_with = self._token
             try:
                 return self._with_retries(
-                    _Call(method, path, body, auth, missing_ok, safe, retry_not_ready, deadline, _headers)
+                    _Call(method, path, body, auth, missing_ok, safe, retry_not_ready, deadline, _headers, _cleanup)
                 )
             except E.AuthError:
                 # An expired session (iDRAC reset) is renewed once; wrong passwords are never retried.
@@ -431,10 +465,19 @@ class BmcConnection:
             log.info("%s %s %s: %s; retry %d in %.1fs", self.target.name, call.method, call.path, reason,
                      state.attempt_number, sleep)  # fmt: skip
 
+        cancel = None if call.cleanup else self.cancel
+
+        def sleep(seconds: float) -> None:  # a backoff ends at once on cancel (the next attempt raises)
+            if cancel is not None:
+                cancel.wait(seconds)
+            else:
+                time.sleep(seconds)
+
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception_type(Retry),
             stop=tenacity.stop_after_attempt(policy.retries + 1) | _deadline_passed(deadline),
             wait=wait,
+            sleep=sleep,
             before_sleep=before_sleep,
             reraise=True,
         )
@@ -452,8 +495,15 @@ class BmcConnection:
         last = f" (last: {cause})" if cause else ""
         return E.DeadlineExceeded(f"deadline exceeded after {seconds:g} s{last}", bmc=self.target.name, uri=path)
 
+    def _cancelled_error(self, path: str, *, sent: bool) -> E.Cancelled:
+        what = "cut while waiting for the answer" if sent else "not sent"
+        return E.Cancelled(f"interrupted (Ctrl-C): request {what}", bmc=self.target.name, uri=path, sent=sent)
+
     def _attempt(self, call: _Call) -> Response:
         name, method, path, deadline, body = self.target.name, call.method, call.path, call.deadline, call.body
+        cancel = None if call.cleanup else self.cancel
+        if cancel is not None and cancel.is_set():
+            raise self._cancelled_error(path, sent=False)
         remaining = deadline - time.monotonic()
         if remaining <= 0 or not self._slots.acquire(timeout=remaining):
             raise self._deadline_error(path, deadline)
@@ -473,22 +523,35 @@ class BmcConnection:
                 kwargs["body"] = body if body is not None else {}
             with self._count_lock:
                 self.requests_sent += 1
-            with bounded(deadline) as slot:
+            with bounded(deadline, cancel) as slot:
                 try:
                     raw = getattr(client, method.lower())(path, **kwargs)
                 except RetriesExhaustedError as exc:
+                    if slot.cancelled:
+                        raise self._cancelled_error(path, sent=True) from None
                     if slot.expired:
                         raise self._deadline_error(path, deadline) from None
                     cause = exc.__cause__
-                    err = _transport_error(cause, name, path)
+                    err = _transport_error(cause, name, path, self.target)
                     # A connect failure never reached the BMC: safe to retry even for POST.
                     never_sent = isinstance(cause, requests.exceptions.ConnectTimeout) or (
                         isinstance(cause, requests.exceptions.ConnectionError) and "NewConnectionError" in repr(cause)
                     )
                     if (call.safe or never_sent) and not isinstance(err, E.TLSError):
                         raise Retry(err) from None
+                    if not isinstance(err, E.TLSError):  # sent, no answer: the BMC may have acted
+                        # A timeout stays a RedfishTimeout; a dropped connection is AnswerLost.
+                        lost = type(err) if isinstance(err, E.RedfishTimeout) else E.AnswerLost
+                        raise lost(
+                            f"{err.reason}: the BMC may have carried out this {method}, so it was not sent "
+                            "again; check the BMC's state before repeating it",
+                            bmc=name,
+                            uri=path,
+                        ) from None
                     raise err from None
                 except Exception:
+                    if slot.cancelled:
+                        raise self._cancelled_error(path, sent=True) from None
                     if slot.expired:
                         raise self._deadline_error(path, deadline) from None
                     raise
@@ -603,11 +666,10 @@ def _first_message(body: dict[str, Any]) -> str:
     return ""
 
 
-def _transport_error(cause: BaseException | None, bmc: str, uri: str) -> E.RedfishError:
+def _transport_error(cause: BaseException | None, bmc: str, uri: str, target: BmcTarget) -> E.RedfishError:
     if isinstance(cause, requests.exceptions.SSLError):
-        text = str(cause)
-        hint = "pinned fingerprint does not match" if "ingerprint" in text else "certificate verification failed"
-        return E.TLSError(f"TLS: {hint}", bmc=bmc, uri=uri)
+        failure = explain_failure(cause, host=urlparse(target.url).hostname or target.url, policy=target.tls)
+        return E.TLSError(failure.text(), bmc=bmc, uri=uri, problem=failure.problem)
     if isinstance(cause, requests.exceptions.Timeout):
         return E.RedfishTimeout("no answer within the timeout", bmc=bmc, uri=uri)
     return E.TransportError(f"cannot reach the BMC ({type(cause).__name__})", bmc=bmc, uri=uri)

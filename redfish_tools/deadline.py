@@ -5,6 +5,9 @@ request forever under a 3 s read timeout. Here every request runs inside :func:`
 deadline; the connections of :class:`DeadlineAdapter` tell the running request which socket they read, and
 one watchdog thread (shared by every BMC) shuts that socket down when the deadline passes, so the blocked
 read returns at once and the caller raises :class:`~redfish_tools.errors.DeadlineExceeded`.
+
+The same socket shutdown serves cancellation (Ctrl-C): a request run with a cancel ``threading.Event``
+is cut by :func:`interrupt` at once, so worker threads never wait out a socket timeout.
 """
 
 from __future__ import annotations
@@ -26,14 +29,24 @@ _local = threading.local()
 
 
 class Slot:
-    """One bounded request: its deadline, the socket it reads now, whether the watchdog cut it."""
+    """One bounded request: its deadline, the socket it reads now, whether the watchdog or a cancel cut it."""
 
-    __slots__ = ("deadline", "expired", "sock")
+    __slots__ = ("cancel", "cancelled", "deadline", "expired", "sock")
 
-    def __init__(self, deadline: float) -> None:
+    def __init__(self, deadline: float, cancel: threading.Event | None = None) -> None:
         self.deadline = deadline
+        self.cancel = cancel
         self.sock: socket.socket | None = None
         self.expired = False
+        self.cancelled = False
+
+    def interrupt(self) -> None:
+        """Cut the request because its cancel event was set (not a deadline)."""
+        self.cancelled = True
+        sock = self.sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
     def cut(self) -> None:
         """Shut the socket down (the plain-socket shutdown: the TLS state is left to the reading thread)."""
@@ -52,6 +65,7 @@ class _Watchdog:
         self._cond = threading.Condition()
         self._seq = itertools.count()
         self._thread: threading.Thread | None = None
+        self.live: set[Slot] = set()  # slots of requests running now (for :func:`interrupt`)
 
     @property
     def lock(self) -> threading.Condition:
@@ -89,22 +103,36 @@ _watchdog = _Watchdog()
 
 
 @contextlib.contextmanager
-def bounded(deadline: float) -> Iterator[Slot]:
+def bounded(deadline: float, cancel: threading.Event | None = None) -> Iterator[Slot]:
     """Run the HTTP request made in this block under an absolute ``time.monotonic()`` deadline.
 
     After the block, ``slot.expired`` says whether the watchdog cut it (the caller maps any error then to
-    a deadline error). Finished slots stay on the heap until their time and are then ignored (cheap).
+    a deadline error), ``slot.cancelled`` whether :func:`interrupt` did for ``cancel``. Finished slots stay
+    on the heap until their time and are then ignored (cheap).
     """
-    slot = Slot(deadline)
+    slot = Slot(deadline, cancel)
     previous = getattr(_local, "slot", None)
     _local.slot = slot
     _watchdog.watch(slot)
+    if cancel is not None:
+        with _watchdog.lock:
+            _watchdog.live.add(slot)
     try:
         yield slot
     finally:
         _local.slot = previous
         with _watchdog.lock:  # never cut a socket that went back to the pool for another request
             slot.sock = None
+            _watchdog.live.discard(slot)
+
+
+def interrupt(cancel: threading.Event) -> int:
+    """Cut every running request bounded with ``cancel`` (call after setting it); returns how many."""
+    with _watchdog.lock:
+        slots = [slot for slot in _watchdog.live if slot.cancel is cancel]
+        for slot in slots:
+            slot.interrupt()
+    return len(slots)
 
 
 def _track(sock: socket.socket | None) -> None:
@@ -113,6 +141,8 @@ def _track(sock: socket.socket | None) -> None:
         slot.sock = sock
         if time.monotonic() >= slot.deadline:
             slot.cut()
+        elif slot.cancel is not None and slot.cancel.is_set():
+            slot.interrupt()  # cancelled between the check before the request and this socket
 
 
 class _TrackedHTTPConnection(HTTPConnection):

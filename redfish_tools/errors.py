@@ -102,8 +102,21 @@ class DeadlineExceeded(RedfishTimeout):
     whatever the per-read timeouts (a BMC trickling bytes, retries, backoff)."""
 
 
+class AnswerLost(TransportError):
+    """A request that is not safe to repeat (a POST action) was sent but its answer never came (connection
+    dropped or timed out): the BMC may have acted, so it was not sent again."""
+
+
 class TLSError(TransportError):
-    """Certificate verification failed (CA bundle or pinned fingerprint mismatch)."""
+    """Certificate verification failed; ``problem`` says why (``unknown_ca``, ``expired``, ``name_mismatch``,
+    ``self_signed``, ``fingerprint_mismatch``, ``not_yet_valid``, ``handshake``), the message what to fix."""
+
+    def __init__(self, message: str, *, problem: str = "handshake", **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.problem = problem
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**super().as_dict(), "tls_problem": self.problem}
 
 
 class NotFoundError(RedfishError):
@@ -126,7 +139,18 @@ class OperationNotConfirmed(RedfishError):
     """The BMC accepted the change but reading back does not show it."""
 
 
+class Cancelled(RedfishError):
+    """The run was interrupted (Ctrl-C): this request was not sent (``sent`` False) or was cut mid-way."""
+
+    exit_code = 130
+
+    def __init__(self, message: str, *, sent: bool = False, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.sent = sent
+
+
 _KINDS: dict[type, str] = {
+    Cancelled: "cancelled",
     AuthError: "auth",
     PermissionDeniedError: "permission",
     DeadlineExceeded: "deadline",
@@ -135,6 +159,7 @@ _KINDS: dict[type, str] = {
     TransportError: "transport",
     RedfishTimeout: "timeout",
     TLSError: "tls",
+    AnswerLost: "answer_lost",
     NotFoundError: "not_found",
     InvalidRequestError: "invalid_request",
     JobFailedError: "job_failed",

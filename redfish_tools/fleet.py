@@ -5,6 +5,12 @@ its in-flight limit ``policy.max_in_flight``), at most ``max_bmcs`` at once, so 
 starves the others; a failure on one node becomes that node's result, never a crash of the run. With
 ``policy.deadline_s`` a node still busy at its deadline is cut there and reported as "deadline exceeded
 after N s" while the others go on.
+
+Ctrl-C (``KeyboardInterrupt`` in the waiting thread) stops the run at once: nodes not started are never
+started, running operations stop at their next request (a shared cancel event, see
+:class:`~redfish_tools.connection.BmcConnection`) and their requests in flight are cut on the socket;
+what was logged in is logged out (within ``CANCEL_CLEANUP_S``), then :class:`FleetInterrupted` (a
+``KeyboardInterrupt``) is raised with the results known so far.
 """
 
 from __future__ import annotations
@@ -13,12 +19,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from redfish_tools.connection import BmcConnection, BmcTarget, ConnectionPolicy
-from redfish_tools.errors import RedfishError
+from redfish_tools.connection import CANCEL_CLEANUP_S, BmcConnection, BmcTarget, ConnectionPolicy
+from redfish_tools.deadline import interrupt
+from redfish_tools.errors import Cancelled, RedfishError
 from redfish_tools.secrets import redact
 
 T = TypeVar("T")
@@ -57,22 +64,44 @@ class NodeResult(Generic[T]):
 Progress = Callable[[NodeResult[Any]], None]
 
 
+class FleetInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped :func:`run_fleet`: ``results`` has each node's result, None for nodes never started."""
+
+    def __init__(self, names: Sequence[str], results: list[NodeResult[Any] | None]) -> None:
+        super().__init__("interrupted (Ctrl-C)")
+        self.names = list(names)
+        self.results = results
+
+    @property
+    def not_started(self) -> list[str]:
+        """Names of the nodes whose operation never began."""
+        return [name for name, result in zip(self.names, self.results, strict=True) if _not_started(result)]
+
+
+def _not_started(result: NodeResult[Any] | None) -> bool:
+    return result is None or (result.requests == 0 and (result.error or {}).get("kind") == "cancelled")
+
+
 def run_on_bmc(
     target: BmcTarget,
     operation: Callable[[BmcConnection], T],
     policy: ConnectionPolicy | None = None,
     *,
     on_result: Progress | None = None,
+    cancel: threading.Event | None = None,
 ) -> NodeResult[T]:
     """Log in to one BMC, run ``operation``, always log out; never raises for the node's failure.
 
     ``on_result`` gets the result as soon as it is known, before the logout: a node cut at its deadline is
-    reported then, not after its logout (which has ``policy.logout_deadline_s`` of its own).
+    reported then, not after its logout (which has ``policy.logout_deadline_s`` of its own). Once
+    ``cancel`` is set the operation stops at its next request (its result: kind ``cancelled``).
     """
     start = time.monotonic()
     conn: BmcConnection | None = None
     try:
-        conn = BmcConnection(target, policy)
+        if cancel is not None and cancel.is_set():
+            raise Cancelled("interrupted (Ctrl-C) before it started", bmc=target.name)
+        conn = BmcConnection(target, policy, cancel=cancel)
         conn.start_deadline()
         conn.open()
         value = operation(conn)
@@ -135,14 +164,32 @@ def run_fleet(
 
     workers = max(1, min(len(targets), max_bmcs))
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bmc")
+    cancel = threading.Event()
+    futures: list[Future[NodeResult[T]]] = []
     try:
-        futures = [pool.submit(run_on_bmc, t, operation, policy, on_result=report) for t in targets]
+        for t in targets:
+            futures.append(pool.submit(run_on_bmc, t, operation, policy, on_result=report, cancel=cancel))
         results = [future.result() for future in futures]
-    except BaseException:
-        pool.shutdown(wait=False, cancel_futures=True)
+    except BaseException as exc:
+        _stop(pool, cancel, futures)
+        if isinstance(exc, KeyboardInterrupt):
+            partial = [f.result() if f.done() and not f.cancelled() else None for f in futures]
+            partial += [None] * (len(targets) - len(partial))
+            raise FleetInterrupted(names, partial) from None
         raise
     pool.shutdown(wait=True)
     return results
+
+
+def _stop(pool: ThreadPoolExecutor, cancel: threading.Event, futures: list[Future[Any]]) -> None:
+    """Cancel the run: drop queued nodes, cut running requests, give the logouts time to finish."""
+    cancel.set()
+    pool.shutdown(wait=False, cancel_futures=True)
+    cut = interrupt(cancel)
+    log.debug("interrupted: %d requests cut", cut)
+    running = [f for f in futures if not f.done()]
+    if running:
+        wait(running, timeout=CANCEL_CLEANUP_S + 1.0)  # logouts are bounded by CANCEL_CLEANUP_S each
 
 
 def in_parallel(width: int, *tasks: Callable[[], Any]) -> list[Any]:

@@ -1,8 +1,10 @@
-"""TLS policy for BMC connections: a CA bundle, a pinned leaf fingerprint, or (explicitly) none."""
+"""TLS policy for BMC connections: a CA bundle, a pinned leaf fingerprint, or (explicitly) none; and why a
+handshake failed (:func:`explain_failure`), in words that say what to fix."""
 
 from __future__ import annotations
 
 import re
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,3 +69,116 @@ class TlsPolicy:
         if self.insecure:
             return "insecure"
         return "ca" if self.ca_file else "system"
+
+
+#: OpenSSL verify codes (``X509_V_ERR_*``) -> the failure they mean.
+_VERIFY_CODES = {
+    2: "unknown_ca",  # unable to get issuer certificate
+    9: "not_yet_valid",
+    10: "expired",
+    18: "self_signed",  # depth zero self-signed certificate
+    19: "self_signed",  # self-signed certificate in chain
+    20: "unknown_ca",  # unable to get local issuer certificate
+    21: "unknown_ca",  # unable to verify the first certificate
+    62: "name_mismatch",  # hostname mismatch
+    64: "name_mismatch",  # IP address mismatch
+}
+
+
+@dataclass(frozen=True)
+class TlsFailure:
+    """Why a TLS handshake with a BMC failed: ``problem`` (a short code), ``message`` and ``fix``."""
+
+    problem: str
+    message: str
+    fix: str
+
+    def text(self) -> str:
+        return f"TLS: {self.message}; fix: {self.fix}"
+
+
+def _chain(exc: BaseException | None) -> list[BaseException]:
+    """The exception, its causes, contexts and wrapped exceptions (urllib3 and requests nest them)."""
+    seen: list[BaseException] = []
+    todo = [exc] if exc is not None else []
+    while todo and len(seen) < 32:
+        current = todo.pop(0)
+        if any(current is s for s in seen):
+            continue
+        seen.append(current)
+        nested = [a for a in current.args if isinstance(a, BaseException)]
+        reason = getattr(current, "reason", None)
+        todo += [e for e in (current.__cause__, current.__context__, reason, *nested) if isinstance(e, BaseException)]
+    return seen
+
+
+def explain_failure(exc: BaseException | None, *, host: str, policy: TlsPolicy) -> TlsFailure:
+    """Turn a TLS error from requests/urllib3/ssl into what went wrong and what to fix.
+
+    ``host`` is the address the BMC was reached at; ``policy`` the verification asked for. The text holds
+    no secret (certificates and fingerprints are public; the pinned value is not repeated).
+    """
+    trusted = f"the CA bundle {policy.ca_file}" if policy.ca_file else "the system CA store"
+    chain = _chain(exc)
+    text = " ".join(str(e) for e in chain)
+    if "ingerprints did not match" in text or "ingerprint" in text:
+        return TlsFailure(
+            "fingerprint_mismatch",
+            "the BMC's certificate does not match the pinned fingerprint (bmc.fingerprint)",
+            "if the iDRAC's certificate was replaced on purpose, pin the new one "
+            "(openssl s_client -connect HOST:443 | openssl x509 -noout -fingerprint -sha256); "
+            "otherwise another machine answers at this address",
+        )
+    code = next((e.verify_code for e in chain if isinstance(e, ssl.SSLCertVerificationError)), None)
+    problem = _VERIFY_CODES.get(code) if code is not None else None
+    if problem is None:
+        problem = next((p for p, words in _WORDS if any(w in text for w in words)), None)
+    if problem == "expired":
+        return TlsFailure(
+            "expired",
+            "the BMC's certificate has expired",
+            "renew the iDRAC's certificate (or correct this machine's clock if it is wrong)",
+        )
+    if problem == "not_yet_valid":
+        return TlsFailure(
+            "not_yet_valid",
+            "the BMC's certificate is not valid yet",
+            "check the clocks of this machine and of the iDRAC, or reissue the certificate",
+        )
+    if problem == "name_mismatch":
+        return TlsFailure(
+            "name_mismatch",
+            f"the BMC's certificate is not valid for {host} (not among its subject alternative names)",
+            "address the BMC by a name or IP its certificate lists (bmc.address), or reissue the certificate "
+            "with this one",
+        )
+    if problem == "self_signed":
+        return TlsFailure(
+            "self_signed",
+            f"the BMC presents a self-signed certificate, which {trusted} does not trust",
+            "pin its SHA-256 fingerprint (bmc.fingerprint), or install an iDRAC certificate signed by your CA "
+            "and set bmc.ca_file",
+        )
+    if problem == "unknown_ca":
+        return TlsFailure(
+            "unknown_ca",
+            f"the BMC's certificate is signed by a CA that {trusted} does not hold",
+            "set bmc.ca_file to the CA bundle that signed the iDRAC's certificate, or pin its fingerprint "
+            "(bmc.fingerprint)",
+        )
+    reason = next((e.reason for e in chain if isinstance(e, ssl.SSLError) and e.reason), None)
+    return TlsFailure(
+        "handshake",
+        f"the TLS handshake failed ({reason or 'no detail'})",
+        "check that bmc.address is the iDRAC's HTTPS port and that the iDRAC's TLS settings allow TLS 1.2+",
+    )
+
+
+#: Fallback when no verify code reached us: words of OpenSSL's messages.
+_WORDS = (
+    ("expired", ("certificate has expired",)),
+    ("not_yet_valid", ("certificate is not yet valid",)),
+    ("name_mismatch", ("Hostname mismatch", "IP address mismatch", "doesn't match")),
+    ("self_signed", ("self-signed certificate", "self signed certificate")),
+    ("unknown_ca", ("unable to get local issuer", "unable to get issuer", "unable to verify the first")),
+)

@@ -12,7 +12,7 @@ import dataclasses
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -31,7 +31,7 @@ from bootstrap.cli.common import (
     state_dir_option,
     warn,
 )
-from bootstrap.errors import EXIT_FAILED, EXIT_OK
+from bootstrap.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from bootstrap.inventory import Inventory, load_inventory
 from bootstrap.journal.store import Journal
 from bootstrap.selection import select_nodes, split_csv
@@ -44,7 +44,7 @@ from redfish_tools.bios import plan_bios
 from redfish_tools.boot import BOOT_TARGETS, set_boot_once
 from redfish_tools.connection import BmcConnection
 from redfish_tools.discover import Gpu, Nic, NodeFacts
-from redfish_tools.fleet import NodeResult, run_fleet
+from redfish_tools.fleet import FleetInterrupted, NodeResult, run_fleet
 from redfish_tools.jobs import list_jobs
 from redfish_tools.lc import lc_status
 from redfish_tools.power import POWER_ACTIONS, plan_power, power_state, set_power
@@ -106,8 +106,35 @@ def _fleet(
     nodes = select_nodes(inventory, limit)
     _warn_if_insecure(inventory, [n.hostname for n in nodes], as_json)
     targets = targets_for(inventory, nodes)
-    with FleetProgress(label, len(targets), as_json) as progress:
-        return run_fleet(targets, op, progress=progress)
+    try:
+        with FleetProgress(label, len(targets), as_json) as progress:
+            return run_fleet(targets, op, progress=progress)
+    except FleetInterrupted as stop:
+        _interrupted(stop, as_json)
+
+
+def _interrupted(stop: FleetInterrupted, as_json: bool) -> NoReturn:
+    """Ctrl-C during a fleet command: say which nodes finished, which were cut, which never started; exit 130."""
+    done = [r.as_dict(_as_dict) for r in stop.results if r is not None]
+    not_started = stop.not_started
+    if as_json:
+        emit(
+            {
+                "ok": False,
+                "error": "interrupted (Ctrl-C)",
+                "exit_code": EXIT_INTERRUPTED,
+                "nodes": done,
+                "not_started": not_started,
+            },
+            True,
+            lambda _d: None,
+        )
+    else:
+        err_console.print(
+            f"[red]interrupted[/red]: {sum(1 for r in done if r['ok'])} node(s) done, "
+            f"{len(not_started)} not started" + (f" ({', '.join(not_started)})" if not_started else "")
+        )
+    sys.exit(EXIT_INTERRUPTED)
 
 
 def _finish(ok: bool) -> None:

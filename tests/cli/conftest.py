@@ -20,8 +20,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def rackctl_env(**extra: str) -> dict[str, str]:
-    """The environment a subprocess ``rackctl`` runs in: this checkout first on the path."""
-    return {**os.environ, "PYTHONPATH": str(ROOT), "RACKCTL_BMC_PASSWORD": "pw-not-shown", **extra}
+    """The environment a subprocess ``rackctl`` runs in: this checkout (and its lab package) first on the path."""
+    path = os.pathsep.join((str(ROOT), str(ROOT / "lab")))
+    return {**os.environ, "PYTHONPATH": path, "RACKCTL_BMC_PASSWORD": "pw-not-shown", **extra}
 
 
 def rackctl(*args: str, timeout: float = 60, **env: str) -> subprocess.CompletedProcess[str]:

@@ -32,6 +32,8 @@ from rackctl_lab.idrac.sushy_core import SushyCore
 SESSION_TIMEOUT_S = 1800
 SECRET_HEADERS = frozenset({"authorization", "x-auth-token", "cookie", "set-cookie"})
 NO_AUTH_PATHS = frozenset({"/redfish", "/redfish/v1", "/redfish/v1/odata", "/redfish/v1/$metadata"})
+#: Methods whose answer a ``lose_answer_*`` fault can lose (they change something on the BMC).
+CHANGING_METHODS = frozenset({"POST", "PATCH", "PUT", "DELETE"})
 
 
 @dataclass
@@ -59,6 +61,8 @@ class EmulatedIdrac:
         self.requests: deque[dict[str, Any]] = deque(maxlen=20000)
         self._sushy_cache: dict[str, tuple[int, str]] = {}
         self.reset_until = 0.0
+        self._answers_lost = 0
+        self._answers_lost_for: FaultSpec | None = None
         self.jobs = JobQueue()
         first_nic = next(iter(spec.nics), None)
         self.bios_current = bios.defaults(spec.service_tag, spec.model, spec.bios_version, first_nic)
@@ -237,7 +241,27 @@ class EmulatedIdrac:
         reply = self.dispatch(method, path, data, headers)
         if method == "GET" and reply.status == 200 and "$expand" in query:
             self._expand(reply, query)
+        if self._lose_answer(method, path):
+            entry["fault"] = "lost_answer"
+            entry["acted_status"] = reply.status  # what the handler did; the client gets no answer
+            return Reply(0, drop=True)
         return reply
+
+    def _lose_answer(self, method: str, path: str) -> bool:
+        """Whether this request, already carried out, loses its answer (``lose_answer_*`` faults)."""
+        faults = self.faults
+        if method not in CHANGING_METHODS:
+            return False
+        if self._answers_lost_for is not faults:  # new faults set: count afresh
+            self._answers_lost_for, self._answers_lost = faults, 0
+        if any(path.startswith(p) for p in faults.lose_answer_paths):
+            if faults.lose_answer_count == 0 or self._answers_lost < faults.lose_answer_count:
+                self._answers_lost += 1
+                return True
+            return False
+        if faults.lose_answer_rate and not any(path.startswith(p) for p in faults.fault_exempt_paths):
+            return self.rng.random() < faults.lose_answer_rate
+        return False
 
     def dispatch(self, method: str, path: str, data: Any = None, headers: dict[str, str] | None = None) -> Reply:
         """Route an authenticated request to its handler."""

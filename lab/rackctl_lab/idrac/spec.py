@@ -37,6 +37,18 @@ class FaultSpec:
     """How long a ``reset_during_job`` reset lasts."""
     fault_exempt_paths: tuple[str, ...] = ()
     """Path prefixes never hit by the rate faults (e.g. to keep login deterministic in a test)."""
+    lose_answer_rate: float = 0.0
+    """Fraction of requests that change something (POST, PATCH, PUT, DELETE) the BMC carries out, then
+    drops the connection without an answer: the state changed, the client never hears so."""
+    lose_answer_paths: tuple[str, ...] = ()
+    """Path prefixes whose changing requests are carried out and lose their answer, the first
+    ``lose_answer_count`` of them (deterministic, unlike the rate)."""
+    lose_answer_count: int = 1
+    """How many answers ``lose_answer_paths`` lose after these faults are set (0: every one)."""
+
+    def __post_init__(self) -> None:
+        self.fault_exempt_paths = tuple(self.fault_exempt_paths)
+        self.lose_answer_paths = tuple(self.lose_answer_paths)
 
 
 @dataclass
@@ -76,6 +88,7 @@ class EmulatedBmcSpec:
         """Plain dict (for the worker's config file). Holds the password: the file is mode 0600."""
         data = asdict(self)
         data["faults"]["fault_exempt_paths"] = list(self.faults.fault_exempt_paths)
+        data["faults"]["lose_answer_paths"] = list(self.faults.lose_answer_paths)
         return data
 
     @classmethod

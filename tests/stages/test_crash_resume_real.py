@@ -1,0 +1,139 @@
+"""SIGKILL the REAL ``rackctl up --stages preflight,discover,bios`` mid-bios, run it again, and check on the
+emulated iDRACs that every node's BIOS job was made exactly once and the run completed.
+
+The BMCs are emulated iDRACs (real HTTPS, sushy-tools core) with latency: one node is fast, so its bios
+step is journalled while the slow ones are still being staged when the process is killed. The resumed run
+must not touch the BIOS of a node whose step completed (the emulator's request log shows it), must finish
+the others, and must leave one BIOS job per node (jobs and ``bios_pending`` from ``EmulatedRack.state``).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+from tests.cli.conftest import ROOT, rackctl_env
+from tests.redfish.rf_lab import NODES, api, make_spec
+
+SAMPLE = ROOT / "inventory" / "examples" / "dvd-inference.yml"
+FAST = "head-01"
+SLOW_MS = 250
+STAGES = "preflight,discover,bios"
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def rack(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    specs = [make_spec(*n, index=i) for i, n in enumerate(NODES)]
+    emulated = api.EmulatedRack(specs, tmp_path_factory.mktemp("rack"), processes=1)
+    endpoints = emulated.start()
+    try:
+        yield emulated, {s.name: s for s in specs}, {e.name: e for e in endpoints}
+    finally:
+        emulated.stop()
+
+
+def _inventory(tmp_path: Path, specs: dict, endpoints: dict) -> tuple[Path, dict[str, str]]:
+    """The sample inventory pointed at the emulated rack (pinned fingerprints) and its password variables."""
+    yaml = YAML()
+    data = yaml.load(SAMPLE.read_text())
+    data["cluster"]["lab"] = True
+    data["credentials"] = {}
+    env: dict[str, str] = {}
+    for node in data["nodes"]:
+        name = node["hostname"]
+        var = "RF_PW_" + name.upper().replace("-", "_")
+        env[var] = specs[name].password
+        data["credentials"][name] = {"username": "root", "password_env": var}
+        node["bmc"]["address"] = endpoints[name].url
+        node["bmc"]["fingerprint"] = endpoints[name].fingerprint
+        node["bmc"]["credentials"] = name
+    out = StringIO()
+    yaml.dump(data, out)
+    path = tmp_path / "cluster.yml"
+    path.write_text(out.getvalue())
+    return path, env
+
+
+def _up(inventory: Path, state: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bootstrap",
+            "up",
+            "--stages",
+            STAGES,
+            "-i",
+            str(inventory),
+            "--state-dir",
+            str(state),
+            "--yes",
+            "--json",
+        ],
+        cwd=ROOT,
+        env=rackctl_env(**env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _bios_jobs(state: dict[str, Any]) -> list[dict[str, Any]]:
+    return [j for j in state["jobs"] if (j.get("TargetSettingsURI") or "").endswith("/Bios/Settings")]
+
+
+def test_sigkill_mid_bios_then_resume_creates_each_job_once(rack: Any, tmp_path: Path) -> None:
+    emulated, specs, endpoints = rack
+    inventory, env = _inventory(tmp_path, specs, endpoints)
+    state_dir = tmp_path / "state"
+    for name in specs:
+        emulated.set_latency(name, 10 if name == FAST else SLOW_MS)
+    proc = _up(inventory, state_dir, env)
+    try:
+        limit = time.monotonic() + 120
+        while not _bios_jobs(emulated.state(FAST)):  # the fast node's BIOS job exists: bios is under way
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < limit, "the bios stage never started"
+            time.sleep(0.05)
+        time.sleep(0.3)  # the fast node's step reaches the journal; the slow ones are mid-way
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    without_job = [n for n in specs if not _bios_jobs(emulated.state(n))]
+    assert without_job, "every node had its job before the kill: nothing left to resume"
+
+    for name in specs:
+        emulated.set_latency(name, 0)
+    time.sleep(SLOW_MS / 1000 + 0.5)  # requests the killed process left in flight are answered
+    marks = {name: len(emulated.request_log(name)) for name in specs}
+    rerun = _up(inventory, state_dir, env)
+    out, err = rerun.communicate(timeout=300)
+    assert rerun.returncode == 0, out + err
+    doc = json.loads(out)
+    assert {s["name"]: s["status"] for s in doc["stages"]}["bios"] == "completed", doc
+
+    for name, spec in specs.items():
+        state = emulated.state(name)
+        jobs = _bios_jobs(state)
+        assert len(jobs) == 1, f"{name}: {len(jobs)} BIOS jobs: {jobs}"
+        assert jobs[0]["JobState"] == "Scheduled", jobs  # applies at the next boot; nothing rebooted
+        assert state["bios_pending"], f"{name}: nothing staged"
+        assert spec.password not in out + err
+    # The node whose bios step completed before the kill: the resumed run left its BIOS alone.
+    touched = [f"{e['method']} {e['path']}" for e in emulated.request_log(FAST)[marks[FAST] :] if "/Bios" in e["path"]]
+    assert touched == [], f"resumed run redid {FAST}'s completed bios step: {touched}"
