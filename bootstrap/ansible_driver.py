@@ -199,6 +199,9 @@ def run_playbook(
             extravars=extravars,
             envvars=env,
             event_handler=handler,
+            # without a callback of its own, ansible-runner installs SIGINT/SIGTERM handlers in this process
+            # and never restores them: Ctrl-C would no longer interrupt rackctl after the first playbook
+            cancel_callback=lambda: False,
             quiet=True,
             suppress_env_files=True,
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,15 @@ def test_preflight_runs_over_ssh_and_returns_the_fact_asked_for(node, tmp_path):
     report = result.facts["node-a"]
     assert int(report["memory_mb"]) > 0 and report["kernel"]
     assert os.environ.get("PATH") == path_before  # the driver leaves this process's environment alone
+
+
+def test_ctrl_c_still_interrupts_after_a_playbook_run(node, tmp_path):
+    """ansible-runner installs SIGINT/SIGTERM handlers unless given a cancel callback: the driver gives one."""
+    before = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
+    assert run_playbook("preflight.yml", inventory_for(tmp_path, node)).ok
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+    with pytest.raises(KeyboardInterrupt):  # a real SIGINT to this process still raises
+        signal.raise_signal(signal.SIGINT)
 
 
 def test_no_fact_is_returned_unless_asked_for(node, tmp_path):

@@ -10,6 +10,8 @@ pins down the boot artefacts themselves.
 
 from __future__ import annotations
 
+import hashlib
+import re
 import time
 from pathlib import Path
 
@@ -72,7 +74,11 @@ def test_ramdisk_deploys_the_image_and_the_disk_boots_with_the_pinned_key(
     good, bad = tree.nodes["gpu-01"], tree.nodes["gpu-02"]
     assert good.ipxe_script and bad.ipxe_script
     good_args = _kernel_args(good.ipxe_script.read_text())
-    bad_args = _kernel_args(bad.ipxe_script.read_text()).replace("/images/disk.raw.gz", "/images/missing.raw.gz")
+    # gpu-02 is told another digest than the image's: the stream it receives must be refused (a wrong URL
+    # is covered by test_flow_failures)
+    bad_args = re.sub(
+        r"rackctl\.gzsha256=\w+", "rackctl.gzsha256=" + "0" * 64, _kernel_args(bad.ipxe_script.read_text())
+    )
     work = tmp_path / "lab"
     work.mkdir()
     disks = {}
@@ -89,10 +95,12 @@ def test_ramdisk_deploys_the_image_and_the_disk_boots_with_the_pinned_key(
         diag = lab.diagnostics()
         failed = calls.get("/callback/gpu-02")
         assert failed and failed["status"] == "error" and failed["token"] == bad.token, diag
-        assert "missing.raw.gz" in failed["detail"] and "404" in failed["detail"], diag
+        assert "sha256 mismatch of the served image" in failed["detail"], diag
         done = calls.get("/callback/gpu-01")
         assert done and done["status"] == "ok" and done["token"] == good.token, diag
-        assert done["detail"].endswith(f"sha256={image.sha256}"), diag
+        # the ramdisk hashed the stream it wrote (no read-back) and counted the bytes dd wrote
+        served = hashlib.sha256(image.path.read_bytes()).hexdigest()
+        assert done["detail"].endswith(f"bytes={image.size} gzsha256={served}"), diag
         assert all(vm.poll() is not None for vm in lab.vms), "the ramdisk did not power off\n" + diag
 
         # Boot the written disk by itself (SeaBIOS → GRUB): the node presents its pinned key on the PXE address.
