@@ -95,7 +95,9 @@ def test_load_check_surfaces_tritons_own_load_error(tmp_path):
     assert not data["ok"]
     # Triton's own words, verbatim: the ensemble output is no longer connected.
     assert any("'_output_ids', is not connected" in e for e in data["errors"]), data["errors"]
-    assert "failed to load all models" in data["triton_log"]
+    # ... and its log is surfaced (Triton prints its final "failed to load all models" only after a graceful
+    # unload of up to 30 s, which a loaded machine may cut short: the load error line itself is always there)
+    assert "is not connected" in data["triton_log"]
 
 
 def test_load_check_llmapi_layout(tmp_path):
