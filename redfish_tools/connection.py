@@ -42,12 +42,14 @@ Sessions never leak on the paths Python can run: logout in ``close()`` on succes
 ``KeyboardInterrupt``; a login POST whose answer was lost (read timeout, deadline, Ctrl-C while waiting)
 is followed by finding the session it created (the newest session of our user name, listed with basic
 auth) and deleting it. What cannot be caught: SIGKILL or a power loss of this host, and a second Ctrl-C
-during that clean-up; such a session expires after the BMC's ``SessionTimeout`` (30 min on an iDRAC).
+during that clean-up; such a session expires after the BMC's ``SessionTimeout`` (30 min on an iDRAC),
+unless ``policy.session_ledger`` is set: then the next login to that BMC closes it (:mod:`.session_ledger`).
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import logging
 import random
 import threading
@@ -64,6 +66,7 @@ from pydantic import SecretStr
 from redfish.rest.v1 import RetriesExhaustedError
 
 from redfish_tools import errors as E
+from redfish_tools import session_ledger
 from redfish_tools.deadline import DeadlineAdapter, bounded
 from redfish_tools.links import link, member_uris, odata_id
 from redfish_tools.secrets import forget_secret, install_log_redaction, register_secret
@@ -120,6 +123,9 @@ class ConnectionPolicy:
     deadline_s: float | None = None
     logout_deadline_s: float = 10.0
     max_in_flight: int = 2
+    #: Directory of the session ledger (:mod:`.session_ledger`): sessions opened and not yet closed are
+    #: recorded there, and the next login to a BMC closes those a killed run left behind. None: no ledger.
+    session_ledger: Path | None = None
 
 
 @dataclass
@@ -241,6 +247,7 @@ class BmcConnection:
             sessions = link(service or {}, "Sessions")
         self._sessions_uri = sessions
         if sessions:
+            self.close_stale_sessions()
             self._login_session(sessions)
         else:
             self._login_basic()
@@ -248,8 +255,8 @@ class BmcConnection:
     def close(self) -> None:
         """Log out (DELETE the session, within ``logout_deadline_s``) and drop pooled connections."""
         try:
-            if self._session_uri and self._token:
-                self._delete_session(self._session_uri, "logout")
+            if self._session_uri and self._token and self._delete_session(self._session_uri, "logout"):
+                self._forget_in_ledger(self._session_uri)
         finally:
             if self._token:
                 forget_secret(self._token)
@@ -275,16 +282,62 @@ class BmcConnection:
         seconds = self.policy.logout_deadline_s
         return time.monotonic() + (min(seconds, CANCEL_CLEANUP_S) if self.cancelled else seconds)
 
-    def _delete_session(self, uri: str, what: str, headers: dict[str, str] | None = None) -> None:
+    def _delete_session(
+        self, uri: str, what: str, headers: dict[str, str] | None = None, *, unauthorized_is_gone: bool = True
+    ) -> bool:
+        """DELETE a session; True when it is gone (deleted, 404, or a 401 on its own token)."""
         deadline = self._cleanup_deadline()
         try:
             self.request(
                 "DELETE", uri, missing_ok=True, _login=True, _deadline=deadline, _headers=headers, _cleanup=True
             )
-        except E.AuthError:
-            pass  # the session is already gone (expired, or the iDRAC reset)
+        except E.AuthError as exc:
+            if unauthorized_is_gone:
+                return True  # the session is already gone (expired, or the iDRAC reset)
+            log.warning("%s: %s failed: %s", self.target.name, what, exc.message)
+            return False
         except E.RedfishError as exc:
             log.warning("%s: %s failed: %s", self.target.name, what, exc.message)
+            return False
+        return True
+
+    def close_stale_sessions(self) -> int:
+        """Delete (basic auth) the sessions the ledger lists for this BMC whose process is gone (a run that
+        was killed); return how many are closed now. Entries whose DELETE failed stay for the next run."""
+        ledger = self.policy.session_ledger
+        if ledger is None:
+            return 0
+        try:
+            entries = session_ledger.stale_entries(ledger, self.target.url)
+        except OSError as exc:
+            log.warning("%s: cannot read the session ledger %s: %s", self.target.name, ledger, exc)
+            return 0
+        closed = 0
+        for entry in entries:
+            what = "closing a session left open by an earlier run"
+            if self._delete_session(entry.uri, what, headers=self._basic_header(), unauthorized_is_gone=False):
+                entry.path.unlink(missing_ok=True)
+                closed += 1
+        if closed:
+            log.warning("%s: closed %d session(s) left open by an earlier run that was killed", self.target.name,
+                        closed)  # fmt: skip
+        return closed
+
+    def _record_in_ledger(self, uri: str) -> None:
+        if self.policy.session_ledger is None:
+            return
+        try:
+            session_ledger.record(self.policy.session_ledger, self.target.url, uri, self.target.username)
+        except OSError as exc:
+            log.warning("%s: cannot record the session in the ledger: %s", self.target.name, exc)
+
+    def _forget_in_ledger(self, uri: str) -> None:
+        if self.policy.session_ledger is None:
+            return
+        try:
+            session_ledger.forget(self.policy.session_ledger, self.target.url, uri)
+        except OSError as exc:
+            log.warning("%s: cannot update the session ledger: %s", self.target.name, exc)
 
     def _password(self) -> str:
         """The password, registered for log redaction while this connection lives."""
@@ -323,6 +376,8 @@ class BmcConnection:
         register_secret(token)
         self._token = token
         self._session_uri = resp.location or odata_id(resp.body) or None
+        if self._session_uri:
+            self._record_in_ledger(self._session_uri)
         self._client.set_session_key(token)
         self.auth_mode = "session"
 
@@ -383,8 +438,9 @@ class BmcConnection:
             self._token = self._session_uri = None
             self._client.set_session_key(None)
             self._login_session(self._sessions_uri)
-            if old_uri and old_uri != self._session_uri and self.auth_mode == "session":
-                self._delete_session(old_uri, "deleting the expired session")
+            stale = old_uri if old_uri and old_uri != self._session_uri and self.auth_mode == "session" else None
+            if stale and self._delete_session(stale, "deleting the expired session"):
+                self._forget_in_ledger(stale)
 
     # -- requests -------------------------------------------------------------------------------------
     def get(self, uri: str, *, auth: bool = True, missing_ok: bool = False) -> dict[str, Any]:
@@ -571,6 +627,18 @@ class BmcConnection:
         if self._anon is None:
             self._anon = self._new_client()
         return self._anon
+
+
+def close_stale_sessions(target: BmcTarget, ledger: Path, policy: ConnectionPolicy | None = None) -> int:
+    """Close the sessions a killed run left open on ``target`` (as recorded in ``ledger``), without logging
+    in; return how many were closed. :meth:`BmcConnection.open` does this itself when the policy has a ledger.
+    """
+    policy = dataclasses.replace(policy or ConnectionPolicy(), session_ledger=ledger)
+    conn = BmcConnection(target, policy)
+    try:
+        return conn.close_stale_sessions()
+    finally:
+        conn.close()
 
 
 def _deadline_passed(deadline: float) -> tenacity.stop.stop_base:

@@ -37,7 +37,15 @@ from bootstrap.journal.store import Journal
 from bootstrap.selection import select_nodes, split_csv
 from bootstrap.stages.base import RunOptions
 from bootstrap.stages.insecure import insecure_warning
-from bootstrap.stages.oob import FACTS_STAGE, check_facts, desired_bios, mac_diff, targets_for, write_mac_diff
+from bootstrap.stages.oob import (
+    FACTS_STAGE,
+    check_facts,
+    desired_bios,
+    mac_diff,
+    policy_for,
+    targets_for,
+    write_mac_diff,
+)
 from bootstrap.stages.progress import RichProgress
 from bootstrap.stages.runner import Runner, RunOutcome, plan, select
 from redfish_tools.bios import plan_bios
@@ -99,8 +107,13 @@ def _warn_if_insecure(inventory: Inventory, hostnames: list[str], as_json: bool)
         warn(warning, as_json)
 
 
-def _fleet(
-    inventory_path: Path, limit: str | None, label: str, op: Callable[[BmcConnection], Any], as_json: bool
+def _fleet(  # noqa: PLR0917
+    inventory_path: Path,
+    state_dir: Path,
+    limit: str | None,
+    label: str,
+    op: Callable[[BmcConnection], Any],
+    as_json: bool,
 ) -> list[NodeResult[Any]]:
     inventory = load_inventory(inventory_path)
     nodes = select_nodes(inventory, limit)
@@ -108,7 +121,7 @@ def _fleet(
     targets = targets_for(inventory, nodes)
     try:
         with FleetProgress(label, len(targets), as_json) as progress:
-            return run_fleet(targets, op, progress=progress)
+            return run_fleet(targets, op, policy=policy_for(state_dir), progress=progress)
     except FleetInterrupted as stop:
         _interrupted(stop, as_json)
 
@@ -315,11 +328,14 @@ def _finish_outcome(outcome: RunOutcome) -> None:
 @click.command("power")
 @click.argument("action", type=click.Choice(POWER_ACTIONS))
 @inventory_option
+@state_dir_option
 @limit_option
 @dry_run_option
 @json_option
 @handle_errors()
-def power_cmd(action: str, inventory_path: Path, limit: str | None, dry_run: bool, as_json: bool) -> None:
+def power_cmd(  # noqa: PLR0917 - click passes options as arguments
+    action: str, inventory_path: Path, state_dir: Path, limit: str | None, dry_run: bool, as_json: bool
+) -> None:
     """Power nodes on, off (forced), graceful-off, cycle or graceful-restart (no-op where already so)."""
 
     def op(conn: BmcConnection) -> dict[str, Any]:
@@ -329,7 +345,7 @@ def power_cmd(action: str, inventory_path: Path, limit: str | None, dry_run: boo
             return {"current": current, "would": step or "nothing"}
         return set_power(conn, action).as_dict()
 
-    results = _fleet(inventory_path, limit, f"power {action}", op, as_json)
+    results = _fleet(inventory_path, state_dir, limit, f"power {action}", op, as_json)
     data: dict[str, Any] = {
         "ok": all(r.ok for r in results),
         "action": action,
@@ -352,6 +368,7 @@ def power_cmd(action: str, inventory_path: Path, limit: str | None, dry_run: boo
 @click.option("--continuous", is_flag=True, help="Keep the override for every boot instead of once.")
 @click.option("--reboot", is_flag=True, help="Restart (or power on) the node afterwards to boot it now.")
 @inventory_option
+@state_dir_option
 @limit_option
 @dry_run_option
 @json_option
@@ -361,6 +378,7 @@ def boot_cmd(  # noqa: PLR0917 - click passes options as arguments
     continuous: bool,
     reboot: bool,
     inventory_path: Path,
+    state_dir: Path,
     limit: str | None,
     dry_run: bool,
     as_json: bool,
@@ -381,7 +399,7 @@ def boot_cmd(  # noqa: PLR0917 - click passes options as arguments
             result["power"] = set_power(conn, "cycle").as_dict()
         return result
 
-    results = _fleet(inventory_path, limit, f"boot {target}", op, as_json)
+    results = _fleet(inventory_path, state_dir, limit, f"boot {target}", op, as_json)
     data: dict[str, Any] = {
         "ok": all(r.ok for r in results),
         "target": target,
@@ -416,7 +434,10 @@ def _bios_plan(inventory_path: Path, state_dir: Path, limit: str | None, as_json
     wanted = {n.hostname: desired_bios(inventory, n) for n in to_run}
     with FleetProgress("bios plan", len(to_run), as_json) as progress:
         results = run_fleet(
-            targets_for(inventory, to_run), lambda conn: plan_bios(conn, wanted[conn.target.name]), progress=progress
+            targets_for(inventory, to_run),
+            lambda conn: plan_bios(conn, wanted[conn.target.name]),
+            policy=policy_for(state_dir),
+            progress=progress,
         )
     by_name = {r.name: r for r in results}
     skipped = {a["node"]: a["skip"] for a in stage["actions"] if a.get("skip")}
@@ -545,10 +566,11 @@ def bmc_group() -> None:
 
 @bmc_group.command("status")
 @inventory_option
+@state_dir_option
 @limit_option
 @json_option
 @handle_errors()
-def bmc_status_cmd(inventory_path: Path, limit: str | None, as_json: bool) -> None:
+def bmc_status_cmd(inventory_path: Path, state_dir: Path, limit: str | None, as_json: bool) -> None:
     """Reachability, login, TLS mode, power state, Lifecycle Controller and job queue of each BMC."""
 
     def op(conn: BmcConnection) -> dict[str, Any]:
@@ -571,7 +593,7 @@ def bmc_status_cmd(inventory_path: Path, limit: str | None, as_json: bool) -> No
             "pending_jobs": jobs,
         }
 
-    results = _fleet(inventory_path, limit, "bmc status", op, as_json)
+    results = _fleet(inventory_path, state_dir, limit, "bmc status", op, as_json)
     data: dict[str, Any] = {"ok": all(r.ok for r in results), "nodes": [r.as_dict() for r in results]}
 
     def show(v: dict[str, Any]) -> str:

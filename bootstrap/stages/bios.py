@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from bootstrap.stages.base import NodeResult, PlannedAction, Stage, StageContext, StageResult, register_stage
-from bootstrap.stages.oob import desired_bios, targets_for
+from bootstrap.stages.oob import desired_bios, policy_for, targets_for
 from redfish_tools.bios import apply_bios
 from redfish_tools.fleet import run_fleet
 
@@ -53,7 +53,7 @@ class BiosStage(Stage):
                 return outcome
 
         out: dict[str, NodeResult] = {}
-        for result in run_fleet(targets, operation):
+        for result in run_fleet(targets, operation, policy=policy_for(ctx.state_dir)):
             name = result.name
             if not result.ok:
                 cause = (result.error or {}).get("message", "BIOS staging failed")

@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import Any
 
 from bootstrap.stages.base import NodeResult, PlannedAction, Stage, StageContext, StageResult, register_stage
-from bootstrap.stages.oob import DISCOVER_POLICY, check_facts, mac_diff, targets_for
+from bootstrap.stages.oob import DISCOVER_POLICY, check_facts, mac_diff, policy_for, targets_for
 from redfish_tools.discover import discover
 from redfish_tools.fleet import run_fleet
 
@@ -34,7 +34,7 @@ class DiscoverStage(Stage):
         targets = targets_for(inv, nodes)
         if ctx.options.insecure:  # `up --insecure`: an explicit opt-out of BMC certificate checks
             targets = [replace(t, insecure=True) for t in targets]
-        results = run_fleet(targets, discover, policy=DISCOVER_POLICY)
+        results = run_fleet(targets, discover, policy=policy_for(ctx.state_dir, DISCOVER_POLICY))
         out: dict[str, NodeResult] = {}
         for result in results:
             node = inv.node(result.name)

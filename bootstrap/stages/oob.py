@@ -8,6 +8,7 @@ and for the standalone ``rackctl discover`` / ``rackctl bios`` alike.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,14 @@ from redfish_tools.discover import NodeFacts
 FACTS_STAGE = "discover"
 #: Discovery of one node (login, ~25 reads, logout) is cut after two minutes, whatever the BMC does.
 DISCOVER_POLICY = ConnectionPolicy(deadline_s=120.0)
+#: ``<state-dir>/redfish-sessions/``: the ledger of open BMC sessions (``redfish_tools.session_ledger``).
+SESSION_LEDGER_DIR = "redfish-sessions"
+
+
+def policy_for(state_dir: Path, base: ConnectionPolicy | None = None) -> ConnectionPolicy:
+    """``base`` (default policy) with the state dir's session ledger: every command that talks to BMCs uses
+    it, so sessions a killed run left open are closed by the next login to those BMCs."""
+    return replace(base or ConnectionPolicy(), session_ledger=Path(state_dir) / SESSION_LEDGER_DIR)
 
 
 # -- inventory -> targets --------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from typing import Any
 from bootstrap.inventory.models import Inventory
 from bootstrap.provision.flow import Artefacts, FlowSettings, NodeRun, ProvisionSession
 from bootstrap.stages.base import NodeResult, PlannedAction, Stage, StageContext, StageResult, register_stage
-from bootstrap.stages.oob import target_for
+from bootstrap.stages.oob import policy_for, target_for
 
 #: the names `rackctl image ramdisk --out` and `rackctl image build --out` write
 ARTEFACT_NAMES = {"kernel": "vmlinuz", "initrd": "initrd.img", "image": "disk.raw.gz"}
@@ -96,6 +96,7 @@ class ProvisionStage(Stage):
             environment=environment,
             settings=settings_for(overrides, inventory.cluster.install_method.value),
             targets=targets,
+            policy=policy_for(ctx.state_dir),
         )
 
         def done(run: NodeRun) -> None:

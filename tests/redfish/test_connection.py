@@ -6,11 +6,13 @@ import logging
 import time
 
 import pytest
+import requests
 from pydantic import SecretStr
 from rf_lab import FAST, Lab, api
 
 from redfish_tools import errors as E
 from redfish_tools.connection import BmcConnection, ConnectionPolicy
+from redfish_tools.discover import discover
 
 
 def test_session_login_is_reused_and_always_logged_out(lab: Lab) -> None:
@@ -147,15 +149,40 @@ def test_at_most_two_requests_in_flight_per_bmc(lab: Lab, spare: str) -> None:
     assert elapsed >= 0.85, elapsed
 
 
-def test_no_secret_in_debug_logs(lab: Lab, caplog: pytest.LogCaptureFixture) -> None:
+def test_no_secret_in_debug_logs(lab: Lab) -> None:
+    """A real discover with the DMTF library at DEBUG: it logs every request's and the login answer's
+    headers (precondition, so the test fails if that logging never happened), and the session token the
+    emulator issued (checked against the emulator: it answers that token) and the password never show."""
     name = "gpu-l40s-01"
-    with caplog.at_level(logging.DEBUG):
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = records.append  # type: ignore[method-assign]
+    root = logging.getLogger()
+    saved = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    try:
         with BmcConnection(lab.target(name), FAST) as conn:
             token = conn._token
-            conn.get("/redfish/v1/Systems")
-        assert token
-    text = caplog.text
-    assert "X-Auth-Token" in text or "redfish" in text  # the library did log headers/bodies
+            assert token
+            issued = requests.get(
+                f"{lab.endpoints[name].url}/redfish/v1/Systems",
+                headers={"X-Auth-Token": token},
+                verify=str(lab.endpoints[name].ca_file),
+                timeout=5,
+            )
+            assert issued.status_code == 200  # the emulator's own session token, not a client-side value
+            assert discover(conn).service_tag
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(saved)
+    formatter = logging.Formatter("%(name)s %(levelname)s %(message)s")
+    text = "\n".join(formatter.format(r) for r in records)
+    library = [r.getMessage() for r in records if r.name == "redfish.rest.v1" and r.levelno == logging.DEBUG]
+    login = [m for m in library if m.startswith("HTTP RESPONSE for /redfish/v1/SessionService/Sessions")]
+    reads = [m for m in library if m.startswith("HTTP REQUEST (GET)") and "X-Auth-Token:" in m]
+    assert login and "X-Auth-Token:" in login[0], "the library did not log the login answer's headers"
+    assert len(reads) >= 3, "the library did not log the session-authenticated requests' headers"
     assert token not in text
     assert lab.specs[name].password not in text
     assert lab.specs[name].password not in repr(lab.target(name))
