@@ -12,7 +12,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from bootstrap.inventory.hardware import BUILTIN_BIOS_PROFILES, BUILTIN_MODELS, HardwareModel
 from bootstrap.inventory.profiles import PROFILES, Profile, Versions
@@ -23,7 +23,17 @@ HOSTNAME_RE = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
 MAC_RE = re.compile(r"^([0-9a-f]{2}[:-]){5}[0-9a-f]{2}$", re.IGNORECASE)
 FINGERPRINT_RE = re.compile(r"^([0-9A-F]{2}:){31}[0-9A-F]{2}$")
 SERVICE_TAG_RE = re.compile(r"^[A-Z0-9]{7}$")
-IPv4 = ipaddress.IPv4Address
+
+
+def _address_as_text(value: object) -> object:
+    """Refuse numbers and booleans: pydantic's lax mode would read ``ip: true`` as 0.0.0.1, ``ip: 167772161``
+    as 10.0.0.1 (YAML turns unquoted ``yes``/``no``/digits into those)."""
+    if isinstance(value, bool | int | float):
+        raise ValueError(f'{value!r} is not an IPv4 address; write it as text in dotted form, e.g. "10.0.0.5"')
+    return value
+
+
+IPv4 = Annotated[ipaddress.IPv4Address, BeforeValidator(_address_as_text)]
 NetworkName = Literal["oob", "pxe", "management", "storage", "external"]
 
 

@@ -152,6 +152,13 @@ def test_unquoted_all_digit_mac_says_quote_it(data):
     expect(data, "nodes[0].interfaces[0].mac", "base-60", 'quote it: mac: "10:20:30:40:50:59"')
 
 
+@pytest.mark.parametrize("value", [True, False, 167772161, 10.5])
+def test_an_address_that_yaml_read_as_a_number_or_boolean_is_refused(data, value):
+    """pydantic's lax mode would turn ``ip: true`` into 0.0.0.1 and 167772161 into 10.0.0.1, silently."""
+    data["nodes"][0]["interfaces"][0]["ip"] = value
+    expect(data, "nodes[0].interfaces[0].ip", "is not an IPv4 address", "write it as text in dotted form")
+
+
 def test_every_error_type_the_models_produce_has_a_fix(data):
     """Sweep every path of the sample with values of every kind; every pydantic error must get a fix."""
     from tests.inventory.test_fuzz import ALL_PATHS
