@@ -145,34 +145,31 @@ def _track(sock: socket.socket | None) -> None:
             slot.interrupt()  # cancelled between the check before the request and this socket
 
 
-class _TrackedHTTPConnection(HTTPConnection):
+class _Tracking:
+    """Mixed into urllib3's connection classes: every socket they use is watched by the deadline."""
+
+    sock: Any
+
     def _new_conn(self) -> socket.socket:
-        sock = super()._new_conn()
+        sock = super()._new_conn()  # type: ignore[misc]  # urllib3's connection, next in the MRO
         _track(sock)  # from the TCP connect on: a TLS handshake that trickles is cut too
         return sock
 
     def connect(self) -> None:
-        super().connect()
+        super().connect()  # type: ignore[misc]
         _track(self.sock)
 
     def getresponse(self) -> Any:
         _track(self.sock)
-        return super().getresponse()
+        return super().getresponse()  # type: ignore[misc]
 
 
-class _TrackedHTTPSConnection(HTTPSConnection):
-    def _new_conn(self) -> socket.socket:
-        sock = super()._new_conn()
-        _track(sock)  # from the TCP connect on: a TLS handshake that trickles is cut too
-        return sock
+class _TrackedHTTPConnection(_Tracking, HTTPConnection):
+    pass
 
-    def connect(self) -> None:
-        super().connect()
-        _track(self.sock)
 
-    def getresponse(self) -> Any:
-        _track(self.sock)
-        return super().getresponse()
+class _TrackedHTTPSConnection(_Tracking, HTTPSConnection):
+    pass
 
 
 class _TrackedHTTPPool(HTTPConnectionPool):

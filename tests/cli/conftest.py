@@ -8,11 +8,13 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from ruamel.yaml import YAML
 
 from tests.inventory.conftest import _SAMPLE_DATA
 
@@ -60,3 +62,25 @@ def loopback_inventory(tmp_path: Path, port: int, *, insecure: bool = True) -> P
     path = tmp_path / "cluster.yml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
+
+
+def inventory_on_rack(tmp_path: Path, specs: dict, endpoints: dict) -> tuple[Path, dict[str, str]]:
+    """The sample inventory pointed at an emulated rack (pinned fingerprints) and its password variables."""
+    yaml = YAML()
+    data = yaml.load((ROOT / "inventory" / "examples" / "dvd-inference.yml").read_text())
+    data["cluster"]["lab"] = True
+    data["credentials"] = {}
+    env: dict[str, str] = {}
+    for node in data["nodes"]:
+        name = node["hostname"]
+        var = "RF_PW_" + name.upper().replace("-", "_")
+        env[var] = specs[name].password
+        data["credentials"][name] = {"username": "root", "password_env": var}
+        node["bmc"]["address"] = endpoints[name].url
+        node["bmc"]["fingerprint"] = endpoints[name].fingerprint
+        node["bmc"]["credentials"] = name
+    out = StringIO()
+    yaml.dump(data, out)
+    path = tmp_path / "cluster.yml"
+    path.write_text(out.getvalue())
+    return path, env

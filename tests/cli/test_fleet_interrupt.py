@@ -14,17 +14,14 @@ import subprocess
 import sys
 import time
 from dataclasses import replace
-from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
-from ruamel.yaml import YAML
 
-from tests.cli.conftest import ROOT, rackctl_env
+from tests.cli.conftest import ROOT, inventory_on_rack, rackctl_env
 from tests.redfish.rf_lab import NODES, api, make_spec
 
-SAMPLE = ROOT / "inventory" / "examples" / "dvd-inference.yml"
 FAST = "head-01"
 SLOW_MS = 3000
 
@@ -41,28 +38,6 @@ def rack(tmp_path_factory: pytest.TempPathFactory) -> Any:
         emulated.stop()
 
 
-def _inventory(tmp_path: Path, specs: dict, endpoints: dict) -> tuple[Path, dict[str, str]]:
-    """The sample inventory pointed at the emulated rack (pinned fingerprints) and its password variables."""
-    yaml = YAML()
-    data = yaml.load(SAMPLE.read_text())
-    data["cluster"]["lab"] = True
-    data["credentials"] = {}
-    env: dict[str, str] = {}
-    for node in data["nodes"]:
-        name = node["hostname"]
-        var = "RF_PW_" + name.upper().replace("-", "_")
-        env[var] = specs[name].password
-        data["credentials"][name] = {"username": "root", "password_env": var}
-        node["bmc"]["address"] = endpoints[name].url
-        node["bmc"]["fingerprint"] = endpoints[name].fingerprint
-        node["bmc"]["credentials"] = name
-    out = StringIO()
-    yaml.dump(data, out)
-    path = tmp_path / "cluster.yml"
-    path.write_text(out.getvalue())
-    return path, env
-
-
 def _power_posted(emulated: Any, name: str) -> bool:
     return any(r["method"] == "POST" and r["path"].endswith("Reset") for r in emulated.request_log(name))
 
@@ -73,7 +48,7 @@ def test_sigint_stops_power_off_at_once(rack: Any, tmp_path: Path) -> None:
     emulated.set_latency(FAST, 20)
     for name in slow:
         emulated.set_latency(name, SLOW_MS)
-    inventory, env = _inventory(tmp_path, specs, endpoints)
+    inventory, env = inventory_on_rack(tmp_path, specs, endpoints)
     proc = subprocess.Popen(
         [sys.executable, "-m", "bootstrap", "power", "off", "-i", str(inventory), "--json"],
         cwd=ROOT,

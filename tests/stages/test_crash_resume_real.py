@@ -14,17 +14,14 @@ import signal
 import subprocess
 import sys
 import time
-from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
-from ruamel.yaml import YAML
 
-from tests.cli.conftest import ROOT, rackctl_env
+from tests.cli.conftest import ROOT, inventory_on_rack, rackctl_env
 from tests.redfish.rf_lab import NODES, api, make_spec
 
-SAMPLE = ROOT / "inventory" / "examples" / "dvd-inference.yml"
 FAST = "head-01"
 SLOW_MS = 250
 STAGES = "preflight,discover,bios"
@@ -41,28 +38,6 @@ def rack(tmp_path_factory: pytest.TempPathFactory) -> Any:
         yield emulated, {s.name: s for s in specs}, {e.name: e for e in endpoints}
     finally:
         emulated.stop()
-
-
-def _inventory(tmp_path: Path, specs: dict, endpoints: dict) -> tuple[Path, dict[str, str]]:
-    """The sample inventory pointed at the emulated rack (pinned fingerprints) and its password variables."""
-    yaml = YAML()
-    data = yaml.load(SAMPLE.read_text())
-    data["cluster"]["lab"] = True
-    data["credentials"] = {}
-    env: dict[str, str] = {}
-    for node in data["nodes"]:
-        name = node["hostname"]
-        var = "RF_PW_" + name.upper().replace("-", "_")
-        env[var] = specs[name].password
-        data["credentials"][name] = {"username": "root", "password_env": var}
-        node["bmc"]["address"] = endpoints[name].url
-        node["bmc"]["fingerprint"] = endpoints[name].fingerprint
-        node["bmc"]["credentials"] = name
-    out = StringIO()
-    yaml.dump(data, out)
-    path = tmp_path / "cluster.yml"
-    path.write_text(out.getvalue())
-    return path, env
 
 
 def _up(inventory: Path, state: Path, env: dict[str, str]) -> subprocess.Popen[str]:
@@ -95,7 +70,7 @@ def _bios_jobs(state: dict[str, Any]) -> list[dict[str, Any]]:
 
 def test_sigkill_mid_bios_then_resume_creates_each_job_once(rack: Any, tmp_path: Path) -> None:
     emulated, specs, endpoints = rack
-    inventory, env = _inventory(tmp_path, specs, endpoints)
+    inventory, env = inventory_on_rack(tmp_path, specs, endpoints)
     state_dir = tmp_path / "state"
     for name in specs:
         emulated.set_latency(name, 10 if name == FAST else SLOW_MS)
