@@ -103,7 +103,6 @@ class HostEnvironment:
         return None
 
     def boot_site(self, inventory: Inventory) -> BootSite:
-
         for node in inventory.nodes:
             if node.role != HEAD_ROLE:
                 continue
@@ -126,7 +125,6 @@ class HostEnvironment:
         return Path(value) if value else None
 
     def preinstalled(self, inventory: Inventory) -> set[str]:
-
         # The head node runs rackctl and serves the installs: it is installed by the operator.
         return {n.hostname for n in inventory.nodes if n.role == HEAD_ROLE}
 

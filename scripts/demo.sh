@@ -6,7 +6,10 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh || exit $?
-export RACKCTL_STATE_DIR="${RACKCTL_STATE_DIR:-$PWD/.rackctl/lab}"
+if [ -z "${RACKCTL_STATE_DIR:-}" ]; then
+  export RACKCTL_STATE_DIR="$PWD/.rackctl/lab"
+  rm -rf "$RACKCTL_STATE_DIR"  # the lab is built anew each time, so is the demo's journal (images stay cached)
+fi
 export RACKCTL_LAB_DIR="${RACKCTL_LAB_DIR:-$PWD/.lab}"
 INV=inventory/lab.yml
 ART="$RACKCTL_STATE_DIR/artefacts"

@@ -2,7 +2,7 @@
 
 Storing is refused by key name (:data:`SECRET_WORDS`, :data:`SECRET_PAIRS`: the one word list, also used by
 ``bootstrap.ansible_driver`` for extravars) and by value type (``SecretStr``, PEM private keys). Masking
-free text is not done here: :func:`redact_text` is ``redfish_tools.secrets.redact``, which masks the
+free text is not done here: ``redfish_tools.secrets.redact`` is the one redaction; it masks the
 registered secret values and credential-shaped strings, never key names.
 """
 
@@ -16,7 +16,6 @@ from typing import Any
 from pydantic import SecretBytes, SecretStr
 
 from bootstrap.errors import RackctlError
-from redfish_tools.secrets import redact
 
 #: Single words that name a secret when they are a whole word of a key (``bmc_password``, ``authToken``).
 SECRET_WORDS = frozenset(
@@ -81,8 +80,3 @@ def refuse_secrets(data: Any, what: str) -> None:
             f"refusing to store {what}: {', '.join(paths)} looks like a secret; the journal never holds "
             "secrets (store the name of the credential, not its value)"
         )
-
-
-def redact_text(text: str) -> str:
-    """The one redaction (``redfish_tools.secrets.redact``): registered secret values and credential shapes."""
-    return redact(text)

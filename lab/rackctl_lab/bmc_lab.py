@@ -24,11 +24,8 @@ import yaml
 
 from bootstrap.errors import EnvironmentMissing, InvalidInput, Problem, RackctlError
 from bootstrap.fsutil import atomic_write_text
-from bootstrap.inventory import load_inventory
 from bootstrap.inventory.hardware import GPU_TYPES
-from bootstrap.inventory.loader import read_inventory_data
 from bootstrap.inventory.models import Inventory, Node
-from bootstrap.inventory.rules import run_rules
 from bootstrap.inventory.secrets import resolve_credentials
 from rackctl_lab.idrac.api import SUPPORTED_MODELS, BmcEndpoint, EmulatedBmcSpec, EmulatedRack
 from rackctl_lab.idrac.rack import RACK_STATE, RackRunner, is_worker
@@ -65,25 +62,6 @@ class LabBmcPlan:
 
 
 #: Inventory problems about files ``rackctl lab up`` itself creates (lab CA, generated BMC passwords).
-LAB_CREATED_FILES = (".ca_file", ".password_file")
-
-
-def load_lab_inventory(path: Path) -> Inventory:
-    """Load the inventory like every command, except that the files ``lab up`` creates may be missing."""
-    try:
-        return load_inventory(path)
-    except InvalidInput as exc:
-        if not exc.problems or any(not p.path.endswith(LAB_CREATED_FILES) for p in exc.problems):
-            raise
-    inventory = Inventory.model_validate(read_inventory_data(Path(path)))
-    inventory.source = Path(path).resolve()
-    errors, _warnings = run_rules(inventory)
-    blocking = [p for p in errors if not p.path.endswith(LAB_CREATED_FILES)]
-    if blocking:
-        raise InvalidInput(f"{len(blocking)} problem(s) in the inventory", problems=blocking)
-    return inventory
-
-
 def _mac_for(hostname: str, fqdd: str) -> str:
     digest = hashlib.sha256(f"{hostname}/{fqdd}".encode()).digest()
     return "52:54:00:" + ":".join(f"{b:02x}" for b in digest[:3])

@@ -69,9 +69,10 @@ def _up(
     processes: int | None,
     as_json: bool,
 ) -> None:
-    from rackctl_lab.bmc_lab import lab_up, load_lab_inventory, plan_lab_bmcs  # noqa: PLC0415 - fast --help
+    from bootstrap.inventory import load_inventory  # noqa: PLC0415 - fast --help
+    from rackctl_lab.bmc_lab import lab_up, plan_lab_bmcs  # noqa: PLC0415
 
-    plan = plan_lab_bmcs(load_lab_inventory(inventory_path))
+    plan = plan_lab_bmcs(load_inventory(inventory_path))
     if dry_run:
         emit({"ok": True, "dry_run": True, **plan.as_dict()}, as_json, _show_plan)
         return
@@ -120,10 +121,11 @@ def _up_all(
     memory_mib: int,
     as_json: bool,
 ) -> None:
-    from rackctl_lab.bmc_lab import load_lab_inventory, plan_lab_bmcs  # noqa: PLC0415 - fast --help
+    from bootstrap.inventory import load_inventory  # noqa: PLC0415 - fast --help
+    from rackctl_lab.bmc_lab import plan_lab_bmcs  # noqa: PLC0415
     from rackctl_lab.vm_lab import lab_up_all, plan_lab_vms  # noqa: PLC0415
 
-    inventory = load_lab_inventory(inventory_path)
+    inventory = load_inventory(inventory_path)
     plan = plan_lab_bmcs(inventory)
     vm_plan = plan_lab_vms(inventory, lab_dir, plan, memory_mib=memory_mib)
     if dry_run:

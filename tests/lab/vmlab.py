@@ -18,7 +18,8 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from rackctl_lab.bmc_lab import load_lab_inventory, plan_lab_bmcs
+from bootstrap.inventory import load_inventory
+from rackctl_lab.bmc_lab import plan_lab_bmcs
 from rackctl_lab.netns import LabNetwork
 from rackctl_lab.vm_lab import lab_down_all, lab_up_all, plan_lab_vms
 from rackctl_lab.vms import VmSpec
@@ -137,7 +138,7 @@ class VmLab:
         self.result: dict[str, Any] = {}
 
     def up(self) -> VmLab:
-        inventory = load_lab_inventory(self.inventory_path)
+        inventory = load_inventory(self.inventory_path)
         bmc_plan = plan_lab_bmcs(inventory)
         vm_plan = plan_lab_vms(inventory, self.lab_dir, bmc_plan, memory_mib=self.memory_mib, network=self.network)
         self.vms = vm_plan.vms
