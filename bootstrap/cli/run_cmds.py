@@ -68,7 +68,10 @@ def _show_plan(data: dict[str, Any]) -> None:
             note = escape(act.get("skip") or "") or ("[red]destructive[/red]" if act.get("destructive") else "")
             if not stage["reached"]:
                 note = f"[dim]not reached: `up` stops at {data['stops_at']}[/dim]"
-            table.add_row(stage["name"], act.get("node") or "(all)", escape(act["action"]), note)
+            action = escape(act["action"])
+            if act.get("skip") and act["action"] != "skip":  # the stage itself will not do this on the node
+                action = f"skip (would {action})"
+            table.add_row(stage["name"], act.get("node") or "(all)", action, note)
     console.print(table)
     if data.get("stops_at"):
         console.print(f"[yellow]`rackctl up` would stop at stage {data['stops_at']!r} (not implemented yet).[/yellow]")
