@@ -270,11 +270,6 @@ def read_inventory_text(path: Path) -> str:
         ) from None
 
 
-def read_inventory_data(path: Path) -> Any:
-    """Read and parse the inventory file."""
-    return load_yaml(read_inventory_text(path), str(path))
-
-
 def line_map(text: str) -> dict[str, int]:
     """YAML path -> 1-based line, for pointing at problems (built only when there are some)."""
     lines: dict[str, int] = {}

@@ -146,11 +146,6 @@ def lab_down_all(lab_dir: Path) -> dict[str, Any]:
     return result
 
 
-def lab_vm_state(lab_dir: Path) -> LabVmState | None:
-    """What ``lab up`` recorded about the VMs (None when the lab's VMs are not up)."""
-    return LabVms(lab_dir).state()
-
-
 def _vm_summary(state: LabVmState) -> dict[str, Any]:
     return {
         "netns": state.netns,
