@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
+from bootstrap.inventory.cluster import KubernetesSettings, MonitoringSettings, NvidiaSettings
 from bootstrap.inventory.hardware import BUILTIN_BIOS_PROFILES, BUILTIN_MODELS, HardwareModel
 from bootstrap.inventory.profiles import PROFILES, Profile, Versions
 from bootstrap.inventory.served_models import ModelSpec
@@ -454,6 +455,9 @@ class Inventory(Strict):
     nodes: Annotated[list[Node], Field(min_length=1)]
     models: list[ModelSpec] = Field(default_factory=list, description="Models served by Triton.")
     sizing: SizingSection | None = None
+    kubernetes: KubernetesSettings = Field(default_factory=KubernetesSettings, description="Kubernetes choices.")
+    nvidia: NvidiaSettings = Field(default_factory=NvidiaSettings, description="GPU operator per hardware model.")
+    monitoring: MonitoringSettings = Field(default_factory=MonitoringSettings, description="kube-prometheus-stack.")
 
     #: Where the file was read from (set by the loader; relative paths resolve against it).
     source: Path | None = Field(default=None, exclude=True)

@@ -1,0 +1,189 @@
+"""``rackctl render cluster`` and ``rackctl validate-cluster``: the cluster checked before and after it exists."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess  # noqa: S404 - runs kubectl with a fixed argument list
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.progress import Progress
+
+from bootstrap.cli.common import console, emit, err_console, escape, handle_errors, inventory_option, json_option
+from bootstrap.errors import EXIT_FAILED, EnvironmentMissing, InvalidInput, Problem
+from bootstrap.inventory.loader import load_inventory
+
+#: How long ``kubectl get nodes`` may take before validate-cluster gives up.
+KUBECTL_TIMEOUT_S = 60
+
+
+@click.group("render")
+def render() -> None:
+    """Render what the stages would apply, checked, without touching a node."""
+
+
+@render.command("cluster")
+@inventory_option
+@click.option(
+    "-o", "--out", "out_dir", required=True, type=click.Path(path_type=Path, file_okay=False), help="Output directory."
+)
+@click.option(
+    "--crds",
+    "crd_dir",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    default=None,
+    help="Directory of CRD YAML (the pinned charts' crds/) to check custom resources against.",
+)
+@click.option("--dry-run", is_flag=True, help="Render and validate; write nothing.")
+@json_option
+@handle_errors()
+def render_cluster_cmd(inventory_path: Path, out_dir: Path, crd_dir: Path | None, dry_run: bool, as_json: bool) -> None:
+    """Write kubeadm configs, static pods, chart values, node labels and Triton manifests, validated, with an index.
+
+    Nothing is applied: the directory is what the kubernetes and nvidia stages would apply.
+    """
+    from bootstrap.cluster.render import render_cluster, write_bundle  # noqa: PLC0415 - heavy, only on use
+    from bootstrap.cluster.validate import validate_bundle  # noqa: PLC0415
+
+    inv = load_inventory(inventory_path)
+    with Progress(console=err_console, transient=True, disable=as_json) as progress:
+        task = progress.add_task("rendering", total=3)
+        bundle = render_cluster(inv)
+        progress.advance(task)
+        progress.update(task, description="validating")
+        problems = validate_bundle(inv, bundle, crd_dir)
+        progress.advance(task)
+        if problems:
+            raise InvalidInput(f"the rendered cluster has {len(problems)} problem(s); nothing was written", problems=problems)
+        if not dry_run:
+            progress.update(task, description="writing")
+            write_bundle(bundle, out_dir)
+        progress.advance(task)
+    data = {
+        "ok": True,
+        "dry_run": dry_run,
+        "applied": False,
+        "out": str(out_dir),
+        "index": str(out_dir / "index.json"),
+        **bundle.index(),
+    }
+    emit(data, as_json, _print_render)
+
+
+def _print_render(data: dict[str, Any]) -> None:
+    verb = "would write" if data["dry_run"] else "wrote"
+    console.print(
+        f"{verb} {len(data['files'])} files to {escape(data['out'])} "
+        f"(Kubernetes {escape(data['kubernetes_version'])}, {escape(data['kubeadm_api'])}); "
+        "rendered and validated only, nothing applied"
+    )
+    for item in data["files"]:
+        checks = "; ".join(item["checked_by"]) or "not schema-checked"
+        console.print(f"  {escape(item['path'])}  [dim]{escape(checks)}[/dim]")
+    for note in data["corrections"]:
+        console.print(f"[yellow]corrected:[/yellow] {escape(note)}")
+    for item in data["not_rendered"]:
+        console.print(f"[yellow]not done:[/yellow] {escape(item['what'])}: {escape(item['why'])}")
+
+
+def _read_json(path: Path, what: str) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise InvalidInput(f"cannot read {what}", problems=[Problem(str(path), str(exc), f"give {what}")]) from None
+
+
+def _nodes_from_kubeconfig(kubeconfig: Path) -> Any:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        raise EnvironmentMissing(
+            "kubectl is not installed",
+            problems=[Problem("kubectl", "not on PATH", "install kubectl, or give --nodes-json FILE")],
+        )
+    done = subprocess.run(  # noqa: S603 - fixed argv
+        [kubectl, "--kubeconfig", str(kubeconfig), "get", "nodes", "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=KUBECTL_TIMEOUT_S,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise InvalidInput(
+            "kubectl get nodes failed",
+            problems=[Problem("--kubeconfig", done.stderr.strip()[-500:], "check the kubeconfig and the API VIP")],
+        )
+    return json.loads(done.stdout)
+
+
+def _node_files(values: tuple[str, ...], option: str) -> dict[str, Path]:
+    mapping = {}
+    for value in values:
+        node, sep, path = value.partition("=")
+        if not sep or not node or not path:
+            raise InvalidInput(
+                f"bad {option} {value!r}",
+                problems=[Problem(option, f"got {value!r}", f"use NODE=FILE, e.g. {option} gpu-01=gpu-01.out")],
+            )
+        mapping[node] = Path(path)
+    return mapping
+
+
+@click.command("validate-cluster")
+@inventory_option
+@click.option("--kubeconfig", type=click.Path(path_type=Path, dir_okay=False, exists=True), help="Read nodes live.")
+@click.option(
+    "--nodes-json", type=click.Path(path_type=Path, dir_okay=False, exists=True), help="`kubectl get nodes -o json`."
+)
+@click.option("--nvidia-smi", "smi_files", multiple=True, metavar="NODE=FILE", help="`nvidia-smi -q -x` of a node.")
+@click.option("--lspci", "lspci_files", multiple=True, metavar="NODE=FILE", help="`lspci -n` of a node.")
+@click.option("--dcgm-metrics", type=click.Path(path_type=Path, dir_okay=False, exists=True), help="DCGM exporter text.")
+@json_option
+@handle_errors()
+def validate_cluster_cmd(  # noqa: PLR0913, PLR0917 - click passes options as arguments
+    inventory_path: Path,
+    kubeconfig: Path | None,
+    nodes_json: Path | None,
+    smi_files: tuple[str, ...],
+    lspci_files: tuple[str, ...],
+    dcgm_metrics: Path | None,
+    as_json: bool,
+) -> None:
+    """Every node Ready, GPUs allocatable as the inventory says (per MIG profile), Fabric Manager on NVSwitch nodes."""
+    from bootstrap.nvidia.detect import NvSwitchReport, nvswitch_pci_slots  # noqa: PLC0415
+    from bootstrap.nvidia.smi import parse  # noqa: PLC0415
+    from bootstrap.nvidia.validators import NodeFacts, validate_cluster  # noqa: PLC0415
+
+    inv = load_inventory(inventory_path)
+    if (kubeconfig is None) == (nodes_json is None):
+        raise InvalidInput(
+            "give exactly one of --kubeconfig or --nodes-json",
+            problems=[Problem("--kubeconfig/--nodes-json", "where the nodes come from", "pass one of them")],
+        )
+    nodes = _nodes_from_kubeconfig(kubeconfig) if kubeconfig else _read_json(nodes_json, "kubectl get nodes -o json")  # type: ignore[arg-type]
+    facts: dict[str, NodeFacts] = {}
+    for node, path in _node_files(smi_files, "--nvidia-smi").items():
+        facts.setdefault(node, NodeFacts()).smi = parse(path.read_text(), str(path))
+    for node, path in _node_files(lspci_files, "--lspci").items():
+        facts.setdefault(node, NodeFacts()).nvswitch = NvSwitchReport(pci_slots=nvswitch_pci_slots(path.read_text()))
+    metrics = dcgm_metrics.read_text() if dcgm_metrics else None
+    report = validate_cluster(inv, nodes, facts, metrics).as_dict()
+    emit(report, as_json, _print_report)
+    if not report["ok"]:
+        raise SystemExit(EXIT_FAILED)
+
+
+def _print_report(data: dict[str, Any]) -> None:
+    for check in data["checks"]:
+        mark = "[green]ok[/green]  " if check["ok"] else "[red]FAIL[/red]"
+        console.print(f"{mark} {escape(check['check'])} {escape(check['node'])}: {escape(check['message'])}")
+    for skip in data["skipped"]:
+        console.print(f"[yellow]skip[/yellow] {escape(skip['check'])} {escape(skip.get('node', ''))}: {escape(skip['why'])}")
+    console.print(f"{data['passed']} passed, {data['failed']} failed")
+
+
+def register(cli: click.Group) -> None:
+    """Add ``render`` and ``validate-cluster`` to the root command."""
+    cli.add_command(render)
+    cli.add_command(validate_cluster_cmd)

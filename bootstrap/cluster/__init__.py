@@ -1,0 +1,1 @@
+"""Rendering and checking everything the kubernetes and nvidia stages apply, before any node is touched."""

@@ -1,0 +1,159 @@
+"""Helm releases and their values: CNI (Calico or Cilium), local-path-provisioner, kube-prometheus-stack.
+
+Values follow each pinned chart's ``values.yaml``; the GPU operator's are in
+:mod:`bootstrap.cluster.gpu_operator`. Install order matters: CNI, storage, monitoring (its CRDs, so the
+GPU operator's and Triton's ServiceMonitors are accepted), then the GPU operator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from bootstrap.inventory.models import Inventory
+
+#: The release name Prometheus' selectors match on (``release: <name>`` labels).
+PROMETHEUS_RELEASE = "kube-prometheus-stack"
+#: VXLAN adds 50 bytes of headers; the pod MTU leaves room for them.
+VXLAN_OVERHEAD = 50
+
+
+@dataclass(frozen=True)
+class Release:
+    """One Helm release: chart, pinned version, namespace, values, and the inventory fields behind them."""
+
+    name: str
+    repo: str
+    chart: str
+    version: str
+    namespace: str
+    values: dict[str, Any]
+    sources: tuple[str, ...]
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "release": self.name,
+            "repo": self.repo,
+            "chart": self.chart,
+            "version": self.version,
+            "namespace": self.namespace,
+            "values_from": list(self.sources),
+        }
+
+
+def _pod_mtu(inv: Inventory) -> int:
+    return inv.networks.management.mtu - VXLAN_OVERHEAD
+
+
+def calico(inv: Inventory) -> Release:
+    """tigera-operator: Calico with VXLAN (no BGP peering with the fabric needed), pod CIDR from the inventory."""
+    k8s = inv.networks.kubernetes
+    network: dict[str, Any] = {
+        "bgp": "Disabled",
+        "mtu": _pod_mtu(inv),
+        "ipPools": [
+            {
+                "cidr": str(k8s.pod_cidr),
+                "blockSize": 26,
+                "encapsulation": "VXLAN",
+                "natOutgoing": "Enabled",
+                "nodeSelector": "all()",
+            }
+        ],
+    }
+    mgmt = inv.networks.cidr_of("management")
+    if mgmt is not None:
+        network["nodeAddressAutodetectionV4"] = {"cidrs": [str(mgmt)]}
+    installation: dict[str, Any] = {"enabled": True, "cni": {"type": "Calico"}, "calicoNetwork": network}
+    if inv.kubernetes.image_repository:
+        installation["registry"] = inv.kubernetes.image_repository
+    return Release(
+        name="tigera-operator",
+        repo="https://docs.tigera.io/calico/charts",
+        chart="tigera-operator",
+        version=inv.kubernetes.charts.tigera_operator,
+        namespace="tigera-operator",
+        values={"installation": installation},
+        sources=("networks.kubernetes.pod_cidr", "networks.management.mtu", "kubernetes.charts.tigera_operator"),
+    )
+
+
+def cilium(inv: Inventory) -> Release:
+    """Cilium with cluster-pool IPAM on the inventory's pod CIDR, VXLAN tunnel, kube-proxy kept."""
+    k8s = inv.networks.kubernetes
+    return Release(
+        name="cilium",
+        repo="https://helm.cilium.io",
+        chart="cilium",
+        version=inv.kubernetes.charts.cilium,
+        namespace="kube-system",
+        values={
+            "ipam": {"mode": "cluster-pool", "operator": {"clusterPoolIPv4PodCIDRList": [str(k8s.pod_cidr)]}},
+            "routingMode": "tunnel",
+            "tunnelProtocol": "vxlan",
+            "MTU": _pod_mtu(inv),
+            "kubeProxyReplacement": False,
+            "k8sServiceHost": str(k8s.api_vip),
+            "k8sServicePort": k8s.api_port,
+        },
+        sources=("networks.kubernetes.pod_cidr", "networks.kubernetes.api_vip", "kubernetes.charts.cilium"),
+    )
+
+
+def cni(inv: Inventory) -> Release:
+    """The CNI release the inventory chose (``kubernetes.cni``)."""
+    return calico(inv) if inv.kubernetes.cni == "calico" else cilium(inv)
+
+
+def local_path(inv: Inventory) -> Release:
+    """Rancher local-path-provisioner: StorageClass ``local-path`` (WaitForFirstConsumer) on the NVMe path."""
+    return Release(
+        name="local-path-provisioner",
+        repo="https://charts.containeroo.ch",
+        chart="local-path-provisioner",
+        version=inv.kubernetes.charts.local_path_provisioner,
+        namespace="local-path-storage",
+        values={
+            "storageClass": {
+                "create": True,
+                "name": "local-path",
+                "defaultClass": True,
+                "reclaimPolicy": "Delete",
+                "volumeBindingMode": "WaitForFirstConsumer",
+            },
+            "nodePathMap": [{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": [inv.kubernetes.local_path]}],
+        },
+        sources=("kubernetes.local_path", "kubernetes.charts.local_path_provisioner"),
+    )
+
+
+def kube_prometheus_stack(inv: Inventory) -> Release:
+    """Prometheus that scrapes every ServiceMonitor (DCGM exporter's, Triton's), whatever its labels."""
+    mon = inv.monitoring
+    spec: dict[str, Any] = {
+        # Nil selectors would mean "only this release's monitors": DCGM and Triton's would be ignored.
+        "serviceMonitorSelectorNilUsesHelmValues": False,
+        "podMonitorSelectorNilUsesHelmValues": False,
+        "ruleSelectorNilUsesHelmValues": False,
+        "serviceMonitorSelector": {},
+        "serviceMonitorNamespaceSelector": {},
+        "retention": mon.retention,
+        "storageSpec": {
+            "volumeClaimTemplate": {
+                "spec": {
+                    "storageClassName": "local-path",
+                    "accessModes": ["ReadWriteOnce"],
+                    "resources": {"requests": {"storage": mon.storage_size}},
+                }
+            }
+        },
+    }
+    return Release(
+        name=PROMETHEUS_RELEASE,
+        repo="https://prometheus-community.github.io/helm-charts",
+        chart="kube-prometheus-stack",
+        version=inv.kubernetes.charts.kube_prometheus_stack,
+        namespace=mon.namespace,
+        values={"prometheus": {"prometheusSpec": spec}, "grafana": {"enabled": mon.grafana}},
+        sources=("monitoring", "kubernetes.charts.kube_prometheus_stack"),
+    )

@@ -1,0 +1,1 @@
+"""NVIDIA GPU logic: NVSwitch detection, driver/Fabric Manager versions, cluster validators."""

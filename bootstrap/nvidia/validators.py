@@ -1,0 +1,209 @@
+"""The checks behind ``rackctl validate-cluster``: one machine-readable result for the whole cluster.
+
+Inputs are what the cluster reports in its documented formats: ``kubectl get nodes -o json`` (a v1
+``List`` of ``Node``), per node ``nvidia-smi -q -x`` and ``lspci -n``, and DCGM exporter metrics (Prometheus
+text exposition). Each check compares them with the inventory.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from bootstrap.cluster.gpu_operator import gpu_nodes
+from bootstrap.inventory.models import Inventory, Node
+from bootstrap.nvidia.detect import NvSwitchReport
+from bootstrap.nvidia.smi import SmiReport
+
+#: MIG instances per GPU of each mig-parted config of the operator's default config (80 GB H100).
+MIG_LAYOUTS_80GB: dict[str, dict[str, int]] = {
+    "all-disabled": {},
+    "all-enabled": {},
+    "all-1g.10gb": {"1g.10gb": 7},
+    "all-1g.20gb": {"1g.20gb": 4},
+    "all-2g.20gb": {"2g.20gb": 3},
+    "all-3g.40gb": {"3g.40gb": 2},
+    "all-4g.40gb": {"4g.40gb": 1},
+    "all-7g.80gb": {"7g.80gb": 1},
+    "all-balanced": {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1},
+}
+
+# One sample line of the text exposition format: name{labels} value
+_SAMPLE_RE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)")
+_LABEL_RE = re.compile(r'(?P<key>[a-zA-Z_][a-zA-Z0-9_]*)="(?P<value>(?:[^"\\]|\\.)*)"')
+
+
+@dataclass
+class Check:
+    """One check's outcome."""
+
+    name: str
+    node: str
+    ok: bool
+    message: str
+    expected: Any = None
+    actual: Any = None
+
+    def as_dict(self) -> dict[str, Any]:
+        data = {"check": self.name, "node": self.node, "ok": self.ok, "message": self.message}
+        if self.expected is not None or self.actual is not None:
+            data |= {"expected": self.expected, "actual": self.actual}
+        return data
+
+
+@dataclass
+class NodeFacts:
+    """What was gathered on one node (any part may be missing)."""
+
+    smi: SmiReport | None = None
+    nvswitch: NvSwitchReport | None = None
+
+
+@dataclass
+class ClusterReport:
+    checks: list[Check] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "passed": sum(c.ok for c in self.checks),
+            "failed": sum(not c.ok for c in self.checks),
+            "checks": [c.as_dict() for c in self.checks],
+            "skipped": self.skipped,
+        }
+
+
+def nodes_by_name(nodes_json: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``kubectl get nodes -o json`` -> node name -> Node object."""
+    return {item["metadata"]["name"]: item for item in nodes_json.get("items", []) if item.get("kind", "Node") == "Node"}
+
+
+def _ready(node: dict[str, Any]) -> tuple[bool, str]:
+    for cond in node.get("status", {}).get("conditions", []):
+        if cond.get("type") == "Ready":
+            return cond.get("status") == "True", f"Ready={cond.get('status')} ({cond.get('reason', '')})"
+    return False, "no Ready condition"
+
+
+def expected_gpu_resources(inv: Inventory, node: Node) -> dict[str, int]:
+    """Allocatable GPU resources the node should advertise: whole GPUs, or MIG slices per profile."""
+    gpus = inv.gpus_of(node).count
+    profile = inv.nvidia.profile_for(node.model)
+    mig = node.mig_profile or profile.mig_config or "all-disabled"
+    layout = MIG_LAYOUTS_80GB.get(mig, {}) if profile.mig_strategy != "none" else {}
+    if not layout:
+        return {"nvidia.com/gpu": gpus}
+    if profile.mig_strategy == "single":
+        return {"nvidia.com/gpu": gpus * sum(layout.values())}
+    return {f"nvidia.com/mig-{slice_}": gpus * n for slice_, n in layout.items()}
+
+
+def _quantity(value: Any) -> int | None:
+    try:
+        return int(str(value))
+    except ValueError:
+        return None
+
+
+def dcgm_gpus_per_host(metrics_text: str, metric: str = "DCGM_FI_DEV_GPU_TEMP") -> dict[str, set[str]]:
+    """Hostname -> GPU indices that report ``metric`` in DCGM exporter output."""
+    hosts: dict[str, set[str]] = {}
+    for line in metrics_text.splitlines():
+        match = _SAMPLE_RE.match(line.strip())
+        if not match or match["name"] != metric:
+            continue
+        labels = {m["key"]: m["value"] for m in _LABEL_RE.finditer(match["labels"] or "")}
+        host = labels.get("Hostname")
+        if host is not None:
+            hosts.setdefault(host, set()).add(labels.get("gpu", ""))
+    return hosts
+
+
+def validate_cluster(
+    inv: Inventory,
+    nodes_json: dict[str, Any],
+    facts: dict[str, NodeFacts] | None = None,
+    dcgm_metrics: str | None = None,
+) -> ClusterReport:
+    """Every node Ready; GPU allocatable as the inventory says; Fabric Manager up where NVSwitches are."""
+    report = ClusterReport()
+    facts = facts or {}
+    seen = nodes_by_name(nodes_json)
+    for node in inv.nodes:
+        obj = seen.get(node.hostname)
+        if obj is None:
+            report.checks.append(Check("node-ready", node.hostname, False, "not in the cluster (kubectl get nodes)"))
+            continue
+        ok, how = _ready(obj)
+        report.checks.append(Check("node-ready", node.hostname, ok, how))
+    for node in gpu_nodes(inv):
+        obj = seen.get(node.hostname)
+        if obj is None:
+            continue
+        allocatable = obj.get("status", {}).get("allocatable", {})
+        for resource, expected in expected_gpu_resources(inv, node).items():
+            actual = _quantity(allocatable.get(resource, "0"))
+            report.checks.append(
+                Check(
+                    "gpu-allocatable",
+                    node.hostname,
+                    actual == expected,
+                    f"{resource}: {actual} allocatable, inventory expects {expected}",
+                    expected,
+                    actual,
+                )
+            )
+        _fabric_manager_check(report, node, facts.get(node.hostname))
+    if dcgm_metrics is not None:
+        per_host = dcgm_gpus_per_host(dcgm_metrics)
+        for node in gpu_nodes(inv):
+            count = inv.gpus_of(node).count
+            reporting = len(per_host.get(node.hostname, set()))
+            report.checks.append(
+                Check(
+                    "dcgm-metrics",
+                    node.hostname,
+                    reporting == count,
+                    f"{reporting} GPUs report DCGM metrics, inventory has {count}",
+                    count,
+                    reporting,
+                )
+            )
+    else:
+        report.skipped.append({"check": "dcgm-metrics", "why": "no DCGM exporter metrics given"})
+    return report
+
+
+def _fabric_manager_check(report: ClusterReport, node: Node, facts: NodeFacts | None) -> None:
+    if facts is None or facts.nvswitch is None:
+        report.skipped.append(
+            {"check": "fabric-manager", "node": node.hostname, "why": "no NVSwitch detection from this node"}
+        )
+        return
+    if not facts.nvswitch.needs_fabric_manager:
+        report.checks.append(Check("fabric-manager", node.hostname, True, "no NVSwitch: Fabric Manager not needed"))
+        return
+    if facts.smi is None:
+        report.checks.append(
+            Check("fabric-manager", node.hostname, False, "NVSwitches present but no nvidia-smi report to check")
+        )
+        return
+    waiting = [g.bus_id for g in facts.smi.gpus if not g.fabric_ready]
+    states = sorted({f"{g.fabric_state}/{g.fabric_status}" for g in facts.smi.gpus})
+    report.checks.append(
+        Check(
+            "fabric-manager",
+            node.hostname,
+            not waiting and bool(facts.smi.gpus),
+            "every GPU registered with Fabric Manager"
+            if not waiting
+            else f"GPUs {', '.join(waiting)} not registered with Fabric Manager (fabric state {', '.join(states)}): "
+            "is nvidia-fabricmanager active at the driver's version?",
+        )
+    )
