@@ -82,7 +82,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "provision": ("bootstrap.cli.provision_cmds", "PXE-install nodes and prove them over pinned SSH."),
     "triton": ("bootstrap.cli.triton_cmds", "Triton model repositories: render, check, load, manifests."),
     "size": ("bootstrap.cli.size_cmd", "Servers needed for your models and demand."),
-    "render": ("bootstrap.cli.cluster_cmds", "Render what the cluster stages would apply, validated (touches nothing)."),
+    "render": (
+        "bootstrap.cli.cluster_cmds",
+        "Render what the cluster stages would apply, validated (touches nothing).",
+    ),
     "validate-cluster": ("bootstrap.cli.cluster_cmds", "Check a running cluster: nodes Ready, GPUs, Fabric Manager."),
 }
 

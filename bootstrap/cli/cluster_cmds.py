@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess  # noqa: S404 - runs kubectl with a fixed argument list
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +56,9 @@ def render_cluster_cmd(inventory_path: Path, out_dir: Path, crd_dir: Path | None
         problems = validate_bundle(inv, bundle, crd_dir)
         progress.advance(task)
         if problems:
-            raise InvalidInput(f"the rendered cluster has {len(problems)} problem(s); nothing was written", problems=problems)
+            raise InvalidInput(
+                f"the rendered cluster has {len(problems)} problem(s); nothing was written", problems=problems
+            )
         if not dry_run:
             progress.update(task, description="writing")
             write_bundle(bundle, out_dir)
@@ -102,7 +104,7 @@ def _nodes_from_kubeconfig(kubeconfig: Path) -> Any:
             "kubectl is not installed",
             problems=[Problem("kubectl", "not on PATH", "install kubectl, or give --nodes-json FILE")],
         )
-    done = subprocess.run(  # noqa: S603 - fixed argv
+    done = subprocess.run(
         [kubectl, "--kubeconfig", str(kubeconfig), "get", "nodes", "-o", "json"],
         capture_output=True,
         text=True,
@@ -138,10 +140,12 @@ def _node_files(values: tuple[str, ...], option: str) -> dict[str, Path]:
 )
 @click.option("--nvidia-smi", "smi_files", multiple=True, metavar="NODE=FILE", help="`nvidia-smi -q -x` of a node.")
 @click.option("--lspci", "lspci_files", multiple=True, metavar="NODE=FILE", help="`lspci -n` of a node.")
-@click.option("--dcgm-metrics", type=click.Path(path_type=Path, dir_okay=False, exists=True), help="DCGM exporter text.")
+@click.option(
+    "--dcgm-metrics", type=click.Path(path_type=Path, dir_okay=False, exists=True), help="DCGM exporter text."
+)
 @json_option
 @handle_errors()
-def validate_cluster_cmd(  # noqa: PLR0913, PLR0917 - click passes options as arguments
+def validate_cluster_cmd(  # noqa: PLR0917 - click passes options as arguments
     inventory_path: Path,
     kubeconfig: Path | None,
     nodes_json: Path | None,
@@ -179,7 +183,9 @@ def _print_report(data: dict[str, Any]) -> None:
         mark = "[green]ok[/green]  " if check["ok"] else "[red]FAIL[/red]"
         console.print(f"{mark} {escape(check['check'])} {escape(check['node'])}: {escape(check['message'])}")
     for skip in data["skipped"]:
-        console.print(f"[yellow]skip[/yellow] {escape(skip['check'])} {escape(skip.get('node', ''))}: {escape(skip['why'])}")
+        console.print(
+            f"[yellow]skip[/yellow] {escape(skip['check'])} {escape(skip.get('node', ''))}: {escape(skip['why'])}"
+        )
     console.print(f"{data['passed']} passed, {data['failed']} failed")
 
 

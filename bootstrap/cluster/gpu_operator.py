@@ -12,12 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bootstrap.cluster.charts import PROMETHEUS_RELEASE, Release
-from bootstrap.errors import Problem
+from bootstrap.errors import InvalidInput, Problem
 from bootstrap.inventory.cluster import GpuProfile
 from bootstrap.inventory.hardware import GPU_TYPES, MIG_PROFILES_80GB
 from bootstrap.inventory.models import Inventory, Node
 from bootstrap.inventory.profiles import OPERATOR_DEFAULT_DRIVER, OPERATOR_DOCKER_DEFAULT, operator_line
 from bootstrap.inventory.suggest import did_you_mean
+from bootstrap.nvidia.fabric_manager import check_versions
 
 CONTAINERD_CONFIG = "/etc/containerd/config.toml"
 CONTAINERD_SOCKET = "/run/containerd/containerd.sock"
@@ -71,7 +72,26 @@ def _profile_problems(inv: Inventory) -> list[Problem]:
                     did_you_mean(profile.mig_config, MIG_PROFILES_80GB),
                 )
             )
+        problems += _fabric_manager_problems(inv, model, profile)
     return problems
+
+
+def _fabric_manager_problems(inv: Inventory, model: str, profile: GpuProfile) -> list[Problem]:
+    """A host Fabric Manager pinned at another version than the driver is refused before anything installs."""
+    if profile.fabric_manager_version is None:
+        return []
+    path = f"nvidia.profiles.{model}.fabric_manager_version"
+    if profile.driver != "host":
+        return [
+            Problem(
+                path, "the operator's driver container runs Fabric Manager itself", "remove it, or set driver: host"
+            )
+        ]
+    try:
+        check_versions(driver_version(inv, profile), profile.fabric_manager_version, field=path)
+    except InvalidInput as exc:
+        return exc.problems
+    return []
 
 
 def _agreeing(inv: Inventory, models: list[str], attr: str, value_of: Any, what: str) -> tuple[Any, list[Problem]]:

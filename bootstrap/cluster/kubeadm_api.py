@@ -27,7 +27,7 @@ KUBELET_API = "kubelet.config.k8s.io/v1beta1"
 KUBE_PROXY_API = "kubeproxy.config.k8s.io/v1alpha1"
 
 #: Placeholders the stage replaces on the node; the secrets never reach a rendered file.
-TOKEN_PLACEHOLDER = "${KUBEADM_BOOTSTRAP_TOKEN}"
+TOKEN_PLACEHOLDER = "${KUBEADM_BOOTSTRAP_TOKEN}"  # noqa: S105 - a placeholder, not a token
 CERT_KEY_PLACEHOLDER = "${KUBEADM_CERTIFICATE_KEY}"
 CA_HASH_PLACEHOLDER = "${KUBEADM_CA_CERT_HASH}"
 
@@ -316,9 +316,7 @@ class KubeletConfiguration(Api):
     system_reserved: dict[str, str] | None = Field(default=None, alias="systemReserved")
     kube_reserved: dict[str, str] | None = Field(default=None, alias="kubeReserved")
     eviction_hard: dict[str, str] | None = Field(default=None, alias="evictionHard")
-    image_gc_high_threshold_percent: int | None = Field(
-        default=None, alias="imageGCHighThresholdPercent", ge=0, le=100
-    )
+    image_gc_high_threshold_percent: int | None = Field(default=None, alias="imageGCHighThresholdPercent", ge=0, le=100)
     image_gc_low_threshold_percent: int | None = Field(default=None, alias="imageGCLowThresholdPercent", ge=0, le=100)
     rotate_certificates: bool | None = Field(default=None, alias="rotateCertificates")
     server_tls_bootstrap: bool | None = Field(default=None, alias="serverTLSBootstrap")

@@ -129,7 +129,11 @@ def _kubernetes_files(inv: Inventory) -> list[RenderedFile]:
             )
             files.append(
                 RenderedFile(
-                    f"host/{node.hostname}/haproxy.cfg", "host-config", sources, text=vip.haproxy_cfg(inv), node=node.hostname
+                    f"host/{node.hostname}/haproxy.cfg",
+                    "host-config",
+                    sources,
+                    text=vip.haproxy_cfg(inv),
+                    node=node.hostname,
                 )
             )
     return files
@@ -147,7 +151,12 @@ def _node_labels(inv: Inventory, gpu_labels: dict[str, dict[str, str]]) -> Rende
             labels["rackctl.io/gpu-type"] = gpus.type
             labels["rackctl.io/gpu-count"] = str(gpus.count)
         doc[node.hostname] = {"labels": labels, "taints": [t.model_dump() for t in node.taints]}
-    return RenderedFile("nodes/labels.yaml", "node-labels", ("nodes[*].labels", "nodes[*].taints", "nvidia.profiles"), text=yaml.safe_dump(doc, sort_keys=True))
+    return RenderedFile(
+        "nodes/labels.yaml",
+        "node-labels",
+        ("nodes[*].labels", "nodes[*].taints", "nvidia.profiles"),
+        text=yaml.safe_dump(doc, sort_keys=True),
+    )
 
 
 def _fabric_manager_plan(inv: Inventory) -> RenderedFile:
@@ -169,7 +178,12 @@ def _fabric_manager_plan(inv: Inventory) -> RenderedFile:
             entry["fabric_manager"] = "host packages, held, at exactly the driver's version"
             entry["packages"] = fabric_manager_packages(driver)
         plan[node.hostname] = entry
-    return RenderedFile("nvidia/fabric-manager.yaml", "plan", ("nvidia.profiles", "cluster.versions.nvidia_driver"), text=yaml.safe_dump(plan, sort_keys=True))
+    return RenderedFile(
+        "nvidia/fabric-manager.yaml",
+        "plan",
+        ("nvidia.profiles", "cluster.versions.nvidia_driver"),
+        text=yaml.safe_dump(plan, sort_keys=True),
+    )
 
 
 def _triton_files(inv: Inventory) -> list[RenderedFile]:

@@ -236,7 +236,9 @@ def check_custom(
         strict = strict_schema(schema)
         strict.setdefault("properties", {}).update({"apiVersion": {}, "kind": {}, "metadata": {}})
         validator = jsonschema.Draft7Validator(strict)
-        for error in sorted(validator.iter_errors({**body, "apiVersion": key[0], "kind": key[1], "metadata": {}}), key=str):
+        for error in sorted(
+            validator.iter_errors({**body, "apiVersion": key[0], "kind": key[1], "metadata": {}}), key=str
+        ):
             name = f"{key[1]}/{(obj.get('metadata') or {}).get('name')}"
             problems.append(
                 Problem(
@@ -259,7 +261,9 @@ def validate_bundle(inv: Inventory, bundle: Bundle, crd_dir: Path | None = None)
     for rendered in bundle.files:
         if rendered.kind == "kubeadm":
             problems += check_kubeadm(inv, rendered)
-            rendered.checks.append("typed kubeadm models (" + ", ".join(sorted({str(d['apiVersion']) for d in rendered.objects})) + ")")
+            rendered.checks.append(
+                "typed kubeadm models (" + ", ".join(sorted({str(d["apiVersion"]) for d in rendered.objects})) + ")"
+            )
             continue
         if not rendered.objects:
             continue

@@ -84,6 +84,9 @@ class GpuProfile(_Strict):
     driver_version: str | None = Field(
         default=None, description="Pinned driver; unset means cluster.versions.nvidia_driver."
     )
+    fabric_manager_version: str | None = Field(
+        default=None, description="Host Fabric Manager package version (host driver only); must equal the driver's."
+    )
     mig_strategy: MigStrategy = Field(default="none", description="GPU operator mig.strategy.")
     mig_config: str | None = Field(
         default=None, description="Default mig-parted config for these nodes (nodes may set mig_profile)."
@@ -92,7 +95,7 @@ class GpuProfile(_Strict):
         default=None, ge=2, le=64, description="Share each GPU this many ways (device plugin time-slicing)."
     )
 
-    @field_validator("driver_version")
+    @field_validator("driver_version", "fabric_manager_version")
     @classmethod
     def _driver(cls, value: str | None) -> str | None:
         if value is not None and not _DRIVER_RE.match(value):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET  # noqa: S405 - parses nvidia-smi's own output, no entities or DTD fetched
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
 from bootstrap.errors import InvalidInput, Problem

@@ -11,7 +11,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from bootstrap.cluster.gpu_operator import gpu_nodes
 from bootstrap.inventory.models import Inventory, Node
 from bootstrap.nvidia.detect import NvSwitchReport
 from bootstrap.nvidia.smi import SmiReport
@@ -79,9 +78,16 @@ class ClusterReport:
         }
 
 
+def gpu_nodes(inv: Inventory) -> list[Node]:
+    """Workers that carry GPUs."""
+    return [n for n in inv.workers if inv.gpus_of(n).count > 0]
+
+
 def nodes_by_name(nodes_json: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """``kubectl get nodes -o json`` -> node name -> Node object."""
-    return {item["metadata"]["name"]: item for item in nodes_json.get("items", []) if item.get("kind", "Node") == "Node"}
+    return {
+        item["metadata"]["name"]: item for item in nodes_json.get("items", []) if item.get("kind", "Node") == "Node"
+    }
 
 
 def _ready(node: dict[str, Any]) -> tuple[bool, str]:
