@@ -55,12 +55,14 @@ def _profile_problems(inv: Inventory) -> list[Problem]:
             known = sorted({n.model for n in inv.nodes})
             problems.append(Problem(path, f"unknown hardware model {model!r}", did_you_mean(model, known)))
             continue
-        mig_capable = any(GPU_TYPES[g].mig for g in hw.gpu_types if g in GPU_TYPES)
-        if profile.mig_strategy != "none" and not mig_capable:
+        # The GPUs the model's nodes carry (an R760xa may have L40S, which has no MIG, or H100 PCIe).
+        carried = sorted({inv.gpus_of(n).type for n in inv.nodes if n.model == model}) or hw.gpu_types
+        without_mig = [g for g in carried if g not in GPU_TYPES or not GPU_TYPES[g].mig]
+        if profile.mig_strategy != "none" and without_mig:
             problems.append(
                 Problem(
                     f"{path}.mig_strategy",
-                    f"{profile.mig_strategy!r} but {model}'s GPUs ({', '.join(hw.gpu_types) or 'none'}) have no MIG",
+                    f"{profile.mig_strategy!r} but {model} nodes carry {', '.join(without_mig) or 'no GPUs'} (no MIG)",
                     "set mig_strategy: none for this model",
                 )
             )

@@ -1,0 +1,165 @@
+"""What ``render cluster`` produces, per Kubernetes version and per choice in the inventory."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bootstrap.cluster.render import Bundle, render_cluster
+from bootstrap.cluster.validate import validate_bundle
+from bootstrap.inventory.loader import load_inventory
+
+
+def _render(path: Path) -> Bundle:
+    inv = load_inventory(path)
+    bundle = render_cluster(inv)
+    assert validate_bundle(inv, bundle) == []
+    return bundle
+
+
+def _docs(bundle: Bundle, path: str) -> list[dict[str, Any]]:
+    return next(f for f in bundle.files if f.path == path).objects
+
+
+def _values(bundle: Bundle, release: str) -> dict[str, Any]:
+    text = next(f for f in bundle.files if f.path == f"charts/{release}/values.yaml").content()
+    return yaml.safe_load(text)
+
+
+def _profile(name: str) -> Callable[[dict[str, Any]], None]:
+    def edit(data: dict[str, Any]) -> None:
+        data["cluster"]["software_profile"] = name
+
+    return edit
+
+
+def test_current_profile_uses_v1beta4(write_inventory: Callable[..., Path]) -> None:
+    bundle = _render(write_inventory())
+    assert (bundle.kubernetes_version, bundle.kubeadm_api) == ("1.33.5", "kubeadm.k8s.io/v1beta4")
+    init, cluster, kubelet, proxy = _docs(bundle, "kubeadm/head-01.yaml")
+    assert init["kind"] == "InitConfiguration"
+    assert init["timeouts"]["controlPlaneComponentHealthCheck"] == "4m0s"
+    assert {"name": "node-ip", "value": "10.20.0.21"} in init["nodeRegistration"]["kubeletExtraArgs"]
+    assert cluster["kubernetesVersion"] == "v1.33.5"
+    assert cluster["controlPlaneEndpoint"] == "10.20.0.10:6443"
+    assert cluster["networking"] == {
+        "serviceSubnet": "10.96.0.0/12",
+        "podSubnet": "10.244.0.0/16",
+        "dnsDomain": "cluster.local",
+    }
+    assert "timeoutForControlPlane" not in cluster["apiServer"]
+    assert kubelet["cgroupDriver"] == "systemd"
+    assert proxy["clusterCIDR"] == "10.244.0.0/16"
+    (join_cp,) = _docs(bundle, "kubeadm/cp-02.yaml")
+    assert join_cp["controlPlane"]["localAPIEndpoint"]["advertiseAddress"] == "10.20.0.22"
+    assert join_cp["controlPlane"]["certificateKey"] == "${KUBEADM_CERTIFICATE_KEY}"
+    (join_worker,) = _docs(bundle, "kubeadm/gpu-xe9680-01.yaml")
+    assert "controlPlane" not in join_worker
+    assert join_worker["nodeRegistration"]["taints"] == []
+    assert join_worker["discovery"]["bootstrapToken"]["apiServerEndpoint"] == "10.20.0.10:6443"
+
+
+def test_design_guide_profile_uses_v1beta3_and_corrects_docker(write_inventory: Callable[..., Path]) -> None:
+    bundle = _render(write_inventory(_profile("dell-dvd-2024")))
+    assert (bundle.kubernetes_version, bundle.kubeadm_api) == ("1.27.6", "kubeadm.k8s.io/v1beta3")
+    init, cluster, *_ = _docs(bundle, "kubeadm/head-01.yaml")
+    assert init["nodeRegistration"]["kubeletExtraArgs"]["node-ip"] == "10.20.0.21"
+    assert "timeouts" not in init
+    assert cluster["apiServer"]["timeoutForControlPlane"] == "4m0s"
+    (join,) = _docs(bundle, "kubeadm/gpu-l40s-01.yaml")
+    assert join["discovery"]["timeout"] == "5m0s"
+    gpu = _values(bundle, "gpu-operator")
+    assert gpu["operator"]["defaultRuntime"] == "containerd"
+    assert gpu["driver"]["version"] == "535.161.08"
+    assert any("defaultRuntime" in c and "docker" in c for c in bundle.corrections)
+    # 1.27: kube-vip uses admin.conf from the start, no super-admin.conf
+    assert not any(f.path.endswith("kube-vip-init.yaml") for f in bundle.files)
+
+
+def test_kube_vip_mounts_super_admin_on_the_first_control_plane_from_1_29(write_inventory: Callable[..., Path]) -> None:
+    bundle = _render(write_inventory())
+    inits = [f for f in bundle.files if f.path.endswith("kube-vip-init.yaml")]
+    assert [f.path for f in inits] == ["static-pods/head-01/kube-vip-init.yaml"]
+    (pod,) = inits[0].objects
+    assert pod["spec"]["volumes"][0]["hostPath"]["path"] == "/etc/kubernetes/super-admin.conf"
+    (steady,) = _docs(bundle, "static-pods/cp-02/kube-vip.yaml")
+    env = {e["name"]: e["value"] for e in steady["spec"]["containers"][0]["env"]}
+    assert env["address"] == "10.20.0.10" and env["vip_interface"] == "mgmt0"
+    assert steady["spec"]["volumes"][0]["hostPath"]["path"] == "/etc/kubernetes/admin.conf"
+
+
+def test_keepalived_haproxy_alternative(write_inventory: Callable[..., Path]) -> None:
+    def edit(data: dict[str, Any]) -> None:
+        data["kubernetes"] = {"api_endpoint": "keepalived-haproxy"}
+
+    bundle = _render(write_inventory(edit))
+    paths = {f.path for f in bundle.files}
+    assert not any("kube-vip" in p for p in paths)
+    assert {"host/head-01/keepalived.conf", "host/cp-03/haproxy.cfg"} <= paths
+    keepalived = next(f for f in bundle.files if f.path == "host/cp-02/keepalived.conf").content()
+    assert "state BACKUP" in keepalived and "10.20.0.10/32" in keepalived and "10.20.0.21" in keepalived
+    haproxy = next(f for f in bundle.files if f.path == "host/head-01/haproxy.cfg").content()
+    assert "server cp-03 10.20.0.23:6443" in haproxy
+    _, cluster, *_ = _docs(bundle, "kubeadm/head-01.yaml")
+    assert cluster["controlPlaneEndpoint"] == "10.20.0.10:8443"
+
+
+def test_chart_values_follow_the_inventory(write_inventory: Callable[..., Path]) -> None:
+    def edit(data: dict[str, Any]) -> None:
+        data["kubernetes"] = {"local_path": "/mnt/nvme0/k8s"}
+        data["nvidia"] = {"profiles": {"XE9680": {"mig_strategy": "mixed", "mig_config": "all-balanced"}}}
+
+    bundle = _render(write_inventory(edit))
+    calico = _values(bundle, "tigera-operator")["installation"]["calicoNetwork"]
+    assert calico["ipPools"][0]["cidr"] == "10.244.0.0/16"
+    assert calico["mtu"] == 8950  # management MTU 9000 less VXLAN
+    local = _values(bundle, "local-path-provisioner")
+    assert local["nodePathMap"][0]["paths"] == ["/mnt/nvme0/k8s"]
+    assert local["storageClass"]["volumeBindingMode"] == "WaitForFirstConsumer"
+    prom = _values(bundle, "kube-prometheus-stack")["prometheus"]["prometheusSpec"]
+    assert prom["serviceMonitorSelectorNilUsesHelmValues"] is False
+    gpu = _values(bundle, "gpu-operator")
+    assert gpu["mig"]["strategy"] == "mixed" and gpu["migManager"]["enabled"] is True
+    assert gpu["dcgmExporter"]["serviceMonitor"]["additionalLabels"] == {"release": "kube-prometheus-stack"}
+    assert gpu["toolkit"]["enabled"] and gpu["nfd"]["enabled"]
+    labels = yaml.safe_load(next(f for f in bundle.files if f.path == "nodes/labels.yaml").content())
+    assert labels["gpu-xe9680-01"]["labels"]["nvidia.com/mig.config"] == "all-balanced"
+    assert "nvidia.com/mig.config" not in labels["gpu-l40s-01"]["labels"]
+    # Triton's ServiceMonitor carries the release label too, and is rendered by the triton module
+    (monitor,) = _docs(bundle, "triton/llama-2-70b-fp8/servicemonitor.yaml")
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert [r["release"] for r in bundle.releases] == [
+        "tigera-operator",
+        "local-path-provisioner",
+        "kube-prometheus-stack",
+        "gpu-operator",
+    ]
+
+
+def test_host_driver_profile_pins_fabric_manager(write_inventory: Callable[..., Path]) -> None:
+    def edit(data: dict[str, Any]) -> None:
+        data["nvidia"] = {"profiles": {"XE9680": {"driver": "host", "driver_version": "580.95.05"}}}
+
+    bundle = _render(write_inventory(edit))
+    labels = yaml.safe_load(next(f for f in bundle.files if f.path == "nodes/labels.yaml").content())
+    assert labels["gpu-xe9680-01"]["labels"]["nvidia.com/gpu.deploy.driver"] == "false"
+    assert "nvidia.com/gpu.deploy.driver" not in labels["gpu-l40s-01"]["labels"]
+    plan = yaml.safe_load(next(f for f in bundle.files if f.path == "nvidia/fabric-manager.yaml").content())
+    assert plan["gpu-xe9680-01"]["packages"] == {
+        "nvidia-fabricmanager-580": "580.95.05-*",
+        "cuda-drivers-fabricmanager-580": "580.95.05-*",
+    }
+    assert "operator" in plan["gpu-l40s-01"]["fabric_manager"]
+    assert _values(bundle, "gpu-operator")["driver"]["enabled"] is True  # the L40S node still uses it
+
+
+def test_no_secret_is_rendered(write_inventory: Callable[..., Path]) -> None:
+    bundle = _render(write_inventory())
+    text = "\n".join(f.content() for f in bundle.files)
+    assert not re.search(r"\b[a-z0-9]{6}\.[a-z0-9]{16}\b", text)  # a bootstrap token
+    assert not re.search(r"\b[a-f0-9]{64}\b", text)  # a certificate key / CA hash
+    assert "RACKCTL_BMC_PASSWORD" not in text

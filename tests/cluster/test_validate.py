@@ -1,0 +1,188 @@
+"""A wrong field, a bad enum or a version mismatch fails before anything is written, naming the inventory field."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from pydantic import ValidationError
+
+from bootstrap.cli import cli
+from bootstrap.cluster.kubeadm_api import ClusterConfigurationV4, InitConfigurationV3
+from bootstrap.cluster.render import render_cluster
+from bootstrap.cluster.validate import check_builtin, validate_bundle
+from bootstrap.inventory.loader import load_inventory
+from bootstrap.inventory.models import Inventory
+
+
+def _render_json(path: Path, out: Path, *extra: str) -> tuple[int, dict[str, Any]]:
+    result = CliRunner().invoke(cli, ["render", "cluster", "-i", str(path), "-o", str(out), "--json", *extra])
+    return result.exit_code, json.loads(result.output)
+
+
+def _paths(doc: dict[str, Any]) -> list[str]:
+    return [e["path"] for e in doc["errors"]]
+
+
+def _kubelet(fields: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
+    def edit(data: dict[str, Any]) -> None:
+        data["kubernetes"] = {"kubelet": fields}
+
+    return edit
+
+
+def test_render_writes_the_directory_and_index(write_inventory: Callable[..., Path], tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "stale.yaml").write_text("old")
+    code, doc = _render_json(write_inventory(), out)
+    assert code == 0, doc
+    assert doc["ok"] and doc["applied"] is False
+    assert not (out / "stale.yaml").exists()  # the whole directory was swapped in
+    index = json.loads((out / "index.json").read_text())
+    assert index["applied"] is False
+    for item in index["files"]:
+        assert (out / item["path"]).is_file(), item["path"]
+    kubeadm = next(i for i in index["files"] if i["path"] == "kubeadm/head-01.yaml")
+    assert kubeadm["checked_by"] and "nodes[0]" in kubeadm["from"]
+    deploy = next(i for i in index["files"] if i["path"] == "triton/llama-2-13b-awq/deployment.yaml")
+    assert deploy["checked_by"] == ["kubernetes-validate --strict 1.33"]
+    assert any("ServiceMonitor" in n["what"] for n in index["not_rendered"])  # said, not hidden
+    assert list(yaml.safe_load_all((out / "kubeadm/cp-02.yaml").read_text()))[0]["kind"] == "JoinConfiguration"
+
+
+def test_dry_run_writes_nothing(write_inventory: Callable[..., Path], tmp_path: Path) -> None:
+    code, doc = _render_json(write_inventory(), tmp_path / "out", "--dry-run")
+    assert code == 0 and doc["dry_run"]
+    assert not (tmp_path / "out").exists()
+
+
+def test_unknown_kubelet_field_names_it(write_inventory: Callable[..., Path], tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    code, doc = _render_json(write_inventory(_kubelet({"maxPod": 110})), out)
+    assert code == 2
+    assert _paths(doc) == ["kubernetes.kubelet.maxPod"]
+    assert "unknown field" in doc["errors"][0]["message"]
+    assert "KubeletConfiguration" in doc["errors"][0]["fix"]
+    assert not out.exists()
+
+
+def test_bad_kubelet_enum_names_it(write_inventory: Callable[..., Path], tmp_path: Path) -> None:
+    code, doc = _render_json(write_inventory(_kubelet({"topologyManagerPolicy": "single-numa"})), tmp_path / "o")
+    assert code == 2
+    assert _paths(doc) == ["kubernetes.kubelet.topologyManagerPolicy"]
+    assert "single-numa-node" in doc["errors"][0]["message"]  # the allowed values are listed
+
+
+def test_bad_choice_in_the_inventory_names_it(write_inventory: Callable[..., Path], tmp_path: Path) -> None:
+    def edit(data: dict[str, Any]) -> None:
+        data["kubernetes"] = {"cni": "flannel"}
+
+    code, doc = _render_json(write_inventory(edit), tmp_path / "o")
+    assert code == 2
+    assert _paths(doc) == ["kubernetes.cni"]
+
+
+def _unchecked(path: Path) -> Inventory:
+    """The inventory without the cross-field rules: shows the render validators catch what slips past."""
+    return Inventory.model_validate(yaml.safe_load(path.read_text()))
+
+
+def test_kubeadm_api_version_mismatch(write_inventory: Callable[..., Path], tmp_path: Path) -> None:
+    def edit(data: dict[str, Any]) -> None:
+        data["cluster"]["versions"] = {"kubeadm_api": "kubeadm.k8s.io/v1beta3"}
+
+    path = write_inventory(edit)
+    inv = _unchecked(path)
+    problems = validate_bundle(inv, render_cluster(inv))
+    assert {p.path for p in problems} == {"cluster.versions.kubeadm_api"}
+    assert "1.22-1.30" in problems[0].message and "1.33.5" in problems[0].message
+    code, doc = _render_json(path, tmp_path / "o")  # the CLI refuses it too (the inventory rules first)
+    assert code == 2 and "cluster.versions.kubeadm_api" in _paths(doc)
+
+
+def test_kubernetes_version_without_schemas(write_inventory: Callable[..., Path], tmp_path: Path) -> None:
+    def edit(data: dict[str, Any]) -> None:
+        data["cluster"]["versions"] = {"kubernetes": "1.24.17"}
+
+    code, doc = _render_json(write_inventory(edit), tmp_path / "o")
+    assert code == 2
+    assert _paths(doc) == ["cluster.versions.kubernetes"]
+    assert "1.24" in doc["errors"][0]["message"]
+
+
+def test_mig_on_a_gpu_without_mig(write_inventory: Callable[..., Path], tmp_path: Path) -> None:
+    def edit(data: dict[str, Any]) -> None:
+        data["nvidia"] = {"profiles": {"R760xa": {"mig_strategy": "single"}, "XE9680": {"mig_strategy": "mixed"}}}
+
+    code, doc = _render_json(write_inventory(edit), tmp_path / "o")
+    assert code == 2
+    assert set(_paths(doc)) == {"nvidia.profiles.R760xa.mig_strategy", "nvidia.profiles.XE9680.mig_strategy"}
+    assert any("cluster-wide" in e["message"] for e in doc["errors"])
+
+
+def test_fabric_manager_mismatch_refused_at_render(write_inventory: Callable[..., Path], tmp_path: Path) -> None:
+    def edit(data: dict[str, Any]) -> None:
+        data["nvidia"] = {
+            "profiles": {
+                "XE9680": {"driver": "host", "driver_version": "580.95.05", "fabric_manager_version": "580.82.07"}
+            }
+        }
+
+    code, doc = _render_json(write_inventory(edit), tmp_path / "o")
+    assert code == 2
+    assert _paths(doc) == ["nvidia.profiles.XE9680.fabric_manager_version"]
+
+
+def test_builtin_kinds_checked_strictly(write_inventory: Callable[..., Path]) -> None:
+    inv = load_inventory(write_inventory())
+    bundle = render_cluster(inv)
+    pod_file = next(f for f in bundle.files if f.path == "static-pods/cp-02/kube-vip.yaml")
+    pod = pod_file.objects[0]
+    assert check_builtin([pod], "1.33", pod_file.path, pod_file.sources) == []
+    pod["spec"]["containers"][0]["imagePulPolicy"] = "Always"
+    pod["spec"]["hostNetwork"] = "yes"
+    problems = check_builtin([pod], "1.33", pod_file.path, pod_file.sources)
+    assert len(problems) == 1  # kubernetes-validate reports the first error of an object
+    assert problems[0].path == ", ".join(pod_file.sources)
+    assert "strict" in problems[0].message
+
+
+def test_typed_models_tell_the_api_versions_apart() -> None:
+    v4 = {
+        "apiVersion": "kubeadm.k8s.io/v1beta4",
+        "kind": "ClusterConfiguration",
+        "clusterName": "c",
+        "kubernetesVersion": "v1.33.5",
+        "controlPlaneEndpoint": "10.0.0.10:6443",
+        "networking": {"serviceSubnet": "10.96.0.0/12", "podSubnet": "10.244.0.0/16"},
+        "etcd": {"local": {}},
+        "apiServer": {"extraArgs": [{"name": "audit-log-maxage", "value": "30"}]},
+        "controllerManager": {},
+        "scheduler": {},
+    }
+    ClusterConfigurationV4.model_validate(v4)
+    v4["apiServer"] = {"extraArgs": {"audit-log-maxage": "30"}}  # the v1beta3 shape
+    with pytest.raises(ValidationError):
+        ClusterConfigurationV4.model_validate(v4)
+    v4["apiServer"] = {"timeoutForControlPlane": "4m0s"}  # removed in v1beta4
+    with pytest.raises(ValidationError, match="timeoutForControlPlane"):
+        ClusterConfigurationV4.model_validate(v4)
+    init = {
+        "apiVersion": "kubeadm.k8s.io/v1beta3",
+        "kind": "InitConfiguration",
+        "nodeRegistration": {"name": "n", "criSocket": "unix:///run/containerd/containerd.sock"},
+        "localAPIEndpoint": {"advertiseAddress": "10.0.0.1"},
+        "timeouts": {"discovery": "5m0s"},  # v1beta4 only
+    }
+    with pytest.raises(ValidationError, match="timeouts"):
+        InitConfigurationV3.model_validate(init)
+    init.pop("timeouts")
+    init["bootstrapTokens"] = [{"token": "not-a-token"}]
+    with pytest.raises(ValidationError, match="bootstrap token"):
+        InitConfigurationV3.model_validate(init)
