@@ -53,7 +53,7 @@ def test_render_writes_the_directory_and_index(write_inventory: Callable[..., Pa
     deploy = next(i for i in index["files"] if i["path"] == "triton/llama-2-13b-awq/deployment.yaml")
     assert deploy["checked_by"] == ["kubernetes-validate --strict 1.33"]
     assert any("ServiceMonitor" in n["what"] for n in index["not_rendered"])  # said, not hidden
-    assert list(yaml.safe_load_all((out / "kubeadm/cp-02.yaml").read_text()))[0]["kind"] == "JoinConfiguration"
+    assert next(yaml.safe_load_all((out / "kubeadm/cp-02.yaml").read_text()))["kind"] == "JoinConfiguration"
 
 
 def test_dry_run_writes_nothing(write_inventory: Callable[..., Path], tmp_path: Path) -> None:
