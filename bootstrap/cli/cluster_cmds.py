@@ -36,10 +36,19 @@ def render() -> None:
     default=None,
     help="Directory of CRD YAML (the pinned charts' crds/) to check custom resources against.",
 )
+@click.option(
+    "--charts",
+    "charts_dir",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    default=None,
+    help="Directory of the pinned chart archives (<chart>-<version>.tgz) to render with our values.",
+)
 @click.option("--dry-run", is_flag=True, help="Render and validate; write nothing.")
 @json_option
 @handle_errors()
-def render_cluster_cmd(inventory_path: Path, out_dir: Path, crd_dir: Path | None, dry_run: bool, as_json: bool) -> None:
+def render_cluster_cmd(  # noqa: PLR0917 - click passes options as arguments
+    inventory_path: Path, out_dir: Path, crd_dir: Path | None, charts_dir: Path | None, dry_run: bool, as_json: bool
+) -> None:
     """Write kubeadm configs, static pods, chart values, node labels and Triton manifests, validated, with an index.
 
     Nothing is applied: the directory is what the kubernetes and nvidia stages would apply.
@@ -50,7 +59,7 @@ def render_cluster_cmd(inventory_path: Path, out_dir: Path, crd_dir: Path | None
     inv = load_inventory(inventory_path)
     with Progress(console=err_console, transient=True, disable=as_json) as progress:
         task = progress.add_task("rendering", total=3)
-        bundle = render_cluster(inv)
+        bundle = render_cluster(inv, charts_dir)
         progress.advance(task)
         progress.update(task, description="validating")
         problems = validate_bundle(inv, bundle, crd_dir)

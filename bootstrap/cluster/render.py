@@ -17,13 +17,24 @@ import yaml
 
 from bootstrap.cluster import charts, kubeadm, vip
 from bootstrap.cluster.gpu_operator import driver_version, gpu_nodes, gpu_operator
+from bootstrap.cluster.helm_render import chart_source, render_release
 from bootstrap.errors import Problem
 from bootstrap.fsutil import replace_tree
 from bootstrap.inventory.models import Inventory
 from bootstrap.nvidia.fabric_manager import fabric_manager_packages
 from bootstrap.triton.manifests import build_manifests
 
-FileKind = Literal["kubeadm", "static-pod", "host-config", "chart-values", "manifests", "node-labels", "plan"]
+FileKind = Literal[
+    "kubeadm",
+    "static-pod",
+    "host-config",
+    "chart-values",
+    "chart-manifests",
+    "crds",
+    "manifests",
+    "node-labels",
+    "plan",
+]
 INDEX = "index.json"
 
 
@@ -203,8 +214,40 @@ def _release_file(release: charts.Release) -> RenderedFile:
     )
 
 
-def render_cluster(inv: Inventory) -> Bundle:
-    """Build every file the kubernetes and nvidia stages would apply (in memory, unvalidated)."""
+def _chart_files(bundle: Bundle, releases: list[charts.Release], charts_dir: Path | None) -> None:
+    """``helm template`` of each pinned chart found in ``charts_dir``; the others are listed as not rendered."""
+    missing = []
+    for release in releases:
+        source = chart_source(charts_dir, release) if charts_dir is not None else None
+        if source is None:
+            missing.append(f"{release.chart} {release.version}")
+            continue
+        rendered = render_release(release, source)
+        bundle.problems += rendered.problems
+        for template, objects in rendered.manifests.items():
+            path = f"manifests/{release.name}/{template.split('/', 1)[-1]}"
+            bundle.files.append(RenderedFile(path, "chart-manifests", release.sources, objects))
+        for name, objects in rendered.crds.items():
+            bundle.files.append(
+                RenderedFile(f"crds/{release.name}/{Path(name).name}", "crds", release.sources, objects)
+            )
+    if missing:
+        where = f"no chart archive for them in {charts_dir}" if charts_dir else "no --charts directory was given"
+        bundle.not_rendered.append(
+            {
+                "what": "chart manifests (helm template) of " + ", ".join(missing),
+                "why": f"{where}; the stages install the charts with Helm from the chart repositories or the "
+                "head node's mirror",
+            }
+        )
+
+
+def render_cluster(inv: Inventory, charts_dir: Path | None = None) -> Bundle:
+    """Build every file the kubernetes and nvidia stages would apply (in memory, unvalidated).
+
+    With ``charts_dir``, the pinned charts found there are rendered with our values (``manifests/``) and
+    their CRDs kept (``crds/``) for the custom-resource checks.
+    """
     versions = inv.cluster.resolved_versions()
     bundle = Bundle(kubernetes_version=versions.kubernetes, kubeadm_api=kubeadm.api_version(inv))
     bundle.corrections += list(inv.cluster.profile().notes)
@@ -223,13 +266,7 @@ def render_cluster(inv: Inventory) -> Bundle:
         bundle.releases.append(release.describe() | {"values": f"charts/{release.name}/values.yaml"})
     bundle.files.append(_node_labels(inv, gpu.node_labels))
     bundle.files += _triton_files(inv)
-    bundle.not_rendered.append(
-        {
-            "what": "chart manifests (helm template of the pinned charts)",
-            "why": "the chart archives are not available offline here; the stages install them with Helm "
-            "from the chart repositories or the head node's mirror",
-        }
-    )
+    _chart_files(bundle, releases, charts_dir)
     return bundle
 
 

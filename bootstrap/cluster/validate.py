@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from bootstrap.cluster.kubeadm_api import KUBELET_API, MODELS, V1BETA3, V1BETA4
 from bootstrap.cluster.render import Bundle, RenderedFile
-from bootstrap.errors import Problem
+from bootstrap.errors import EnvironmentMissing, Problem
 from bootstrap.inventory.models import Inventory
 from bootstrap.inventory.profiles import version_tuple
 
@@ -147,7 +147,13 @@ def _fix_for(source: str, api: str) -> str:
 
 def validation_version(inv: Inventory) -> tuple[str | None, Problem | None]:
     """The kubernetes-validate schema version for the cluster's Kubernetes (x.y), or why there is none."""
-    from kubernetes_validate.utils import all_versions  # noqa: PLC0415 - loads slowly; only when validating
+    try:
+        from kubernetes_validate.utils import all_versions  # noqa: PLC0415 - loads slowly; only when validating
+    except ImportError:
+        raise EnvironmentMissing(
+            "checking the rendered cluster needs kubernetes-validate",
+            problems=[Problem("kubernetes-validate", "not importable", "pip install 'rackctl[cluster]'")],
+        ) from None
 
     target = inv.cluster.resolved_versions().kubernetes
     minor = ".".join(str(p) for p in version_tuple(target)[:2])
@@ -187,19 +193,23 @@ def check_builtin(objects: list[dict[str, Any]], version: str, where: str, sourc
     return problems
 
 
-def load_crds(crd_dir: Path) -> dict[tuple[str, str], dict[str, Any]]:
-    """(apiVersion, kind) -> openAPIV3Schema of every CRD (YAML, any number per file) in ``crd_dir``."""
+def crd_schemas(docs: Iterable[Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(apiVersion, kind) -> openAPIV3Schema of every CustomResourceDefinition among ``docs``."""
     schemas: dict[tuple[str, str], dict[str, Any]] = {}
-    for path in sorted(crd_dir.rglob("*.y*ml")):
-        for doc in yaml.safe_load_all(path.read_text()):
-            if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
-                continue
-            spec = doc["spec"]
-            for version in spec.get("versions", []):
-                schema = (version.get("schema") or {}).get("openAPIV3Schema")
-                if schema is not None:
-                    schemas[(f"{spec['group']}/{version['name']}", spec["names"]["kind"])] = schema
+    for doc in docs:
+        if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
+            continue
+        spec = doc["spec"]
+        for version in spec.get("versions", []):
+            schema = (version.get("schema") or {}).get("openAPIV3Schema")
+            if schema is not None:
+                schemas[(f"{spec['group']}/{version['name']}", spec["names"]["kind"])] = schema
     return schemas
+
+
+def load_crds(crd_dir: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """The CRD schemas of every YAML file (any number of documents each) under ``crd_dir``."""
+    return crd_schemas(doc for path in sorted(crd_dir.rglob("*.y*ml")) for doc in yaml.safe_load_all(path.read_text()))
 
 
 def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
@@ -257,6 +267,7 @@ def validate_bundle(inv: Inventory, bundle: Bundle, crd_dir: Path | None = None)
     if missing_version is not None:
         problems.append(missing_version)
     crds = load_crds(crd_dir) if crd_dir is not None else {}
+    crds |= crd_schemas(o for f in bundle.files if f.kind == "crds" for o in f.objects)
     unchecked: set[str] = set()
     for rendered in bundle.files:
         if rendered.kind == "kubeadm":
