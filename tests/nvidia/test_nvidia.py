@@ -174,3 +174,40 @@ def test_mig_profiles_give_the_expected_resources(inventory: Inventory) -> None:
         "nvidia.com/mig-2g.20gb",
         "nvidia.com/mig-3g.40gb",
     }
+
+
+def _validate_cli(*args: str) -> tuple[int, dict]:
+    from click.testing import CliRunner
+
+    from bootstrap.cli import cli
+
+    result = CliRunner().invoke(cli, ["validate-cluster", "-i", str(EXAMPLE), *args, "--json"])
+    return result.exit_code, json.loads(result.output)
+
+
+def test_validate_cluster_command(tmp_path: Path) -> None:
+    recorded = [
+        "--nvidia-smi",
+        f"gpu-xe9680-01={FIXTURES / 'nvidia-smi-h100-sxm.xml'}",
+        "--lspci",
+        f"gpu-xe9680-01={FIXTURES / 'lspci-n-xe9680.txt'}",
+        "--lspci",
+        f"gpu-l40s-01={FIXTURES / 'lspci-n-r760xa-l40s.txt'}",
+        "--dcgm-metrics",
+        str(FIXTURES / "dcgm-metrics.txt"),
+    ]
+    code, doc = _validate_cli("--nodes-json", str(FIXTURES / "kubectl-get-nodes-dvd.json"), *recorded)
+    assert (code, doc["ok"], doc["failed"], doc["skipped"]) == (0, True, 0, [])
+    nodes = _nodes()
+    nodes["items"][4]["status"]["allocatable"]["nvidia.com/gpu"] = "4"
+    broken = tmp_path / "nodes.json"
+    broken.write_text(json.dumps(nodes))
+    code, doc = _validate_cli("--nodes-json", str(broken), *recorded)
+    assert (code, doc["ok"], doc["failed"]) == (1, False, 1)
+
+
+def test_validate_cluster_bad_arguments() -> None:
+    code, doc = _validate_cli()
+    assert code == 2 and doc["errors"][0]["path"] == "--kubeconfig/--nodes-json"
+    code, doc = _validate_cli("--nodes-json", str(FIXTURES / "kubectl-get-nodes-dvd.json"), "--lspci", "gpu-01")
+    assert code == 2 and doc["errors"][0]["path"] == "--lspci"
