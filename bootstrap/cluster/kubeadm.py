@@ -25,8 +25,15 @@ from bootstrap.inventory.profiles import kubeadm_api_for
 HAPROXY_PORT = 8443
 CRI_SOCKET = "unix:///run/containerd/containerd.sock"
 CONTROL_PLANE_TAINT = {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}
-#: Node-label prefixes the kubelet may not set on itself (NodeRestriction); the stage labels those later.
-RESTRICTED_LABEL_PREFIXES = ("kubernetes.io/", "k8s.io/", "node-role.kubernetes.io/")
+#: Label domains under kubernetes.io / k8s.io a kubelet may still set on itself (NodeRestriction).
+KUBELET_SETTABLE_DOMAINS = ("kubelet.kubernetes.io", "node.kubernetes.io")
+
+
+def kubelet_may_set(key: str) -> bool:
+    """Whether the NodeRestriction admission plugin lets a kubelet set label ``key`` on its own node."""
+    domain = key.split("/", 1)[0] if "/" in key else ""
+    restricted = domain.endswith(("kubernetes.io", "k8s.io"))
+    return not restricted or domain.endswith(KUBELET_SETTABLE_DOMAINS)
 
 
 def api_version(inv: Inventory) -> str:
@@ -65,7 +72,7 @@ def node_address(node: Node) -> str:
 def self_labels(node: Node) -> dict[str, str]:
     """Labels the kubelet may set on itself at registration (``--node-labels``)."""
     labels = {"rackctl.io/role": node.role.value, "rackctl.io/model": node.model}
-    labels |= {k: v for k, v in node.labels.items() if not k.startswith(RESTRICTED_LABEL_PREFIXES)}
+    labels |= {k: v for k, v in node.labels.items() if kubelet_may_set(k)}
     return labels
 
 

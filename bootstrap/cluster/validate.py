@@ -120,6 +120,15 @@ def check_kubeadm(inv: Inventory, rendered: RenderedFile) -> list[Problem]:
             known = sorted({f"{a} {k}" for a, k in MODELS})
             problems.append(Problem(where, f"unknown kubeadm document {key[0]} {key[1]}", f"one of {known}"))
             continue
+        if key[1] == "KubeletConfiguration" and doc.get("cgroupDriver") != "systemd":
+            problems.append(
+                Problem(
+                    "kubernetes.kubelet.cgroupDriver",
+                    f"{where}: cgroupDriver {doc.get('cgroupDriver')!r}, but containerd runs runc with "
+                    "SystemdCgroup = true: kubelet and runtime must use the same cgroup driver",
+                    "remove cgroupDriver from kubernetes.kubelet (rackctl sets systemd)",
+                )
+            )
         try:
             model.model_validate(doc)
         except ValidationError as exc:

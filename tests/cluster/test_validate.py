@@ -186,3 +186,30 @@ def test_typed_models_tell_the_api_versions_apart() -> None:
     init["bootstrapTokens"] = [{"token": "not-a-token"}]
     with pytest.raises(ValidationError, match="bootstrap token"):
         InitConfigurationV3.model_validate(init)
+
+
+def test_cgroup_driver_must_match_containerd(write_inventory: Callable[..., Path], tmp_path: Path) -> None:
+    code, doc = _render_json(write_inventory(_kubelet({"cgroupDriver": "cgroupfs"})), tmp_path / "o")
+    assert code == 2
+    assert _paths(doc) == ["kubernetes.kubelet.cgroupDriver"]
+    assert "SystemdCgroup" in doc["errors"][0]["message"]
+
+
+def test_kubelet_sets_only_labels_it_may(write_inventory: Callable[..., Path]) -> None:
+    def edit(data: dict[str, Any]) -> None:
+        data["nodes"][4]["labels"] = {
+            "rackctl.io/pool": "h100",
+            "node-role.kubernetes.io/gpu": "",
+            "topology.kubernetes.io/zone": "rack-1",
+            "node.kubernetes.io/instance-type": "xe9680",
+        }
+
+    inv = load_inventory(write_inventory(edit))
+    bundle = render_cluster(inv)
+    (join,) = next(f for f in bundle.files if f.path == "kubeadm/gpu-xe9680-01.yaml").objects
+    args = {a["name"]: a["value"] for a in join["nodeRegistration"]["kubeletExtraArgs"]}
+    assert args["node-labels"] == (
+        "node.kubernetes.io/instance-type=xe9680,rackctl.io/model=XE9680,rackctl.io/pool=h100,rackctl.io/role=worker"
+    )
+    labels = yaml.safe_load(next(f for f in bundle.files if f.path == "nodes/labels.yaml").content())
+    assert labels["gpu-xe9680-01"]["labels"]["topology.kubernetes.io/zone"] == "rack-1"  # applied by the stage
