@@ -214,6 +214,11 @@ def _release_file(release: charts.Release) -> RenderedFile:
     )
 
 
+def _already_said(correction: str, said: list[str]) -> bool:
+    topic = "defaultRuntime" if "defaultRuntime" in correction else correction
+    return any(topic in note for note in said)
+
+
 def _chart_files(bundle: Bundle, releases: list[charts.Release], charts_dir: Path | None) -> None:
     """``helm template`` of each pinned chart found in ``charts_dir``; the others are listed as not rendered."""
     missing = []
@@ -257,7 +262,8 @@ def render_cluster(inv: Inventory, charts_dir: Path | None = None) -> Bundle:
         releases.append(charts.kube_prometheus_stack(inv))
     gpu = gpu_operator(inv)
     bundle.problems += gpu.problems
-    bundle.corrections += [c for c in gpu.corrections if c not in bundle.corrections]
+    # The profile's notes may already report the same correction (e.g. defaultRuntime): say it once.
+    bundle.corrections += [c for c in gpu.corrections if not _already_said(c, bundle.corrections)]
     if gpu.release is not None:
         releases.append(gpu.release)
         bundle.files.append(_fabric_manager_plan(inv))
