@@ -82,6 +82,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "provision": ("bootstrap.cli.provision_cmds", "PXE-install nodes and prove them over pinned SSH."),
     "triton": ("bootstrap.cli.triton_cmds", "Triton model repositories: render, check, load, manifests."),
     "size": ("bootstrap.cli.size_cmd", "Servers needed for your models and demand."),
+    "status": ("bootstrap.cli.day2_cmds", "Per node: power, health, lifecycle, firmware, driver, Kubernetes, GPUs."),
+    "apply": ("bootstrap.cli.day2_cmds", "Reconcile the cluster with the edited inventory (plan first)."),
+    "redeploy": ("bootstrap.cli.day2_cmds", "Reinstall one node and bring it back through the stages."),
+    "driver": ("bootstrap.cli.day2_cmds", "NVIDIA GPU driver upgrades: checks, plan, rendered playbook."),
 }
 
 

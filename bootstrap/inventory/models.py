@@ -70,6 +70,11 @@ class Cluster(Strict):
     software_profile: str = Field(default="current", description="Named version profile, see `rackctl validate`.")
     versions: dict[str, str] = Field(default_factory=dict, description="Overrides of single versions of the profile.")
     install_method: InstallMethod = InstallMethod.AUTOINSTALL
+    gpu_driver: Literal["operator", "host"] = Field(
+        default="operator",
+        description="Who installs the NVIDIA driver: the GPU Operator's driver container (operator) or the host "
+        "packages with Fabric Manager at the same version (host); decides `rackctl driver upgrade`'s path.",
+    )
     lab: bool = Field(
         default=False, description="Lab/dev cluster: allows one control plane and loopback BMC addresses."
     )
