@@ -47,8 +47,6 @@ STAGE = "firmware"
 class FirmwareUpdateFailed(E.RedfishError):
     """A node's firmware did not reach its targets (the message names each component and why)."""
 
-    kind = "firmware-update"
-
 
 @dataclass(frozen=True)
 class ApplySettings:
@@ -343,8 +341,8 @@ class FirmwareRollout:
                 handle.detail.update(result="updated", after=after)
                 self._component(node, step, result="updated", job=job_id, after=after)
         except E.RedfishError as exc:
-            self._component(node, step, result="failed", error=exc.message)
-            return [f"{step.component}: {exc.message}"]
+            self._component(node, step, result="failed", error=exc.reason)
+            return [f"{step.component}: {exc.reason}"]
         return []
 
     def _host(
@@ -405,8 +403,8 @@ class FirmwareRollout:
 
     def _fail(self, node: str, step: ComponentStep, handle: StepHandle, exc: E.RedfishError) -> str:
         handle.__exit__(type(exc), exc, None)
-        self._component(node, step, result="failed", error=exc.message)
-        return f"{step.component}: {exc.message}"
+        self._component(node, step, result="failed", error=exc.reason)
+        return f"{step.component}: {exc.reason}"
 
     def _reboot(
         self, conn: BmcConnection, svc: Service, staged: dict[str, tuple[ComponentStep, StepHandle, str]]
