@@ -188,6 +188,8 @@ class Rollout:
             down = sorted(o for o in self.nodes if self.nodes[o].control_plane and self.unavailable(o))
             for cp in cps:
                 self.blocked[cp] = f"control plane(s) {', '.join(down)} not Ready: etcd quorum comes first"
+            for name in pending:
+                self.blocked.setdefault(name, "waits for the control planes, which go first")
             return None
         workers = [n for n in pending if not self.nodes[n].control_plane]
         if not workers:

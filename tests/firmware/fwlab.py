@@ -96,7 +96,10 @@ def start_lab(tmp: Path, nodes: int, *, job_seconds: float = 0.3, reset_s: float
     rack = api.EmulatedRack(specs, tmp / "rack", processes=processes)
     endpoints = {e.name: e for e in rack.start()}
     for node in data["nodes"]:
-        node["bmc"] = {"address": endpoints[node["hostname"]].url, "fingerprint": endpoints[node["hostname"]].fingerprint}
+        node["bmc"] = {
+            "address": endpoints[node["hostname"]].url,
+            "fingerprint": endpoints[node["hostname"]].fingerprint,
+        }
     data["cluster"]["lab"] = True
     data["credentials"] = {"idrac": {"username": "root", "password_env": PASSWORD_ENV}}
     data["bmc"] = {"defaults": {"credentials": "idrac"}}
