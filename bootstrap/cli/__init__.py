@@ -78,6 +78,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "power": ("bootstrap.cli.bmc_cmds", "Power nodes on, off or cycle them through their iDRACs."),
     "bios": ("bootstrap.cli.bmc_cmds", "BIOS profiles: plan and stage them per node role."),
     "bmc": ("bootstrap.cli.bmc_cmds", "BMC (iDRAC) housekeeping."),
+    "firmware": ("bootstrap.cli.firmware_cmds", "Firmware: plan against the baseline, roll it out in batches."),
     "image": ("bootstrap.cli.image_cmds", "Build the deploy ramdisk and the OS image."),
     "provision": ("bootstrap.cli.provision_cmds", "PXE-install nodes and prove them over pinned SSH."),
     "triton": ("bootstrap.cli.triton_cmds", "Triton model repositories: render, check, load, manifests."),

@@ -8,6 +8,7 @@ fetched: the component is named by the image file name, the new version parsed f
 from __future__ import annotations
 
 import re
+import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
@@ -31,6 +32,7 @@ IMAGE_KEYWORDS = (
     ("nvidia", "GPU"),
     ("gpu", "GPU"),
 )
+APPLY_TIMES = ("Immediate", "OnReset")
 VERSION_RE = re.compile(r"[_-](\d+(?:\.\d+){1,3}(?:-\d+)?)(?=[_.-][A-Za-z]|$)")
 
 
@@ -79,6 +81,10 @@ def update_service(bmc: EmulatedIdrac, **_: Any) -> Reply:
                 "#UpdateService.SimpleUpdate": {
                     "target": f"{base}/Actions/UpdateService.SimpleUpdate",
                     "TransferProtocol@Redfish.AllowableValues": ["HTTP", "HTTPS", "NFS", "CIFS", "TFTP"],
+                    "@Redfish.OperationApplyTimeSupport": {
+                        "@odata.type": "#Settings.v1_3_3.OperationApplyTimeSupport",
+                        "SupportedValues": list(APPLY_TIMES),
+                    },
                 }
             },
         },
@@ -112,7 +118,10 @@ def firmware_get(bmc: EmulatedIdrac, fid: str, **_: Any) -> Reply:
 def simple_update(bmc: EmulatedIdrac, data: Any, **_: Any) -> Reply:
     """SimpleUpdate: 202 + task; when the task completes the component's version changes.
 
-    An iDRAC update resets the iDRAC when it completes (as the real one does).
+    An iDRAC image runs at once, and the iDRAC resets when it completes (as the real one does: connections
+    drop for ``reset_s``, sessions are lost, then the job reads Completed). A host component (BIOS, NIC,
+    GPU, RAID) sent with ``@Redfish.OperationApplyTime: OnReset`` is staged: its job stays Scheduled until
+    the host next boots, then runs; without it (or ``Immediate``) it runs at once.
     """
     uri = data.get("ImageURI") if isinstance(data, dict) else None
     if not isinstance(uri, str) or urlparse(uri).scheme not in ("http", "https", "nfs", "cifs", "tftp"):
@@ -121,11 +130,19 @@ def simple_update(bmc: EmulatedIdrac, data: Any, **_: Any) -> Reply:
             "Base.1.12.ActionParameterMissing",
             "SimpleUpdate requires ImageURI as an http(s)/nfs/cifs/tftp URI.",
         )
+    apply_time = str(data.get("@Redfish.OperationApplyTime") or "Immediate")
+    if apply_time not in APPLY_TIMES:
+        return redfish_error(
+            400,
+            "Base.1.12.PropertyValueNotInList",
+            f"The value {apply_time!r} for @Redfish.OperationApplyTime is not in the list of acceptable values.",
+            f"Use one of {', '.join(APPLY_TIMES)}.",
+        )
     filename = urlparse(uri).path.rsplit("/", 1)[-1]
     kind = next((k for word, k in IMAGE_KEYWORDS if word in filename.lower()), None)
     keys = [key for key in bmc.firmware if kind and (key == kind or key.startswith(f"{kind}:"))]
     version_match = VERSION_RE.search(filename)
-    if not keys or version_match is None:
+    if kind is None or not keys or version_match is None:
         return redfish_error(
             400,
             "IDRAC.2.8.SUP029",
@@ -133,8 +150,16 @@ def simple_update(bmc: EmulatedIdrac, data: Any, **_: Any) -> Reply:
             "Use an update package for a component this system has.",
         )
     version = version_match.group(1)
+    staged = kind != "iDRAC" and apply_time == "OnReset"
+    fail = _draw_update_failure(bmc, kind)
 
     def complete(job: Job) -> Outcome:
+        if fail:
+            return (
+                "Failed",
+                f"Unable to complete the firmware update of {kind}: the package failed to apply.",
+                ("IDRAC.2.8.SUP0518"),
+            )
         if all(bmc.firmware[k]["Version"] == version for k in keys):
             return "Completed", f"The version {version} is already installed.", "IDRAC.2.8.SUP024"
         for key in keys:
@@ -155,10 +180,35 @@ def simple_update(bmc: EmulatedIdrac, data: Any, **_: Any) -> Reply:
         bmc.spec.job_seconds,
         on_start=on_start,
         on_complete=complete,
+        at_boot=staged,
     )
-    job.start_now()
+    if not staged:
+        job.start_now()
     bmc.jobs.add(job)
+    bmc.firmware_updates.append(
+        {
+            "time": time.time(),
+            "image": uri,
+            "component": kind,
+            "version": version,
+            "apply_time": apply_time,
+            "job": job.id,
+        }
+    )
     return Reply(202, job.task(), {"Location": f"{TASKS}/{job.id}", "Retry-After": "1"})
+
+
+def _draw_update_failure(bmc: EmulatedIdrac, kind: str) -> bool:
+    """Whether this update job fails (``fail_update_components``, counted per faults setting)."""
+    faults = bmc.faults
+    if kind not in faults.fail_update_components:
+        return False
+    if bmc.update_failures_for is not faults:  # new faults set: count afresh
+        bmc.update_failures_for, bmc.update_failures = faults, 0
+    if faults.fail_update_count and bmc.update_failures >= faults.fail_update_count:
+        return False
+    bmc.update_failures += 1
+    return True
 
 
 def task_service(bmc: EmulatedIdrac, **_: Any) -> Reply:
