@@ -27,8 +27,9 @@ from bootstrap.day2.driver import plan_upgrade, render
 from bootstrap.day2.kube import cluster_for
 from bootstrap.day2.redeploy import plan_redeploy, run_redeploy
 from bootstrap.day2.status import COLUMNS, collect
-from bootstrap.errors import EXIT_NOT_IMPLEMENTED, EXIT_OK, InvalidInput
+from bootstrap.errors import EXIT_NOT_IMPLEMENTED, EXIT_OK, InvalidInput, Problem
 from bootstrap.inventory import load_inventory
+from bootstrap.rollout import max_unavailable_count
 from bootstrap.selection import STAGES_OPTION, check_stages, select_nodes, split_csv
 from bootstrap.stages.base import STAGE_ORDER, NullProgress, ProgressReporter, RunOptions
 from bootstrap.stages.insecure import insecure_warning
@@ -238,13 +239,18 @@ def driver_group() -> None:
 @driver_group.command("upgrade")
 @click.option("--version", "version", required=True, metavar="V", help="Target driver version, e.g. 580.95.05.")
 @click.option("--plan", "plan_only", is_flag=True, help="Only check and show the plan (renders nothing).")
-@click.option("--max-unavailable", type=click.IntRange(min=1), default=1, show_default=True, help="GPU nodes at once.")
+@click.option(
+    "--max-unavailable",
+    default=None,
+    metavar="N|P%",
+    help="Host path: GPU nodes down at once, a count or a percentage (default: firmware.rollout.max_unavailable).",
+)
 @inventory_option
 @state_dir_option
 @json_option
 @handle_errors()
 def driver_upgrade_cmd(
-    *, version: str, plan_only: bool, max_unavailable: int, inventory_path: Path, state_dir: Path, as_json: bool
+    *, version: str, plan_only: bool, max_unavailable: str | None, inventory_path: Path, state_dir: Path, as_json: bool
 ) -> None:
     """Check V against Triton's CUDA and the GPU Operator's matrix, plan the upgrade and render it.
 
@@ -252,7 +258,7 @@ def driver_upgrade_cmd(
     """
 
     inventory = load_inventory(inventory_path)
-    plan = plan_upgrade(inventory, version, max_unavailable=max_unavailable)
+    plan = plan_upgrade(inventory, version, max_unavailable=_count_or_percent(max_unavailable))
     for message in plan.warnings:
         warn(message, as_json)
     status = "planned, not applied"
@@ -279,6 +285,21 @@ def driver_upgrade_cmd(
     emit(data, as_json, human)
     if not plan_only:
         sys.exit(EXIT_NOT_IMPLEMENTED)
+
+
+def _count_or_percent(value: str | None) -> int | str | None:
+    """``--max-unavailable`` as the scheduler takes it (a count or ``"25%"``); refused with the fix otherwise."""
+    if value is None:
+        return None
+    parsed: int | str = int(value) if value.strip().isdigit() else value.strip()
+    try:
+        max_unavailable_count(parsed, 1)
+    except ValueError as exc:
+        raise InvalidInput(
+            f"--max-unavailable {value!r} is not usable",
+            problems=[Problem("--max-unavailable", str(exc), "give a count >= 1 or a percentage such as 25%")],
+        ) from None
+    return parsed
 
 
 def register(cli: click.Group) -> None:

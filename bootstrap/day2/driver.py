@@ -16,7 +16,7 @@ Executing either needs GPUs and a Kubernetes cluster; this rackctl says so and a
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +30,12 @@ from bootstrap.day2.driver_matrix import (
 )
 from bootstrap.environment import Environment
 from bootstrap.errors import InvalidInput, Problem
+from bootstrap.firmware.plan import rollout_policy
 from bootstrap.fsutil import atomic_write_text
 from bootstrap.inband.render import write_ansible_inventory
 from bootstrap.inventory.models import Inventory
 from bootstrap.inventory.profiles import operator_line, version_tuple
+from bootstrap.rollout import RolloutNode, RolloutPolicy, plan_batches
 
 DRIVER_VERSION_RE = re.compile(r"^\d{3}\.\d{1,3}(\.\d{1,3})?$")
 PLAYBOOK = "driver-upgrade.yml"
@@ -122,30 +124,42 @@ def check_version(inventory: Inventory, version: str) -> tuple[list[dict[str, st
     return checks, warnings
 
 
-def batches_of(nodes: list[str], size: int) -> list[list[str]]:
-    """Nodes in batches of ``size`` (inventory order)."""
-    size = max(1, size)
-    return [nodes[i : i + size] for i in range(0, len(nodes), size)]
+def schedule(inventory: Inventory, gpu_nodes: list[str], policy: RolloutPolicy) -> list[list[str]]:
+    """The GPU nodes' batches from the one rollout scheduler (control planes alone, workers within
+    max-unavailable; every other node counted as Ready: no Kubernetes to ask yet)."""
+    nodes = [
+        RolloutNode(n.hostname, control_plane=n.is_control_plane, needs_work=n.hostname in gpu_nodes)
+        for n in inventory.nodes
+    ]
+    return [list(batch.nodes) for batch in plan_batches(nodes, policy).batches]
 
 
-def plan_upgrade(inventory: Inventory, version: str, *, max_unavailable: int = 1) -> DriverPlan:
-    """Checks, path and per-node steps (reads only the inventory)."""
+def plan_upgrade(inventory: Inventory, version: str, *, max_unavailable: int | str | None = None) -> DriverPlan:
+    """Checks, path and per-node steps (reads only the inventory).
+
+    ``max_unavailable``: GPU nodes down at once on the host path (default: the inventory's
+    ``firmware.rollout.max_unavailable``); the operator path shows the operator's own one-at-a-time order.
+    """
     checks, warnings = check_version(inventory, version)
     plan = DriverPlan(version, inventory.cluster.gpu_driver, checks, warnings)
     gpu_nodes = [n for n in inventory.nodes if inventory.gpus_of(n).count > 0]
     if not gpu_nodes:
         raise InvalidInput("no node of the inventory has GPUs: there is no driver to upgrade")
+    names = [n.hostname for n in gpu_nodes]
     if plan.path == "operator":
-        plan.batches = [[n.hostname for n in gpu_nodes]]
-        policy = ", ".join(f"{k}={v}" for k, v in OPERATOR_UPGRADE_POLICY.items())
+        parallel = int(str(OPERATOR_UPGRADE_POLICY["maxParallelUpgrades"]))
+        plan.batches = schedule(inventory, names, RolloutPolicy(max_unavailable=parallel))
+        shown = ", ".join(f"{k}={v}" for k, v in OPERATOR_UPGRADE_POLICY.items())
         for node in gpu_nodes:
             plan.steps[node.hostname] = [
-                f"the GPU Operator's upgrade controller ({policy}) cordons and drains it",
+                f"the GPU Operator's upgrade controller ({shown}) cordons and drains it",
                 f"the driver container {version} replaces the old one (Fabric Manager inside it on NVSwitch systems)",
                 "the operator validator checks the GPUs; the node is uncordoned",
             ]
         return plan
-    plan.batches = batches_of([n.hostname for n in gpu_nodes], max_unavailable)
+    settings = rollout_policy(inventory)
+    policy = replace(settings, max_unavailable=max_unavailable) if max_unavailable is not None else settings
+    plan.batches = schedule(inventory, names, policy)
     for node in gpu_nodes:
         hw = inventory.hardware(node.model)
         fm = bool(hw and hw.fabric_manager)

@@ -20,7 +20,7 @@ from bootstrap.stages.base import STAGE_ORDER
 CHANGE_STAGES: dict[str, tuple[str, ...]] = {
     "bmc": ("preflight", "discover"),  # address or login changed: reach it and re-read it
     "hardware": ("discover",),  # model or service tag: checked against the BMC again
-    "firmware": ("firmware",),  # baseline of its model
+    "firmware": ("firmware",),  # baseline (targets, images) of its model: rolled out by `rackctl firmware apply`
     "bios": ("bios",),  # profile or its attributes
     "interfaces": ("network",),  # interfaces, bonds, the networks they sit on
     "os": ("provision",),  # install method or disk: a reinstall, only through `rackctl redeploy`
@@ -28,7 +28,10 @@ CHANGE_STAGES: dict[str, tuple[str, ...]] = {
     "gpu": ("nvidia",),  # GPU selection, MIG profile
 }
 #: Sections ``apply`` never acts on by itself: it names the command that does.
-NEEDS_COMMAND: dict[str, str] = {"os": "rackctl redeploy {node}"}
+NEEDS_COMMAND: dict[str, str] = {
+    "firmware": "rackctl firmware apply --limit {node}",  # flashing is a rollout, in batches
+    "os": "rackctl redeploy {node}",
+}
 
 
 @dataclass
