@@ -72,6 +72,8 @@ def run_apply(
                         cluster=cluster,
                         progress=progress,
                     )
+                    if results[change.node]["ok"]:  # it left etcd: later quorum checks count without it
+                        applied[change.node] = {**applied[change.node], "removed": True}
                 for change in plan.of_kind("adopted"):
                     record_applied(journal, change.node, desired[change.node], run_id=run_id)
                     results[change.node] = {"ok": True, "did": "recorded its configuration as applied (adopted)"}
@@ -221,18 +223,24 @@ def _remove(
         state = journal.state(node) if node in journal.nodes() else None
         joined = state is not None and _joined(journal, node)
         if joined and cluster.deployed:
-            role = (sections.get("kubernetes") or {}).get("role")
-            if role in ("control-plane", "head"):
-                members = [n for n, rec in applied.items() if _is_cp(rec) and not rec.get("removed")]
+            control_plane = (sections.get("kubernetes") or {}).get("role") in ("control-plane", "head")
+            members = [n for n, rec in applied.items() if _is_cp(rec) and not rec.get("removed")]
+            if control_plane:
                 ready = {n: k.ready for n, k in cluster.nodes().items()}
                 check_member_leaves(node, members, ready)
             with journal.step(run_id, node, APPLY_STAGE, "drain") as step:
                 if not step.already_done:
                     cluster.drain(node)
+            if control_plane:
+                with journal.step(run_id, node, APPLY_STAGE, "etcd-remove") as step:
+                    if not step.already_done:
+                        others = [m for m in members if m != node]
+                        staying = [m for m in others if inventory.node(m) is not None]  # not leaving too
+                        cluster.remove_etcd_member(node, via=(staying or others)[0])
             with journal.step(run_id, node, APPLY_STAGE, "delete-node") as step:
                 if not step.already_done:
                     cluster.delete_node(node)
-            did.append("drained and deleted from Kubernetes")
+            did.append("drained" + (", removed from etcd" if control_plane else "") + " and deleted from Kubernetes")
         else:
             did.append(f"no drain: {'not joined to Kubernetes' if not joined else cluster.reason}")
         with journal.step(run_id, node, APPLY_STAGE, "power-off") as step:

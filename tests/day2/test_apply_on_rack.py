@@ -12,7 +12,13 @@ from typing import Any
 
 import pytest
 
+from bootstrap.day2.apply import plan_apply, run_apply
+from bootstrap.day2.kube import KubeNode
+from bootstrap.environment import HostEnvironment
+from bootstrap.inventory import load_inventory
+from bootstrap.journal.states import NodeState
 from bootstrap.journal.store import Journal
+from bootstrap.stages.base import NullProgress, RunOptions
 from tests.day2.conftest import Rack
 from tests.redfish.rf_lab import api
 
@@ -130,3 +136,77 @@ def test_status_shows_every_column_and_a_dead_bmc_as_degraded(rack: Rack, tmp_pa
     assert gpu["gpus"]["status"] == "unavailable"
     assert head["driver"] == {"status": "ok", "value": "no GPUs", "reason": ""}
     assert data["kubernetes"]["deployed"] is False
+
+
+class RecordingCluster:
+    """Test double for a deployed Kubernetes (no API server can run here): readiness from a dict, and a
+    record of every change asked of it."""
+
+    deployed = True
+    reason = "test double"
+
+    def __init__(self, ready: dict[str, bool]) -> None:
+        self.ready = ready
+        self.calls: list[tuple[str, str]] = []
+
+    def nodes(self) -> dict[str, KubeNode]:
+        return {n: KubeNode(n, ready=r, allocatable_gpus=0) for n, r in self.ready.items()}
+
+    def drain(self, node: str) -> None:
+        self.calls.append(("drain", node))
+
+    def delete_node(self, node: str) -> None:
+        self.calls.append(("delete-node", node))
+        self.ready.pop(node, None)
+
+    def remove_etcd_member(self, node: str, *, via: str) -> None:
+        self.calls.append(("etcd-remove", f"{node} via {via}"))
+
+    def label(self, node: str, labels: dict[str, str]) -> None:
+        self.calls.append(("label", node))
+
+
+def test_removing_a_joined_control_plane_waits_for_etcd_quorum(
+    rack: Rack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = tmp_path / "state"
+    base = rack.inventory("kbase.yml")
+    code, data = rack.invoke("apply", "-i", str(base), "--state-dir", str(state), "--stages", OOB, "--yes")
+    assert code == 0, data
+    with Journal(state) as journal:  # as if the kubernetes stage had joined every node
+        for name in rack.specs:
+            for to in (NodeState.PROVISIONING, NodeState.PROVISIONED, NodeState.JOINED):
+                journal.transition(name, to, "test setup: joined")
+    # down to the head as the only control plane (a lab inventory allows one)
+    smaller = load_inventory(rack.inventory("kless.yml", without=("cp-02", "cp-03")))
+    options = RunOptions(yes=True, environment=HostEnvironment())
+    code, powered = rack.invoke("power", "on", "--limit", "cp-02,cp-03", "-i", str(base), "--state-dir", str(state))
+    assert code == 0, powered
+    assert {rack.rack.state(n)["power_state"] for n in ("cp-02", "cp-03")} == {"On"}
+    before = rack.log_sizes()
+    cluster = RecordingCluster({"head-01": False, "cp-02": True, "cp-03": True})
+    for name, value in rack.env.items():  # the BMC passwords, as the CLI tests pass them
+        monkeypatch.setenv(name, value)
+    result = run_apply(
+        smaller, state, plan_apply(smaller, state), cluster=cluster, options=options, progress=NullProgress()
+    )
+    assert result["exit_code"] == 1
+    for name in ("cp-02", "cp-03"):
+        assert not result["nodes"][name]["ok"] and "etcd quorum" in result["nodes"][name]["error"]
+    assert cluster.calls == [] and rack.log_sizes() == before  # refused before anything was touched
+
+    cluster = RecordingCluster(dict.fromkeys(["head-01", "cp-02", "cp-03"], True))
+    result = run_apply(
+        smaller, state, plan_apply(smaller, state), cluster=cluster, options=options, progress=NullProgress()
+    )
+    assert result["exit_code"] == 0, result
+    assert cluster.calls == [
+        ("drain", "cp-02"),
+        ("etcd-remove", "cp-02 via head-01"),
+        ("delete-node", "cp-02"),
+        ("drain", "cp-03"),
+        ("etcd-remove", "cp-03 via head-01"),
+        ("delete-node", "cp-03"),
+    ]
+    assert {rack.rack.state(n)["power_state"] for n in ("cp-02", "cp-03")} == {"Off"}
+    assert sorted(n for n, size in before.items() if rack.requests_since(n, size)) == ["cp-02", "cp-03"]
