@@ -163,6 +163,8 @@ def _show_apply(data: dict[str, Any]) -> None:
             "removed": "drain + delete from Kubernetes when there, power off",
             "unchanged": "not contacted",
             "adopted": "recorded as applied (no earlier apply); not contacted",
+            "forgotten": "not in the inventory and never applied: BMC unknown, not contacted; retire it with "
+            f"`rackctl journal mark {c['node']} maintenance --cause ...` and power it off by hand",
         }.get(c["kind"], "")
         if c["deferred"]:
             note = "; ".join(f"{s}: needs `{cmd}`" for s, cmd in c["deferred"].items())

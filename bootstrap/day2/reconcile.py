@@ -4,7 +4,9 @@ Classes: ``new`` (not applied before: the whole pipeline, those nodes alone), ``
 gone from the inventory: drained and removed from Kubernetes when it is there, powered off through Redfish),
 ``changed`` (only the stages their changed sections need, :data:`CHANGE_STAGES`), ``unchanged`` (not
 contacted) and ``adopted`` (known to the journal from ``up`` but never recorded by ``apply``: its current
-configuration is recorded as the applied one, nothing is contacted). Pure: reads only its arguments.
+configuration is recorded as the applied one, nothing is contacted) and ``forgotten`` (in the journal, never
+recorded by ``apply``, gone from the inventory: its BMC is unknown, so it is only reported, with the way
+to retire it by hand). Pure: reads only its arguments.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ class NodeChange:
     """What ``apply`` does with one node."""
 
     node: str
-    kind: str  # new | removed | changed | unchanged | adopted
+    kind: str  # new | removed | changed | unchanged | adopted | forgotten
     sections: list[str] = field(default_factory=list)
     stages: list[str] = field(default_factory=list)
     #: changed sections apply does not act on, with the command that does
@@ -74,7 +76,7 @@ class ReconcilePlan:
         return [c.node for c in self.changes if c.kind in ("new", "removed") or (c.kind == "changed" and c.stages)]
 
     def as_dict(self) -> dict[str, Any]:
-        counts = {k: len(self.of_kind(k)) for k in ("new", "removed", "changed", "unchanged", "adopted")}
+        counts = {k: len(self.of_kind(k)) for k in ("new", "removed", "changed", "unchanged", "adopted", "forgotten")}
         return {"counts": counts, "nodes": [c.as_dict() for c in self.changes], "contacted": self.contacted}
 
 
@@ -111,4 +113,8 @@ def classify(
         if node not in desired and not record.get("removed"):
             state = journal_states.get(node)
             changes.append(NodeChange(node, "removed", state=state.value if state else None))
+    for node, state in journal_states.items():
+        if node not in desired and node not in applied and state is not NodeState.MAINTENANCE:
+            # installed by `up`, never applied, now gone from the inventory: its BMC is not known any more
+            changes.append(NodeChange(node, "forgotten", state=state.value))
     return ReconcilePlan(changes)

@@ -105,13 +105,14 @@ def test_new_removed_and_adopted(tmp_path: Path) -> None:
     gone = record.pop("gpu-xe9680-01")
     record["old-01"] = {**gone, "removed": False}
     record["old-02"] = {**gone, "removed": True}  # removed by an earlier apply: not removed again
-    states = {"cp-02": NodeState.PROVISIONED, "gpu-xe9680-01": NodeState.REGISTERED}
+    states = {"cp-02": NodeState.PROVISIONED, "gpu-xe9680-01": NodeState.REGISTERED, "old-03": NodeState.READY}
     del record["cp-02"]  # known to the journal from `up`, never recorded by apply
     kinds = {c.node: c.kind for c in classify(desired, record, states).changes}
     assert kinds["gpu-xe9680-01"] == "new"  # registered only: never got anywhere
     assert kinds["cp-02"] == "adopted"
     assert kinds["old-01"] == "removed"
     assert "old-02" not in kinds
+    assert kinds["old-03"] == "forgotten"  # from `up`, never applied: reported, not contacted
 
 
 def test_the_snapshot_holds_no_secret_and_passes_the_journal_guard(tmp_path: Path) -> None:
