@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from bootstrap.cli import cli
 from bootstrap.day2.apply import plan_apply, run_apply
 from bootstrap.day2.kube import KubeNode
 from bootstrap.environment import HostEnvironment
@@ -116,6 +118,8 @@ def test_status_shows_every_column_and_a_dead_bmc_as_degraded(rack: Rack, tmp_pa
     rack.rack.set_faults("cp-03", api.FaultSpec(always_fail=True))
     try:
         code, data = rack.invoke("status", "-i", str(inventory), "--state-dir", str(tmp_path / "state"))
+        wide = {**rack.env, "COLUMNS": "400"}
+        text = CliRunner().invoke(cli, ["status", "-i", str(inventory), "--state-dir", str(tmp_path)], env=wide)
     finally:
         rack.rack.set_faults("cp-03", api.FaultSpec())
     assert code == 1, data
@@ -136,6 +140,8 @@ def test_status_shows_every_column_and_a_dead_bmc_as_degraded(rack: Rack, tmp_pa
     assert gpu["gpus"]["status"] == "unavailable"
     assert head["driver"] == {"status": "ok", "value": "no GPUs", "reason": ""}
     assert data["kubernetes"]["deployed"] is False
+    assert text.exit_code == 1 and "degraded: BMC not answering" in text.output  # the table says so too
+    assert "unavailable: not deployed" in text.output
 
 
 class RecordingCluster:
