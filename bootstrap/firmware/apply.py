@@ -19,6 +19,7 @@ instead of starting another: nothing is flashed twice. A node that fails stays c
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -172,7 +173,7 @@ class FirmwareRollout:
                 self.outcomes[name].batch = batch.index
             results = run_fleet(
                 [self.targets[n] for n in batch.nodes],
-                lambda conn, b=batch: self._node(conn, b),
+                functools.partial(self._node, batch=batch),
                 policy=self.conn_policy,
                 progress=self._node_finished,
             )
@@ -388,13 +389,13 @@ class FirmwareRollout:
                 raise_on_failure=False,
             )
             if not outcome.ok:
-                exc = FirmwareUpdateFailed(f"job {job_id} ended {outcome.state}: {outcome.message}", bmc=node)
-                problems.append(self._fail(node, step, handle, exc))
+                bad = FirmwareUpdateFailed(f"job {job_id} ended {outcome.state}: {outcome.message}", bmc=node)
+                problems.append(self._fail(node, step, handle, bad))
                 continue
             now = after.get(component, [])
             if not at_target(now, step.target):
-                exc = FirmwareUpdateFailed(f"job {job_id} completed but the version reads {now}", bmc=node)
-                problems.append(self._fail(node, step, handle, exc))
+                bad = FirmwareUpdateFailed(f"job {job_id} completed but the version reads {now}", bmc=node)
+                problems.append(self._fail(node, step, handle, bad))
                 continue
             handle.detail.update(result="updated", after=now)
             handle.__exit__(None, None, None)

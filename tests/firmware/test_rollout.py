@@ -4,6 +4,7 @@ injected (FaultSpec), the pause with its report, and the resume. Asserted from t
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -99,7 +100,7 @@ def test_rollout_updates_the_fleet_in_batch_order(fwlab: FwLab, tmp_path: Path) 
         assert node["records"]["os"] == "no SSH access: OS not checked"
     # reboots happen in batch order, and no two batches overlap: every request of batch i ends before batch
     # i+1's first SimpleUpdate
-    for earlier, later in zip(batches, batches[1:], strict=False):
+    for earlier, later in itertools.pairwise(batches):
         last_reset = max(t for n in earlier for t in resets(fwlab, n))
         first_update = min(u["time"] for n in later for u in fwlab.updates(n))
         assert last_reset < first_update, (earlier, later)
