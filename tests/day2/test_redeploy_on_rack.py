@@ -3,7 +3,7 @@
 No VMs here: the provision stage is a test double (``redeploy_worker.py``) that PXE-boots the node through
 its emulated iDRAC for real; the reinstall is counted from the emulator's request log (one boot-override
 PATCH of the system per install) and from the journal (one forced move back to provisioning per redeploy).
-The end-to-end redeploy over PXE in lab VMs is not covered by these tests.
+The end-to-end redeploy over PXE in a lab VM is ``test_redeploy_vm.py``.
 """
 
 from __future__ import annotations
