@@ -24,7 +24,7 @@ COMPONENT = """  <SoftwareComponent path="FOLDER{n:05d}M/1/{file}" vendorVersion
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args: object) -> None:
         return None
 
 
