@@ -26,13 +26,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bootstrap.firmware.components import at_target, installed_versions, job_matches
-from bootstrap.firmware.gate import NodeGate
 from bootstrap.firmware.health import OsHealth
 from bootstrap.firmware.plan import ComponentStep, FirmwarePlan
 from bootstrap.inventory.models import Inventory
 from bootstrap.journal.states import NodeState
 from bootstrap.journal.store import Journal, StepHandle
 from bootstrap.rollout import Batch, NodePhase, Rollout, RolloutNode
+from bootstrap.rollout.gate import NodeGate
 from redfish_tools import errors as E
 from redfish_tools.connection import BmcConnection, BmcTarget, ConnectionPolicy
 from redfish_tools.firmware import firmware_inventory, install_from_repository, start_update, update_jobs
@@ -156,7 +156,7 @@ class FirmwareRollout:
             RolloutNode(
                 n.hostname,
                 control_plane=n.is_control_plane,
-                ready=self.gate.ready(n.hostname),
+                ready=self.ready(n.hostname),
                 needs_work=n.hostname in selected
                 and selected[n.hostname].needs_work
                 and not selected[n.hostname].error,
@@ -181,6 +181,12 @@ class FirmwareRollout:
             for result in results:
                 rollout.finish(result.name, result.ok, self.outcomes[result.name].message)
         return self._report(rollout)
+
+    def ready(self, node: str) -> bool:
+        """Ready for the scheduler: the gate says so, and the journal does not hold it in ``maintenance`` (a
+        node an earlier rollout left out of service counts as down until it is worked on again)."""
+        status = self.journal.nodes().get(node)
+        return self.gate.ready(node) and (status is None or status.state is not NodeState.MAINTENANCE)
 
     def _node_finished(self, result: NodeResult[Any]) -> None:
         outcome = self.outcomes[result.name]
