@@ -33,10 +33,10 @@ from bench_inventory import generate
 
 from bootstrap.firmware.apply import ApplySettings, FirmwareRollout
 from bootstrap.firmware.components import installed_versions
-from bootstrap.firmware.gate import NoKubernetes
 from bootstrap.firmware.plan import plan_firmware
 from bootstrap.inventory import check_inventory
 from bootstrap.journal.store import Journal
+from bootstrap.rollout.gate import NoKubernetes
 from bootstrap.stages.oob import targets_for
 from rackctl_lab.idrac.api import EmulatedBmcSpec, EmulatedRack, FaultSpec
 from redfish_tools.connection import ConnectionPolicy

@@ -30,11 +30,11 @@ from bootstrap.cli.common import (
 from bootstrap.errors import EXIT_FAILED, EXIT_INTERRUPTED
 from bootstrap.firmware.apply import ApplySettings, FirmwareRollout, RolloutReport
 from bootstrap.firmware.components import installed_versions
-from bootstrap.firmware.gate import NoKubernetes
 from bootstrap.firmware.health import OsHealth
 from bootstrap.firmware.plan import FirmwarePlan, plan_firmware
 from bootstrap.inventory import Inventory, load_inventory
 from bootstrap.journal.store import Journal
+from bootstrap.rollout.gate import NoKubernetes
 from bootstrap.selection import select_nodes
 from bootstrap.stages.insecure import insecure_warning
 from bootstrap.stages.oob import policy_for, targets_for

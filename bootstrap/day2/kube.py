@@ -54,6 +54,8 @@ class Cluster(Protocol):
 
     def delete_node(self, node: str) -> None: ...
 
+    def uncordon(self, node: str) -> None: ...
+
     def remove_etcd_member(self, node: str, *, via: str) -> None: ...
 
     def label(self, node: str, labels: dict[str, str]) -> None: ...
@@ -78,6 +80,9 @@ class NotDeployed:
 
     def delete_node(self, node: str) -> None:
         self._refuse(f"delete node {node}")
+
+    def uncordon(self, node: str) -> None:
+        self._refuse(f"uncordon {node}")
 
     def remove_etcd_member(self, node: str, *, via: str) -> None:
         self._refuse(f"remove {node} from etcd")
@@ -115,6 +120,9 @@ class Kubectl:
 
     def delete_node(self, node: str) -> None:
         self._run("delete", "node", node, "--ignore-not-found")
+
+    def uncordon(self, node: str) -> None:
+        self._run("uncordon", node)
 
     def remove_etcd_member(self, node: str, *, via: str) -> None:
         etcdctl = [
@@ -164,3 +172,29 @@ def cluster_for(state_dir: Path) -> Cluster:
     if kubeconfig.is_file():
         return Kubectl(kubeconfig)
     return NotDeployed(f"not deployed: the kubernetes stage has not run (no {kubeconfig})")
+
+
+class ClusterGate:
+    """The rollout scheduler's ``NodeGate`` (``bootstrap.rollout.gate``) over a :class:`Cluster`: firmware and
+    driver rollouts drain through the same Kubernetes seam as ``apply`` and ``redeploy``."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+
+    def cordon(self, node: str) -> str:
+        if not self.cluster.deployed:
+            return f"no Kubernetes: not drained ({self.cluster.reason})"
+        self.cluster.drain(node)
+        return "cordoned and drained"
+
+    def uncordon(self, node: str) -> str:
+        if not self.cluster.deployed:
+            return f"no Kubernetes: not uncordoned ({self.cluster.reason})"
+        self.cluster.uncordon(node)
+        return "uncordoned"
+
+    def ready(self, node: str) -> bool:
+        if not self.cluster.deployed:
+            return True
+        found = self.cluster.nodes().get(node)
+        return bool(found and found.ready)

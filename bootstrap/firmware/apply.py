@@ -26,16 +26,16 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bootstrap.firmware.components import at_target, installed_versions, job_matches
-from bootstrap.firmware.gate import NodeGate
 from bootstrap.firmware.health import OsHealth
 from bootstrap.firmware.plan import ComponentStep, FirmwarePlan
 from bootstrap.inventory.models import Inventory
 from bootstrap.journal.states import NodeState
 from bootstrap.journal.store import Journal, StepHandle
 from bootstrap.rollout import Batch, NodePhase, Rollout, RolloutNode
+from bootstrap.rollout.gate import NodeGate
 from redfish_tools import errors as E
 from redfish_tools.connection import BmcConnection, BmcTarget, ConnectionPolicy
-from redfish_tools.firmware import firmware_inventory, start_update, update_jobs
+from redfish_tools.firmware import firmware_inventory, install_from_repository, start_update, update_jobs
 from redfish_tools.fleet import NodeResult, run_fleet
 from redfish_tools.jobs import Job, wait_job
 from redfish_tools.lc import wait_lc_ready
@@ -141,6 +141,7 @@ class FirmwareRollout:
         self.on_event = on_event or (lambda _kind, _node, _text: None)
         self.outcomes = {n.node: NodeOutcome(n.node, batch=n.batch) for n in plan.nodes}
         self._lock = threading.Lock()
+        self._repo_installed: set[str] = set()
 
     # -- the rollout -------------------------------------------------------------------------------
     def run(self) -> RolloutReport:
@@ -155,7 +156,7 @@ class FirmwareRollout:
             RolloutNode(
                 n.hostname,
                 control_plane=n.is_control_plane,
-                ready=self.gate.ready(n.hostname),
+                ready=self.ready(n.hostname),
                 needs_work=n.hostname in selected
                 and selected[n.hostname].needs_work
                 and not selected[n.hostname].error,
@@ -180,6 +181,12 @@ class FirmwareRollout:
             for result in results:
                 rollout.finish(result.name, result.ok, self.outcomes[result.name].message)
         return self._report(rollout)
+
+    def ready(self, node: str) -> bool:
+        """Ready for the scheduler: the gate says so, and the journal does not hold it in ``maintenance`` (a
+        node an earlier rollout left out of service counts as down until it is worked on again)."""
+        status = self.journal.nodes().get(node)
+        return self.gate.ready(node) and (status is None or status.state is not NodeState.MAINTENANCE)
 
     def _node_finished(self, result: NodeResult[Any]) -> None:
         outcome = self.outcomes[result.name]
@@ -289,12 +296,13 @@ class FirmwareRollout:
         node = conn.target.name
         existing = self._existing_job(conn, svc, step, handle)
         if existing is not None:
-            job_id, how = existing.id, "followed the job of an earlier run"
+            how = "from the repository" if node in self._repo_installed else "followed the job of an earlier run"
+            job_id = existing.id
+        elif step.source is not None and step.source.startswith("repository:"):
+            job_id, how = self._repository_job(conn, svc, step), "from the repository"
         else:
-            if step.source is None or step.source.startswith("repository:"):
-                raise FirmwareUpdateFailed(
-                    f"{step.component}: no image URI to flash (repository updates are not rolled out yet)", bmc=node
-                )
+            if step.source is None:
+                raise FirmwareUpdateFailed(f"{step.component}: no image to flash", bmc=node)
             try:
                 task = start_update(conn, step.source, apply_time=when)
             except E.TransportError:
@@ -308,6 +316,23 @@ class FirmwareRollout:
             self.run_id, node, STAGE, handle.key, status="started", destructive=True, detail=dict(handle.detail)
         )
         return job_id
+
+    def _repository_job(self, conn: BmcConnection, svc: Service, step: ComponentStep) -> str:
+        """The job the node's repository (InstallFromRepository, called once per node) made for ``step``."""
+        node = conn.target.name
+        if node not in self._repo_installed:
+            entry = self.inventory.node(node)
+            baseline = self.inventory.firmware.baseline.get(entry.model) if entry else None
+            if baseline is None or baseline.repository is None:
+                raise FirmwareUpdateFailed(f"{step.component}: no repository for this model", bmc=node)
+            install_from_repository(conn, baseline.repository.url, baseline.repository.catalog, svc)
+            self._repo_installed.add(node)
+        for job in update_jobs(conn, svc):
+            if job.pending and job_matches(step.component, job.name):
+                return job.id
+        raise FirmwareUpdateFailed(
+            f"{step.component}: the repository's catalog offers no update to {step.target} for this node", bmc=node
+        )
 
     def _idrac(
         self, conn: BmcConnection, svc: Service, step: ComponentStep, installed: dict[str, list[str]]

@@ -47,6 +47,8 @@ class FirmwareRepository(_Strict):
     @classmethod
     def _share_url(cls, value: str) -> str:
         parsed = urlparse(value)
+        if parsed.password is not None:
+            raise ValueError("the share URL carries a password; no password goes in the inventory")
         if parsed.scheme not in ("http", "https", "nfs", "cifs") or not parsed.hostname:
             raise ValueError(f"{value!r} is not an http(s)/nfs/cifs share URL like http://10.0.0.1/dell-repo/")
         return value
@@ -131,6 +133,11 @@ class Firmware(_Strict):
     def _relative_images_need_a_base(self) -> Firmware:
         for model, minimum in self.baseline.items():
             for component, image in minimum.images.items():
+                if urlparse(image).password is not None:
+                    raise ValueError(
+                        f"baseline.{model}.images.{component}: the URI carries a password; no password goes in "
+                        "the inventory: serve the images without one (e.g. from the head node's mirror)"
+                    )
                 if urlparse(image).scheme:
                     if urlparse(image).scheme not in IMAGE_SCHEMES:
                         raise ValueError(

@@ -52,9 +52,9 @@ class FirmwareStage(Stage):
     def _roll_out(self, ctx: StageContext) -> StageResult:
         from bootstrap.firmware.apply import ApplySettings, FirmwareRollout  # noqa: PLC0415 - only when flashing
         from bootstrap.firmware.components import installed_versions  # noqa: PLC0415
-        from bootstrap.firmware.gate import NoKubernetes  # noqa: PLC0415
         from bootstrap.firmware.health import OsHealth  # noqa: PLC0415
         from bootstrap.firmware.plan import plan_firmware  # noqa: PLC0415
+        from bootstrap.rollout.gate import NoKubernetes  # noqa: PLC0415
         from bootstrap.stages.oob import policy_for, targets_for  # noqa: PLC0415
         from redfish_tools.firmware import firmware_inventory  # noqa: PLC0415
         from redfish_tools.fleet import run_fleet  # noqa: PLC0415

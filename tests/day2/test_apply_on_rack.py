@@ -165,6 +165,9 @@ class RecordingCluster:
         self.calls.append(("delete-node", node))
         self.ready.pop(node, None)
 
+    def uncordon(self, node: str) -> None:
+        self.calls.append(("uncordon", node))
+
     def remove_etcd_member(self, node: str, *, via: str) -> None:
         self.calls.append(("etcd-remove", f"{node} via {via}"))
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bootstrap.day2.kube import Kubectl, KubeError, NotDeployed, cluster_for, kube_node, user_labels
+from bootstrap.day2.kube import ClusterGate, Kubectl, KubeError, NotDeployed, cluster_for, kube_node, user_labels
 
 ITEM = {
     "metadata": {
@@ -43,3 +43,10 @@ def test_without_a_kubeconfig_kubernetes_is_not_deployed_and_refuses_changes(tmp
         cluster.drain("gpu-01")
     (tmp_path / "kubeconfig").write_text("apiVersion: v1\nkind: Config\n")
     assert isinstance(cluster_for(tmp_path), Kubectl)
+
+
+def test_the_rollout_gate_over_no_kubernetes_drains_nothing_and_says_why(tmp_path: Path) -> None:
+    gate = ClusterGate(cluster_for(tmp_path))
+    assert gate.cordon("gpu-01").startswith("no Kubernetes: not drained (not deployed")
+    assert gate.uncordon("gpu-01").startswith("no Kubernetes: not uncordoned")
+    assert gate.ready("gpu-01") is True

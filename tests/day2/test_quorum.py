@@ -63,7 +63,7 @@ class ReadinessOnly:
     def _no(self, *args: Any, **kwargs: Any) -> None:
         raise AssertionError("a plan must not change the cluster")
 
-    drain = delete_node = remove_etcd_member = label = _no
+    drain = delete_node = uncordon = remove_etcd_member = label = _no
 
 
 def joined(tmp_path: Path, inventory: Inventory) -> Path:

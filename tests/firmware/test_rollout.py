@@ -161,6 +161,13 @@ def test_bad_rollout_settings_name_the_field(fwlab: FwLab, tmp_path: Path) -> No
     assert result.exit_code == 2
     text = result.output
     assert "firmware.rollout.max_unavailable" in text and "150%" in text and "Traceback" not in text
+    model = next(iter(fwlab.data["firmware"]["baseline"].values()))
+    model["images"]["bios"] = "http://mirror:s3cret-pw@10.0.0.1/BIOS_X_2.4.1.EXE"
+    fwlab.write()
+    result = CliRunner().invoke(cli, ["validate", "-i", str(fwlab.inventory), "--json"])
+    assert result.exit_code == 2 and "carries a password" in result.output
+    assert "s3cret-pw" not in result.output  # the value is never echoed back
+    model["images"]["bios"] = "BIOS_X_2.4.1.EXE"
     fwlab.data["firmware"].pop("image_base_url")
     fwlab.write()
     result = CliRunner().invoke(cli, ["validate", "-i", str(fwlab.inventory), "--json"])

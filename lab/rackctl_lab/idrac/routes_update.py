@@ -2,19 +2,22 @@
 
 sushy-tools' update service accepts SimpleUpdate but changes no version, and its virtual media downloads
 the image from the network (the lab has none): the iDRAC layer does both itself. Images are never
-fetched: the component is named by the image file name, the new version parsed from it.
+fetched: the component is named by the image file name, the new version parsed from it. A repository's
+catalog (InstallFromRepository) is the one thing read from a share: a small XML file.
 """
 
 from __future__ import annotations
 
 import re
 import time
+import urllib.request
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
+from xml.etree import ElementTree
 
 from rackctl_lab.idrac.jobs import Job, Outcome, new_job_id
 from rackctl_lab.idrac.replies import Reply, redfish_error, success
-from rackctl_lab.idrac.uris import SEG, SYS, V1, collection
+from rackctl_lab.idrac.uris import MGR, SEG, SYS, V1, collection
 
 if TYPE_CHECKING:
     from rackctl_lab.idrac.bmc import EmulatedIdrac
@@ -150,7 +153,17 @@ def simple_update(bmc: EmulatedIdrac, data: Any, **_: Any) -> Reply:
             "Use an update package for a component this system has.",
         )
     version = version_match.group(1)
-    staged = kind != "iDRAC" and apply_time == "OnReset"
+    job = _update_job(bmc, uri, kind, version, staged=kind != "iDRAC" and apply_time == "OnReset", via="SimpleUpdate")
+    return Reply(202, job.task(), {"Location": f"{TASKS}/{job.id}", "Retry-After": "1"})
+
+
+def _keys_of(bmc: EmulatedIdrac, kind: str) -> list[str]:
+    return [key for key in bmc.firmware if key == kind or key.startswith(f"{kind}:")]
+
+
+def _update_job(bmc: EmulatedIdrac, uri: str, kind: str, version: str, *, staged: bool, via: str) -> Job:
+    """The update job of one package: at once, or Scheduled until the host next boots (``staged``)."""
+    keys = _keys_of(bmc, kind)
     fail = _draw_update_failure(bmc, kind)
 
     def complete(job: Job) -> Outcome:
@@ -191,11 +204,12 @@ def simple_update(bmc: EmulatedIdrac, data: Any, **_: Any) -> Reply:
             "image": uri,
             "component": kind,
             "version": version,
-            "apply_time": apply_time,
+            "apply_time": "OnReset" if staged else "Immediate",
+            "via": via,
             "job": job.id,
         }
     )
-    return Reply(202, job.task(), {"Location": f"{TASKS}/{job.id}", "Retry-After": "1"})
+    return job
 
 
 def _draw_update_failure(bmc: EmulatedIdrac, kind: str) -> bool:
@@ -322,6 +336,89 @@ def vmedia_eject(bmc: EmulatedIdrac, vid: str, **_: Any) -> Reply:
     return success(200)
 
 
+SWINSTALL = f"{MGR}/Oem/Dell/DellSoftwareInstallationService"
+CATALOG_TIMEOUT_S = 3.0
+
+
+def software_installation_service(bmc: EmulatedIdrac, **_: Any) -> Reply:
+    return Reply(
+        200,
+        {
+            "@odata.id": SWINSTALL,
+            "@odata.type": "#DellSoftwareInstallationService.v1_4_0.DellSoftwareInstallationService",
+            "Id": "DellSoftwareInstallationService",
+            "Actions": {
+                "#DellSoftwareInstallationService.InstallFromRepository": {
+                    "target": f"{SWINSTALL}/Actions/DellSoftwareInstallationService.InstallFromRepository"
+                }
+            },
+        },
+    )
+
+
+def catalog_packages(text: str, model: str) -> list[tuple[str, str]]:
+    """(package path, version) of a Dell catalog's SoftwareComponents that apply to ``model``."""
+    root = ElementTree.fromstring(text)  # noqa: S314 - a catalog the test or lab serves on loopback
+    out = []
+    for comp in root.iter("SoftwareComponent"):
+        models = [m.findtext("Display", "").strip() for m in comp.iter("Model")]
+        if models and model not in models:
+            continue
+        path, version = comp.get("path"), comp.get("vendorVersion")
+        if path and version:
+            out.append((path, version))
+    return out
+
+
+def install_from_repository(bmc: EmulatedIdrac, data: Any, **_: Any) -> Reply:
+    """Read the catalog from the share (the one thing the emulator fetches: a small XML file), then one update
+    job per package for a component this system has at another version: the iDRAC's at once, the rest
+    Scheduled for the next boot (``RebootNeeded`` false, as rackctl sends it). 202 + the repository job."""
+    body = data if isinstance(data, dict) else {}
+    share_type = str(body.get("ShareType") or "").lower()
+    if share_type not in ("http", "https") or not body.get("IPAddress") or not body.get("CatalogFile"):
+        return redfish_error(
+            400,
+            "Base.1.12.ActionParameterMissing",
+            "InstallFromRepository needs IPAddress, ShareType (HTTP/HTTPS here), ShareName and CatalogFile.",
+        )
+    name = str(body.get("ShareName") or "").strip("/")
+    share = f"{share_type}://{body['IPAddress']}/" + (f"{name}/" if name else "")
+    url = share + str(body["CatalogFile"])
+    try:
+        with urllib.request.urlopen(url, timeout=CATALOG_TIMEOUT_S) as resp:  # noqa: S310 - http(s) only
+            text = resp.read(2_000_000).decode("utf-8", "replace")
+        packages = catalog_packages(text, bmc.spec.model)
+    except (OSError, ElementTree.ParseError) as exc:
+        return redfish_error(
+            400, "IDRAC.2.8.RED014", f"Unable to read the catalog {url}: {exc}.", "Check the repository share."
+        )
+    jobs = []
+    for path, version in packages:
+        filename = path.rsplit("/", 1)[-1]
+        kind = next((k for word, k in IMAGE_KEYWORDS if word in filename.lower()), None)
+        keys = _keys_of(bmc, kind) if kind else []
+        if not keys or all(bmc.firmware[k]["Version"] == version for k in keys):
+            continue
+        if any(not j.finished and j.name == f"Firmware Update: {kind}" for j in bmc.jobs.jobs.values()):
+            continue  # one update of a component queued at a time
+        staged = kind != "iDRAC"
+        jobs.append(_update_job(bmc, share + path, str(kind), version, staged=staged, via="InstallFromRepository"))
+    repo_job = Job(new_job_id(), "RepositoryUpdate", "Repository Update", 0.0)
+    repo_job.start_now()
+    repo_job.on_complete = lambda _j: (
+        "Completed",
+        f"Repository update: {len(jobs)} update job(s) created.",
+        "IDRAC.2.8.RED001",
+    )
+    bmc.jobs.add(repo_job)
+    return Reply(
+        202,
+        {**repo_job.task(), "JobIds": [j.id for j in jobs]},
+        {"Location": f"{TASKS}/{repo_job.id}", "Retry-After": "1"},
+    )
+
+
 JID = SEG.format("jid")
 VID = SEG.format("vid")
 ROUTES = [
@@ -339,4 +436,6 @@ ROUTES = [
     ("GET", f"{VMEDIA}/{VID}", vmedia_get),
     ("POST", f"{VMEDIA}/{VID}/Actions/VirtualMedia.InsertMedia", vmedia_insert),
     ("POST", f"{VMEDIA}/{VID}/Actions/VirtualMedia.EjectMedia", vmedia_eject),
+    ("GET", SWINSTALL, software_installation_service),
+    ("POST", f"{SWINSTALL}/Actions/DellSoftwareInstallationService.InstallFromRepository", install_from_repository),
 ]

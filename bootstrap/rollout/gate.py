@@ -1,4 +1,5 @@
-"""Taking a node out of service and back, around disruptive work: the seam Kubernetes fills later.
+"""Taking a node out of service and back, around disruptive work (firmware, drivers, redeploys): the seam
+the Kubernetes stages fill later.
 
 :class:`NodeGate` is what a rollout asks: cordon and drain, uncordon, and whether a node is Ready. Until
 the kubernetes stage exists there is no cluster to ask, so :class:`NoKubernetes` answers: every call says
