@@ -31,6 +31,7 @@ class Job:
     message: str
     target: str | None
     percent: int | None
+    name: str = ""
 
     @property
     def pending(self) -> bool:
@@ -64,6 +65,7 @@ def _job(body: dict[str, Any]) -> Job:
         message=message,
         target=body.get("TargetSettingsURI") or None,
         percent=pct,
+        name=str(body.get("Name") or ""),
     )
 
 

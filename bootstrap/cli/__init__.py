@@ -78,6 +78,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "power": ("bootstrap.cli.bmc_cmds", "Power nodes on, off or cycle them through their iDRACs."),
     "bios": ("bootstrap.cli.bmc_cmds", "BIOS profiles: plan and stage them per node role."),
     "bmc": ("bootstrap.cli.bmc_cmds", "BMC (iDRAC) housekeeping."),
+    "firmware": ("bootstrap.cli.firmware_cmds", "Firmware: plan against the baseline, roll it out in batches."),
     "image": ("bootstrap.cli.image_cmds", "Build the deploy ramdisk and the OS image."),
     "provision": ("bootstrap.cli.provision_cmds", "PXE-install nodes and prove them over pinned SSH."),
     "triton": ("bootstrap.cli.triton_cmds", "Triton model repositories: render, check, load, manifests."),
@@ -87,6 +88,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Render what the cluster stages would apply, validated (touches nothing).",
     ),
     "validate-cluster": ("bootstrap.cli.cluster_cmds", "Check a running cluster: nodes Ready, GPUs, Fabric Manager."),
+    "status": ("bootstrap.cli.day2_cmds", "Per node: power, health, lifecycle, firmware, driver, Kubernetes, GPUs."),
+    "apply": ("bootstrap.cli.day2_cmds", "Reconcile the cluster with the edited inventory (plan first)."),
+    "redeploy": ("bootstrap.cli.day2_cmds", "Reinstall one node and bring it back through the stages."),
+    "driver": ("bootstrap.cli.day2_cmds", "NVIDIA GPU driver upgrades: checks, plan, rendered playbook."),
 }
 
 

@@ -122,6 +122,11 @@ def plan_cmd(
 @click.option("--dry-run", is_flag=True, help="Only show the plan (same as `rackctl plan`).")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before destructive stages or steps.")
 @click.option("--insecure", is_flag=True, help="Do not verify BMC TLS certificates (lab only; verified by default).")
+@click.option(
+    "--apply-firmware",
+    is_flag=True,
+    help="Let the firmware stage roll the baseline out (as `rackctl firmware apply`); without it, it only compares.",
+)
 @inventory_option
 @state_dir_option
 @json_option
@@ -135,6 +140,7 @@ def up_cmd(
     dry_run: bool,
     yes: bool,
     insecure: bool,
+    apply_firmware: bool = False,
     inventory_path: Path,
     state_dir: Path,
     as_json: bool,
@@ -150,7 +156,12 @@ def up_cmd(
         inventory, stages=split_csv(stages, STAGES_OPTION), limit=split_csv(limit), from_stage=from_stage, force=force
     )
     options = RunOptions(
-        dry_run=dry_run, force=force, yes=yes, insecure=insecure, environment=environment_for(inventory)
+        dry_run=dry_run,
+        force=force,
+        yes=yes,
+        insecure=insecure,
+        environment=environment_for(inventory),
+        extra={"firmware": {"apply": apply_firmware}},
     )
     if dry_run:
         data = plan(inventory, state_dir, selection, options)
@@ -160,6 +171,7 @@ def up_cmd(
         f"--{k.replace('_', '-')} {v}" for k, v in (("stages", stages), ("limit", limit), ("from", from_stage)) if v
     )
     command += " --force" if force else ""
+    command += " --apply-firmware" if apply_firmware else ""
     if as_json:
         outcome = Runner(
             inventory, state_dir, selection, options=options, progress=NullProgress(), command=command

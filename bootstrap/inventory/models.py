@@ -15,6 +15,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from bootstrap.inventory.cluster import KubernetesSettings, MonitoringSettings, NvidiaSettings
+from bootstrap.inventory.firmware import Firmware
 from bootstrap.inventory.hardware import BUILTIN_BIOS_PROFILES, BUILTIN_MODELS, HardwareModel
 from bootstrap.inventory.profiles import PROFILES, Profile, Versions
 from bootstrap.inventory.served_models import ModelSpec
@@ -71,6 +72,11 @@ class Cluster(Strict):
     software_profile: str = Field(default="current", description="Named version profile, see `rackctl validate`.")
     versions: dict[str, str] = Field(default_factory=dict, description="Overrides of single versions of the profile.")
     install_method: InstallMethod = InstallMethod.AUTOINSTALL
+    gpu_driver: Literal["operator", "host"] = Field(
+        default="operator",
+        description="Who installs the NVIDIA driver: the GPU Operator's driver container (operator) or the host "
+        "packages with Fabric Manager at the same version (host); decides `rackctl driver upgrade`'s path.",
+    )
     lab: bool = Field(
         default=False, description="Lab/dev cluster: allows one control plane and loopback BMC addresses."
     )
@@ -416,19 +422,6 @@ class Node(Strict):
         return None
 
 
-class FirmwareMinimum(Strict):
-    """Least firmware versions of one hardware model (checked by the firmware stage)."""
-
-    bios: str | None = Field(default=None, description="Least BIOS version, e.g. 1.6.2.")
-    idrac: str | None = Field(default=None, description="Least iDRAC firmware version, e.g. 7.00.00.00.")
-
-
-class Firmware(Strict):
-    """The firmware baseline: per hardware model, the least versions a node must run."""
-
-    baseline: dict[str, FirmwareMinimum] = Field(default_factory=dict, description="Hardware model -> least versions.")
-
-
 class BmcGroups(Strict):
     """BMC settings for every node, then per role or per model; a node's own settings win."""
 
@@ -451,7 +444,9 @@ class Inventory(Strict):
     bios_profiles: dict[str, dict[str, str]] = Field(
         default_factory=dict, description="Extra or overriding BIOS attribute sets."
     )
-    firmware: Firmware = Field(default_factory=Firmware, description="Firmware baseline per hardware model.")
+    firmware: Firmware = Field(
+        default_factory=Firmware, description="Firmware targets per hardware model, images, rollout policy."
+    )
     nodes: Annotated[list[Node], Field(min_length=1)]
     models: list[ModelSpec] = Field(default_factory=list, description="Models served by Triton.")
     sizing: SizingSection | None = None

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from bootstrap.errors import Problem
+from bootstrap.inventory.firmware import COMPONENT_ORDER
 from bootstrap.inventory.hardware import BUILTIN_MODELS, GPU_TYPES, MIG_PROFILES_80GB
 from bootstrap.inventory.models import Inventory, Network, Node, Role
 from bootstrap.inventory.profiles import (
@@ -600,7 +601,7 @@ def firmware_baseline(inv: Inventory) -> Iterator[Finding]:
         path = f"firmware.baseline.{model}"
         if model not in known:
             yield err(path, f"unknown hardware model {model!r}", did_you_mean(model, known))
-        for part in ("bios", "idrac"):
+        for part in COMPONENT_ORDER:
             value = getattr(minimum, part)
             if value is not None and not version_tuple(value):
                 yield err(f"{path}.{part}", f"{value!r} is not a version", "write it like 1.6.2")

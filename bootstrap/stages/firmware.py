@@ -1,39 +1,95 @@
-"""The firmware stage: check each node's BIOS and iDRAC versions against the inventory's baseline.
+"""The firmware stage: check each node's firmware against the inventory's baseline; roll it out only when
+asked (``rackctl up --apply-firmware``).
 
-It uses the facts the discover stage recorded (no extra BMC traffic). A node below the baseline fails
-with the versions named: updating it is the day-2 firmware rollout (``redfish_tools.firmware`` has
-SimpleUpdate with its task; the rollout command is not built yet), so ``up`` stops there rather than run
-the rest on old firmware. Without a baseline for a model, its nodes pass and the versions are reported.
+Without the flag (the default) it uses the facts the discover stage recorded (no extra BMC traffic): a node
+with BIOS or iDRAC below the baseline fails with the versions named and the command that updates it
+(``rackctl firmware apply``), so ``up`` stops there rather than run the rest on old firmware. Nothing is
+ever flashed during ``up`` without the flag. With it, the stage runs the same rollout as ``rackctl
+firmware apply`` (:mod:`bootstrap.firmware.apply`) on the stage's nodes, journalled in the run.
 """
 
 from __future__ import annotations
 
 from bootstrap.inventory.profiles import version_tuple
+from bootstrap.journal.states import NodeState
 from bootstrap.stages.base import NodeResult, PlannedAction, Stage, StageContext, StageResult, register_stage
+
+
+def applying(ctx: StageContext) -> bool:
+    """Whether this run was asked to flash (``up --apply-firmware``)."""
+    return bool((ctx.options.extra.get("firmware") or {}).get("apply"))
 
 
 @register_stage
 class FirmwareStage(Stage):
-    """Firmware baseline check (read-only)."""
+    """Firmware baseline check (read-only), or the rollout with ``--apply-firmware``."""
 
     name = "firmware"
-    description = "Check BIOS and iDRAC firmware against the inventory's baseline"
+    description = "Check firmware against the inventory's baseline (roll it out with --apply-firmware)"
 
     def plan(self, ctx: StageContext) -> list[PlannedAction]:
         actions = []
         for hostname in ctx.nodes:
             model = ctx.node(hostname).model
             has = model in ctx.inventory.firmware.baseline
+            if has and applying(ctx):
+                what = f"roll out the {model} baseline (see `rackctl firmware plan`)"
+                actions.append(PlannedAction(self.name, hostname, what, destructive=True))
+                continue
             what = f"compare with the {model} baseline" if has else f"no baseline for {model}: report versions"
             actions.append(PlannedAction(self.name, hostname, what))
         return actions
 
     def run(self, ctx: StageContext) -> StageResult:
+        if applying(ctx):
+            return self._roll_out(ctx)
         out: dict[str, NodeResult] = {}
         for hostname in ctx.nodes:
             out[hostname] = self._check(ctx, hostname)
             ctx.progress.node_done(self.name, hostname, out[hostname].ok, out[hostname].message)
         return StageResult.from_nodes(out)
+
+    def _roll_out(self, ctx: StageContext) -> StageResult:
+        from bootstrap.firmware.apply import ApplySettings, FirmwareRollout  # noqa: PLC0415 - only when flashing
+        from bootstrap.firmware.components import installed_versions  # noqa: PLC0415
+        from bootstrap.firmware.health import OsHealth  # noqa: PLC0415
+        from bootstrap.firmware.plan import plan_firmware  # noqa: PLC0415
+        from bootstrap.rollout.gate import NoKubernetes  # noqa: PLC0415
+        from bootstrap.stages.oob import policy_for, targets_for  # noqa: PLC0415
+        from redfish_tools.firmware import firmware_inventory  # noqa: PLC0415
+        from redfish_tools.fleet import run_fleet  # noqa: PLC0415
+
+        inventory = ctx.inventory
+        nodes = [ctx.node(h) for h in ctx.nodes]
+        targets = targets_for(inventory, nodes)
+        policy = policy_for(ctx.state_dir)
+        read = run_fleet(targets, lambda conn: installed_versions(firmware_inventory(conn)), policy=policy)
+        installed = {r.name: r.value for r in read if r.ok}
+        errors = {r.name: str((r.error or {}).get("message", "unreadable")) for r in read if not r.ok}
+        plan = plan_firmware(inventory, nodes, installed, errors=errors)
+        rollout = FirmwareRollout(
+            inventory,
+            plan,
+            ctx.journal,
+            ctx.run_id,
+            {t.name: t for t in targets},
+            gate=NoKubernetes(),
+            conn_policy=policy,
+            os_health=OsHealth(inventory, ctx.journal, ctx.options.environment),
+            settings=ApplySettings(poll_s=float((ctx.options.extra.get("firmware") or {}).get("poll_s", 5.0))),
+            on_event=lambda _kind, node, text: ctx.progress.log(f"firmware {node}: {text}" if node else text),
+        )
+        report = rollout.run()
+        out = {}
+        for node in report.nodes:
+            ok = node.status in ("done", "nothing-to-do")
+            status = ctx.journal.status(node.node)
+            if not ok and status.state is NodeState.MAINTENANCE and status.left_from() is not None:
+                # out of maintenance so that the runner records the failure (the journal keeps the steps)
+                ctx.transition(node.node, status.left_from() or NodeState.REGISTERED, f"firmware: {node.message}")
+            out[node.node] = NodeResult(node.node, ok=ok, message=node.message, data=node.as_dict())
+            ctx.progress.node_done(self.name, node.node, ok, node.message)
+        return StageResult.from_nodes(out, report.reason)
 
     def _check(self, ctx: StageContext, hostname: str) -> NodeResult:
         facts = ctx.journal.latest_facts(hostname).get("discover")
@@ -53,7 +109,8 @@ class FirmwareStage(Stage):
             return NodeResult(
                 hostname,
                 ok=False,
-                message="; ".join(behind) + " (update it, then `rackctl up` again)",
+                message="; ".join(behind)
+                + " (roll it out: `rackctl firmware apply`, or `rackctl up --apply-firmware`; then `rackctl up` again)",
                 data=found,
             )
         return NodeResult(hostname, ok=True, message="at or above the baseline", data=found)

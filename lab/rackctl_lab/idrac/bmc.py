@@ -69,6 +69,10 @@ class EmulatedIdrac:
         self.bios_pending: dict[str, Any] = {}
         self.firmware = hardware.initial_firmware(spec)
         self.previous_firmware: dict[str, dict] = {}
+        #: every SimpleUpdate accepted: time, image, component, version, apply time, job (for tests)
+        self.firmware_updates: list[dict[str, Any]] = []
+        self.update_failures = 0
+        self.update_failures_for: FaultSpec | None = None
         self.boot_enabled = "Disabled"
         self.boot_target = "None"
         self.boot_mode = "UEFI"
@@ -118,7 +122,7 @@ class EmulatedIdrac:
             self.boot_enabled, self.boot_target = "Disabled", "None"
             self.core.set_boot_device(self.uuid, "None")
         now = time.time()
-        for job in self.jobs.scheduled_bios_jobs():
+        for job in self.jobs.scheduled_at_boot():
             job.start_now(now)
 
     def on_power_change(self, _uuid: str) -> None:
@@ -377,6 +381,7 @@ class EmulatedIdrac:
             "bios_pending": dict(self.bios_pending),
             "jobs": [job.dell_job() for job in self.jobs.jobs.values()],
             "firmware": {k: v["Version"] for k, v in self.firmware.items()},
+            "firmware_updates": [dict(u) for u in self.firmware_updates],
             "boot": {
                 "enabled": self.boot_enabled,
                 "target": self.boot_target,

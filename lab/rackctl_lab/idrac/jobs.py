@@ -44,6 +44,8 @@ class Job:
     on_complete: Callable[[Job], Outcome] | None = None
     result: Any = None
     created: float = field(default_factory=time.time)
+    at_boot: bool = False
+    """Scheduled until the host next boots (a BIOS job, a firmware update staged ``OnReset``)."""
 
     @property
     def finished(self) -> bool:
@@ -171,6 +173,11 @@ class JobQueue:
 
     def scheduled_bios_jobs(self) -> list[Job]:
         return [j for j in self.jobs.values() if j.job_type == "BIOSConfiguration" and j.state == "Scheduled"]
+
+    def scheduled_at_boot(self) -> list[Job]:
+        """Jobs waiting for the host's next boot: BIOS configuration and firmware staged ``OnReset``."""
+        waiting = (j for j in self.jobs.values() if j.state == "Scheduled")
+        return [j for j in waiting if j.at_boot or j.job_type == "BIOSConfiguration"]
 
     def delete(self, job_id: str) -> bool:
         return self.jobs.pop(job_id, None) is not None

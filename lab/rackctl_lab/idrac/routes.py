@@ -459,6 +459,7 @@ def manager_get(bmc: EmulatedIdrac, **_: Any) -> Reply:
     dell_links = {
         "DellJobService": {"@odata.id": f"{MGR}/Oem/Dell/DellJobService"},
         "DellLCService": {"@odata.id": f"{MGR}/Oem/Dell/DellLCService"},
+        "DellSoftwareInstallationService": {"@odata.id": f"{MGR}/Oem/Dell/DellSoftwareInstallationService"},
         "Jobs": {"@odata.id": f"{MGR}/Oem/Dell/Jobs"},
     }
     scp = "#OemManager.v1_4_0.OemManager#OemManager."

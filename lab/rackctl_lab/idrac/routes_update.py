@@ -2,18 +2,22 @@
 
 sushy-tools' update service accepts SimpleUpdate but changes no version, and its virtual media downloads
 the image from the network (the lab has none): the iDRAC layer does both itself. Images are never
-fetched: the component is named by the image file name, the new version parsed from it.
+fetched: the component is named by the image file name, the new version parsed from it. A repository's
+catalog (InstallFromRepository) is the one thing read from a share: a small XML file.
 """
 
 from __future__ import annotations
 
 import re
+import time
+import urllib.request
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
+from xml.etree import ElementTree
 
 from rackctl_lab.idrac.jobs import Job, Outcome, new_job_id
 from rackctl_lab.idrac.replies import Reply, redfish_error, success
-from rackctl_lab.idrac.uris import SEG, SYS, V1, collection
+from rackctl_lab.idrac.uris import MGR, SEG, SYS, V1, collection
 
 if TYPE_CHECKING:
     from rackctl_lab.idrac.bmc import EmulatedIdrac
@@ -31,6 +35,7 @@ IMAGE_KEYWORDS = (
     ("nvidia", "GPU"),
     ("gpu", "GPU"),
 )
+APPLY_TIMES = ("Immediate", "OnReset")
 VERSION_RE = re.compile(r"[_-](\d+(?:\.\d+){1,3}(?:-\d+)?)(?=[_.-][A-Za-z]|$)")
 
 
@@ -79,6 +84,10 @@ def update_service(bmc: EmulatedIdrac, **_: Any) -> Reply:
                 "#UpdateService.SimpleUpdate": {
                     "target": f"{base}/Actions/UpdateService.SimpleUpdate",
                     "TransferProtocol@Redfish.AllowableValues": ["HTTP", "HTTPS", "NFS", "CIFS", "TFTP"],
+                    "@Redfish.OperationApplyTimeSupport": {
+                        "@odata.type": "#Settings.v1_3_3.OperationApplyTimeSupport",
+                        "SupportedValues": list(APPLY_TIMES),
+                    },
                 }
             },
         },
@@ -112,7 +121,10 @@ def firmware_get(bmc: EmulatedIdrac, fid: str, **_: Any) -> Reply:
 def simple_update(bmc: EmulatedIdrac, data: Any, **_: Any) -> Reply:
     """SimpleUpdate: 202 + task; when the task completes the component's version changes.
 
-    An iDRAC update resets the iDRAC when it completes (as the real one does).
+    An iDRAC image runs at once, and the iDRAC resets when it completes (as the real one does: connections
+    drop for ``reset_s``, sessions are lost, then the job reads Completed). A host component (BIOS, NIC,
+    GPU, RAID) sent with ``@Redfish.OperationApplyTime: OnReset`` is staged: its job stays Scheduled until
+    the host next boots, then runs; without it (or ``Immediate``) it runs at once.
     """
     uri = data.get("ImageURI") if isinstance(data, dict) else None
     if not isinstance(uri, str) or urlparse(uri).scheme not in ("http", "https", "nfs", "cifs", "tftp"):
@@ -121,11 +133,19 @@ def simple_update(bmc: EmulatedIdrac, data: Any, **_: Any) -> Reply:
             "Base.1.12.ActionParameterMissing",
             "SimpleUpdate requires ImageURI as an http(s)/nfs/cifs/tftp URI.",
         )
+    apply_time = str(data.get("@Redfish.OperationApplyTime") or "Immediate")
+    if apply_time not in APPLY_TIMES:
+        return redfish_error(
+            400,
+            "Base.1.12.PropertyValueNotInList",
+            f"The value {apply_time!r} for @Redfish.OperationApplyTime is not in the list of acceptable values.",
+            f"Use one of {', '.join(APPLY_TIMES)}.",
+        )
     filename = urlparse(uri).path.rsplit("/", 1)[-1]
     kind = next((k for word, k in IMAGE_KEYWORDS if word in filename.lower()), None)
     keys = [key for key in bmc.firmware if kind and (key == kind or key.startswith(f"{kind}:"))]
     version_match = VERSION_RE.search(filename)
-    if not keys or version_match is None:
+    if kind is None or not keys or version_match is None:
         return redfish_error(
             400,
             "IDRAC.2.8.SUP029",
@@ -133,8 +153,26 @@ def simple_update(bmc: EmulatedIdrac, data: Any, **_: Any) -> Reply:
             "Use an update package for a component this system has.",
         )
     version = version_match.group(1)
+    job = _update_job(bmc, uri, kind, version, staged=kind != "iDRAC" and apply_time == "OnReset", via="SimpleUpdate")
+    return Reply(202, job.task(), {"Location": f"{TASKS}/{job.id}", "Retry-After": "1"})
+
+
+def _keys_of(bmc: EmulatedIdrac, kind: str) -> list[str]:
+    return [key for key in bmc.firmware if key == kind or key.startswith(f"{kind}:")]
+
+
+def _update_job(bmc: EmulatedIdrac, uri: str, kind: str, version: str, *, staged: bool, via: str) -> Job:
+    """The update job of one package: at once, or Scheduled until the host next boots (``staged``)."""
+    keys = _keys_of(bmc, kind)
+    fail = _draw_update_failure(bmc, kind)
 
     def complete(job: Job) -> Outcome:
+        if fail:
+            return (
+                "Failed",
+                f"Unable to complete the firmware update of {kind}: the package failed to apply.",
+                ("IDRAC.2.8.SUP0518"),
+            )
         if all(bmc.firmware[k]["Version"] == version for k in keys):
             return "Completed", f"The version {version} is already installed.", "IDRAC.2.8.SUP024"
         for key in keys:
@@ -155,10 +193,36 @@ def simple_update(bmc: EmulatedIdrac, data: Any, **_: Any) -> Reply:
         bmc.spec.job_seconds,
         on_start=on_start,
         on_complete=complete,
+        at_boot=staged,
     )
-    job.start_now()
+    if not staged:
+        job.start_now()
     bmc.jobs.add(job)
-    return Reply(202, job.task(), {"Location": f"{TASKS}/{job.id}", "Retry-After": "1"})
+    bmc.firmware_updates.append(
+        {
+            "time": time.time(),
+            "image": uri,
+            "component": kind,
+            "version": version,
+            "apply_time": "OnReset" if staged else "Immediate",
+            "via": via,
+            "job": job.id,
+        }
+    )
+    return job
+
+
+def _draw_update_failure(bmc: EmulatedIdrac, kind: str) -> bool:
+    """Whether this update job fails (``fail_update_components``, counted per faults setting)."""
+    faults = bmc.faults
+    if kind not in faults.fail_update_components:
+        return False
+    if bmc.update_failures_for is not faults:  # new faults set: count afresh
+        bmc.update_failures_for, bmc.update_failures = faults, 0
+    if faults.fail_update_count and bmc.update_failures >= faults.fail_update_count:
+        return False
+    bmc.update_failures += 1
+    return True
 
 
 def task_service(bmc: EmulatedIdrac, **_: Any) -> Reply:
@@ -272,6 +336,89 @@ def vmedia_eject(bmc: EmulatedIdrac, vid: str, **_: Any) -> Reply:
     return success(200)
 
 
+SWINSTALL = f"{MGR}/Oem/Dell/DellSoftwareInstallationService"
+CATALOG_TIMEOUT_S = 3.0
+
+
+def software_installation_service(bmc: EmulatedIdrac, **_: Any) -> Reply:
+    return Reply(
+        200,
+        {
+            "@odata.id": SWINSTALL,
+            "@odata.type": "#DellSoftwareInstallationService.v1_4_0.DellSoftwareInstallationService",
+            "Id": "DellSoftwareInstallationService",
+            "Actions": {
+                "#DellSoftwareInstallationService.InstallFromRepository": {
+                    "target": f"{SWINSTALL}/Actions/DellSoftwareInstallationService.InstallFromRepository"
+                }
+            },
+        },
+    )
+
+
+def catalog_packages(text: str, model: str) -> list[tuple[str, str]]:
+    """(package path, version) of a Dell catalog's SoftwareComponents that apply to ``model``."""
+    root = ElementTree.fromstring(text)  # noqa: S314 - a catalog the test or lab serves on loopback
+    out = []
+    for comp in root.iter("SoftwareComponent"):
+        models = [m.findtext("Display", "").strip() for m in comp.iter("Model")]
+        if models and model not in models:
+            continue
+        path, version = comp.get("path"), comp.get("vendorVersion")
+        if path and version:
+            out.append((path, version))
+    return out
+
+
+def install_from_repository(bmc: EmulatedIdrac, data: Any, **_: Any) -> Reply:
+    """Read the catalog from the share (the one thing the emulator fetches: a small XML file), then one update
+    job per package for a component this system has at another version: the iDRAC's at once, the rest
+    Scheduled for the next boot (``RebootNeeded`` false, as rackctl sends it). 202 + the repository job."""
+    body = data if isinstance(data, dict) else {}
+    share_type = str(body.get("ShareType") or "").lower()
+    if share_type not in ("http", "https") or not body.get("IPAddress") or not body.get("CatalogFile"):
+        return redfish_error(
+            400,
+            "Base.1.12.ActionParameterMissing",
+            "InstallFromRepository needs IPAddress, ShareType (HTTP/HTTPS here), ShareName and CatalogFile.",
+        )
+    name = str(body.get("ShareName") or "").strip("/")
+    share = f"{share_type}://{body['IPAddress']}/" + (f"{name}/" if name else "")
+    url = share + str(body["CatalogFile"])
+    try:
+        with urllib.request.urlopen(url, timeout=CATALOG_TIMEOUT_S) as resp:  # noqa: S310 - http(s) only
+            text = resp.read(2_000_000).decode("utf-8", "replace")
+        packages = catalog_packages(text, bmc.spec.model)
+    except (OSError, ElementTree.ParseError) as exc:
+        return redfish_error(
+            400, "IDRAC.2.8.RED014", f"Unable to read the catalog {url}: {exc}.", "Check the repository share."
+        )
+    jobs = []
+    for path, version in packages:
+        filename = path.rsplit("/", 1)[-1]
+        kind = next((k for word, k in IMAGE_KEYWORDS if word in filename.lower()), None)
+        keys = _keys_of(bmc, kind) if kind else []
+        if not keys or all(bmc.firmware[k]["Version"] == version for k in keys):
+            continue
+        if any(not j.finished and j.name == f"Firmware Update: {kind}" for j in bmc.jobs.jobs.values()):
+            continue  # one update of a component queued at a time
+        staged = kind != "iDRAC"
+        jobs.append(_update_job(bmc, share + path, str(kind), version, staged=staged, via="InstallFromRepository"))
+    repo_job = Job(new_job_id(), "RepositoryUpdate", "Repository Update", 0.0)
+    repo_job.start_now()
+    repo_job.on_complete = lambda _j: (
+        "Completed",
+        f"Repository update: {len(jobs)} update job(s) created.",
+        "IDRAC.2.8.RED001",
+    )
+    bmc.jobs.add(repo_job)
+    return Reply(
+        202,
+        {**repo_job.task(), "JobIds": [j.id for j in jobs]},
+        {"Location": f"{TASKS}/{repo_job.id}", "Retry-After": "1"},
+    )
+
+
 JID = SEG.format("jid")
 VID = SEG.format("vid")
 ROUTES = [
@@ -289,4 +436,6 @@ ROUTES = [
     ("GET", f"{VMEDIA}/{VID}", vmedia_get),
     ("POST", f"{VMEDIA}/{VID}/Actions/VirtualMedia.InsertMedia", vmedia_insert),
     ("POST", f"{VMEDIA}/{VID}/Actions/VirtualMedia.EjectMedia", vmedia_eject),
+    ("GET", SWINSTALL, software_installation_service),
+    ("POST", f"{SWINSTALL}/Actions/DellSoftwareInstallationService.InstallFromRepository", install_from_repository),
 ]

@@ -46,9 +46,16 @@ class FaultSpec:
     lose_answer_count: int = 1
     """How many answers ``lose_answer_paths`` lose after these faults are set (0: every one)."""
 
+    fail_update_components: tuple[str, ...] = ()
+    """Firmware components (``iDRAC``, ``BIOS``, ``NIC``, ``GPU``, ``RAID``) whose update jobs end ``Failed``
+    (``SUP0518``), the version unchanged: the first ``fail_update_count`` of them after these faults are set."""
+    fail_update_count: int = 1
+    """How many update jobs ``fail_update_components`` fails (0: every one)."""
+
     def __post_init__(self) -> None:
         self.fault_exempt_paths = tuple(self.fault_exempt_paths)
         self.lose_answer_paths = tuple(self.lose_answer_paths)
+        self.fail_update_components = tuple(self.fail_update_components)
 
 
 @dataclass

@@ -1,0 +1,312 @@
+"""Day-2 commands: ``rackctl status``, ``apply``, ``redeploy`` and ``driver upgrade`` (``bootstrap.day2``)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.table import Table
+
+from bootstrap.cli.common import (
+    console,
+    emit,
+    environment_for,
+    err_console,
+    escape,
+    handle_errors,
+    inventory_option,
+    json_option,
+    limit_option,
+    state_dir_option,
+    warn,
+)
+from bootstrap.day2.apply import plan_apply, run_apply
+from bootstrap.day2.driver import plan_upgrade, render
+from bootstrap.day2.kube import cluster_for
+from bootstrap.day2.redeploy import plan_redeploy, run_redeploy
+from bootstrap.day2.status import COLUMNS, collect
+from bootstrap.errors import EXIT_NOT_IMPLEMENTED, EXIT_OK, InvalidInput, Problem
+from bootstrap.inventory import load_inventory
+from bootstrap.rollout import max_unavailable_count
+from bootstrap.selection import STAGES_OPTION, check_stages, select_nodes, split_csv
+from bootstrap.stages.base import STAGE_ORDER, NullProgress, ProgressReporter, RunOptions
+from bootstrap.stages.insecure import insecure_warning
+from bootstrap.stages.progress import RichProgress
+from bootstrap.stages.runner import ensure_writable_state_dir
+
+STYLE = {"ok": "", "unavailable": "dim", "degraded": "bold red"}
+
+
+# -- status ------------------------------------------------------------------------------------------
+@click.command("status")
+@limit_option
+@inventory_option
+@state_dir_option
+@json_option
+@handle_errors()
+def status_cmd(*, limit: str | None, inventory_path: Path, state_dir: Path, as_json: bool) -> None:
+    """Per node: power, health, lifecycle, firmware vs baseline, driver, Kubernetes and GPUs (reads only).
+
+    Exit 1 when some data is degraded (a BMC or the Kubernetes API not answering).
+    """
+
+    inventory = load_inventory(inventory_path)
+    nodes = select_nodes(inventory, limit)
+    note = insecure_warning(inventory, [n.hostname for n in nodes])
+    if note:
+        warn(note, as_json)
+    data = collect(inventory, nodes, state_dir, cluster_for(state_dir))
+
+    def human(d: dict[str, Any]) -> None:
+        table = Table(title="rackctl status")
+        for col in ("node", "role", *COLUMNS):
+            table.add_column(col)
+        for row in d["nodes"]:
+            cells = []
+            for col in COLUMNS:
+                cell = row[col]
+                text = str(cell["value"]) if cell["status"] == "ok" else f"{cell['status']}: {cell['reason']}"
+                style = STYLE[cell["status"]]
+                cells.append(f"[{style}]{escape(text)}[/{style}]" if style else escape(text))
+            table.add_row(row["node"], row["role"], *cells)
+        console.print(table)
+        if d["degraded"]:
+            console.print(f"[red]degraded data for: {', '.join(d['degraded'])}[/red]")
+
+    emit(data, as_json, human)
+    if not data["ok"]:
+        sys.exit(1)
+
+
+# -- apply -------------------------------------------------------------------------------------------
+def _progress(as_json: bool) -> tuple[ProgressReporter, Any]:
+    if as_json:
+        return NullProgress(), None
+    progress = RichProgress(err_console)
+    return progress, progress
+
+
+@click.command("apply")
+@click.option("--plan", "plan_only", is_flag=True, help="Only show the plan (contacts nothing, writes nothing).")
+@click.option(
+    "--stages",
+    "stages",
+    metavar="A,B",
+    default=None,
+    help="Stages new nodes go through (default: every stage; `up` stops at the first not implemented yet).",
+)
+@click.option("--yes", "-y", is_flag=True, help="Do not ask before destructive stages or steps.")
+@inventory_option
+@state_dir_option
+@json_option
+@handle_errors()
+def apply_cmd(
+    *, plan_only: bool, stages: str | None, yes: bool, inventory_path: Path, state_dir: Path, as_json: bool
+) -> None:
+    """Reconcile the cluster with the edited inventory; the plan is shown first.
+
+    New nodes go through the pipeline alone, removed nodes are drained (when Kubernetes is there) and
+    powered off, changed nodes get only the stages their change needs, unchanged nodes are not contacted.
+    """
+
+    inventory = load_inventory(inventory_path)
+    new_stages = split_csv(stages, STAGES_OPTION) or None
+    if new_stages:
+        check_stages(new_stages, STAGE_ORDER)
+        new_stages = [s for s in STAGE_ORDER if s in new_stages]
+    plan = plan_apply(inventory, state_dir)
+    data: dict[str, Any] = {"ok": True, "plan": plan.as_dict()}
+    if plan_only:
+        emit({**data, "applied": False}, as_json, _show_apply)
+        return
+    if not as_json:
+        _show_apply(data)
+    ensure_writable_state_dir(state_dir)
+    options = RunOptions(yes=yes, environment=environment_for(inventory))
+    progress, context = _progress(as_json)
+    if context is not None:
+        with context:
+            result = run_apply(
+                inventory,
+                state_dir,
+                plan,
+                cluster=cluster_for(state_dir),
+                options=options,
+                progress=progress,
+                new_stages=new_stages,
+            )
+    else:
+        result = run_apply(
+            inventory,
+            state_dir,
+            plan,
+            cluster=cluster_for(state_dir),
+            options=options,
+            progress=progress,
+            new_stages=new_stages,
+        )
+    data = {**data, **result, "applied": True}
+    emit(data, as_json, _show_apply_result)
+    if result["exit_code"] != EXIT_OK:
+        sys.exit(result["exit_code"])
+
+
+def _show_apply(data: dict[str, Any]) -> None:
+    table = Table(title="rackctl apply would")
+    for col in ("node", "change", "sections", "stages", "note"):
+        table.add_column(col)
+    for c in data["plan"]["nodes"]:
+        note = {
+            "new": "the whole pipeline, this node alone",
+            "removed": "drain + delete from Kubernetes when there, power off",
+            "unchanged": "not contacted",
+            "adopted": "recorded as applied (no earlier apply); not contacted",
+            "forgotten": "not in the inventory and never applied: BMC unknown, not contacted; retire it with "
+            f"`rackctl journal mark {c['node']} maintenance --cause ...` and power it off by hand",
+        }.get(c["kind"], "")
+        if c["deferred"]:
+            note = "; ".join(f"{s}: needs `{cmd}`" for s, cmd in c["deferred"].items())
+        table.add_row(c["node"], c["kind"], ",".join(c["sections"]), ",".join(c["stages"]), escape(note))
+    console.print(table)
+
+
+def _show_apply_result(data: dict[str, Any]) -> None:
+    for node, r in data.get("nodes", {}).items():
+        style = "green" if r["ok"] else "red"
+        console.print(f"[{style}]{escape(node)}[/{style}]: {escape(r.get('did', ''))} {escape(r.get('error', ''))}")
+
+
+# -- redeploy ----------------------------------------------------------------------------------------
+@click.command("redeploy")
+@click.argument("node")
+@click.option("--plan", "plan_only", is_flag=True, help="Only check and show the steps (changes nothing).")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask before reinstalling the node.")
+@inventory_option
+@state_dir_option
+@json_option
+@handle_errors()
+def redeploy_cmd(
+    *, node: str, plan_only: bool, yes: bool, inventory_path: Path, state_dir: Path, as_json: bool
+) -> None:
+    """Reinstall NODE: drain and remove it from Kubernetes (and etcd) when there, PXE-reinstall, bring it
+    back through the stages, restore its labels. Run it again after an interruption: it resumes."""
+
+    inventory = load_inventory(inventory_path)
+    options = RunOptions(yes=yes, environment=environment_for(inventory))
+    cluster = cluster_for(state_dir)
+    plan = plan_redeploy(inventory, state_dir, node, cluster, options)
+    data: dict[str, Any] = {"ok": True, "plan": plan.as_dict()}
+    if plan_only:
+        emit({**data, "applied": False}, as_json, _show_redeploy)
+        return
+    if not as_json:
+        _show_redeploy(data)
+    if not plan.resuming and not yes:
+        if not sys.stdin.isatty():
+            raise InvalidInput(f"redeploy wipes {node}'s disk; refusing without a terminal: pass --yes to confirm")
+        if not click.confirm(f"Reinstall {node} (its disk is wiped)?", default=False):
+            emit({"ok": False, "error": "not confirmed", "applied": False}, as_json, lambda d: None)
+            sys.exit(1)
+    options = RunOptions(yes=True, environment=options.environment)
+    progress, context = _progress(as_json)
+    if context is not None:
+        with context:
+            result = run_redeploy(inventory, state_dir, plan, cluster=cluster, options=options, progress=progress)
+    else:
+        result = run_redeploy(inventory, state_dir, plan, cluster=cluster, options=options, progress=progress)
+    emit({**data, **result, "applied": True}, as_json, lambda d: console.print(escape(d["message"])))
+    if result["exit_code"] != EXIT_OK:
+        sys.exit(result["exit_code"])
+
+
+def _show_redeploy(data: dict[str, Any]) -> None:
+    plan = data["plan"]
+    title = f"rackctl redeploy {plan['node']}" + (" (resuming)" if plan["resuming"] else "")
+    table = Table(title=title)
+    for col in ("step", "action", "skip"):
+        table.add_column(col)
+    for s in plan["steps"]:
+        table.add_row(s["step"], escape(s["action"]), escape(s["skip"] or ""))
+    console.print(table)
+
+
+# -- driver ------------------------------------------------------------------------------------------
+@click.group("driver")
+def driver_group() -> None:
+    """The NVIDIA GPU driver (day-2)."""
+
+
+@driver_group.command("upgrade")
+@click.option("--version", "version", required=True, metavar="V", help="Target driver version, e.g. 580.95.05.")
+@click.option("--plan", "plan_only", is_flag=True, help="Only check and show the plan (renders nothing).")
+@click.option(
+    "--max-unavailable",
+    default=None,
+    metavar="N|P%",
+    help="Host path: GPU nodes down at once, a count or a percentage (default: firmware.rollout.max_unavailable).",
+)
+@inventory_option
+@state_dir_option
+@json_option
+@handle_errors()
+def driver_upgrade_cmd(
+    *, version: str, plan_only: bool, max_unavailable: str | None, inventory_path: Path, state_dir: Path, as_json: bool
+) -> None:
+    """Check V against Triton's CUDA and the GPU Operator's matrix, plan the upgrade and render it.
+
+    Applying it needs GPUs and Kubernetes: this rackctl renders the plan and says it was not applied (exit 4).
+    """
+
+    inventory = load_inventory(inventory_path)
+    plan = plan_upgrade(inventory, version, max_unavailable=_count_or_percent(max_unavailable))
+    for message in plan.warnings:
+        warn(message, as_json)
+    status = "planned, not applied"
+    if not plan_only:
+        ensure_writable_state_dir(state_dir)
+        render(inventory, plan, state_dir, environment_for(inventory))
+        status = "planned/rendered, not applied"
+    reason = "executing it needs GPUs and a Kubernetes cluster; this rackctl does not apply driver upgrades yet"
+    data = {"ok": plan_only, "status": status, "reason": reason, "plan": plan.as_dict(), "applied": False}
+
+    def human(d: dict[str, Any]) -> None:
+        p = d["plan"]
+        console.print(f"driver {escape(p['version'])} via the {p['path']} path")
+        for check in p["checks"]:
+            console.print(f"  [green]ok[/green] {check['check']}: {escape(check['result'])}")
+        for index, batch in enumerate(p["batches"], 1):
+            console.print(f"batch {index}: {', '.join(batch)}")
+        for node, steps in p["steps"].items():
+            console.print(f"  {escape(node)}: " + " -> ".join(escape(s) for s in steps))
+        for what, path in p["rendered"].items():
+            console.print(f"rendered {what}: {escape(path)}")
+        console.print(f"[yellow]{escape(d['status'])}: {escape(d['reason'])}[/yellow]")
+
+    emit(data, as_json, human)
+    if not plan_only:
+        sys.exit(EXIT_NOT_IMPLEMENTED)
+
+
+def _count_or_percent(value: str | None) -> int | str | None:
+    """``--max-unavailable`` as the scheduler takes it (a count or ``"25%"``); refused with the fix otherwise."""
+    if value is None:
+        return None
+    parsed: int | str = int(value) if value.strip().isdigit() else value.strip()
+    try:
+        max_unavailable_count(parsed, 1)
+    except ValueError as exc:
+        raise InvalidInput(
+            f"--max-unavailable {value!r} is not usable",
+            problems=[Problem("--max-unavailable", str(exc), "give a count >= 1 or a percentage such as 25%")],
+        ) from None
+    return parsed
+
+
+def register(cli: click.Group) -> None:
+    """Add ``status``, ``apply``, ``redeploy`` and ``driver`` to the root group."""
+    cli.add_command(status_cmd)
+    cli.add_command(apply_cmd)
+    cli.add_command(redeploy_cmd)
+    cli.add_command(driver_group)

@@ -1,0 +1,222 @@
+"""``rackctl firmware plan|apply``: the rolling firmware update against the inventory's baseline.
+
+``plan`` reads each selected node's installed firmware through its iDRAC and shows, per node and
+component, installed -> target, the order, the reboots needed and the batch the node falls in. ``apply``
+rolls it out (see :mod:`bootstrap.firmware.apply`), journalled under ``--state-dir``: run it again to
+resume; ``apply --plan`` shows the plan and changes nothing.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from bootstrap.cli.common import (
+    console,
+    emit,
+    environment_for,
+    err_console,
+    escape,
+    handle_errors,
+    inventory_option,
+    json_option,
+    limit_option,
+    state_dir_option,
+    warn,
+)
+from bootstrap.errors import EXIT_FAILED, EXIT_INTERRUPTED
+from bootstrap.firmware.apply import ApplySettings, FirmwareRollout, RolloutReport
+from bootstrap.firmware.components import installed_versions
+from bootstrap.firmware.health import OsHealth
+from bootstrap.firmware.plan import FirmwarePlan, plan_firmware
+from bootstrap.inventory import Inventory, load_inventory
+from bootstrap.journal.store import Journal
+from bootstrap.rollout.gate import NoKubernetes
+from bootstrap.selection import select_nodes
+from bootstrap.stages.insecure import insecure_warning
+from bootstrap.stages.oob import policy_for, targets_for
+from redfish_tools.connection import BmcConnection
+from redfish_tools.firmware import firmware_inventory
+from redfish_tools.fleet import FleetInterrupted, run_fleet
+
+REBOOT_WORDS = {"idrac-reset": "iDRAC resets", "host-reboot": "host reboot"}
+
+
+def read_plan(inventory: Inventory, state_dir: Path, limit: str | None, as_json: bool) -> FirmwarePlan:
+    """Read the selected nodes' installed firmware (all BMCs at once) and plan against the baseline."""
+    nodes = select_nodes(inventory, limit)
+    warning = insecure_warning(inventory, [n.hostname for n in nodes])
+    if warning:
+        warn(warning, as_json)
+    targets = targets_for(inventory, nodes)
+
+    def read(conn: BmcConnection) -> dict[str, list[str]]:
+        return installed_versions(firmware_inventory(conn))
+
+    with err_console.status("reading installed firmware", spinner="dots") if not as_json else _Quiet():
+        results = run_fleet(targets, read, policy=policy_for(state_dir))
+    installed = {r.name: r.value for r in results if r.ok}
+    errors = {r.name: str((r.error or {}).get("message", "unreadable")) for r in results if not r.ok}
+    return plan_firmware(inventory, nodes, installed, errors=errors)
+
+
+class _Quiet:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _plan_table(plan: FirmwarePlan) -> Table:
+    table = Table(show_edge=False, header_style="bold")
+    for col in ("batch", "node", "order", "component", "installed → target", "action", "reboot"):
+        table.add_column(col)
+    for node in sorted(plan.nodes, key=lambda n: (n.batch is None, n.batch or 0, n.node)):
+        batch = str(node.batch) if node.batch else ("blocked" if node.blocked else "-")
+        if node.error:
+            table.add_row(batch, node.node, "", "", "", f"[red]{escape(node.error)}[/red]", "")
+            continue
+        if not node.steps:
+            table.add_row(batch, node.node, "", "", "", "no baseline for " + escape(node.model), "")
+        for step in node.steps:
+            style = {"update": "yellow", "no-source": "red"}.get(step.action, "green")
+            table.add_row(
+                batch,
+                node.node,
+                str(step.order),
+                step.component,
+                f"{'/'.join(sorted(set(step.installed))) or '?'} → {step.target}",
+                f"[{style}]{step.action}[/{style}]",
+                REBOOT_WORDS[step.reboot] if step.action == "update" else "",
+            )
+    return table
+
+
+def _show_plan(plan: FirmwarePlan, note: str) -> None:
+    console.print(_plan_table(plan))
+    sched = plan.schedule
+    console.print(
+        f"{len(sched.batches)} batch(es); control planes one at a time, workers at most "
+        f"{sched.budget} at once (max_unavailable {plan.policy.max_unavailable}); the rollout stops after "
+        f"{plan.policy.failure_threshold} failed node(s)."
+    )
+    for name, why in sched.blocked.items():
+        console.print(f"[yellow]blocked[/yellow] {name}: {escape(why)}")
+    for problem in plan.problems:
+        console.print(f"[red]problem[/red] {escape(problem)}")
+    console.print(f"[dim]{note}[/dim]")
+
+
+@click.group("firmware")
+def firmware_group() -> None:
+    """Firmware against the inventory's baseline: plan, and roll it out."""
+
+
+@firmware_group.command("plan")
+@inventory_option
+@state_dir_option
+@limit_option
+@json_option
+@handle_errors()
+def firmware_plan_cmd(inventory_path: Path, state_dir: Path, limit: str | None, as_json: bool) -> None:
+    """Per node and component: installed -> target, order, reboots and batch (reads the BMCs, changes nothing)."""
+    inventory = load_inventory(inventory_path)
+    plan = read_plan(inventory, state_dir, limit, as_json)
+    data = {"ok": not plan.problems, "applied": False, **plan.as_dict()}
+    emit(data, as_json, lambda _d: _show_plan(plan, "plan only: nothing was flashed"))
+    if plan.problems:
+        sys.exit(EXIT_FAILED)
+
+
+@firmware_group.command("apply")
+@inventory_option
+@state_dir_option
+@limit_option
+@click.option("--plan", "--dry-run", "dry_run", is_flag=True, help="Show the plan; flash nothing.")
+@click.option("--poll", type=click.FloatRange(0.05, 60), default=5.0, show_default=True, help="Seconds between polls.")
+@json_option
+@handle_errors()
+def firmware_apply_cmd(  # noqa: PLR0917 - click passes options as arguments
+    inventory_path: Path, state_dir: Path, limit: str | None, dry_run: bool, poll: float, as_json: bool
+) -> None:
+    """Roll the baseline out: control planes one at a time, workers in batches (max_unavailable).
+
+    Per node: cordon/drain (where Kubernetes runs), Lifecycle Controller ready, the iDRAC first, then host
+    components staged and applied by one reboot, BMC and OS healthy, versions read back, uncordon. Stops
+    when failures reach the inventory's failure_threshold. Journalled under --state-dir: run it again to
+    resume; a component already at its target is never flashed again.
+    """
+    inventory = load_inventory(inventory_path)
+    plan = read_plan(inventory, state_dir, limit, as_json)
+    if dry_run:
+        data = {"ok": not plan.problems, "applied": False, **plan.as_dict()}
+        emit(data, as_json, lambda _d: _show_plan(plan, "dry run (--plan): nothing was flashed"))
+        if plan.problems:
+            sys.exit(EXIT_FAILED)
+        return
+    environment = environment_for(inventory)
+    targets = {t.name: t for t in targets_for(inventory, select_nodes(inventory, limit))}
+    journal = Journal(state_dir)
+    with journal, journal.run_lock():
+        run_id = journal.begin_run("firmware apply" + (f" --limit {limit}" if limit else ""))
+        rollout = FirmwareRollout(
+            inventory,
+            plan,
+            journal,
+            run_id,
+            targets,
+            gate=NoKubernetes(),
+            conn_policy=policy_for(state_dir),
+            os_health=OsHealth(inventory, journal, environment),
+            settings=ApplySettings(poll_s=poll),
+            on_event=None if as_json else _say,
+        )
+        try:
+            report = rollout.run()
+        except (KeyboardInterrupt, FleetInterrupted):
+            journal.finish_run(run_id, "interrupted", "interrupted (Ctrl-C)")
+            if as_json:
+                emit({"ok": False, "error": "interrupted (Ctrl-C)", "run": run_id}, True, lambda _d: None)
+            else:
+                err_console.print("[red]interrupted[/red]: run `rackctl firmware apply` again to resume")
+            sys.exit(EXIT_INTERRUPTED)
+        journal.finish_run(run_id, "completed" if report.ok else "failed", report.reason)
+    data = {"applied": True, "run": run_id, **report.as_dict(), "plan": plan.as_dict()}
+    emit(data, as_json, lambda _d: _show_report(report))
+    if not report.ok:
+        sys.exit(EXIT_FAILED)
+
+
+def _say(kind: str, node: str, text: str) -> None:
+    style = {"done": "green", "failed": "red", "batch": "bold"}.get(kind, "dim")
+    prefix = f"{node}: " if node else ""
+    err_console.print(f"[{style}]{kind:7}[/{style}] {escape(prefix + text)}")
+
+
+def _show_report(report: RolloutReport) -> None:
+    table = Table(show_edge=False, header_style="bold")
+    for col in ("node", "batch", "status", "components", "record"):
+        table.add_column(col)
+    for node in report.nodes:
+        comps = ", ".join(f"{c['component']} {c['result']}" for c in node.components) or "-"
+        style = {"done": "green", "nothing-to-do": "green", "failed": "red"}.get(node.status, "yellow")
+        record = "; ".join(f"{k}: {v}" for k, v in node.records.items())
+        table.add_row(
+            node.node,
+            str(node.batch or "-"),
+            f"[{style}]{node.status}[/{style}] {escape(node.message)}",
+            escape(comps),
+            escape(record),
+        )
+    console.print(table)
+    style = "green" if report.ok else "red"
+    console.print(f"[{style}]{escape(report.reason)}[/{style}]")
+
+
+def register(cli: click.Group) -> None:
+    """Add ``firmware`` to the root group."""
+    cli.add_command(firmware_group)

@@ -1,0 +1,198 @@
+"""``rackctl driver upgrade --version V``: checks, the plan, and what it renders. Nothing is applied.
+
+Checks before anything (:func:`check_version`, matrix in :mod:`bootstrap.day2.driver_matrix`): the version
+is well formed; at least the minimum driver of the inventory's Triton release (its CUDA); of a branch the
+inventory's GPU Operator line supports. The path comes from ``cluster.gpu_driver``:
+
+- ``operator``: a GPU Operator upgrade with ``driver.version`` set, rolled by the operator's own upgrade
+  controller under its policy (one node at a time by default); rendered as a Helm values file;
+- ``host``: node by node in batches: drain, driver and Fabric Manager (NVSwitch nodes) at exactly the same
+  version, reboot, verify GPUs and Fabric Manager, uncordon; rendered as the Ansible inventory plus the
+  vars of ``playbooks/driver-upgrade.yml`` (role ``nvidia_driver_upgrade``).
+
+Executing either needs GPUs and a Kubernetes cluster; this rackctl says so and applies nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bootstrap.day2.driver_matrix import (
+    OPERATOR_DRIVER_BRANCHES,
+    OPERATOR_KNOWN_DRIVERS,
+    OPERATOR_UPGRADE_POLICY,
+    TRITON_CUDA,
+)
+from bootstrap.environment import Environment
+from bootstrap.errors import InvalidInput, Problem
+from bootstrap.firmware.plan import rollout_policy
+from bootstrap.fsutil import atomic_write_text
+from bootstrap.inband.render import write_ansible_inventory
+from bootstrap.inventory.models import Inventory
+from bootstrap.inventory.profiles import operator_line, version_tuple
+from bootstrap.rollout import RolloutNode, RolloutPolicy, plan_batches
+
+DRIVER_VERSION_RE = re.compile(r"^\d{3}\.\d{1,3}(\.\d{1,3})?$")
+PLAYBOOK = "driver-upgrade.yml"
+
+
+@dataclass
+class DriverPlan:
+    """The checks' verdicts and the per-node steps of one driver upgrade."""
+
+    version: str
+    path: str  # operator | host
+    checks: list[dict[str, str]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    batches: list[list[str]] = field(default_factory=list)
+    steps: dict[str, list[str]] = field(default_factory=dict)
+    rendered: dict[str, str] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "path": self.path,
+            "checks": self.checks,
+            "warnings": self.warnings,
+            "batches": self.batches,
+            "steps": self.steps,
+            "rendered": self.rendered,
+        }
+
+
+def branch_of(version: str) -> str:
+    """``580.95.05`` -> ``580``."""
+    return version.split(".", 1)[0]
+
+
+def check_version(inventory: Inventory, version: str) -> tuple[list[dict[str, str]], list[str]]:
+    """The checks of ``version`` (each ``{"check", "result"}``) and warnings; raises :class:`InvalidInput`
+    naming every check that refuses it."""
+    problems: list[Problem] = []
+    checks: list[dict[str, str]] = []
+    warnings: list[str] = []
+    if not DRIVER_VERSION_RE.match(version):
+        raise InvalidInput(
+            f"--version {version!r} is not an NVIDIA driver version",
+            problems=[Problem("--version", repr(version), "give a full data-center driver version, e.g. 580.95.05")],
+        )
+    versions = inventory.cluster.resolved_versions()
+    cuda, minimum = TRITON_CUDA.get(versions.triton, (None, None))
+    if minimum is None:
+        warnings.append(f"Triton {versions.triton} is not in the matrix: its CUDA requirement was not checked")
+    elif version_tuple(version) < version_tuple(minimum):
+        problems.append(
+            Problem(
+                "--version",
+                f"{version} is below {minimum}, the least driver of Triton {versions.triton} (CUDA {cuda})",
+                f"pick a driver >= {minimum}, or change cluster.versions.triton",
+            )
+        )
+    else:
+        checks.append({"check": "triton", "result": f"{version} >= {minimum} (Triton {versions.triton}, CUDA {cuda})"})
+    line = operator_line(versions.gpu_operator)
+    branches = OPERATOR_DRIVER_BRANCHES.get(line)
+    if branches is None:
+        warnings.append(
+            f"GPU Operator {versions.gpu_operator} is not in the matrix: its driver support was not checked"
+        )
+    elif branch_of(version) not in branches:
+        lines = [ln for ln, bs in OPERATOR_DRIVER_BRANCHES.items() if branch_of(version) in bs]
+        problems.append(
+            Problem(
+                "--version",
+                f"branch {branch_of(version)} is not supported by GPU Operator {line} (supports {', '.join(branches)})",
+                f"pick a {'/'.join(branches)} driver"
+                + (f", or move cluster.versions.gpu_operator to {' or '.join(lines)}" if lines else ""),
+            )
+        )
+    else:
+        known = OPERATOR_KNOWN_DRIVERS.get(line, ())
+        checks.append({"check": "gpu-operator", "result": f"branch {branch_of(version)} supported by {line}"})
+        if version not in known:
+            warnings.append(
+                f"{version} is of a branch GPU Operator {line} supports but is not among the versions its "
+                f"matrix names ({', '.join(known)}): check NVIDIA's component matrix"
+            )
+    if problems:
+        raise InvalidInput(f"driver {version} cannot be used with this inventory's stack", problems=problems)
+    return checks, warnings
+
+
+def schedule(inventory: Inventory, gpu_nodes: list[str], policy: RolloutPolicy) -> list[list[str]]:
+    """The GPU nodes' batches from the one rollout scheduler (control planes alone, workers within
+    max-unavailable; every other node counted as Ready: no Kubernetes to ask yet)."""
+    nodes = [
+        RolloutNode(n.hostname, control_plane=n.is_control_plane, needs_work=n.hostname in gpu_nodes)
+        for n in inventory.nodes
+    ]
+    return [list(batch.nodes) for batch in plan_batches(nodes, policy).batches]
+
+
+def plan_upgrade(inventory: Inventory, version: str, *, max_unavailable: int | str | None = None) -> DriverPlan:
+    """Checks, path and per-node steps (reads only the inventory).
+
+    ``max_unavailable``: GPU nodes down at once on the host path (default: the inventory's
+    ``firmware.rollout.max_unavailable``); the operator path shows the operator's own one-at-a-time order.
+    """
+    checks, warnings = check_version(inventory, version)
+    plan = DriverPlan(version, inventory.cluster.gpu_driver, checks, warnings)
+    gpu_nodes = [n for n in inventory.nodes if inventory.gpus_of(n).count > 0]
+    if not gpu_nodes:
+        raise InvalidInput("no node of the inventory has GPUs: there is no driver to upgrade")
+    names = [n.hostname for n in gpu_nodes]
+    if plan.path == "operator":
+        parallel = int(str(OPERATOR_UPGRADE_POLICY["maxParallelUpgrades"]))
+        plan.batches = schedule(inventory, names, RolloutPolicy(max_unavailable=parallel))
+        shown = ", ".join(f"{k}={v}" for k, v in OPERATOR_UPGRADE_POLICY.items())
+        for node in gpu_nodes:
+            plan.steps[node.hostname] = [
+                f"the GPU Operator's upgrade controller ({shown}) cordons and drains it",
+                f"the driver container {version} replaces the old one (Fabric Manager inside it on NVSwitch systems)",
+                "the operator validator checks the GPUs; the node is uncordoned",
+            ]
+        return plan
+    settings = rollout_policy(inventory)
+    policy = replace(settings, max_unavailable=max_unavailable) if max_unavailable is not None else settings
+    plan.batches = schedule(inventory, names, policy)
+    for node in gpu_nodes:
+        hw = inventory.hardware(node.model)
+        fm = bool(hw and hw.fabric_manager)
+        steps = ["cordon and drain (kubernetes.core.k8s_drain)"]
+        steps.append(
+            f"install and hold the driver {version}"
+            + (f" and nvidia-fabricmanager-{branch_of(version)} at exactly {version}" if fm else "")
+        )
+        steps += ["reboot", f"verify: nvidia-smi reports {version} on every GPU"]
+        if fm:
+            steps.append("verify: NVSwitches present and nvidia-fabricmanager active at the same version")
+        steps.append("uncordon")
+        plan.steps[node.hostname] = steps
+    return plan
+
+
+def render(inventory: Inventory, plan: DriverPlan, state_dir: Path, environment: Environment) -> dict[str, str]:
+    """Write what an execution would use under ``<state-dir>/day2/driver-<version>/``; returns the paths."""
+    out = Path(state_dir) / "day2" / f"driver-{plan.version}"
+    rendered: dict[str, str] = {}
+    if plan.path == "operator":
+        values = {"driver": {"enabled": True, "version": plan.version, "upgradePolicy": OPERATOR_UPGRADE_POLICY}}
+        rendered["values"] = str(atomic_write_text(out / "gpu-operator-values.yml", yaml.safe_dump(values)))
+    else:
+        hosts = write_ansible_inventory(inventory, state_dir, environment)
+        extravars = {
+            "nvidia_driver_upgrade_version": plan.version,
+            "nvidia_driver_upgrade_branch": branch_of(plan.version),
+            "driver_upgrade_batch": max(len(b) for b in plan.batches),
+        }
+        rendered["inventory"] = str(hosts)
+        rendered["extravars"] = str(atomic_write_text(out / "extravars.yml", yaml.safe_dump(extravars)))
+        rendered["playbook"] = f"playbooks/{PLAYBOOK}"
+    rendered["plan"] = str(atomic_write_text(out / "plan.yml", yaml.safe_dump(plan.as_dict(), sort_keys=False)))
+    plan.rendered = rendered
+    return rendered

@@ -1,0 +1,246 @@
+"""``rackctl redeploy NODE``: take one node out, reinstall it through provisioning, bring it back.
+
+Steps, each journalled (stage ``redeploy``) so that a killed redeploy run again resumes instead of
+starting over:
+
+1. checks: the node is installed (``provisioned`` or later) and the environment does not provide it
+   (the head node serving the installs is never reimaged); for a joined control plane, etcd keeps quorum
+   without it (:mod:`bootstrap.day2.quorum`);
+2. its Kubernetes labels recorded, then drain, etcd member removal (control planes) and node deletion,
+   when Kubernetes is there (otherwise each is skipped, saying why);
+3. the deliberate reimage: the node's journal state moves back to ``provisioning`` (a forced move that
+   starts a new lifecycle epoch, so the provision stage's install step runs again, once);
+4. the implemented stages from ``provision`` on, for this node alone (``up`` stops at the first stage not
+   implemented yet, exit 4, and says so);
+5. the recorded labels restored.
+
+The redeploy marker (facts of stage ``redeploy``: ``started`` with the epoch it began in) is what makes a
+second run resume: while it says ``started`` the reimage move is not made again once the epoch moved on,
+and the provision stage's journalled install step is not repeated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bootstrap.day2.kube import Cluster, user_labels
+from bootstrap.day2.quorum import QuorumCheck, check_member_leaves
+from bootstrap.errors import EXIT_OK, InvalidInput, Problem
+from bootstrap.inventory.models import Inventory, Node
+from bootstrap.journal.states import NodeState, rank
+from bootstrap.journal.store import Journal
+from bootstrap.stages.base import STAGE_ORDER, ProgressReporter, RunOptions
+from bootstrap.stages.runner import Runner, Selection
+
+REDEPLOY_STAGE = "redeploy"
+#: the stages a reinstalled node is brought through (``up`` stops at the first one not implemented yet)
+STAGES_AFTER: tuple[str, ...] = STAGE_ORDER[STAGE_ORDER.index("provision") :]
+
+
+@dataclass
+class RedeployPlan:
+    """What ``redeploy`` will do, step by step: ``(step, what, skip reason or None)``."""
+
+    node: str
+    resuming: bool
+    steps: list[tuple[str, str, str | None]] = field(default_factory=list)
+    quorum: QuorumCheck | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "resuming": self.resuming,
+            "steps": [{"step": s, "action": a, "skip": k} for s, a, k in self.steps],
+            "quorum": None
+            if self.quorum is None
+            else {
+                "members": self.quorum.members,
+                "healthy_after": self.quorum.healthy_after,
+                "quorum_after": self.quorum.quorum_after,
+            },
+        }
+
+
+def marker(journal: Journal, node: str) -> dict[str, Any] | None:
+    """The node's redeploy in progress (``status: started``), if any."""
+    record = journal.latest_facts(node).get(REDEPLOY_STAGE)
+    return record if record and record.get("status") == "started" else None
+
+
+def joined_control_planes(inventory: Inventory, journal: Journal) -> list[str]:
+    """Control planes whose journal state says they joined Kubernetes (their etcd members)."""
+    states = journal.nodes()
+    out = []
+    for node in inventory.control_planes:
+        status = states.get(node.hostname)
+        if status is not None and rank(status.left_from() or status.state) >= rank(NodeState.JOINED):
+            out.append(node.hostname)
+    return out
+
+
+def plan_redeploy(
+    inventory: Inventory, state_dir: Path, hostname: str, cluster: Cluster, options: RunOptions
+) -> RedeployPlan:
+    """Check that ``hostname`` may be redeployed now and list the steps (reads only)."""
+    node = _node(inventory, hostname)
+    if hostname in options.environment.preinstalled(inventory):
+        raise InvalidInput(
+            f"{hostname} is provided by the {options.environment.name} environment and is never reinstalled",
+            problems=[Problem(f"nodes.{hostname}", "installed already (it serves the installs)", "pick another node")],
+        )
+    with Journal(state_dir, readonly=True) as journal:
+        known = journal.nodes()
+        if hostname not in known:
+            raise InvalidInput(
+                f"{hostname} is not in the journal: it was never installed; `rackctl up --limit {hostname}` installs it"
+            )
+        status = known[hostname]
+        ongoing = marker(journal, hostname)
+        state = status.left_from() or status.state
+        if ongoing is None and rank(state) < rank(NodeState.PROVISIONED):
+            raise InvalidInput(
+                f"{hostname} is {status.state.value}: not installed yet, so there is nothing to redeploy",
+                problems=[Problem(f"nodes.{hostname}", status.state.value, f"run `rackctl up --limit {hostname}`")],
+            )
+        joined = rank(state) >= rank(NodeState.JOINED)
+        members = joined_control_planes(inventory, journal)
+    plan = RedeployPlan(hostname, resuming=ongoing is not None)
+    k8s = cluster.deployed and joined
+    why_not = "not joined to Kubernetes" if not joined else cluster.reason
+    if node.is_control_plane and k8s:
+        ready = {name: kn.ready for name, kn in cluster.nodes().items()}
+        plan.quorum = check_member_leaves(hostname, members, ready)
+    plan.steps.append(("record-labels", "record its Kubernetes labels", None if k8s else why_not))
+    plan.steps.append(("drain", "cordon and drain it", None if k8s else why_not))
+    if node.is_control_plane:
+        plan.steps.append(("etcd-remove", "remove its etcd member", None if k8s else why_not))
+    plan.steps.append(("delete-node", "delete its Kubernetes node object", None if k8s else why_not))
+    reimaged = ongoing is not None and _epoch_moved(journal_epoch(state_dir, hostname), ongoing)
+    plan.steps.append(
+        (
+            "reimage",
+            "mark it for reinstall (journal: back to provisioning, a new epoch)",
+            "done by the redeploy in progress" if reimaged else None,
+        )
+    )
+    plan.steps.append(("stages", f"bring it through {', '.join(STAGES_AFTER)} (up --limit {hostname})", None))
+    plan.steps.append(("restore-labels", "restore the recorded labels", None if k8s else why_not))
+    return plan
+
+
+def journal_epoch(state_dir: Path, node: str) -> int:
+    with Journal(state_dir, readonly=True) as journal:
+        return journal.status(node).epoch
+
+
+def _epoch_moved(epoch: int, ongoing: dict[str, Any]) -> bool:
+    return epoch > int(ongoing.get("epoch", epoch))
+
+
+def _node(inventory: Inventory, hostname: str) -> Node:
+    node = inventory.node(hostname)
+    if node is None:
+        names = ", ".join(n.hostname for n in inventory.nodes)
+        raise InvalidInput(
+            f"node {hostname!r} is not in the inventory",
+            problems=[Problem("NODE", repr(hostname), f"one of: {names}")],
+        )
+    return node
+
+
+def run_redeploy(
+    inventory: Inventory,
+    state_dir: Path,
+    plan: RedeployPlan,
+    *,
+    cluster: Cluster,
+    options: RunOptions,
+    progress: ProgressReporter,
+) -> dict[str, Any]:
+    """Carry out ``plan`` (see the module docstring); returns what was done and the exit code."""
+    hostname = plan.node
+    skip = {step: reason for step, _, reason in plan.steps}
+    did: list[str] = []
+    with Journal(state_dir) as journal, journal.run_lock():
+        run_id = journal.begin_run(f"redeploy {hostname}")
+        ongoing = marker(journal, hostname)
+        status = journal.status(hostname)
+        if ongoing is None:
+            labels: dict[str, str] = {}
+            if skip["record-labels"] is None:
+                current = cluster.nodes().get(hostname)
+                labels = user_labels(current.labels) if current else {}
+            ongoing = {"status": "started", "epoch": status.epoch, "run": run_id, "labels": labels}
+            journal.record_facts(hostname, REDEPLOY_STAGE, ongoing)
+            did.append(f"recorded {len(labels)} label(s)" if skip["record-labels"] is None else "no labels to record")
+        else:
+            did.append(f"resumed the redeploy started by run {ongoing.get('run')}")
+        for step, action in (
+            ("drain", lambda: cluster.drain(hostname)),
+            ("etcd-remove", lambda: cluster.remove_etcd_member(hostname, via=_peer(inventory, hostname))),
+            ("delete-node", lambda: cluster.delete_node(hostname)),
+        ):
+            if step not in skip:
+                continue
+            if skip[step] is not None:
+                did.append(f"{step}: skipped ({skip[step]})")
+                continue
+            with journal.step(run_id, hostname, REDEPLOY_STAGE, f"{step}-{ongoing['epoch']}") as handle:
+                if not handle.already_done:
+                    action()
+            did.append(step)
+        if journal.status(hostname).epoch == int(ongoing["epoch"]):
+            journal.transition(
+                hostname,
+                NodeState.PROVISIONING,
+                f"redeploy (run {run_id}): deliberate reimage by `rackctl redeploy {hostname}`",
+                run_id=run_id,
+                force=True,
+            )
+            did.append("marked for reinstall (new epoch)")
+        journal.finish_run(run_id, "completed", f"{hostname} taken out and marked for reinstall")
+    progress.log(f"{hostname}: {'; '.join(did)}")
+    outcome = Runner(
+        inventory,
+        state_dir,
+        Selection(list(STAGES_AFTER), [hostname], set()),
+        options=options,
+        progress=progress,
+        command=f"redeploy {hostname}: up --limit {hostname}",
+    ).run()
+    result: dict[str, Any] = {
+        "ok": outcome.ok,
+        "node": hostname,
+        "did": did,
+        "run": outcome.as_dict(),
+        "exit_code": outcome.exit_code,
+        "state": outcome.nodes.get(hostname),
+    }
+    if outcome.exit_code != EXIT_OK and outcome.status != "not_implemented":
+        result["message"] = f"redeploy of {hostname} stopped: {outcome.message}; run it again to resume"
+        return result
+    with Journal(state_dir) as journal:
+        labels = dict(ongoing.get("labels") or {})
+        if labels and skip["restore-labels"] is None and cluster.deployed:
+            cluster.label(hostname, labels)
+            did.append(f"restored {len(labels)} label(s)")
+        # through every implemented stage: this redeploy is over (a later one reimages again)
+        journal.record_facts(hostname, REDEPLOY_STAGE, {**ongoing, "status": "completed"})
+    if outcome.status == "not_implemented":
+        result["message"] = (
+            f"{hostname} reinstalled and brought through the implemented stages; {outcome.message}; "
+            f"`rackctl up --limit {hostname}` continues once those stages exist"
+        )
+    else:
+        result["message"] = f"{hostname} redeployed"
+    return result
+
+
+def _peer(inventory: Inventory, hostname: str) -> str:
+    """Another control plane, whose etcd removes this one's member."""
+    for node in inventory.control_planes:
+        if node.hostname != hostname:
+            return node.hostname
+    raise InvalidInput(f"{hostname} is the only control plane; there is no other etcd member to act through")

@@ -1,0 +1,470 @@
+"""The rolling firmware update: batches from :mod:`bootstrap.rollout`, per node through Redfish.
+
+Per node (all journalled under stage ``firmware``, so a killed or stopped rollout resumes):
+
+1. lifecycle ``maintenance`` (cause: the rollout and batch), cordon and drain through the :class:`NodeGate`;
+2. the Lifecycle Controller Ready, the installed versions read;
+3. the iDRAC first: SimpleUpdate at once, its job followed through the iDRAC's own reset, read back;
+4. host components (BIOS, NIC, GPU, RAID...) staged ``OnReset`` in Dell's order, then one reboot, their
+   jobs followed to the end;
+5. BMC healthy (LC Ready) and the OS where rackctl has SSH access, versions read back against the targets;
+6. uncordon, back from ``maintenance``.
+
+One journal step per node and component (``update:<component>:<target>``): a completed step is never run
+again; a step left started has its job id recorded, and a component whose version already reads at target
+is not flashed. A job still in the iDRAC's queue for the component (Scheduled or Running) is followed
+instead of starting another: nothing is flashed twice. A node that fails stays cordoned and in
+``maintenance`` with the cause recorded; once ``failure_threshold`` nodes have failed no new batch starts.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from bootstrap.firmware.components import at_target, installed_versions, job_matches
+from bootstrap.firmware.health import OsHealth
+from bootstrap.firmware.plan import ComponentStep, FirmwarePlan
+from bootstrap.inventory.models import Inventory
+from bootstrap.journal.states import NodeState
+from bootstrap.journal.store import Journal, StepHandle
+from bootstrap.rollout import Batch, NodePhase, Rollout, RolloutNode
+from bootstrap.rollout.gate import NodeGate
+from redfish_tools import errors as E
+from redfish_tools.connection import BmcConnection, BmcTarget, ConnectionPolicy
+from redfish_tools.firmware import firmware_inventory, install_from_repository, start_update, update_jobs
+from redfish_tools.fleet import NodeResult, run_fleet
+from redfish_tools.jobs import Job, wait_job
+from redfish_tools.lc import wait_lc_ready
+from redfish_tools.power import power_state, set_power
+from redfish_tools.resources import Service
+
+STAGE = "firmware"
+
+
+class FirmwareUpdateFailed(E.RedfishError):
+    """A node's firmware did not reach its targets (the message names each component and why)."""
+
+
+@dataclass(frozen=True)
+class ApplySettings:
+    """Waiting: job and reboot timeouts, how often to poll."""
+
+    poll_s: float = 5.0
+    job_timeout_s: float = 3600.0
+    lc_timeout_s: float = 900.0
+    power_timeout_s: float = 900.0
+    node_deadline_s: float = 4 * 3600.0
+
+
+@dataclass
+class NodeOutcome:
+    """What the rollout did on one node."""
+
+    node: str
+    status: str = "pending"
+    """``done`` | ``failed`` | ``pending`` (never started) | ``blocked`` | ``nothing-to-do``."""
+    batch: int | None = None
+    message: str = ""
+    components: list[dict[str, Any]] = field(default_factory=list)
+    records: dict[str, str] = field(default_factory=dict)
+    """cordon, reboot, os, uncordon: what was done, in words."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "status": self.status,
+            "batch": self.batch,
+            "message": self.message,
+            "components": self.components,
+            "records": self.records,
+        }
+
+
+@dataclass
+class RolloutReport:
+    """The end of one ``firmware apply``."""
+
+    nodes: list[NodeOutcome]
+    batches: list[Batch]
+    stopped: bool
+    reason: str
+
+    @property
+    def ok(self) -> bool:
+        return all(n.status in ("done", "nothing-to-do") for n in self.nodes)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "stopped": self.stopped,
+            "reason": self.reason,
+            "batches": [b.as_dict() for b in self.batches],
+            "nodes": [n.as_dict() for n in self.nodes],
+        }
+
+
+def step_key(step: ComponentStep) -> str:
+    """The journal key of one component update."""
+    return f"update:{step.component}:{step.target}"
+
+
+class FirmwareRollout:
+    """Runs a :class:`FirmwarePlan` batch by batch (see the module docstring)."""
+
+    def __init__(
+        self,
+        inventory: Inventory,
+        plan: FirmwarePlan,
+        journal: Journal,
+        run_id: int,
+        targets: Mapping[str, BmcTarget],
+        *,
+        gate: NodeGate,
+        conn_policy: ConnectionPolicy | None = None,
+        os_health: OsHealth | None = None,
+        settings: ApplySettings | None = None,
+        on_event: Callable[[str, str, str], None] | None = None,
+    ) -> None:
+        self.inventory = inventory
+        self.plan = plan
+        self.journal = journal
+        self.run_id = run_id
+        self.targets = dict(targets)
+        self.gate = gate
+        self.settings = settings or ApplySettings()
+        self.conn_policy = replace(conn_policy or ConnectionPolicy(), deadline_s=self.settings.node_deadline_s)
+        self.os_health = os_health
+        self.on_event = on_event or (lambda _kind, _node, _text: None)
+        self.outcomes = {n.node: NodeOutcome(n.node, batch=n.batch) for n in plan.nodes}
+        self._lock = threading.Lock()
+        self._repo_installed: set[str] = set()
+
+    # -- the rollout -------------------------------------------------------------------------------
+    def run(self) -> RolloutReport:
+        """Roll out; returns the report (never raises for a node's failure)."""
+        names = [n.node for n in self.plan.nodes]
+        self.journal.register_nodes(names, run_id=self.run_id)
+        selected = {n.node: n for n in self.plan.nodes}
+        for plan in self.plan.nodes:
+            if plan.error:
+                self.outcomes[plan.node].status, self.outcomes[plan.node].message = "failed", plan.error
+        fleet = [
+            RolloutNode(
+                n.hostname,
+                control_plane=n.is_control_plane,
+                ready=self.ready(n.hostname),
+                needs_work=n.hostname in selected
+                and selected[n.hostname].needs_work
+                and not selected[n.hostname].error,
+            )
+            for n in self.inventory.nodes
+        ]
+        rollout = Rollout(fleet, self.plan.policy)
+        for plan in self.plan.nodes:
+            if not plan.needs_work and not plan.error:
+                self.outcomes[plan.node].status = "nothing-to-do"
+                self.outcomes[plan.node].message = "at the baseline" if plan.steps else "no baseline for its model"
+        while (batch := rollout.next_batch()) is not None:
+            self.on_event("batch", "", f"batch {batch.index}: {', '.join(batch.nodes)}")
+            for name in batch.nodes:
+                self.outcomes[name].batch = batch.index
+            results = run_fleet(
+                [self.targets[n] for n in batch.nodes],
+                functools.partial(self._node, batch=batch),
+                policy=self.conn_policy,
+                progress=self._node_finished,
+            )
+            for result in results:
+                rollout.finish(result.name, result.ok, self.outcomes[result.name].message)
+        return self._report(rollout)
+
+    def ready(self, node: str) -> bool:
+        """Ready for the scheduler: the gate says so, and the journal does not hold it in ``maintenance`` (a
+        node an earlier rollout left out of service counts as down until it is worked on again)."""
+        status = self.journal.nodes().get(node)
+        return self.gate.ready(node) and (status is None or status.state is not NodeState.MAINTENANCE)
+
+    def _node_finished(self, result: NodeResult[Any]) -> None:
+        outcome = self.outcomes[result.name]
+        if result.ok:
+            outcome.status = "done"
+            outcome.message = outcome.message or "at the baseline"
+        else:
+            outcome.status = "failed"
+            outcome.message = str((result.error or {}).get("message") or "failed")
+        self.on_event("done" if result.ok else "failed", result.name, outcome.message)
+
+    def _report(self, rollout: Rollout) -> RolloutReport:
+        failed = rollout.failures
+        for name, phase in rollout.phase.items():
+            if name in self.outcomes and phase == NodePhase.PENDING:
+                outcome = self.outcomes[name]
+                outcome.status = "blocked" if name in rollout.blocked else "pending"
+                outcome.batch = None
+                if rollout.stopped:
+                    outcome.message = "not started: the rollout stopped (failure threshold)"
+                else:
+                    outcome.message = f"not started: {rollout.blocked.get(name, 'not scheduled')}"
+        if rollout.stopped:
+            reason = (
+                f"stopped: {len(failed)} node(s) failed ({', '.join(sorted(failed))}), failure threshold "
+                f"{self.plan.policy.failure_threshold}; fix them and run `rackctl firmware apply` again to resume"
+            )
+        elif failed:
+            reason = f"{len(failed)} node(s) failed: {', '.join(sorted(failed))}"
+        elif rollout.pending:
+            reason = f"{len(rollout.pending)} node(s) could not be scheduled"
+        else:
+            reason = "every selected node is at the baseline"
+        nodes = [self.outcomes[n.node] for n in self.plan.nodes]
+        return RolloutReport(nodes, rollout.batches, rollout.stopped, reason)
+
+    # -- one node ----------------------------------------------------------------------------------
+    def _step(self, node: str, key: str, *, again: bool = False) -> StepHandle:
+        return self.journal.step(self.run_id, node, STAGE, key, destructive=True, force=again)
+
+    def _node(self, conn: BmcConnection, batch: Batch) -> dict[str, Any]:
+        try:
+            return self._update_node(conn, batch)
+        except FirmwareUpdateFailed:
+            raise
+        except Exception as exc:  # recorded, then the node's failure (never a crash of the rollout)
+            text = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+            with self._step(conn.target.name, "uncordon", again=True) as step:
+                step.detail["gate"] = f"left cordoned: {text}"
+                self.outcomes[conn.target.name].records["uncordon"] = step.detail["gate"]
+            raise
+
+    def _update_node(self, conn: BmcConnection, batch: Batch) -> dict[str, Any]:
+        name = conn.target.name
+        plan = self.plan.node(name)
+        outcome = self.outcomes[name]
+        status = self.journal.status(name)
+        if status.state is not NodeState.MAINTENANCE:
+            self.journal.transition(
+                name, NodeState.MAINTENANCE, f"firmware rollout, batch {batch.index}", run_id=self.run_id
+            )
+        with self._step(name, "cordon", again=True) as step:
+            outcome.records["cordon"] = step.detail["gate"] = self.gate.cordon(name)
+        svc = Service(conn)
+        wait_lc_ready(conn, svc, timeout=self.settings.lc_timeout_s, poll=self.settings.poll_s)
+        installed = installed_versions(firmware_inventory(conn, svc))
+        problems: list[str] = []
+        for step_plan in plan.updates:
+            if step_plan.reboot == "idrac-reset":
+                problems += self._idrac(conn, svc, step_plan, installed)
+        host = [s for s in plan.updates if s.reboot == "host-reboot"]
+        if host:
+            installed = installed_versions(firmware_inventory(conn, svc))
+            problems += self._host(conn, svc, host, installed)
+        if problems:
+            with self._step(name, "uncordon", again=True) as step:
+                outcome.records["uncordon"] = step.detail["gate"] = "left cordoned: firmware update failed"
+            raise FirmwareUpdateFailed("; ".join(problems), bmc=name)
+        with self._step(name, "uncordon", again=True) as step:
+            outcome.records["uncordon"] = step.detail["gate"] = self.gate.uncordon(name)
+        left = self.journal.status(name).left_from() or NodeState.REGISTERED
+        self.journal.transition(name, left, "firmware rollout done: at the baseline", run_id=self.run_id)
+        outcome.message = f"{len(plan.updates)} component(s) at the baseline"
+        return {"components": outcome.components}
+
+    def _component(self, node: str, step: ComponentStep, **data: Any) -> None:
+        with self._lock:
+            self.outcomes[node].components.append(
+                {"component": step.component, "target": step.target, "image": step.source, **data}
+            )
+
+    def _existing_job(self, conn: BmcConnection, svc: Service, step: ComponentStep, handle: StepHandle) -> Job | None:
+        """A job of an earlier attempt to follow: the one the journal recorded, else one for the component
+        still queued (a run killed between the POST and its record)."""
+        jobs = update_jobs(conn, svc)
+        recorded = (handle.previous.detail.get("job") if handle.previous else None) if handle.interrupted else None
+        for job in jobs:
+            if recorded and job.id == recorded and job.state != "Failed":
+                return job
+        for job in jobs:
+            if job.pending and job_matches(step.component, job.name):
+                return job
+        return None
+
+    def _start(self, conn: BmcConnection, svc: Service, step: ComponentStep, handle: StepHandle, when: str) -> str:
+        """Follow an earlier job for this component, or start one; returns the job id (recorded)."""
+        node = conn.target.name
+        existing = self._existing_job(conn, svc, step, handle)
+        if existing is not None:
+            how = "from the repository" if node in self._repo_installed else "followed the job of an earlier run"
+            job_id = existing.id
+        elif step.source is not None and step.source.startswith("repository:"):
+            job_id, how = self._repository_job(conn, svc, step), "from the repository"
+        else:
+            if step.source is None:
+                raise FirmwareUpdateFailed(f"{step.component}: no image to flash", bmc=node)
+            try:
+                task = start_update(conn, step.source, apply_time=when)
+            except E.TransportError:
+                again = self._existing_job(conn, svc, step, handle)
+                if again is None:
+                    raise
+                task = again.id
+            job_id, how = task.rstrip("/").rsplit("/", 1)[-1], "started"
+        handle.detail.update(job=job_id, image=step.source, how=how)
+        self.journal.record_step(
+            self.run_id, node, STAGE, handle.key, status="started", destructive=True, detail=dict(handle.detail)
+        )
+        return job_id
+
+    def _repository_job(self, conn: BmcConnection, svc: Service, step: ComponentStep) -> str:
+        """The job the node's repository (InstallFromRepository, called once per node) made for ``step``."""
+        node = conn.target.name
+        if node not in self._repo_installed:
+            entry = self.inventory.node(node)
+            baseline = self.inventory.firmware.baseline.get(entry.model) if entry else None
+            if baseline is None or baseline.repository is None:
+                raise FirmwareUpdateFailed(f"{step.component}: no repository for this model", bmc=node)
+            install_from_repository(conn, baseline.repository.url, baseline.repository.catalog, svc)
+            self._repo_installed.add(node)
+        for job in update_jobs(conn, svc):
+            if job.pending and job_matches(step.component, job.name):
+                return job.id
+        raise FirmwareUpdateFailed(
+            f"{step.component}: the repository's catalog offers no update to {step.target} for this node", bmc=node
+        )
+
+    def _idrac(
+        self, conn: BmcConnection, svc: Service, step: ComponentStep, installed: dict[str, list[str]]
+    ) -> list[str]:
+        node = conn.target.name
+        handle = self._step(node, step_key(step))
+        if handle.already_done:
+            self._component(node, step, result="done earlier")
+            return []
+        try:
+            with handle:
+                if at_target(installed.get(step.component), step.target):
+                    handle.detail["result"] = "already at target"
+                    self._component(node, step, result="already at target")
+                    return []
+                job_id = self._start(conn, svc, step, handle, "Immediate")
+                self.on_event("job", node, f"{step.component} -> {step.target}: job {job_id}")
+                done = wait_job(
+                    conn,
+                    job_id,
+                    svc,
+                    timeout=self.settings.job_timeout_s,
+                    poll=self.settings.poll_s,
+                    raise_on_failure=False,
+                )
+                if not done.ok:
+                    raise FirmwareUpdateFailed(f"job {job_id} ended {done.state}: {done.message}", bmc=node)
+                wait_lc_ready(conn, svc, timeout=self.settings.lc_timeout_s, poll=self.settings.poll_s)
+                after = installed_versions(firmware_inventory(conn, svc)).get(step.component, [])
+                if not at_target(after, step.target):
+                    raise FirmwareUpdateFailed(f"job {job_id} completed but the version reads {after}", bmc=node)
+                handle.detail.update(result="updated", after=after)
+                self._component(node, step, result="updated", job=job_id, after=after)
+        except E.RedfishError as exc:
+            self._component(node, step, result="failed", error=exc.reason)
+            return [f"{step.component}: {exc.reason}"]
+        return []
+
+    def _host(
+        self, conn: BmcConnection, svc: Service, steps: list[ComponentStep], installed: dict[str, list[str]]
+    ) -> list[str]:
+        """Stage every host component, one reboot, follow the jobs, read back."""
+        node = conn.target.name
+        problems: list[str] = []
+        staged: dict[str, tuple[ComponentStep, StepHandle, str]] = {}
+        for step in steps:
+            handle = self._step(node, step_key(step))
+            if handle.already_done:
+                self._component(node, step, result="done earlier")
+                continue
+            handle.__enter__()
+            try:
+                if at_target(installed.get(step.component), step.target):
+                    handle.detail["result"] = "already at target"
+                    self._component(node, step, result="already at target")
+                    handle.__exit__(None, None, None)
+                    continue
+                job_id = self._start(conn, svc, step, handle, "OnReset")
+                self.on_event("job", node, f"{step.component} -> {step.target}: job {job_id} (staged)")
+                staged[step.component] = (step, handle, job_id)
+            except E.RedfishError as exc:
+                problems.append(self._fail(node, step, handle, exc))
+        if not staged:
+            return problems
+        try:
+            self._reboot(conn, svc, staged)
+        except E.RedfishError as exc:
+            for step, handle, _job in staged.values():
+                problems.append(self._fail(node, step, handle, exc))
+            return problems
+        after = installed_versions(firmware_inventory(conn, svc))
+        for component, (step, handle, job_id) in staged.items():
+            outcome = wait_job(
+                conn,
+                job_id,
+                svc,
+                timeout=self.settings.job_timeout_s,
+                poll=self.settings.poll_s,
+                raise_on_failure=False,
+            )
+            if not outcome.ok:
+                bad = FirmwareUpdateFailed(f"job {job_id} ended {outcome.state}: {outcome.message}", bmc=node)
+                problems.append(self._fail(node, step, handle, bad))
+                continue
+            now = after.get(component, [])
+            if not at_target(now, step.target):
+                bad = FirmwareUpdateFailed(f"job {job_id} completed but the version reads {now}", bmc=node)
+                problems.append(self._fail(node, step, handle, bad))
+                continue
+            handle.detail.update(result="updated", after=now)
+            handle.__exit__(None, None, None)
+            self._component(node, step, result="updated", job=job_id, after=now)
+        return problems
+
+    def _fail(self, node: str, step: ComponentStep, handle: StepHandle, exc: E.RedfishError) -> str:
+        handle.__exit__(type(exc), exc, None)
+        self._component(node, step, result="failed", error=exc.reason)
+        return f"{step.component}: {exc.reason}"
+
+    def _reboot(
+        self, conn: BmcConnection, svc: Service, staged: dict[str, tuple[ComponentStep, StepHandle, str]]
+    ) -> None:
+        """One reboot applies every staged job (skipped when none is still waiting for it), then wait for the
+        jobs, the BMC and the OS."""
+        node = conn.target.name
+        outcome = self.outcomes[node]
+        ids = {job_id for _s, _h, job_id in staged.values()}
+        waiting = [j for j in update_jobs(conn, svc) if j.id in ids and j.state == "Scheduled"]
+        with self._step(node, "reboot", again=True) as step:
+            if waiting:
+                before = power_state(conn, svc)
+                action = "on" if before == "Off" else "graceful-restart"
+                result = set_power(conn, action, timeout=self.settings.power_timeout_s, poll=self.settings.poll_s)
+                text = f"{'powered on' if action == 'on' else 'rebooted'} to apply {len(waiting)} staged job(s)"
+                self.on_event("reboot", node, text)
+                step.detail.update(action=action, before=result.before, after=result.after)
+            else:
+                text = "no reboot: the staged jobs already ran"
+            outcome.records["reboot"] = step.detail["what"] = text
+        for job_id in sorted(ids):
+            wait_job(
+                conn,
+                job_id,
+                svc,
+                timeout=self.settings.job_timeout_s,
+                poll=self.settings.poll_s,
+                raise_on_failure=False,
+            )
+        wait_lc_ready(conn, svc, timeout=self.settings.lc_timeout_s, poll=self.settings.poll_s)
+        with self._step(node, "os-health", again=True) as step:
+            try:
+                text = self.os_health.wait(node) if self.os_health else "no SSH access: OS not checked"
+            except TimeoutError as exc:
+                raise FirmwareUpdateFailed(str(exc), bmc=node) from exc
+            outcome.records["os"] = step.detail["what"] = text
