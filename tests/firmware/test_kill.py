@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from fwlab import BASELINE_VERSIONS, FwLab, start_lab
+from test_rollout import no_step_left_open
 
 from bootstrap.journal.store import Journal
 
@@ -92,3 +93,6 @@ def test_sigkill_mid_rollout_then_resume_flashes_nothing_twice(
     cut = f"update:{kill_when[-1].lower()}:{BASELINE_VERSIONS[kill_when[-1].lower()]}"
     outcome = [s for s in steps if s.step == cut and s.status == "completed"][-1].detail
     assert outcome.get("how") == "followed the job of an earlier run" or outcome["result"] == "already at target"
+    no_step_left_open(state)  # what the killed run left open is closed, with its outcome
+    with Journal(state, readonly=True) as journal:
+        assert {s.state.value for s in journal.nodes().values()} == {"registered"}  # none left in maintenance
