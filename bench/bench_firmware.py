@@ -32,16 +32,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_inventory import generate
 
 from bootstrap.firmware.apply import ApplySettings, FirmwareRollout
-from bootstrap.firmware.components import installed_versions
 from bootstrap.firmware.plan import plan_firmware
+from bootstrap.firmware.read import read_installed
 from bootstrap.inventory import check_inventory
 from bootstrap.journal.store import Journal
 from bootstrap.rollout.gate import NoKubernetes
 from bootstrap.stages.oob import targets_for
 from rackctl_lab.idrac.api import EmulatedBmcSpec, EmulatedRack, FaultSpec
 from redfish_tools.connection import ConnectionPolicy
-from redfish_tools.firmware import firmware_inventory
-from redfish_tools.fleet import run_fleet
 
 GPUS = {"R760xa": ("NVIDIA L40S", 4), "XE8640": ("NVIDIA H100 80GB HBM3", 4), "XE9680": ("NVIDIA H100 80GB HBM3", 8)}
 TARGETS = {"idrac": "7.20.10.50", "bios": "2.4.1", "nic": "22.50.6"}
@@ -126,8 +124,8 @@ def roll_out(path: Path, state: Path, limit: list[str] | None, poll: float) -> t
     nodes = [n for n in inventory.nodes if limit is None or n.hostname in limit]
     targets = targets_for(inventory, nodes)
     policy = ConnectionPolicy(read_timeout=60)
-    read = run_fleet(targets, lambda conn: installed_versions(firmware_inventory(conn)), policy=policy)
-    plan = plan_firmware(inventory, nodes, {r.name: r.value for r in read if r.ok})
+    installed, _errors = read_installed(targets, policy)
+    plan = plan_firmware(inventory, nodes, installed)
     with Journal(state) as journal:
         run_id = journal.begin_run("bench firmware apply")
         rollout = FirmwareRollout(

@@ -29,37 +29,37 @@ from bootstrap.cli.common import (
 )
 from bootstrap.errors import EXIT_FAILED, EXIT_INTERRUPTED
 from bootstrap.firmware.apply import ApplySettings, FirmwareRollout, RolloutReport
-from bootstrap.firmware.components import installed_versions
 from bootstrap.firmware.health import OsHealth
 from bootstrap.firmware.plan import FirmwarePlan, plan_firmware
+from bootstrap.firmware.read import read_installed
 from bootstrap.inventory import Inventory, load_inventory
 from bootstrap.journal.store import Journal
 from bootstrap.rollout.gate import NoKubernetes
 from bootstrap.selection import select_nodes
 from bootstrap.stages.insecure import insecure_warning
 from bootstrap.stages.oob import policy_for, targets_for
-from redfish_tools.connection import BmcConnection
-from redfish_tools.firmware import firmware_inventory
-from redfish_tools.fleet import FleetInterrupted, run_fleet
+from redfish_tools.fleet import FleetInterrupted
 
+#: ``apply`` keeps reading a BMC that drops connections this long (an iDRAC reset takes about two minutes).
+SETTLE_S = 180.0
 REBOOT_WORDS = {"idrac-reset": "iDRAC resets", "host-reboot": "host reboot"}
 
 
-def read_plan(inventory: Inventory, state_dir: Path, limit: str | None, as_json: bool) -> FirmwarePlan:
-    """Read the selected nodes' installed firmware (all BMCs at once) and plan against the baseline."""
+def read_plan(
+    inventory: Inventory, state_dir: Path, limit: str | None, as_json: bool, *, settle_s: float = 0.0
+) -> FirmwarePlan:
+    """Read the selected nodes' installed firmware (all BMCs at once) and plan against the baseline.
+
+    ``settle_s``: how long to keep reading BMCs that drop connections (an iDRAC resetting after an update
+    a killed run started) before calling them unreadable."""
     nodes = select_nodes(inventory, limit)
     warning = insecure_warning(inventory, [n.hostname for n in nodes])
     if warning:
         warn(warning, as_json)
     targets = targets_for(inventory, nodes)
 
-    def read(conn: BmcConnection) -> dict[str, list[str]]:
-        return installed_versions(firmware_inventory(conn))
-
     with err_console.status("reading installed firmware", spinner="dots") if not as_json else _Quiet():
-        results = run_fleet(targets, read, policy=policy_for(state_dir))
-    installed = {r.name: r.value for r in results if r.ok}
-    errors = {r.name: str((r.error or {}).get("message", "unreadable")) for r in results if not r.ok}
+        installed, errors = read_installed(targets, policy_for(state_dir), settle_s=settle_s)
     return plan_firmware(inventory, nodes, installed, errors=errors)
 
 
@@ -151,7 +151,7 @@ def firmware_apply_cmd(  # noqa: PLR0917 - click passes options as arguments
     resume; a component already at its target is never flashed again.
     """
     inventory = load_inventory(inventory_path)
-    plan = read_plan(inventory, state_dir, limit, as_json)
+    plan = read_plan(inventory, state_dir, limit, as_json, settle_s=0.0 if dry_run else SETTLE_S)
     if dry_run:
         data = {"ok": not plan.problems, "applied": False, **plan.as_dict()}
         emit(data, as_json, lambda _d: _show_plan(plan, "dry run (--plan): nothing was flashed"))

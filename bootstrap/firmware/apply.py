@@ -27,7 +27,7 @@ from typing import Any
 
 from bootstrap.firmware.components import at_target, installed_versions, job_matches
 from bootstrap.firmware.health import OsHealth
-from bootstrap.firmware.plan import ComponentStep, FirmwarePlan
+from bootstrap.firmware.plan import ComponentStep, FirmwarePlan, NodePlan
 from bootstrap.inventory.models import Inventory
 from bootstrap.journal.states import NodeState
 from bootstrap.journal.store import Journal, StepHandle
@@ -165,6 +165,7 @@ class FirmwareRollout:
         ]
         rollout = Rollout(fleet, self.plan.policy)
         for plan in self.plan.nodes:
+            self._settle(plan)
             if not plan.needs_work and not plan.error:
                 self.outcomes[plan.node].status = "nothing-to-do"
                 self.outcomes[plan.node].message = "at the baseline" if plan.steps else "no baseline for its model"
@@ -181,6 +182,30 @@ class FirmwareRollout:
             for result in results:
                 rollout.finish(result.name, result.ok, self.outcomes[result.name].message)
         return self._report(rollout)
+
+    def _settle(self, plan: NodePlan) -> None:
+        """Close what an earlier (killed) run left open and its jobs have since finished: a component step
+        left started that now reads at target, and a node it left in ``maintenance`` that needs no work."""
+        if plan.error:
+            return
+        for step in plan.steps:
+            last = self.journal.last_step(plan.node, STAGE, step_key(step))
+            if step.action == "at-target" and last is not None and last.status not in ("completed", "failed"):
+                detail = {**last.detail, "result": "already at target", "after": list(step.installed)}
+                self.journal.record_step(
+                    self.run_id, plan.node, STAGE, step_key(step), status="completed", destructive=True, detail=detail
+                )
+        status = self.journal.status(plan.node)
+        history = self.journal.history(plan.node)
+        left_by_rollout = bool(history) and history[-1].cause.startswith("firmware rollout")
+        if not plan.needs_work and status.state is NodeState.MAINTENANCE and left_by_rollout:
+            with self._step(plan.node, "uncordon", again=True) as handle:
+                handle.detail["gate"] = self.gate.uncordon(plan.node)
+                self.outcomes[plan.node].records["uncordon"] = handle.detail["gate"]
+            back = status.left_from() or NodeState.REGISTERED
+            self.journal.transition(
+                plan.node, back, "firmware rollout done: at the baseline (an earlier run's jobs)", run_id=self.run_id
+            )
 
     def ready(self, node: str) -> bool:
         """Ready for the scheduler: the gate says so, and the journal does not hold it in ``maintenance`` (a

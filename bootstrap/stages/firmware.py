@@ -51,21 +51,17 @@ class FirmwareStage(Stage):
 
     def _roll_out(self, ctx: StageContext) -> StageResult:
         from bootstrap.firmware.apply import ApplySettings, FirmwareRollout  # noqa: PLC0415 - only when flashing
-        from bootstrap.firmware.components import installed_versions  # noqa: PLC0415
         from bootstrap.firmware.health import OsHealth  # noqa: PLC0415
         from bootstrap.firmware.plan import plan_firmware  # noqa: PLC0415
+        from bootstrap.firmware.read import read_installed  # noqa: PLC0415
         from bootstrap.rollout.gate import NoKubernetes  # noqa: PLC0415
         from bootstrap.stages.oob import policy_for, targets_for  # noqa: PLC0415
-        from redfish_tools.firmware import firmware_inventory  # noqa: PLC0415
-        from redfish_tools.fleet import run_fleet  # noqa: PLC0415
 
         inventory = ctx.inventory
         nodes = [ctx.node(h) for h in ctx.nodes]
         targets = targets_for(inventory, nodes)
         policy = policy_for(ctx.state_dir)
-        read = run_fleet(targets, lambda conn: installed_versions(firmware_inventory(conn)), policy=policy)
-        installed = {r.name: r.value for r in read if r.ok}
-        errors = {r.name: str((r.error or {}).get("message", "unreadable")) for r in read if not r.ok}
+        installed, errors = read_installed(targets, policy, settle_s=180.0)
         plan = plan_firmware(inventory, nodes, installed, errors=errors)
         rollout = FirmwareRollout(
             inventory,
