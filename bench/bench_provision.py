@@ -55,7 +55,6 @@ TIMELINE = (
     ("write verified", rb"rackctl-ramdisk: written and verified"),
     ("ramdisk off", rb"rackctl-ramdisk: done"),
     ("disk firmware", rb"SeaBIOS"),
-    ("grub", rb"GRUB|Booting `rackctl"),
     ("os kernel", rb"Linux version \d"),
     ("os userspace", rb"systemd\[1\]|Welcome to|rackctl-growroot"),
 )

@@ -59,7 +59,7 @@ TOOLS = {
 GRUB_DIRS = {"i386-pc": Path("/usr/lib/grub/i386-pc"), "x86_64-efi": Path("/usr/lib/grub/x86_64-efi")}
 
 GRUB_CFG = """\
-set timeout=1
+set timeout=0
 serial --unit=0 --speed=115200
 terminal_input serial console
 terminal_output serial console
