@@ -4,8 +4,12 @@ For each size N a fresh lab (namespace, libvirt VMs under qemu TCG, emulated iDR
 built and N powered-off nodes are provisioned at once by the real flow. Per node it reports:
 
 - network boot -> ramdisk: power-on request until the deploy kernel prints on the serial console;
-- image write: ramdisk start until the ramdisk's callback (stream, gunzip, dd, hash of the stream);
+- image write: ramdisk start until the ramdisk's callback (block map check, holes zeroed, mapped ranges
+  streamed, each hashed, gunzipped and written);
 - disk boot -> SSH: disk boot request until SSH answers with the pinned host key;
+- a timeline: when the serial console first shows the firmware, iPXE, the node's boot script, the deploy
+  kernel, the ramdisk's DHCP, write start and end, the disk boot's firmware, kernel and userspace, beside
+  the flow's own phase ends (power on, callback, off, disk power on, pinned SSH), in seconds after power-on;
 
 and the lower bound this machine allows, measured in the same run: the compressed image's bytes at the
 bridge throughput measured inside the lab's namespace (nginx -> a client on the bridge address), plus a
