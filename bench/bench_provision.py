@@ -4,8 +4,12 @@ For each size N a fresh lab (namespace, libvirt VMs under qemu TCG, emulated iDR
 built and N powered-off nodes are provisioned at once by the real flow. Per node it reports:
 
 - network boot -> ramdisk: power-on request until the deploy kernel prints on the serial console;
-- image write: ramdisk start until the ramdisk's callback (stream, gunzip, dd, hash of the stream);
+- image write: ramdisk start until the ramdisk's callback (block map check, holes zeroed, mapped ranges
+  streamed, each hashed, gunzipped and written);
 - disk boot -> SSH: disk boot request until SSH answers with the pinned host key;
+- a timeline: when the serial console first shows the firmware, iPXE, the node's boot script, the deploy
+  kernel, the ramdisk's DHCP, write start and end, the disk boot's firmware, kernel and userspace, beside
+  the flow's own phase ends (power on, callback, off, disk power on, pinned SSH), in seconds after power-on;
 
 and the lower bound this machine allows, measured in the same run: the compressed image's bytes at the
 bridge throughput measured inside the lab's namespace (nginx -> a client on the bridge address), plus a
@@ -42,28 +46,60 @@ from rackctl_lab.environment import LabEnvironment
 from tests.lab.vmlab import VmLab, admin_key, missing_prerequisites, write_inventory
 
 KERNEL_MARK = re.compile(rb"Linux version \d")
+#: What the serial console shows, in order, from power-on to the installed system's kernel: the bench records
+#: when each first appears (0.2 s resolution) so that every phase of the install has its own figure.
+TIMELINE = (
+    ("firmware", rb"SeaBIOS"),
+    ("ipxe", rb"iPXE"),
+    ("node script", rb"rackctl: deploying"),
+    ("deploy kernel", rb"Linux version \d"),
+    ("ramdisk init", rb"rackctl-ramdisk: mode="),
+    ("ramdisk dhcp", rb"rackctl-ramdisk: DHCP on"),
+    ("write start", rb"rackctl-ramdisk: writing"),
+    ("write verified", rb"rackctl-ramdisk: written and verified"),
+    ("ramdisk off", rb"rackctl-ramdisk: done"),
+    ("disk firmware", rb"SeaBIOS"),
+    ("os kernel", rb"Linux version \d"),
+    ("os userspace", rb"systemd\[1\]|Welcome to|rackctl-growroot"),
+)
 
 
 class SerialWatch(threading.Thread):
-    """Records when each node's serial log first shows the deploy kernel booting."""
+    """Records when each node's serial log first shows each :data:`TIMELINE` mark, in order."""
 
     def __init__(self, lab: VmLab, hosts: list[str]) -> None:
         super().__init__(daemon=True)
         self.lab, self.hosts = lab, hosts
-        self.seen: dict[str, float] = {}
-        self.start_sizes = {h: _size(lab, h) for h in hosts}
+        self.marks: dict[str, dict[str, float]] = {h: {} for h in hosts}
+        self.offsets = {h: _size(lab, h) for h in hosts}
+        self.buffers = {h: b"" for h in hosts}
         self.stop = threading.Event()
 
+    @property
+    def seen(self) -> dict[str, float]:
+        """When the deploy kernel first printed, per node."""
+        return {h: m["deploy kernel"] for h, m in self.marks.items() if "deploy kernel" in m}
+
     def run(self) -> None:
-        while not self.stop.is_set() and len(self.seen) < len(self.hosts):
+        while not self.stop.is_set():
             for host in self.hosts:
-                if host in self.seen:
-                    continue
                 path = self.lab.lab_dir / "vms" / f"{host}.serial.log"
+                if not path.exists():
+                    continue
                 with path.open("rb") as fh:
-                    fh.seek(self.start_sizes[host])
-                    if KERNEL_MARK.search(fh.read()):
-                        self.seen[host] = time.monotonic()
+                    fh.seek(self.offsets[host])
+                    data = fh.read()
+                now = time.monotonic()
+                self.offsets[host] += len(data)
+                buf = self.buffers[host] + data
+                marks = self.marks[host]
+                for name, pattern in TIMELINE[len(marks) :]:
+                    found = re.search(pattern, buf)
+                    if not found:
+                        break
+                    marks[name] = now
+                    buf = buf[found.end() :]
+                self.buffers[host] = buf[-4096:]
             time.sleep(0.2)
 
 
@@ -195,7 +231,16 @@ def run_size(count: int, folder: Path, *, ramdisk: Any, image: Any, key: Path, p
         for host, run in runs.items():
             t = run.timings
             to_ramdisk = watch.seen.get(host, float("nan")) - started.get(host, float("nan"))
+            base = started.get(host, float("nan"))
+            timeline = {name: round(at - base, 1) for name, at in watch.marks[host].items()}
+            elapsed = 0.0
+            for phase, label in (("network-boot", "power on"), ("install", "callback"), ("power-off", "off"),
+                                 ("disk-boot", "disk power on"), ("ssh", "pinned ssh")):  # fmt: skip
+                elapsed += t.get(phase, 0.0)
+                timeline[label] = round(elapsed, 1)
+            timeline = dict(sorted(timeline.items(), key=lambda item: item[1]))
             nodes[host] = {
+                "timeline_s": timeline,
                 "ok": run.ok,
                 "message": run.message,
                 "network_boot_to_ramdisk_s": round(to_ramdisk, 1),
@@ -275,6 +320,8 @@ def main() -> int:
                 f"  {host:8} {n['network_boot_to_ramdisk_s']:>17}s {n['image_write_s']:>11}s "
                 f"{n['disk_boot_to_ssh_s']:>14}s {n['ok']}{'' if n['ok'] else ' ' + n['message']}"
             )
+            marks = ", ".join(f"{name} {at}" for name, at in n["timeline_s"].items())
+            print(f"  {'':8} serial console, s after the power-on request: {marks}")
     return 0 if all(n["ok"] for r in results for n in r["per_node"].values()) else 1
 
 

@@ -45,6 +45,8 @@ from redfish_tools.power import power_state, set_power
 from redfish_tools.resources import Service
 
 PHASES = ("network-boot", "install", "power-off", "disk-boot", "ssh", "identity")
+#: Seconds between power-state reads while waiting for a node to power itself off (one cheap GET each).
+POWER_POLL_S = 0.5
 DMI_COMMAND = "cat /sys/class/dmi/id/product_uuid /sys/class/dmi/id/product_serial"
 
 
@@ -413,7 +415,7 @@ def _wait_power(conn: BmcConnection, wanted: str, timeout: float) -> bool:
         with contextlib.suppress(rf_errors.TransportError, rf_errors.NotReadyError):
             if power_state(conn) == wanted:
                 return True
-        time.sleep(1.0)
+        time.sleep(POWER_POLL_S)
     return False
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from bootstrap.errors import EnvironmentMissing, InvalidInput, Problem
 from bootstrap.fsutil import atomic_write_text
+from bootstrap.provision.blockmap import build_block_map, ensure_block_map, map_path, ranges_path
 from bootstrap.provision.ramdisk import _run, cache_lock, cache_root, remove_tree
 
 PACKAGES = ("systemd-sysv", "udev", "openssh-server", "linux-image-amd64", "python3", "iproute2", "kmod", "fdisk")
@@ -58,7 +59,7 @@ TOOLS = {
 GRUB_DIRS = {"i386-pc": Path("/usr/lib/grub/i386-pc"), "x86_64-efi": Path("/usr/lib/grub/x86_64-efi")}
 
 GRUB_CFG = """\
-set timeout=1
+set timeout=0
 serial --unit=0 --speed=115200
 terminal_input serial console
 terminal_output serial console
@@ -117,14 +118,22 @@ WantedBy=multi-user.target
 
 @dataclass(frozen=True)
 class DiskImage:
-    """A built image: gzipped raw disk, sha256 and size of the *uncompressed* disk."""
+    """A built image: gzipped raw disk, sha256 and size of the *uncompressed* disk.
+
+    Beside it: its block map (``<path>.bmap``) and the gzip members of its mapped ranges (``<path>.ranges``),
+    which is what the deploy ramdisk downloads and writes (:mod:`bootstrap.provision.blockmap`).
+    """
 
     path: Path
     sha256: str
     size: int
 
+    @property
+    def bmap(self) -> Path:
+        return map_path(self.path)
+
     def as_dict(self) -> dict[str, object]:
-        return {"path": str(self.path), "sha256": self.sha256, "size": self.size}
+        return {"path": str(self.path), "sha256": self.sha256, "size": self.size, "bmap": str(self.bmap)}
 
 
 def default_mirror() -> str:
@@ -363,11 +372,13 @@ def build_image(
     with cache_lock(cache / "image"):
         if not meta.exists():
             _build_into(target, admin_keys, suite=suite, mirror=mirror, size_mib=size_mib, trim=trim, cache=cache)
+        ensure_block_map(target / "disk.raw.gz")  # images cached before block maps existed get theirs now
     info = json.loads(meta.read_text())
     image = DiskImage(target / "disk.raw.gz", info["sha256"], int(info["size"]))
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-        for src in (image.path, meta, target / "disk.raw.gz.sha256"):
+        gz = target / "disk.raw.gz"
+        for src in (image.path, meta, target / "disk.raw.gz.sha256", map_path(gz), ranges_path(gz)):
             shutil.copyfile(src, out / src.name)
         image = DiskImage(out / "disk.raw.gz", image.sha256, image.size)
     return image
@@ -391,13 +402,14 @@ def _build_into(
                 digest.update(chunk)
         with (work / "disk.raw.gz").open("wb") as gz:
             subprocess.run(["pigz", "-c", "-6", str(disk)], stdout=gz, check=True)
+        out_dir = work / "out"
+        out_dir.mkdir()
+        build_block_map(disk, out_dir / "disk.raw.gz")
         disk.unlink()
         gz_digest = hashlib.sha256()
         with (work / "disk.raw.gz").open("rb") as fh:
             while chunk := fh.read(4 << 20):
                 gz_digest.update(chunk)
-        out_dir = work / "out"
-        out_dir.mkdir()
         os.replace(work / "disk.raw.gz", out_dir / "disk.raw.gz")
         info = {"sha256": digest.hexdigest(), "gz_sha256": gz_digest.hexdigest(), "size": size_mib << 20,
                 "suite": suite, "kernel": release, "root_partition": 3, "root_label": ROOT_LABEL}  # fmt: skip

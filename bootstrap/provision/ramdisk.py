@@ -53,6 +53,9 @@ PROFILES: dict[str, tuple[str, ...]] = {
 }
 KERNEL_META_PACKAGE = "linux-image-amd64"
 BUSYBOX = Path("/bin/busybox")
+#: util-linux's fallocate (busybox's cannot): ``fallocate -z`` zeroes the image's holes on the node's disk with
+#: the kernel's ZERO_RANGE (WRITE ZEROES on the device), copied with the libraries it links (libc only).
+FALLOCATE = Path("/usr/bin/fallocate")
 
 
 def cache_root() -> Path:
@@ -232,7 +235,8 @@ def _input_key(kernel: KernelTree, profile: str, modules: tuple[str, ...]) -> st
     for name in ("init", "udhcpc.script"):
         digest.update(_asset(name))
     digest.update(str(BUSYBOX.stat().st_size).encode() if BUSYBOX.exists() else b"-")
-    digest.update(hashlib.sha256(BUSYBOX.read_bytes()).digest() if BUSYBOX.exists() else b"")
+    for binary in (BUSYBOX, FALLOCATE):
+        digest.update(hashlib.sha256(binary.read_bytes()).digest() if binary.exists() else b"-")
     return digest.hexdigest()[:16]
 
 
@@ -255,7 +259,9 @@ def build_ramdisk(
         )
     if not BUSYBOX.is_file():
         raise EnvironmentMissing(f"{BUSYBOX} not found; install the Debian package 'busybox-static'")
-    for tool in ("cpio", "depmod", "apt-get", "dpkg-deb"):
+    if not FALLOCATE.is_file():
+        raise EnvironmentMissing(f"{FALLOCATE} not found; install the Debian package 'util-linux'")
+    for tool in ("cpio", "depmod", "apt-get", "dpkg-deb", "ldd"):
         if shutil.which(tool) is None:
             raise EnvironmentMissing(f"{tool} not found; install it (see scripts/apt-packages.txt)")
     cache = cache or cache_root()
@@ -296,6 +302,7 @@ def _build_into(kernel: KernelTree, profile: str, modules: tuple[str, ...], targ
             (root / folder).mkdir(parents=True)
         shutil.copy2(BUSYBOX, root / "bin" / "busybox")
         (root / "bin" / "sh").symlink_to("busybox")
+        copy_with_libraries(FALLOCATE, root)
         (root / "init").write_bytes(_asset("init"))
         (root / "etc" / "rackctl" / "udhcpc.script").write_bytes(_asset("udhcpc.script"))
         os.chmod(root / "init", 0o755)  # noqa: S103 - executables inside the initramfs
@@ -338,6 +345,20 @@ def _build_into(kernel: KernelTree, profile: str, modules: tuple[str, ...], targ
         os.replace(out, target)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def copy_with_libraries(binary: Path, root: Path) -> None:
+    """Copy a dynamically linked ``binary`` and every library ``ldd`` names into ``root`` at the same paths."""
+    paths = [binary]
+    for line in _run(["ldd", str(binary)]).splitlines():
+        fields = line.split()
+        found = [f for f in fields if f.startswith("/")]
+        if found:
+            paths.append(Path(found[0]))
+    for path in paths:
+        dest = root / path.relative_to("/")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path.resolve(), dest)
 
 
 def _cpio(root: Path, entries: list[str]) -> bytes:

@@ -26,6 +26,7 @@ from bootstrap.errors import EnvironmentMissing, InvalidInput, Problem
 from bootstrap.fsutil import atomic_write_bytes, atomic_write_text
 from bootstrap.inventory.models import Inventory, Node
 from bootstrap.provision.api import BootConfig, BootTree, NodeBoot
+from bootstrap.provision.blockmap import map_path, ranges_path
 from bootstrap.provision.hostkeys import HostKey, ensure_host_key, known_hosts_path, write_known_hosts
 
 #: Where Debian's ``ipxe`` package puts its binaries.
@@ -196,9 +197,10 @@ def render(cfg: BootConfig) -> BootTree:
         for binary in IPXE_BINARIES:
             shutil.copyfile(ipxe_dir / binary, tftp / binary)
         _place_artefacts(cfg, http)
-        image_sha, image_size = ("", 0)
+        image_sha, image_size, bmap_sha = ("", 0, "")
         if inv.cluster.install_method.value == "image" and cfg.image:
             image_sha, image_size = image_facts(Path(cfg.image))
+            bmap_sha = "" if cfg.image_url else block_map_digest(Path(cfg.image))
         boots: dict[str, NodeBoot] = {}
         keys: dict[str, tuple[HostKey, list[str]]] = {}
         for node in nodes:
@@ -216,7 +218,7 @@ def render(cfg: BootConfig) -> BootTree:
             private = http / "private" / node.hostname / boot.token
             _write_private(private, key, node, inv)
             if boot.method == "image":
-                cmdline = image_cmdline(cfg, boot, node, base_url, sha=image_sha, size=image_size)
+                cmdline = image_cmdline(cfg, boot, node, base_url, sha=image_sha, size=image_size, bmap_sha=bmap_sha)
                 script = render_template("node-image.ipxe.j2", node=boot, base_url=base_url, cmdline=cmdline)
             else:
                 _write_seed(private, inv, node, boot, key=key, base_url=base_url)
@@ -253,15 +255,35 @@ def render(cfg: BootConfig) -> BootTree:
     )
 
 
-def image_cmdline(cfg: BootConfig, boot: NodeBoot, node: Node, base_url: str, *, sha: str, size: int) -> str:
-    """Kernel arguments of the deploy ramdisk (parsed by its ``/init``)."""
-    image_url = cfg.image_url or f"{base_url}/images/{Path(cfg.image or 'image.raw.gz').name}"
+def block_map_digest(image: Path) -> str:
+    """sha256 of the image's block map when it has one (with its ranges stream) beside it, else ``""``."""
+    if not (map_path(image).is_file() and ranges_path(image).is_file()):
+        return ""
+    return hashlib.sha256(map_path(image).read_bytes()).hexdigest()
+
+
+def image_cmdline(
+    cfg: BootConfig, boot: NodeBoot, node: Node, base_url: str, *, sha: str, size: int, bmap_sha: str = ""
+) -> str:
+    """Kernel arguments of the deploy ramdisk (parsed by its ``/init``).
+
+    With a block map (``bmap_sha``) the ramdisk downloads the map, checks it against ``rackctl.bmapsha256``
+    and writes only the mapped ranges from ``<image>.ranges``; without one it streams the whole gzipped
+    image and checks ``rackctl.gzsha256``.
+    """
+    name = Path(cfg.image or "image.raw.gz").name
+    image_url = cfg.image_url or f"{base_url}/images/{name}"
+    source = (
+        {"rackctl.image": f"{base_url}/images/{ranges_path(Path(name))}",
+         "rackctl.bmap": f"{base_url}/images/{map_path(Path(name))}", "rackctl.bmapsha256": bmap_sha}
+        if bmap_sha
+        else {"rackctl.image": image_url, "rackctl.gzsha256": sha}
+    )  # fmt: skip
     args = {
         "rackctl.mode": "deploy",
         "rackctl.hostname": boot.hostname,
         "rackctl.mac": boot.mac,
-        "rackctl.image": image_url,
-        "rackctl.gzsha256": sha,
+        **source,
         "rackctl.size": str(size),
         "rackctl.disk": node.root_disk_hint or "auto",
         "rackctl.rootpart": str(IMAGE_ROOT_PARTITION),
@@ -382,6 +404,9 @@ def _place_artefacts(cfg: BootConfig, http: Path) -> None:
     if method == "image" and cfg.image and not cfg.image_url:
         (http / "images").mkdir()
         _link_or_copy(Path(cfg.image), http / "images" / Path(cfg.image).name, cfg.link_artefacts)
+        if block_map_digest(Path(cfg.image)):
+            for src in (map_path(Path(cfg.image)), ranges_path(Path(cfg.image))):
+                _link_or_copy(src, http / "images" / src.name, cfg.link_artefacts)
     if method == "autoinstall" and cfg.iso:
         _link_or_copy(Path(cfg.iso), folder / "ubuntu.iso", cfg.link_artefacts)
 

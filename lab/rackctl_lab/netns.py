@@ -31,6 +31,10 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return proc
 
 
+#: IPv6 unique-local address of the PXE bridge (see :meth:`LabNetwork.pxe_ipv6`).
+PXE_ULA = "fd52:6163:6b63:746c::1/64"
+
+
 @dataclass(frozen=True)
 class LabNetwork:
     """One namespace ``name`` with bridge ``bridge`` carrying ``address`` (CIDR, e.g. ``10.200.0.1/24``)."""
@@ -57,6 +61,13 @@ class LabNetwork:
         if self.address not in self.ip_in("-o", "addr", "show", "dev", self.bridge).stdout:
             self.ip_in("addr", "add", self.address, "dev", self.bridge)
         self.ip_in("link", "set", self.bridge, "up")
+        self.pxe_ipv6()
+
+    def pxe_ipv6(self) -> None:
+        """A ULA on the PXE bridge: without an IPv6 address there dnsmasq sends no router advertisement
+        (its ``constructor:`` finds no prefix) and every iPXE waits ~13 s for one before it boots."""
+        if PXE_ULA.split("/", 1)[0] not in self.ip_in("-o", "-6", "addr", "show", "dev", self.bridge).stdout:
+            self.ip_in("-6", "addr", "add", PXE_ULA, "dev", self.bridge, "nodad")
 
     def down(self) -> bool:
         """Delete the namespace (and with it the bridge and every tap in it). True if it existed."""

@@ -1,8 +1,8 @@
 """Lab proof of the image method, below the flow: the real deploy ramdisk, booted under qemu (TCG) with the
-kernel command line rendered for the node, streams the real debootstrap image from nginx onto an empty
-virtual disk, verifies its sha256, installs the node's overlay and calls back; the disk then boots by itself
-(SeaBIOS → GRUB → Debian) and presents the pinned SSH host key. A second node whose image URL is wrong
-reports a clear error while the first one finishes.
+kernel command line rendered for the node, checks the image's block map, writes only its mapped ranges from
+nginx onto a virtual disk (each range's digest verified), installs the node's overlay and calls back; the
+disk then boots by itself (SeaBIOS → GRUB → Debian) and presents the pinned SSH host key. A second node
+served a stream with one corrupt range reports which range while the first one finishes.
 
 The provisioning flow (Redfish, iPXE chain, journal) is tested end to end by LABVM's test_e2e; this test
 pins down the boot artefacts themselves.
@@ -19,6 +19,7 @@ import pytest
 
 from bootstrap.inventory.models import Inventory
 from bootstrap.provision.api import BootConfig
+from bootstrap.provision.blockmap import ensure_block_map, map_path, ranges_path
 from bootstrap.provision.image import build_image
 from bootstrap.provision.ramdisk import build_ramdisk
 from bootstrap.provision.render import render_boot_tree
@@ -74,11 +75,20 @@ def test_ramdisk_deploys_the_image_and_the_disk_boots_with_the_pinned_key(
     good, bad = tree.nodes["gpu-01"], tree.nodes["gpu-02"]
     assert good.ipxe_script and bad.ipxe_script
     good_args = _kernel_args(good.ipxe_script.read_text())
-    # gpu-02 is told another digest than the image's: the stream it receives must be refused (a wrong URL
-    # is covered by test_flow_failures)
+    bmap = ensure_block_map(image.path)
+    assert "rackctl.bmapsha256=" in good_args and "rackctl.gzsha256" not in good_args
+    # gpu-02 is served the ranges stream with one byte flipped inside its largest range (a wrong URL is
+    # covered by test_flow_failures): the install must fail, naming that range
+    largest = max(range(len(bmap.ranges)), key=lambda i: bmap.ranges[i].length)
+    flip = sum(r.gz_length for r in bmap.ranges[:largest]) + bmap.ranges[largest].gz_length // 2
+    corrupt = bytearray(ranges_path(image.path).read_bytes())
+    corrupt[flip] ^= 0x01
+    (tree.http_root / "images" / "corrupt.ranges").write_bytes(bytes(corrupt))
+    del corrupt
     bad_args = re.sub(
-        r"rackctl\.gzsha256=\w+", "rackctl.gzsha256=" + "0" * 64, _kernel_args(bad.ipxe_script.read_text())
+        r"rackctl\.image=(\S+)/[^/\s]+", r"rackctl.image=\1/corrupt.ranges", _kernel_args(bad.ipxe_script.read_text())
     )
+    assert "corrupt.ranges" in bad_args
     work = tmp_path / "lab"
     work.mkdir()
     disks = {}
@@ -95,12 +105,14 @@ def test_ramdisk_deploys_the_image_and_the_disk_boots_with_the_pinned_key(
         diag = lab.diagnostics()
         failed = calls.get("/callback/gpu-02")
         assert failed and failed["status"] == "error" and failed["token"] == bad.token, diag
-        assert "sha256 mismatch of the served image" in failed["detail"], diag
+        bad_range = bmap.ranges[largest]
+        assert f"range {largest + 1} (bytes {bad_range.offset}+{bad_range.length})" in failed["detail"], diag
         done = calls.get("/callback/gpu-01")
         assert done and done["status"] == "ok" and done["token"] == good.token, diag
-        # the ramdisk hashed the stream it wrote (no read-back) and counted the bytes dd wrote
-        served = hashlib.sha256(image.path.read_bytes()).hexdigest()
-        assert done["detail"].endswith(f"bytes={image.size} gzsha256={served}"), diag
+        # the ramdisk wrote the mapped ranges only, each verified (no read-back), under the map it was told
+        digest = hashlib.sha256(map_path(image.path).read_bytes()).hexdigest()
+        tail = f"bytes={image.size} mapped={bmap.mapped_bytes} ranges={len(bmap.ranges)} bmapsha256={digest}"
+        assert done["detail"].endswith(tail), diag
         assert all(vm.poll() is not None for vm in lab.vms), "the ramdisk did not power off\n" + diag
 
         # Boot the written disk by itself (SeaBIOS → GRUB): the node presents its pinned key on the PXE address.

@@ -64,6 +64,10 @@ def test_lab_ramdisk_has_init_busybox_and_modules_whose_dependencies_resolve(tmp
     assert init.stat().st_mode & 0o111
     assert subprocess.run(["/bin/busybox", "sh", "-n", str(init)], capture_output=True, check=False).returncode == 0
     assert (root / "bin" / "busybox").read_bytes() == Path("/bin/busybox").read_bytes()
+    # util-linux fallocate (zeroes the image's holes) runs inside the initramfs with the libraries copied along
+    argv = ["chroot", str(root), "/usr/bin/fallocate", "--version"]
+    ran = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert ran.returncode == 0 and "util-linux" in ran.stdout, ran.stderr
     mods = root / "lib" / "modules" / ramdisk.release
     listed = (root / "etc" / "rackctl" / "modules").read_text().split()
     assert listed == ramdisk.modules

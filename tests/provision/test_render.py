@@ -18,6 +18,7 @@ import yaml
 from bootstrap.errors import InvalidInput
 from bootstrap.inventory.models import InstallMethod, Inventory
 from bootstrap.provision.api import BootConfig, BootTree
+from bootstrap.provision.blockmap import ensure_block_map, map_path, ranges_path
 from bootstrap.provision.hostkeys import fingerprint_of
 from bootstrap.provision.render import IPXE_BINARIES, find_ipxe_dir, render_boot_tree
 
@@ -152,6 +153,26 @@ def test_image_ipxe_scripts_carry_image_checksum_disk_and_token(lab_inventory, t
     assert len(tokens) == len(lab_inventory.nodes)  # one token per node
     served = tree.http_root / "images" / "disk.raw.gz"
     assert served.read_bytes() == artefacts["image"].read_bytes()
+
+
+def test_an_image_with_a_block_map_is_served_as_its_ranges_with_the_maps_digest(
+    lab_inventory, tmp_path, artefacts
+) -> None:
+    ensure_block_map(artefacts["image"])
+    tree = _render(lab_inventory, tmp_path, artefacts)
+    node = lab_inventory.nodes[0]
+    args = _kernel_args(tree.nodes[node.hostname].ipxe_script.read_text())
+    assert args["rackctl.image"] == f"http://{SERVER}:8080/images/disk.raw.gz.ranges"
+    assert args["rackctl.bmap"] == f"http://{SERVER}:8080/images/disk.raw.gz.bmap"
+    assert args["rackctl.bmapsha256"] == hashlib.sha256(map_path(artefacts["image"]).read_bytes()).hexdigest()
+    assert args["rackctl.size"] == str(len(gzip.decompress(artefacts["image"].read_bytes())))
+    assert "rackctl.gzsha256" not in args  # the ramdisk checks each range's digest from the map instead
+    for src in (map_path(artefacts["image"]), ranges_path(artefacts["image"])):
+        assert (tree.http_root / "images" / src.name).read_bytes() == src.read_bytes()
+    # an image served from elsewhere (image_url) keeps the whole-stream digest
+    other = _render(lab_inventory, tmp_path / "url", artefacts, image_url="http://mirror.example/disk.raw.gz")
+    url_args = _kernel_args(other.nodes[node.hostname].ipxe_script.read_text())
+    assert url_args["rackctl.image"] == "http://mirror.example/disk.raw.gz" and "rackctl.bmap" not in url_args
 
 
 def test_given_tokens_and_selected_nodes_are_used(lab_inventory, tmp_path, artefacts) -> None:

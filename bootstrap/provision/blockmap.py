@@ -1,0 +1,193 @@
+"""Block map of a disk image: write only the ranges that hold data, each verified (like bmaptool).
+
+A built raw disk is mostly zeros (free space of its filesystems). :func:`build_block_map` finds the runs of
+non-zero :data:`BLOCK_SIZE` blocks and writes, beside the gzipped image:
+
+- ``<image>.ranges``: one gzip member per mapped range, in disk order, concatenated (what nodes download);
+- ``<image>.bmap``: a text map, one line per range (``range OFFSET LENGTH GZ_LENGTH GZ_SHA256``) and per
+  hole between them (``zero OFFSET LENGTH``), plus the image size.
+
+The deploy ramdisk gets the map's sha256 on its kernel command line, checks the downloaded map against it,
+zeroes the holes, and for every range reads exactly ``GZ_LENGTH`` bytes of the stream, checks their sha256,
+gunzips them (gzip's CRC32 and length trailer) and writes them at ``OFFSET``. Every served byte is thereby
+checked against a digest rooted in the command line before the node calls back ``ok``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from bootstrap.errors import RackctlError
+from bootstrap.fsutil import atomic_write_text
+
+BLOCK_SIZE = 4096
+#: Header of the map file; the ramdisk ignores lines it does not know (``#`` comments included).
+MAP_VERSION = "rackctl-bmap 1"
+_CHUNK = 4 << 20
+_ZERO_CHUNK = bytes(_CHUNK)
+_ZERO_BLOCK = bytes(BLOCK_SIZE)
+
+
+@dataclass(frozen=True)
+class MappedRange:
+    """Bytes ``offset .. offset+length`` of the disk, served as one gzip member of ``gz_length`` bytes."""
+
+    offset: int
+    length: int
+    gz_length: int
+    gz_sha256: str
+
+
+@dataclass(frozen=True)
+class BlockMap:
+    """The mapped ranges of an image of ``image_size`` bytes (everything else is zero)."""
+
+    image_size: int
+    ranges: tuple[MappedRange, ...]
+    block_size: int = BLOCK_SIZE
+
+    @property
+    def mapped_bytes(self) -> int:
+        return sum(r.length for r in self.ranges)
+
+    @property
+    def stream_bytes(self) -> int:
+        return sum(r.gz_length for r in self.ranges)
+
+    def holes(self) -> list[tuple[int, int]]:
+        """(offset, length) of the zero runs between and around the ranges."""
+        out, pos = [], 0
+        for r in self.ranges:
+            if r.offset > pos:
+                out.append((pos, r.offset - pos))
+            pos = r.offset + r.length
+        if pos < self.image_size:
+            out.append((pos, self.image_size - pos))
+        return out
+
+    def to_text(self) -> str:
+        lines = [
+            f"# {MAP_VERSION}: ranges are gzip members of the .ranges stream, in this order",
+            f"image_size {self.image_size}",
+            f"block_size {self.block_size}",
+        ]
+        events = [(r.offset, f"range {r.offset} {r.length} {r.gz_length} {r.gz_sha256}") for r in self.ranges]
+        events += [(off, f"zero {off} {length}") for off, length in self.holes()]
+        lines += [line for _, line in sorted(events)]
+        return "\n".join(lines) + "\n"
+
+    @classmethod
+    def from_text(cls, text: str) -> BlockMap:
+        size, block, ranges = 0, BLOCK_SIZE, []
+        for line in text.splitlines():
+            fields = line.split()
+            if not fields or fields[0].startswith("#"):
+                continue
+            if fields[0] == "image_size":
+                size = int(fields[1])
+            elif fields[0] == "block_size":
+                block = int(fields[1])
+            elif fields[0] == "range":
+                ranges.append(MappedRange(int(fields[1]), int(fields[2]), int(fields[3]), fields[4]))
+        return cls(size, tuple(ranges), block)
+
+
+def map_path(image: Path) -> Path:
+    """Where the map of ``image`` (the gzipped disk) lives."""
+    return Path(f"{image}.bmap")
+
+
+def ranges_path(image: Path) -> Path:
+    """Where the gzip members of ``image``'s mapped ranges live."""
+    return Path(f"{image}.ranges")
+
+
+def mapped_ranges(raw: Path, block_size: int = BLOCK_SIZE) -> list[tuple[int, int]]:
+    """(offset, length) of the runs of non-zero ``block_size`` blocks of the raw disk ``raw``."""
+    zero_block = _ZERO_BLOCK if block_size == BLOCK_SIZE else bytes(block_size)
+    runs: list[tuple[int, int]] = []
+    start = -1
+    pos = 0
+    with raw.open("rb") as fh:
+        while chunk := fh.read(_CHUNK - _CHUNK % block_size):
+            if chunk == _ZERO_CHUNK[: len(chunk)]:
+                if start >= 0:
+                    runs.append((start, pos - start))
+                    start = -1
+                pos += len(chunk)
+                continue
+            for i in range(0, len(chunk), block_size):
+                data = chunk[i : i + block_size]
+                if data != zero_block[: len(data)]:
+                    if start < 0:
+                        start = pos + i
+                elif start >= 0:
+                    runs.append((start, pos + i - start))
+                    start = -1
+            pos += len(chunk)
+    if start >= 0:
+        runs.append((start, pos - start))
+    return runs
+
+
+def build_block_map(raw: Path, image: Path, level: int = 6) -> BlockMap:
+    """Map ``raw`` and write ``<image>.ranges`` and ``<image>.bmap`` (each via a temporary file + rename)."""
+    size = raw.stat().st_size
+    stream = ranges_path(image)
+    tmp = Path(tempfile.mkstemp(prefix=f".{stream.name}.", dir=stream.parent)[1])
+    ranges = []
+    try:
+        with raw.open("rb") as src, tmp.open("wb") as out:
+            for offset, length in mapped_ranges(raw):
+                before = out.tell()
+                proc = subprocess.Popen(["pigz", "-c", f"-{level}", "-n"], stdin=subprocess.PIPE, stdout=out)
+                assert proc.stdin is not None
+                src.seek(offset)
+                left = length
+                while left:
+                    data = src.read(min(_CHUNK, left))
+                    proc.stdin.write(data)
+                    left -= len(data)
+                proc.stdin.close()
+                if proc.wait() != 0:
+                    raise RackctlError(f"pigz failed compressing bytes {offset}+{length} of {raw}")
+                out.seek(0, os.SEEK_END)
+                ranges.append(MappedRange(offset, length, out.tell() - before, ""))
+        with tmp.open("rb") as fh:
+            for i, r in enumerate(ranges):
+                digest = hashlib.sha256()
+                left = r.gz_length
+                while left:
+                    data = fh.read(min(_CHUNK, left))
+                    digest.update(data)
+                    left -= len(data)
+                ranges[i] = MappedRange(r.offset, r.length, r.gz_length, digest.hexdigest())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, stream)
+    finally:
+        tmp.unlink(missing_ok=True)
+    bmap = BlockMap(size, tuple(ranges))
+    atomic_write_text(map_path(image), bmap.to_text())
+    return bmap
+
+
+def ensure_block_map(image: Path) -> BlockMap:
+    """The block map of the gzipped image ``image``, built beside it (from a decompressed copy) if missing."""
+    if map_path(image).is_file() and ranges_path(image).is_file():
+        return BlockMap.from_text(map_path(image).read_text())
+    if shutil.which("pigz") is None:
+        raise RackctlError("building the image's block map needs pigz (Debian package 'pigz')")
+    work = Path(tempfile.mkdtemp(prefix=".bmap.", dir=image.parent))
+    try:
+        raw = work / "disk.raw"
+        with raw.open("wb") as out:
+            subprocess.run(["pigz", "-dc", str(image)], stdout=out, check=True)
+        return build_block_map(raw, image)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
