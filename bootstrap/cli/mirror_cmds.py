@@ -11,6 +11,7 @@ import click
 from bootstrap.cli.common import (
     console,
     emit,
+    environment_for,
     err_console,
     escape,
     handle_errors,
@@ -22,8 +23,10 @@ from bootstrap.errors import EXIT_FAILED, InvalidInput, Problem
 from bootstrap.inventory import load_inventory
 from bootstrap.mirror.build import build_mirror, resolve
 from bootstrap.mirror.check import check_mirror
+from bootstrap.mirror.images import plan_images, push_images, required_images
 from bootstrap.mirror.layout import MirrorLayout
 from bootstrap.mirror.manifest import build_manifest
+from bootstrap.mirror.site_vars import site_vars
 from bootstrap.resources import roles_dir
 
 _roles_option = click.option(
@@ -123,6 +126,45 @@ def _show_check(data: dict[str, Any]) -> None:
     for p in data["problems"]:
         who = f"{p['package']} ({p.get('role') or 'lock'})" if p.get("package") else "repository"
         err_console.print(f"  - {escape(who)}: {escape(p['problem'])}; fix: {escape(p['fix'])}")
+
+
+@mirror_group.command("images")
+@inventory_option
+@state_dir_option
+@click.option("--plan", "plan", is_flag=True, help="List the images and where they would go; push nothing.")
+@json_option
+@handle_errors()
+def images_cmd(inventory_path: Path, state_dir: Path, plan: bool, as_json: bool) -> None:
+    """Fill the registry with the images the stages need (built here as OCI layouts, pushed with skopeo)."""
+    inventory = load_inventory(inventory_path)
+    environment = environment_for(inventory)
+    registry = site_vars(inventory, state_dir, environment)["rackctl_registry"]
+    images = required_images(inventory)
+    if plan:
+        emit(
+            {"ok": True, "plan": True, "applied": False, "images": plan_images(images, registry)}, as_json, _show_images
+        )
+        return
+    with err_console.status("filling the registry...", spinner="dots") as status:
+        results = push_images(
+            MirrorLayout(state_dir),
+            images,
+            registry,
+            wrap=environment.wrap_command,
+            progress=lambda m: status.update(m + "..."),
+        )
+    ok = all(r["ok"] for r in results)
+    emit({"ok": ok, "applied": True, "images": results}, as_json, _show_images)
+    if not ok:
+        sys.exit(EXIT_FAILED)
+
+
+def _show_images(data: dict[str, Any]) -> None:
+    verb = "would push" if data.get("plan") else "pushed"
+    for image in data["images"]:
+        digest = f" {image['registry_digest']}" if "registry_digest" in image else ""
+        bad = "" if image.get("ok", True) else " [red](registry digest differs)[/red]"
+        console.print(f"{verb} {escape(image['image'])}{digest} ({escape(image['purpose'])}){bad}")
 
 
 def register(cli: click.Group) -> None:

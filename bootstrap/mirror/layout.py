@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,3 +47,15 @@ class MirrorLayout:
     def images(self) -> Path:
         """OCI layouts of the images the registry is filled with."""
         return self.root / "images"
+
+
+def swap_in(staging: Path, target: Path) -> None:
+    """Replace ``target`` by the finished ``staging`` tree with renames (readers see old or new, never a mix)."""
+    if target.exists():
+        old = target.with_name(f".{target.name}.old")
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(target, old)
+        os.replace(staging, target)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(staging, target)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bootstrap.errors import EnvironmentMissing, RackctlError
-from bootstrap.mirror.layout import MirrorLayout
+from bootstrap.mirror.layout import MirrorLayout, swap_in
 
 LOCK_VERSION = 1
 
@@ -82,22 +82,10 @@ def build_repo(
         (served / "rackctl-lock.json").write_text(json.dumps(doc, indent=2) + "\n")
         for path in [served, *served.rglob("*")]:
             os.chmod(path, 0o755 if path.is_dir() else 0o644)
-        _swap_in(served, layout.repo)
+        swap_in(served, layout.repo)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return layout.repo
-
-
-def _swap_in(staging: Path, target: Path) -> None:
-    """Replace ``target`` by ``staging`` with renames (readers see the old tree or the new one)."""
-    if target.exists():
-        old = target.with_name(f".{target.name}.old")
-        shutil.rmtree(old, ignore_errors=True)
-        os.replace(target, old)
-        os.replace(staging, target)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(staging, target)
 
 
 def repo_packages(layout: MirrorLayout, suite: str, components: list[str]) -> dict[str, str]:
