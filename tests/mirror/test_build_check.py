@@ -28,10 +28,27 @@ def test_the_repository_holds_the_closure_signed_by_the_site_key(built_mirror: B
     assert {"hello", "python3-apt", "libc6"} <= set(lock)  # requested + their dependencies
     assert served == lock  # exactly the pinned closure, nothing else
     keyring = layout.root / "check.gpg"
-    subprocess.run(["gpg", "--batch", "--yes", "--homedir", str(layout.root), "--dearmor", "-o", str(keyring),
-                    str(layout.public_key)], check=True, capture_output=True)
-    verify = subprocess.run(["gpgv", "--keyring", str(keyring), str(layout.repo / "dists/bookworm/InRelease")],
-                            capture_output=True, text=True)
+    subprocess.run(
+        [
+            "gpg",
+            "--batch",
+            "--yes",
+            "--homedir",
+            str(layout.root),
+            "--dearmor",
+            "-o",
+            str(keyring),
+            str(layout.public_key),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    verify = subprocess.run(
+        ["gpgv", "--keyring", str(keyring), str(layout.repo / "dists/bookworm/InRelease")],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
     assert verify.returncode == 0, verify.stderr
     keyring.unlink()
     # served tree: no reprepro database or config, and a lock naming the signer
@@ -68,8 +85,20 @@ def test_check_passes_then_lists_every_package_a_role_would_miss(built_mirror: B
     }
     # the CLI: exit 1 and the same list as JSON
     runner = CliRunner()
-    out = runner.invoke(cli, ["mirror", "check", "--json", "-i", str(built_mirror.inventory.source), "--state-dir",
-                              str(built_mirror.layout.state_dir), "--roles", str(roles)])
+    out = runner.invoke(
+        cli,
+        [
+            "mirror",
+            "check",
+            "--json",
+            "-i",
+            str(built_mirror.inventory.source),
+            "--state-dir",
+            str(built_mirror.layout.state_dir),
+            "--roles",
+            str(roles),
+        ],
+    )
     assert out.exit_code == 1, out.output
     doc = json.loads(out.output)
     assert doc["ok"] is False
@@ -89,8 +118,21 @@ def test_check_refuses_a_repository_not_signed_by_the_site_key(built_mirror: Bui
 
 def test_plan_resolves_without_building(built_mirror: BuiltMirror, tmp_path: Path) -> None:
     state = tmp_path / "state"
-    out = CliRunner().invoke(cli, ["mirror", "build", "--plan", "--json", "-i", str(built_mirror.inventory.source),
-                                   "--state-dir", str(state), "--roles", str(built_mirror.roles)])
+    out = CliRunner().invoke(
+        cli,
+        [
+            "mirror",
+            "build",
+            "--plan",
+            "--json",
+            "-i",
+            str(built_mirror.inventory.source),
+            "--state-dir",
+            str(state),
+            "--roles",
+            str(built_mirror.roles),
+        ],
+    )
     assert out.exit_code == 0, out.output
     doc = json.loads(out.output)
     assert doc["applied"] is False
@@ -115,8 +157,20 @@ def test_a_manifest_apt_cannot_resolve_is_refused(tmp_path: Path) -> None:
     roles = tmp_path / "roles"
     (roles / "bad" / "defaults").mkdir(parents=True)
     (roles / "bad" / "defaults" / "main.yml").write_text("---\nbad_packages: [no-such-package-rackctl]\n")
-    out = CliRunner().invoke(cli, ["mirror", "build", "--json", "-i", str(inventory_path), "--state-dir",
-                                   str(tmp_path / "state"), "--roles", str(roles)])
+    out = CliRunner().invoke(
+        cli,
+        [
+            "mirror",
+            "build",
+            "--json",
+            "-i",
+            str(inventory_path),
+            "--state-dir",
+            str(tmp_path / "state"),
+            "--roles",
+            str(roles),
+        ],
+    )
     assert out.exit_code == 2, out.output
     doc = json.loads(out.output)
     assert "no-such-package-rackctl" in json.dumps(doc["errors"])
@@ -125,7 +179,8 @@ def test_a_manifest_apt_cannot_resolve_is_refused(tmp_path: Path) -> None:
 
 def test_build_refuses_when_nodes_do_not_use_the_mirror(tmp_path: Path) -> None:
     path = lab_inventory_copy(tmp_path)
-    path.write_text(path.read_text().replace("packages: {source: mirror, suite: bookworm}", "packages: {source: public}"))
+    text = path.read_text().replace("packages: {source: mirror, suite: bookworm}", "packages: {source: public}")
+    path.write_text(text)
     out = CliRunner().invoke(cli, ["mirror", "build", "-i", str(path), "--state-dir", str(tmp_path / "s")])
     assert out.exit_code == 2
     assert "site_services.packages.source is 'public'" in out.output

@@ -51,8 +51,9 @@ def served(built_mirror: BuiltMirror, tmp_path: Path) -> Iterator[tuple[LabHeadS
 
 def _node_apt(tmp_path: Path, uri: str, key: Path) -> PrivateApt:
     """apt as a node configured by the package_source role sees it: the mirror only, its key only."""
-    apt = PrivateApt(tmp_path / "node-apt", Upstream(archive=uri.rstrip("/"), security=None, keyring=key), "bookworm",
-                     ["main"])
+    apt = PrivateApt(
+        tmp_path / "node-apt", Upstream(archive=uri.rstrip("/"), security=None, keyring=key), "bookworm", ["main"]
+    )
     apt.prepare()
     (apt.root / "sources.list").write_text(f"deb [signed-by={key}] {uri} bookworm main\n")
     return apt
@@ -64,30 +65,56 @@ def test_a_node_resolves_from_the_mirror_trusting_only_the_site_key(
     services, network = served
     uri = services.mirror_uri
     assert uri == site_vars(built_mirror.inventory, built_mirror.layout.state_dir, None)["rackctl_package_source"][
-        "uri"].replace(str(built_mirror.inventory.node("head-01").interface_on("pxe").ip), network.ip)
+        "uri"
+    ].replace(str(built_mirror.inventory.node("head-01").interface_on("pxe").ip), network.ip)
     key = built_mirror.layout.public_key
     apt = _node_apt(tmp_path, uri, key)
-    run = lambda *a: subprocess.run([*network.exec_prefix(), "apt-get", *apt.options(), *a],  # noqa: E731
-                                    capture_output=True, text=True)
+    run = lambda *a: subprocess.run(
+        [*network.exec_prefix(), "apt-get", *apt.options(), *a],  # noqa: E731
+        check=False,
+        capture_output=True,
+        text=True,
+    )
     update = run("update")
     assert update.returncode == 0, update.stderr
     sim = run("install", "-s", "hello")
     assert f"Inst hello ({built_mirror.result.lock['hello']} rackctl" in sim.stdout, sim.stdout
-    policy = subprocess.run([*network.exec_prefix(), "apt-cache", *apt.options(), "policy", "hello"],
-                            capture_output=True, text=True).stdout
+    policy = subprocess.run(
+        [*network.exec_prefix(), "apt-cache", *apt.options(), "policy", "hello"],
+        check=False,
+        capture_output=True,
+        text=True,
+    ).stdout
     assert uri.rstrip("/") + " bookworm/main" in policy and "deb.debian.org" not in policy
     # another key: apt refuses the mirror's Release
     other = tmp_path / "other"
     other.mkdir(mode=0o700)
-    subprocess.run(["gpg", "--homedir", str(other), "--batch", "--passphrase", "", "--quick-gen-key", "x <x@y>",
-                    "ed25519", "sign", "never"], check=True, capture_output=True)
-    armored = subprocess.run(["gpg", "--homedir", str(other), "--armor", "--export"], check=True,
-                             capture_output=True).stdout
-    subprocess.run(["gpgconf", "--homedir", str(other), "--kill", "gpg-agent"], capture_output=True)
+    subprocess.run(
+        [
+            "gpg",
+            "--homedir",
+            str(other),
+            "--batch",
+            "--passphrase",
+            "",
+            "--quick-gen-key",
+            "x <x@y>",
+            "ed25519",
+            "sign",
+            "never",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    armored = subprocess.run(
+        ["gpg", "--homedir", str(other), "--armor", "--export"], check=True, capture_output=True
+    ).stdout
+    subprocess.run(["gpgconf", "--homedir", str(other), "--kill", "gpg-agent"], check=False, capture_output=True)
     (tmp_path / "other.asc").write_bytes(armored)
     bad = _node_apt(tmp_path / "bad", uri, tmp_path / "other.asc")
-    refused = subprocess.run([*network.exec_prefix(), "apt-get", *bad.options(), "update"], capture_output=True,
-                             text=True)
+    refused = subprocess.run(
+        [*network.exec_prefix(), "apt-get", *bad.options(), "update"], check=False, capture_output=True, text=True
+    )
     assert "NO_PUBKEY" in refused.stderr + refused.stdout or "not signed" in refused.stderr + refused.stdout
 
 
@@ -106,5 +133,6 @@ def test_the_registry_takes_the_checks_image_over_verified_tls(
     assert index["manifests"][0]["digest"] == first[0]["registry_digest"]
     # without the lab CA the registry's certificate is not trusted
     with pytest.raises(PushError, match="certificate"):
-        push_images(built_mirror.layout, required_images(built_mirror.inventory), {**registry, "ca_pem": None},
-                    wrap=wrap)
+        push_images(
+            built_mirror.layout, required_images(built_mirror.inventory), {**registry, "ca_pem": None}, wrap=wrap
+        )

@@ -57,8 +57,12 @@ def test_a_bad_declaration_is_refused_naming_the_role_file(tmp_path: Path, body:
 def test_inventory_pins_join_the_manifest(tmp_path: Path) -> None:
     source = (REPO / "inventory" / "lab.yml").read_text()
     path = tmp_path / "lab.yml"
-    path.write_text(source.replace("packages: {source: mirror, suite: bookworm}",
-                                   "packages: {source: mirror, suite: bookworm, pins: {hello: '2.10-3'}}"))
+    path.write_text(
+        source.replace(
+            "packages: {source: mirror, suite: bookworm}",
+            "packages: {source: mirror, suite: bookworm, pins: {hello: '2.10-3'}}",
+        )
+    )
     manifest = build_manifest(load_inventory(path), roles_dir())
     assert manifest.pinned()["hello"] == "2.10-3"
     assert manifest.pinned()["python3-apt"] is None

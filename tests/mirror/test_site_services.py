@@ -71,15 +71,23 @@ def test_public_and_site_sources(tmp_path: Path) -> None:
     assert pkg["signed_by"] == "/usr/share/keyrings/debian-archive-keyring.gpg"
     assert pkg["key"] is None
     site_dir = tmp_path / "b"
-    path = _inventory(site_dir, "site_services:\n  packages: {source: site, uri: 'http://mirror.example/debian', "
-                                "key_file: site.asc}\n  registry: {source: external, host: registry.example, "
-                                "port: 443}\n")
+    path = _inventory(
+        site_dir,
+        "site_services:\n  packages: {source: site, uri: 'http://mirror.example/debian', "
+        "key_file: site.asc}\n  registry: {source: external, host: registry.example, "
+        "port: 443}\n",
+    )
     (path.parent / "site.asc").write_text("KEY")
     site = site_vars(load_inventory(path), tmp_path, None)
     assert site["rackctl_package_source"]["uri"] == "http://mirror.example/debian"
     assert site["rackctl_package_source"]["key"] == "KEY"
-    assert site["rackctl_registry"] == {"source": "external", "host": "registry.example", "port": 443,
-                                        "address": "registry.example:443", "ca_pem": None}
+    assert site["rackctl_registry"] == {
+        "source": "external",
+        "host": "registry.example",
+        "port": 443,
+        "address": "registry.example:443",
+        "ca_pem": None,
+    }
     (path.parent / "site.asc").unlink()
     with pytest.raises(InvalidInput) as exc:
         site_vars(load_inventory(path), tmp_path, None)
