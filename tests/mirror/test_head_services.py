@@ -69,12 +69,15 @@ def test_a_node_resolves_from_the_mirror_trusting_only_the_site_key(
     ].replace(str(built_mirror.inventory.node("head-01").interface_on("pxe").ip), network.ip)
     key = built_mirror.layout.public_key
     apt = _node_apt(tmp_path, uri, key)
-    run = lambda *a: subprocess.run(
-        [*network.exec_prefix(), "apt-get", *apt.options(), *a],  # noqa: E731
-        check=False,
-        capture_output=True,
-        text=True,
-    )
+
+    def run(*a):
+        return subprocess.run(
+            [*network.exec_prefix(), "apt-get", *apt.options(), *a],
+            check=False,
+            capture_output=True,
+            text=True,
+        )
+
     update = run("update")
     assert update.returncode == 0, update.stderr
     sim = run("install", "-s", "hello")
