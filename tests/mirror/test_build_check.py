@@ -12,8 +12,9 @@ import pytest
 from click.testing import CliRunner
 
 from bootstrap.cli import cli
+from bootstrap.inventory.environment_checks import OperatorEnvironmentError
 from bootstrap.mirror.build import build_mirror
-from bootstrap.mirror.check import check_mirror
+from bootstrap.mirror.check import check_mirror, require_mirror_ready
 from bootstrap.mirror.layout import MirrorLayout
 from bootstrap.mirror.manifest import build_manifest
 from bootstrap.mirror.repo import repo_packages
@@ -184,3 +185,17 @@ def test_build_refuses_when_nodes_do_not_use_the_mirror(tmp_path: Path) -> None:
     out = CliRunner().invoke(cli, ["mirror", "build", "-i", str(path), "--state-dir", str(tmp_path / "s")])
     assert out.exit_code == 2
     assert "site_services.packages.source is 'public'" in out.output
+
+
+def test_a_stage_can_require_the_mirror_before_touching_nodes(built_mirror: BuiltMirror, tmp_path: Path) -> None:
+    state = built_mirror.layout.state_dir
+    require_mirror_ready(built_mirror.inventory, state, built_mirror.roles)  # holds everything: no error
+    roles = mirror_roles(tmp_path / "roles")
+    (roles / "extra" / "defaults").mkdir(parents=True)
+    (roles / "extra" / "defaults" / "main.yml").write_text("---\nextra_packages: [cowsay]\n")
+    with pytest.raises(OperatorEnvironmentError) as exc:
+        require_mirror_ready(built_mirror.inventory, state, roles)
+    assert exc.value.exit_code == 2
+    assert [str(p) for p in exc.value.problems] == [
+        "mirror: cowsay: not in the repository; fix: run `rackctl mirror build` (the manifest changed)"
+    ]
