@@ -6,7 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from bootstrap.cli import cli
 from bootstrap.errors import InvalidInput
 from bootstrap.inband.render import render_files
 from bootstrap.inventory import load_inventory
@@ -111,3 +113,28 @@ def test_a_wrong_setting_is_refused_naming_the_field(tmp_path: Path, services: s
     assert hits, exc.value.problems
     assert any(needle in p.message + p.fix for p in hits), hits
     assert all(p.fix for p in hits)
+
+
+def test_images_plan_names_the_registry_the_nodes_use(tmp_path: Path) -> None:
+    path = _inventory(tmp_path, LAB_SERVICES)
+    out = CliRunner().invoke(
+        cli,
+        [
+            "--env",
+            "host",
+            "mirror",
+            "images",
+            "--plan",
+            "--json",
+            "-i",
+            str(path),
+            "--state-dir",
+            str(tmp_path / "state"),
+        ],
+    )
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.output)
+    head = load_inventory(path).node("head-01").interface_on("pxe").ip
+    assert doc["applied"] is False
+    assert [i["image"].rsplit(":", 1)[0] for i in doc["images"]] == [f"{head}:5000/rackctl/check"]
+    assert not (tmp_path / "state" / "mirror" / "images").exists()
