@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import stat
 import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ from bootstrap.mirror.check import check_mirror, require_mirror_ready
 from bootstrap.mirror.layout import MirrorLayout
 from bootstrap.mirror.manifest import build_manifest
 from bootstrap.mirror.repo import repo_packages
+from bootstrap.mirror.site_vars import site_vars
 from tests.mirror.conftest import BuiltMirror, lab_inventory_copy, mirror_roles, tools_missing
 
 pytestmark = pytest.mark.slow
@@ -199,3 +202,16 @@ def test_a_stage_can_require_the_mirror_before_touching_nodes(built_mirror: Buil
     assert [str(p) for p in exc.value.problems] == [
         "mirror: cowsay: not in the repository; fix: run `rackctl mirror build` (the manifest changed)"
     ]
+
+
+def test_the_head_mirror_role_gets_the_repository_as_one_archive(built_mirror: BuiltMirror) -> None:
+    layout = built_mirror.layout
+    server = site_vars(built_mirror.inventory, layout.state_dir, None)["rackctl_mirror_server"]
+    assert server["revision"] == hashlib.sha256(layout.lock.read_bytes()).hexdigest()[:16]
+    with tarfile.open(server["archive"]) as tar:
+        names = set(tar.getnames())
+        inrelease = tar.extractfile("dists/bookworm/InRelease")
+        assert inrelease is not None and inrelease.read() == (layout.repo / "dists/bookworm/InRelease").read_bytes()
+    assert {"rackctl-lock.json", "pool"} <= names
+    assert server["mirror_port"] == 8081 and server["suite"] == "bookworm"
+    assert server["registry_key_file"].endswith("registry.key")  # a path on the controller, never its content
