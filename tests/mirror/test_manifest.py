@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from bootstrap.cli import cli
 from bootstrap.errors import InvalidInput
 from bootstrap.inventory import load_inventory
 from bootstrap.mirror.manifest import build_manifest, role_requests
@@ -67,3 +70,32 @@ def test_inventory_pins_join_the_manifest(tmp_path: Path) -> None:
     assert manifest.pinned()["hello"] == "2.10-3"
     assert manifest.pinned()["python3-apt"] is None
     assert manifest.suite == "bookworm"
+
+
+def test_two_pins_of_one_package_are_refused(tmp_path: Path) -> None:
+    _role(tmp_path, "a", "---\na_packages: ['hello=2.10-3']\n")
+    _role(tmp_path, "b", "---\nb_packages: ['hello=2.10-2', 'hello']\n")
+    inventory = load_inventory(REPO / "inventory" / "lab.yml")
+    with pytest.raises(InvalidInput) as exc:
+        build_manifest(inventory, tmp_path)
+    assert [str(p) for p in exc.value.problems] == ["hello: pinned to 2.10-3 (a), 2.10-2 (b); fix: pin one version"]
+
+
+def test_upstream_must_be_a_url(tmp_path: Path) -> None:
+    out = CliRunner().invoke(
+        cli,
+        [
+            "mirror",
+            "build",
+            "--plan",
+            "--json",
+            "-i",
+            str(REPO / "inventory" / "lab.yml"),
+            "--state-dir",
+            str(tmp_path),
+            "--upstream",
+            "deb.debian.org",
+        ],
+    )
+    assert out.exit_code == 2
+    assert json.loads(out.output)["errors"][0]["path"] == "--upstream"
