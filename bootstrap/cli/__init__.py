@@ -92,6 +92,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "apply": ("bootstrap.cli.day2_cmds", "Reconcile the cluster with the edited inventory (plan first)."),
     "redeploy": ("bootstrap.cli.day2_cmds", "Reinstall one node and bring it back through the stages."),
     "driver": ("bootstrap.cli.day2_cmds", "NVIDIA GPU driver upgrades: checks, plan, rendered playbook."),
+    "mirror": ("bootstrap.cli.mirror_cmds", "The head node's package mirror and registry: build, check, images."),
 }
 
 

@@ -19,6 +19,7 @@ from bootstrap.inventory.firmware import Firmware
 from bootstrap.inventory.hardware import BUILTIN_BIOS_PROFILES, BUILTIN_MODELS, HardwareModel
 from bootstrap.inventory.profiles import PROFILES, Profile, Versions
 from bootstrap.inventory.served_models import ModelSpec
+from bootstrap.inventory.site_services import SiteServices
 from bootstrap.inventory.sizing_spec import SizingSection
 
 HOSTNAME_RE = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
@@ -453,6 +454,9 @@ class Inventory(Strict):
     kubernetes: KubernetesSettings = Field(default_factory=KubernetesSettings, description="Kubernetes choices.")
     nvidia: NvidiaSettings = Field(default_factory=NvidiaSettings, description="GPU operator per hardware model.")
     monitoring: MonitoringSettings = Field(default_factory=MonitoringSettings, description="kube-prometheus-stack.")
+    site_services: SiteServices = Field(
+        default_factory=SiteServices, description="Package source and container registry of every node."
+    )
 
     #: Where the file was read from (set by the loader; relative paths resolve against it).
     source: Path | None = Field(default=None, exclude=True)
