@@ -163,3 +163,35 @@ def test_unserved_api_is_reported_as_validate_only(kube_apiserver: ApiServer, di
     verdict = dry_run(kube_apiserver, discovery, "test", claim)
     assert (verdict.checked_by, verdict.ok) == (VALIDATE_ONLY, True)
     assert "kubernetes-validate only" in verdict.row()
+
+
+@pytest.mark.slow
+def test_rendered_chart_crds_then_manifests(
+    kube_apiserver: ApiServer, discovery: Discovery, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With --charts: the chart's own CRDs are created first, then its rendered manifests dry-run.
+
+    The pinned archives cannot be had offline, so this uses test_helm_render's real ``helm create``
+    scaffold named as the pinned local-path-provisioner (with a ServiceMonitor CRD in its crds/).
+    """
+    pytest.importorskip("helm_python", reason="helm-python-sdk is not installed (pip install 'rackctl[cluster]')")
+    from tests.cluster.test_helm_render import _chart
+
+    inv = load_inventory(ROOT / INVENTORIES[0])
+    bundle = render_cluster(inv, _chart(tmp_path))
+    assert validate_bundle(inv, bundle) == []
+    assert any(f.kind == "crds" for f in bundle.files)
+    verdicts = _apply(kube_apiserver, discovery, bundle)
+    chart = [v for v in verdicts if v.source.startswith("manifests/local-path-provisioner/")]
+    with capsys.disabled():
+        print("\nlocal-path-provisioner (scaffold) chart → kube-apiserver 1.20.2:")
+        for v in chart:
+            print("  " + v.row())
+    assert [v.row() for v in verdicts if not v.ok] == []
+    kinds = {(v.kind, v.checked_by) for v in chart}
+    assert {
+        ("StorageClass", SERVER),
+        ("ConfigMap", SERVER),
+        ("Deployment", SERVER),
+        ("ServiceMonitor", SERVER),
+    } <= kinds
