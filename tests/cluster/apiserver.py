@@ -24,7 +24,7 @@ import requests
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.x509.oid import NameOID
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 VERSION = "1.20.2"
 BUILD_SCRIPT = Path(__file__).parents[2] / "scripts" / "build-kube-apiserver.sh"
@@ -63,6 +63,7 @@ def _cert(
     *,
     ca: bool = False,
     sans: list[x509.GeneralName] | None = None,
+    usage: x509.ObjectIdentifier | None = None,
 ) -> x509.Certificate:
     now = datetime.datetime.now(datetime.UTC)
     issuer_name, issuer_key = issuer or (subject, key)
@@ -75,7 +76,25 @@ def _cert(
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=1))
         .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=not ca,
+                content_commitment=False,
+                key_encipherment=not ca,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=ca,
+                crl_sign=ca,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer_key.public_key()), critical=False)
     )
+    if usage is not None:
+        builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
     if sans:
         builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
     return builder.sign(issuer_key, hashes.SHA256())
@@ -109,9 +128,11 @@ def make_pki(root: Path) -> Pki:
     ca = _cert(ca_name, ca_key, None, ca=True)
     srv_key = _key()
     sans: list[x509.GeneralName] = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-    srv = _cert(_name("kube-apiserver"), srv_key, (ca_name, ca_key), sans=sans)
+    srv = _cert(_name("kube-apiserver"), srv_key, (ca_name, ca_key), sans=sans, usage=ExtendedKeyUsageOID.SERVER_AUTH)
     cli_key = _key()
-    cli = _cert(_name("rackctl-test-admin", "system:masters"), cli_key, (ca_name, ca_key))
+    cli = _cert(
+        _name("rackctl-test-admin", "system:masters"), cli_key, (ca_name, ca_key), usage=ExtendedKeyUsageOID.CLIENT_AUTH
+    )
     sa_key = _key()
     pem = serialization.Encoding.PEM
     files = {
@@ -143,14 +164,15 @@ class ApiServer:
 
     def __post_init__(self) -> None:
         self.session.cert = (str(self.pki.client_cert), str(self.pki.client_key))
-        self.session.verify = str(self.pki.ca)
+        # Not session.verify: $REQUESTS_CA_BUNDLE would override it; verify= per request wins.
+        self.session.trust_env = False
 
     def get(self, path: str) -> requests.Response:
-        return self.session.get(self.url + path, timeout=30)
+        return self.session.get(self.url + path, timeout=30, verify=str(self.pki.ca))
 
     def post(self, path: str, obj: dict[str, Any], *, dry_run: bool) -> requests.Response:
         params = {"fieldManager": "rackctl-test"} | ({"dryRun": "All"} if dry_run else {})
-        return self.session.post(self.url + path, json=obj, params=params, timeout=60)
+        return self.session.post(self.url + path, json=obj, params=params, timeout=60, verify=str(self.pki.ca))
 
     def logs(self) -> str:
         return "\n".join(
@@ -179,7 +201,7 @@ def _wait_ready(server: ApiServer, deadline_s: float) -> None:
     while time.monotonic() < end:
         for proc in server.processes:
             if proc.poll() is not None:
-                raise RuntimeError(f"{proc.args[0]} exited with {proc.returncode}\n{server.logs()}")
+                raise RuntimeError(f"{proc.args[0]} exited with {proc.returncode}\n{server.logs()[-6000:]}")
         try:
             resp = server.get("/readyz")
             if resp.status_code == 200:
@@ -188,7 +210,7 @@ def _wait_ready(server: ApiServer, deadline_s: float) -> None:
         except requests.RequestException as exc:
             last = str(exc)
         time.sleep(0.5)
-    raise RuntimeError(f"kube-apiserver not ready after {deadline_s:.0f} s: {last}\n{server.logs()}")
+    raise RuntimeError(f"kube-apiserver not ready after {deadline_s:.0f} s: {last}\n{server.logs()[-6000:]}")
 
 
 def start(binary: Path, workdir: Path, etcd: str = "etcd") -> ApiServer:
@@ -233,6 +255,8 @@ def start(binary: Path, workdir: Path, etcd: str = "etcd") -> ApiServer:
                 "--disable-admission-plugins=ServiceAccount",
                 "--allow-privileged=true",
                 "--insecure-port=0",
+                # Loopback may not be a Service endpoint: no reconciler for the "kubernetes" Service.
+                "--endpoint-reconciler-type=none",
             ],
             workdir / "kube-apiserver.log",
         )

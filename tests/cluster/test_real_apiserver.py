@@ -195,3 +195,16 @@ def test_rendered_chart_crds_then_manifests(
         ("Deployment", SERVER),
         ("ServiceMonitor", SERVER),
     } <= kinds
+
+
+@pytest.mark.slow
+def test_existing_namespace_still_validated(kube_apiserver: ApiServer, discovery: Discovery) -> None:
+    """The harness creates the namespaces first; a bad Namespace of the same name is still rejected (422)."""
+    bundle = _render(INVENTORIES[0])
+    _apply(kube_apiserver, discovery, bundle)
+    namespace = copy.deepcopy(next(o for _, o in _objects(bundle) if o["kind"] == "Namespace"))
+    assert dry_run(kube_apiserver, discovery, "test", namespace).ok
+    namespace["metadata"]["labels"] = {"bad label!": "x"}
+    verdict = dry_run(kube_apiserver, discovery, "test", namespace)
+    assert not verdict.ok
+    assert "metadata.labels" in verdict.message, verdict.message
