@@ -44,9 +44,7 @@ class Verdict:
         what = f"{self.source}: {self.api_version} {self.kind}" + (f" {self.name}" if self.name else "")
         extra = f" dropped by 1.20 (kubernetes-validate only): {', '.join(self.dropped)}" if self.dropped else ""
         if self.checked_by != SERVER:
-            return (
-                f"{self.source}: {self.api_version} {self.kind} {self.name}: {self.checked_by} (not sent to the server)"
-            )
+            return f"{what}: {self.checked_by} (not sent to the server)"
         status = f"accepted{f' ({self.message})' if self.message else ''}" if self.ok else f"REJECTED: {self.message}"
         return f"{what}: {self.checked_by}: {status}{extra}"
 

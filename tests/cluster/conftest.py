@@ -43,7 +43,7 @@ def kube_apiserver(request: pytest.FixtureRequest, tmp_path_factory: pytest.Temp
     if binary is None or not binary.is_file():
         reason = (
             f"no kube-apiserver {apiserver.VERSION} binary ({binary or 'not in the cache'}): "
-            f"run {apiserver.BUILD_SCRIPT} (builds it from Debian's source, ~10 min cold)"
+            f"run {apiserver.BUILD_SCRIPT} (builds it from Debian's source, ~7 min cold)"
         )
         if os.environ.get("RACKCTL_REQUIRE_APISERVER"):
             pytest.fail(reason)
