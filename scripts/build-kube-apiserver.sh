@@ -59,8 +59,14 @@ ensure_build_deps() {
         DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >&2
     fi
     if ! grep -rqs '^deb-src\|^Types:.*deb-src' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+        # apt refuses a deb-src entry whose Signed-By differs from the matching deb entry's: copy its choice.
+        local signed=()
+        if grep -rqs '^Signed-By:.*debian-archive-keyring' /etc/apt/sources.list.d/ \
+            || grep -qs 'signed-by=' /etc/apt/sources.list; then
+            signed=("Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg")
+        fi
         printf '%s\n' "Types: deb-src" "URIs: http://deb.debian.org/debian" "Suites: bookworm" \
-            "Components: main" "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" \
+            "Components: main" "${signed[@]}" \
             | $SUDO tee /etc/apt/sources.list.d/rackctl-bookworm-src.sources >/dev/null
         $SUDO apt-get update -qq >&2
     fi
