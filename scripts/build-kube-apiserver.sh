@@ -98,7 +98,8 @@ log "make WHAT=cmd/kube-apiserver (nice -n 19, GOPROXY=off, $GO_VERSION)"
 (
     cd "$WORK/src"
     export PATH="/usr/lib/go-1.15/bin:$PATH" GOPROXY=off GOFLAGS=-mod=vendor GO111MODULE=on
-    export GOCACHE="$WORK/gocache" KUBE_GIT_VERSION="v$SRC_VERSION" KUBE_GIT_TREE_STATE=clean
+    # (hack/lib/golang.sh keeps its own Go build cache under _output/.)
+    export KUBE_GIT_VERSION="v$SRC_VERSION" KUBE_GIT_TREE_STATE=clean
     nice -n 19 make WHAT=cmd/kube-apiserver >&2
 )
 built="$(find "$WORK/src/_output" -type f -name kube-apiserver -perm -u+x | head -n1)"
