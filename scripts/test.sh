@@ -16,5 +16,8 @@ echo "== mypy"
 .venv/bin/mypy
 echo "== ansible-lint (production profile)"
 PATH="$PWD/.venv/bin:$PATH" .venv/bin/ansible-lint --profile production --offline -q playbooks roles
+echo "== kube-apiserver 1.20.2 for tests/cluster/test_real_apiserver.py (built from source once, then cached)"
+RACKCTL_KUBE_APISERVER="$(scripts/build-kube-apiserver.sh)"
+export RACKCTL_KUBE_APISERVER RACKCTL_REQUIRE_APISERVER=1
 echo "== pytest"
 .venv/bin/pytest -q "$@"

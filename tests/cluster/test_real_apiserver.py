@@ -1,0 +1,210 @@
+"""What ``render cluster`` produces, applied to a real kube-apiserver (1.20.2, built from Debian's source).
+
+CRDs are created for real (the pinned charts' CRDs when charts are rendered; offline here only the hand-written
+ServiceMonitor subset CRD in fixtures/, see test_crds.py), then every object is POSTed with ``?dryRun=All``:
+field, schema and admission errors come from the server. What 1.20 cannot serve (newer API versions of the
+1.33 target) and the fields it drops are printed as "kubernetes-validate only" — the table in
+docs/kubernetes.md says the same. Needs scripts/build-kube-apiserver.sh (scripts/test.sh runs it).
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from bootstrap.cluster.render import Bundle, render_cluster
+from bootstrap.cluster.validate import validate_bundle
+from bootstrap.inventory.loader import load_inventory
+from tests.cluster.apiserver import ApiServer
+from tests.cluster.apiserver_apply import (
+    NOT_API,
+    SERVER,
+    VALIDATE_ONLY,
+    Discovery,
+    Verdict,
+    apply_crds,
+    dry_run,
+    ensure_namespaces,
+)
+
+ROOT = Path(__file__).parents[2]
+SUBSET_CRD = Path(__file__).parent / "fixtures" / "servicemonitor-subset-crd.yaml"
+INVENTORIES = ["inventory/lab.yml", "inventory/examples/dvd-inference.yml"]
+#: File kinds of the bundle that hold Kubernetes objects.
+OBJECT_FILES = ("kubeadm", "static-pod", "manifests", "chart-manifests")
+
+
+def _render(inventory: str) -> Bundle:
+    inv = load_inventory(ROOT / inventory)
+    bundle = render_cluster(inv)
+    assert validate_bundle(inv, bundle) == []
+    return bundle
+
+
+def _crds(bundle: Bundle) -> list[dict[str, Any]]:
+    """The charts' CRDs when rendered; else the subset ServiceMonitor CRD (no chart CRDs offline here)."""
+    crds = [
+        o for f in bundle.files if f.kind == "crds" for o in f.objects if o.get("kind") == "CustomResourceDefinition"
+    ]
+    return crds or [yaml.safe_load(SUBSET_CRD.read_text())]
+
+
+def _objects(bundle: Bundle) -> list[tuple[str, dict[str, Any]]]:
+    return [(f.path, o) for f in bundle.files if f.kind in OBJECT_FILES for o in f.objects if isinstance(o, dict)]
+
+
+@pytest.fixture(scope="module")
+def discovery(kube_apiserver: ApiServer) -> Discovery:
+    return Discovery(kube_apiserver)
+
+
+def _apply(server: ApiServer, discovery: Discovery, bundle: Bundle) -> list[Verdict]:
+    apply_crds(server, _crds(bundle))
+    discovery.refresh()
+    objects = _objects(bundle)
+    ensure_namespaces(server, [o for _, o in objects if o.get("kind") != "Namespace"])
+    return [dry_run(server, discovery, source, obj) for source, obj in objects]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("inventory", INVENTORIES)
+def test_rendered_bundle_accepted_by_real_apiserver(
+    inventory: str, kube_apiserver: ApiServer, discovery: Discovery, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bundle = _render(inventory)
+    verdicts = _apply(kube_apiserver, discovery, bundle)
+    with capsys.disabled():
+        print(f"\n{inventory} → kube-apiserver 1.20.2 (target {bundle.kubernetes_version}):")
+        for v in verdicts:
+            print("  " + v.row())
+    assert len(verdicts) == len(_objects(bundle))
+    rejected = [v.row() for v in verdicts if not v.ok]
+    assert rejected == []
+    by_kind = {(v.api_version, v.kind): v.checked_by for v in verdicts}
+    # The kinds render cluster writes and 1.20 serves are all checked by the real server ...
+    for kind in [
+        ("v1", "Pod"),
+        ("v1", "Namespace"),
+        ("v1", "PersistentVolumeClaim"),
+        ("v1", "ConfigMap"),
+        ("apps/v1", "Deployment"),
+        ("v1", "Service"),
+        ("monitoring.coreos.com/v1", "ServiceMonitor"),
+    ]:
+        assert by_kind.get(kind) == SERVER, kind
+    # ... kubeadm's files never reach an API server, and nothing else is left unchecked by the server.
+    assert {k for k, c in by_kind.items() if c == NOT_API} == {
+        (api, kind)
+        for api, kind in by_kind
+        if api.split("/")[0] in ("kubeadm.k8s.io", "kubelet.config.k8s.io", "kubeproxy.config.k8s.io")
+    }
+    assert [v.row() for v in verdicts if v.checked_by == VALIDATE_ONLY] == []
+
+
+def _deployment(bundle: Bundle) -> dict[str, Any]:
+    return copy.deepcopy(next(o for _, o in _objects(bundle) if o["kind"] == "Deployment"))
+
+
+@pytest.mark.slow
+def test_wrong_type_rejected_by_real_apiserver(kube_apiserver: ApiServer, discovery: Discovery) -> None:
+    bundle = _render(INVENTORIES[0])
+    _apply(kube_apiserver, discovery, bundle)
+    bad = _deployment(bundle)
+    bad["spec"]["replicas"] = "three"
+    verdict = dry_run(kube_apiserver, discovery, "test", bad)
+    assert verdict.checked_by == SERVER
+    assert not verdict.ok
+    assert "replicas" in verdict.message and "int32" in verdict.message, verdict.message
+
+
+@pytest.mark.slow
+def test_invalid_value_rejected_by_real_apiserver(kube_apiserver: ApiServer, discovery: Discovery) -> None:
+    bundle = _render(INVENTORIES[0])
+    _apply(kube_apiserver, discovery, bundle)
+    bad = _deployment(bundle)
+    bad["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"] = 70000
+    verdict = dry_run(kube_apiserver, discovery, "test", bad)
+    assert not verdict.ok
+    assert "containerPort" in verdict.message and "between 1 and 65535" in verdict.message, verdict.message
+
+
+@pytest.mark.slow
+def test_custom_resource_schema_enforced_by_real_apiserver(kube_apiserver: ApiServer, discovery: Discovery) -> None:
+    bundle = _render(INVENTORIES[0])
+    _apply(kube_apiserver, discovery, bundle)
+    monitor = copy.deepcopy(next(o for _, o in _objects(bundle) if o["kind"] == "ServiceMonitor"))
+    monitor["spec"]["endpoints"] = "every 30s"
+    verdict = dry_run(kube_apiserver, discovery, "test", monitor)
+    assert verdict.checked_by == SERVER
+    assert not verdict.ok
+    assert "spec.endpoints" in verdict.message and "array" in verdict.message, verdict.message
+
+
+@pytest.mark.slow
+def test_unknown_field_reported_not_silently_passed(kube_apiserver: ApiServer, discovery: Discovery) -> None:
+    """1.20 has no server-side field validation: it drops unknown fields. The check reports them."""
+    bundle = _render(INVENTORIES[0])
+    _apply(kube_apiserver, discovery, bundle)
+    odd = _deployment(bundle)
+    odd["spec"]["replicaz"] = 2
+    verdict = dry_run(kube_apiserver, discovery, "test", odd)
+    assert verdict.ok
+    assert verdict.dropped == ["spec.replicaz"]
+    assert "dropped by 1.20 (kubernetes-validate only): spec.replicaz" in verdict.row()
+
+
+def test_unserved_api_is_reported_as_validate_only(kube_apiserver: ApiServer, discovery: Discovery) -> None:
+    """A group/version newer than 1.20 (resource.k8s.io/v1, GA in 1.34) is never sent, and said so."""
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "gpu", "namespace": "x"}}
+    verdict = dry_run(kube_apiserver, discovery, "test", claim)
+    assert (verdict.checked_by, verdict.ok) == (VALIDATE_ONLY, True)
+    assert "kubernetes-validate only" in verdict.row()
+
+
+@pytest.mark.slow
+def test_rendered_chart_crds_then_manifests(
+    kube_apiserver: ApiServer, discovery: Discovery, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With --charts: the chart's own CRDs are created first, then its rendered manifests dry-run.
+
+    The pinned archives cannot be had offline, so this uses test_helm_render's real ``helm create``
+    scaffold named as the pinned local-path-provisioner (with a ServiceMonitor CRD in its crds/).
+    """
+    pytest.importorskip("helm_python", reason="helm-python-sdk is not installed (pip install 'rackctl[cluster]')")
+    from tests.cluster.test_helm_render import _chart
+
+    inv = load_inventory(ROOT / INVENTORIES[0])
+    bundle = render_cluster(inv, _chart(tmp_path))
+    assert validate_bundle(inv, bundle) == []
+    assert any(f.kind == "crds" for f in bundle.files)
+    verdicts = _apply(kube_apiserver, discovery, bundle)
+    chart = [v for v in verdicts if v.source.startswith("manifests/local-path-provisioner/")]
+    with capsys.disabled():
+        print("\nlocal-path-provisioner (scaffold) chart → kube-apiserver 1.20.2:")
+        for v in chart:
+            print("  " + v.row())
+    assert [v.row() for v in verdicts if not v.ok] == []
+    kinds = {(v.kind, v.checked_by) for v in chart}
+    assert {
+        ("StorageClass", SERVER),
+        ("ConfigMap", SERVER),
+        ("Deployment", SERVER),
+        ("ServiceMonitor", SERVER),
+    } <= kinds
+
+
+@pytest.mark.slow
+def test_existing_namespace_still_validated(kube_apiserver: ApiServer, discovery: Discovery) -> None:
+    """The harness creates the namespaces first; a bad Namespace of the same name is still rejected (422)."""
+    bundle = _render(INVENTORIES[0])
+    _apply(kube_apiserver, discovery, bundle)
+    namespace = copy.deepcopy(next(o for _, o in _objects(bundle) if o["kind"] == "Namespace"))
+    assert dry_run(kube_apiserver, discovery, "test", namespace).ok
+    namespace["metadata"]["labels"] = {"bad label!": "x"}
+    verdict = dry_run(kube_apiserver, discovery, "test", namespace)
+    assert not verdict.ok
+    assert "metadata.labels" in verdict.message, verdict.message
