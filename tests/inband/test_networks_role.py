@@ -41,6 +41,18 @@ def _report(result: PlaybookResult) -> str:
     return f"{hosts}\n{result.output_tail}"
 
 
+DIAGNOSE = (
+    "networkctl list --no-pager; ls /run/systemd/network /etc/systemd/network; ip -d addr; "
+    "cat /etc/netplan/60-rackctl.yaml; journalctl -u systemd-networkd -n 60 --no-pager; "
+    "journalctl -n 30 --no-pager -t rackctl-netplan-rollback"
+)
+
+
+def _diagnose(lab) -> str:
+    """The nodes' network state and networkd's log (a failing assertion's message)."""
+    return "\n".join(f"===== {h}\n{lab.ssh(h, DIAGNOSE, check=False).stdout[-6000:]}" for h in lab.nodes)
+
+
 def _link(lab, host: str, name: str) -> dict:
     return json.loads(lab.ssh(host, f"ip -d -j addr show dev {name}").stdout)[0]
 
@@ -59,10 +71,12 @@ def test_networks_role_applies_checks_is_idempotent_and_rolls_back(installed_lab
 
     first = _run(lab, "networks-1", hosts)
     applied = time.monotonic()
-    assert first.ok, _report(first)
+    assert first.ok, _report(first) + _diagnose(lab)
     assert all(first.hosts[h].changed > 0 for h in lab.nodes)
 
     # gpu-01: management on its port, storage as VLAN 20 on stor0, both at the inventory's MTU
+    diagnosis = _diagnose(lab)
+    print(diagnosis)  # shown with -s: what the nodes' networks look like after the role
     mgmt = _link(lab, "gpu-01", "mgmt0")
     assert _addresses(mgmt) == ["10.200.1.12/24"] and mgmt["mtu"] == 1500
     assert _link(lab, "gpu-01", "stor0")["mtu"] == 9000
