@@ -65,7 +65,8 @@ def test_networks_role_applies_checks_is_idempotent_and_rolls_back(installed_lab
     lab = installed_lab
     started = time.monotonic()
     for host in lab.nodes:
-        preinstall(lab, host, ["netplan.io", "python3-apt"])  # python3-apt: what ansible's apt module runs on
+        # python3-apt: what ansible's apt module runs on; dbus: networkctl (netplan apply) talks to networkd over it
+        preinstall(lab, host, ["netplan.io", "python3-apt", "dbus"])
     prepared = time.monotonic()
     hosts = write_ansible_inventory(lab.inventory, lab.state_dir, lab.environment)
 
@@ -127,7 +128,14 @@ def test_networks_role_applies_checks_is_idempotent_and_rolls_back(installed_lab
     gpu01["addresses"] = ["10.200.9.12/24"]
     hosts.write_text(json.dumps(document))
     before = time.monotonic()
-    broken = _run(lab, "networks-broken", hosts, networks_confirm_timeout_s=40, networks_reach_timeout_s=15)
+    broken = _run(
+        lab,
+        "networks-broken",
+        hosts,
+        networks_confirm_timeout_s=60,
+        networks_reach_timeout_s=15,
+        networks_settle_timeout_s=20,
+    )
     rolled = time.monotonic()
     outcome, other = broken.hosts["gpu-01"], broken.hosts["gpu-02"]
     assert outcome.failed and "rolled its netplan back by itself" in outcome.message, _report(broken)
