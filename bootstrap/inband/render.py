@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from bootstrap.fsutil import replace_tree
 from bootstrap.inband.access import NodeAccess, access_address, node_access
+from bootstrap.inband.netplan import networks_host_vars
 from bootstrap.inventory.hardware import GPU_TYPES
 from bootstrap.inventory.models import Inventory, Node, Role
 from bootstrap.inventory.profiles import kubeadm_api_for
@@ -77,6 +78,7 @@ def host_vars(inv: Inventory, node: Node, access: NodeAccess | None = None) -> d
         "node_bonds": [b.model_dump(mode="json", exclude_none=True) for b in node.bonds],
         "node_labels": node.labels,
         "node_taints": [t.model_dump(mode="json") for t in node.taints],
+        **networks_host_vars(inv, node),
     }
     return {k: v for k, v in data.items() if v is not None}
 

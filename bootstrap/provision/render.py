@@ -314,7 +314,9 @@ def node_files(inv: Inventory, node: Node, key: HostKey) -> dict[str, tuple[str,
     """Files the deploy ramdisk installs into the node's root: path -> (content, mode).
 
     The pinned host key pair, hostname, hosts, and systemd-networkd ``.link`` (names the NIC by MAC as in
-    the inventory) and ``.network`` (static address) files for every interface with a MAC and an IP.
+    the inventory; every interface with a MAC, bond members included, since a NIC is renamed only when it
+    appears) and ``.network`` (static address) files for every interface with a MAC and an IP; an
+    address on a VLAN-tagged network is left to the networks role (it lives on a VLAN device, not the port).
     """
     fqdn = f"{node.hostname}.{inv.cluster.domain}"
     files: dict[str, tuple[str, int]] = {
@@ -324,11 +326,14 @@ def node_files(inv: Inventory, node: Node, key: HostKey) -> dict[str, tuple[str,
         "etc/hosts": (f"127.0.0.1 localhost\n127.0.1.1 {fqdn} {node.hostname}\n::1 localhost ip6-localhost\n", 0o644),
     }
     for nic in node.interfaces:
-        if not (nic.mac and nic.ip and nic.network):
+        if not nic.mac:
+            continue
+        net = inv.networks.named().get(nic.network) if nic.network else None
+        link = f"[Match]\nMACAddress={nic.mac}\n\n[Link]\nName={nic.name}\n"
+        if not (nic.ip and nic.network):  # a bond member or spare port: named now, configured by the networks role
+            files[f"etc/systemd/network/10-rackctl-{nic.name}.link"] = (link, 0o644)
             continue
         cidr = inv.networks.cidr_of(nic.network)
-        net = inv.networks.named().get(nic.network)
-        link = f"[Match]\nMACAddress={nic.mac}\n\n[Link]\nName={nic.name}\n"
         if nic.mtu or (net and net.mtu != 1500):
             link += f"MTUBytes={nic.mtu or (net.mtu if net else 1500)}\n"
         network = (
@@ -338,7 +343,8 @@ def node_files(inv: Inventory, node: Node, key: HostKey) -> dict[str, tuple[str,
         if net and net.gateway:
             network += f"Gateway={net.gateway}\n"
         files[f"etc/systemd/network/10-rackctl-{nic.name}.link"] = (link, 0o644)
-        files[f"etc/systemd/network/20-rackctl-{nic.name}.network"] = (network, 0o644)
+        if net is None or (net.vlan is None and nic.vlan is None):  # a tagged address waits for the networks role
+            files[f"etc/systemd/network/20-rackctl-{nic.name}.network"] = (network, 0o644)
     return files
 
 
