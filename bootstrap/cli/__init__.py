@@ -82,6 +82,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "provision": ("bootstrap.cli.provision_cmds", "PXE-install nodes and prove them over pinned SSH."),
     "triton": ("bootstrap.cli.triton_cmds", "Triton model repositories: render, check, load, manifests."),
     "size": ("bootstrap.cli.size_cmd", "Servers needed for your models and demand."),
+    "mirror": ("bootstrap.cli.mirror_cmds", "The head node's package mirror and registry: build, check, images."),
 }
 
 

@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 from bootstrap.fsutil import replace_tree
 from bootstrap.inband.access import NodeAccess, access_address, node_access
+from bootstrap.inband.netplan import networks_host_vars
 from bootstrap.inventory.hardware import GPU_TYPES
 from bootstrap.inventory.models import Inventory, Node, Role
 from bootstrap.inventory.profiles import kubeadm_api_for
+from bootstrap.mirror.site_vars import site_vars
 
 if TYPE_CHECKING:
     from bootstrap.environment import Environment
@@ -76,6 +78,7 @@ def host_vars(inv: Inventory, node: Node, access: NodeAccess | None = None) -> d
         "node_bonds": [b.model_dump(mode="json", exclude_none=True) for b in node.bonds],
         "node_labels": node.labels,
         "node_taints": [t.model_dump(mode="json") for t in node.taints],
+        **networks_host_vars(inv, node),
     }
     return {k: v for k, v in data.items() if v is not None}
 
@@ -85,14 +88,19 @@ def host_vars(inv: Inventory, node: Node, access: NodeAccess | None = None) -> d
 LAB_THRESHOLDS = {"preflight_min_memory_mb": 512, "preflight_min_root_free_gb": 0}
 
 
-def group_vars(inv: Inventory) -> dict[str, dict[str, Any]]:
-    """Layered ``group_vars`` (kubespray style): relative file path -> its variables."""
+def group_vars(inv: Inventory, site: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    """Layered ``group_vars`` (kubespray style): relative file path -> its variables.
+
+    ``site``: ``all/site_services.yml`` (:func:`bootstrap.mirror.site_vars.site_vars`), where packages and
+    images come from; it needs the state dir and the environment, so :func:`write_ansible_inventory` adds it.
+    """
     versions = inv.cluster.resolved_versions()
     nets = inv.networks
     k8s = nets.kubernetes
     lab = {"all/lab.yml": dict(LAB_THRESHOLDS)} if inv.cluster.lab else {}
     return {
         **lab,
+        **({"all/site_services.yml": dict(site)} if site is not None else {}),
         "all/cluster.yml": {
             "cluster_name": inv.cluster.name,
             "cluster_domain": inv.cluster.domain,
@@ -152,10 +160,13 @@ def _dump(data: Any) -> str:
     return HEADER + json.dumps(data, indent=2) + "\n"
 
 
-def render_files(inv: Inventory, access: Mapping[str, NodeAccess] | None = None) -> dict[str, str]:
-    """Relative path -> content of every rendered file (``access``: how each host is reached)."""
+def render_files(
+    inv: Inventory, access: Mapping[str, NodeAccess] | None = None, site: Mapping[str, Any] | None = None
+) -> dict[str, str]:
+    """Relative path -> content of every rendered file (``access``: how each host is reached; ``site``:
+    the site services' vars)."""
     files = {"hosts.yml": _dump(ansible_inventory(inv, access))}
-    files.update({f"group_vars/{path}": _dump(data) for path, data in group_vars(inv).items()})
+    files.update({f"group_vars/{path}": _dump(data) for path, data in group_vars(inv, site).items()})
     return files
 
 
@@ -170,5 +181,6 @@ def write_ansible_inventory(inv: Inventory, state_dir: Path, environment: Enviro
     Returns the ``hosts.yml`` every playbook run uses.
     """
     target = out or inventory_dir(state_dir)
-    replace_tree(target, render_files(inv, node_access(inv, state_dir, environment)))
+    site = site_vars(inv, state_dir, environment)
+    replace_tree(target, render_files(inv, node_access(inv, state_dir, environment), site))
     return target / "hosts.yml"

@@ -17,6 +17,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 from bootstrap.inventory.hardware import BUILTIN_BIOS_PROFILES, BUILTIN_MODELS, HardwareModel
 from bootstrap.inventory.profiles import PROFILES, Profile, Versions
 from bootstrap.inventory.served_models import ModelSpec
+from bootstrap.inventory.site_services import SiteServices
 from bootstrap.inventory.sizing_spec import SizingSection
 
 HOSTNAME_RE = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
@@ -454,6 +455,9 @@ class Inventory(Strict):
     nodes: Annotated[list[Node], Field(min_length=1)]
     models: list[ModelSpec] = Field(default_factory=list, description="Models served by Triton.")
     sizing: SizingSection | None = None
+    site_services: SiteServices = Field(
+        default_factory=SiteServices, description="Package source and container registry of every node."
+    )
 
     #: Where the file was read from (set by the loader; relative paths resolve against it).
     source: Path | None = Field(default=None, exclude=True)

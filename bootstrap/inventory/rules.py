@@ -425,6 +425,66 @@ def node_networks(inv: Inventory) -> Iterator[Finding]:
             )
 
 
+@rule("network-attachments")
+def network_attachments(inv: Inventory) -> Iterator[Finding]:
+    """Ports and bonds fit their networks: VLANs as the network defines them, MTUs the ports can carry,
+    bond members plain (no network or address of their own) and in one bond only."""
+    nets = inv.networks.named()
+    for i, node in enumerate(inv.nodes):
+        ifaces = {iface.name: iface for iface in node.interfaces}
+        attached = [(f".interfaces[{k}]", x.name, x.network, x.vlan) for k, x in enumerate(node.interfaces)]
+        attached += [(f".bonds[{k}]", b.name, b.network, b.vlan) for k, b in enumerate(node.bonds)]
+        for suffix, name, network, vlan in attached:
+            net = nets.get(network) if network else None
+            if net is None or vlan is None or vlan == net.vlan:
+                continue
+            path = _node_path(i, f"{suffix}.vlan")
+            if net.vlan is None:
+                yield err(
+                    path,
+                    f"{name} tags VLAN {vlan} but the {network} network has no VLAN",
+                    f"set networks.{network}.vlan: {vlan} (every node then tags it) or drop the vlan of {name}",
+                )
+            else:
+                yield err(
+                    path,
+                    f"{name} tags VLAN {vlan} but the {network} network is VLAN {net.vlan}",
+                    f"drop the vlan of {name} (it is taken from networks.{network}.vlan)",
+                )
+        for k, iface in enumerate(node.interfaces):
+            net = nets.get(iface.network) if iface.network else None
+            if net is not None and iface.mtu is not None and iface.mtu < net.mtu:
+                yield err(
+                    _node_path(i, f".interfaces[{k}].mtu"),
+                    f"{iface.name} has MTU {iface.mtu}, smaller than the {iface.network} network's MTU {net.mtu}",
+                    f"raise {iface.name}'s mtu to at least {net.mtu} or lower networks.{iface.network}.mtu",
+                )
+        owner: dict[str, str] = {}
+        for k, bond in enumerate(node.bonds):
+            net = nets.get(bond.network)
+            for member in bond.members:
+                path = _node_path(i, f".bonds[{k}].members")
+                if member in owner:
+                    yield err(path, f"{member} is a member of {owner[member]} and {bond.name}", "keep it in one bond")
+                owner.setdefault(member, bond.name)
+                port = ifaces.get(member)
+                if port is None:
+                    continue  # reported by unique-interface-names
+                if port.network is not None or port.ip is not None:
+                    yield err(
+                        path,
+                        f"bond member {member} has its own network/ip ({port.network}, {port.ip})",
+                        f"drop network and ip from {member}: the bond {bond.name} carries the {bond.network} network",
+                    )
+                if net is not None and port.mtu is not None and port.mtu < net.mtu:
+                    yield err(
+                        path,
+                        f"bond member {member} has MTU {port.mtu}, smaller than the {bond.network} network's "
+                        f"MTU {net.mtu} that {bond.name} carries",
+                        f"raise {member}'s mtu to at least {net.mtu} or lower networks.{bond.network}.mtu",
+                    )
+
+
 _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 

@@ -292,7 +292,8 @@ def node_files(inv: Inventory, node: Node, key: HostKey) -> dict[str, tuple[str,
     """Files the deploy ramdisk installs into the node's root: path -> (content, mode).
 
     The pinned host key pair, hostname, hosts, and systemd-networkd ``.link`` (names the NIC by MAC as in
-    the inventory) and ``.network`` (static address) files for every interface with a MAC and an IP.
+    the inventory) and ``.network`` (static address) files for every interface with a MAC and an IP; an
+    address on a VLAN-tagged network is left to the networks role (it lives on a VLAN device, not the port).
     """
     fqdn = f"{node.hostname}.{inv.cluster.domain}"
     files: dict[str, tuple[str, int]] = {
@@ -316,7 +317,8 @@ def node_files(inv: Inventory, node: Node, key: HostKey) -> dict[str, tuple[str,
         if net and net.gateway:
             network += f"Gateway={net.gateway}\n"
         files[f"etc/systemd/network/10-rackctl-{nic.name}.link"] = (link, 0o644)
-        files[f"etc/systemd/network/20-rackctl-{nic.name}.network"] = (network, 0o644)
+        if net is None or (net.vlan is None and nic.vlan is None):  # a tagged address waits for the networks role
+            files[f"etc/systemd/network/20-rackctl-{nic.name}.network"] = (network, 0o644)
     return files
 
 

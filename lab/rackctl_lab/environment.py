@@ -52,8 +52,7 @@ class LabEnvironment:
 
     @property
     def network(self) -> LabNetwork:
-        state = self.vm_state
-        return LabNetwork(state.netns, state.bridge, state.address)
+        return self.vm_state.network
 
     def connect(self, host: str, port: int, timeout: float) -> socket.socket:
         return self.network.connect(host, port, timeout)

@@ -1,4 +1,11 @@
-"""The lab's network: a network namespace holding one bridge (the PXE/management segment).
+"""The lab's networks: a network namespace holding one bridge per inventory network (that network's switch).
+
+The first bridge is the PXE/OOB segment (the boot services' address); every other network the inventory
+defines (management, storage, external) gets its own bridge, a :class:`Segment`, with the network's MTU
+(9000 for storage). Segments are plain Linux bridges: tagged (VLAN) frames cross them untouched, but the
+host kernel here has no ``vlan_filtering`` (so a bridge does not drop a wrong tag: the VMs' own VLAN
+devices do), no bond and no VLAN devices, and a bridge speaks no LACP (lab bonds are active-backup).
+The head node's side of a segment is an address on the bridge itself, untagged: a tagged network gets none.
 
 Nothing of the lab reaches outside the namespace: no veth to the root namespace, no route out. Processes
 that must live on the segment run with ``ip netns exec``; a Python process reaches it without a
@@ -32,12 +39,32 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 
 
 @dataclass(frozen=True)
+class Segment:
+    """One more network of the lab: its bridge, the head side's address on it (CIDR or none) and its MTU."""
+
+    network: str
+    bridge: str
+    address: str | None = None
+    mtu: int = 1500
+
+
+@dataclass(frozen=True)
 class LabNetwork:
-    """One namespace ``name`` with bridge ``bridge`` carrying ``address`` (CIDR, e.g. ``10.200.0.1/24``)."""
+    """One namespace ``name`` with bridge ``bridge`` carrying ``address`` (CIDR, e.g. ``10.200.0.1/24``),
+    plus one bridge per :class:`Segment`."""
 
     name: str = "rackctl-lab"
     bridge: str = "rkbr0"
     address: str = "10.200.0.1/24"
+    segments: tuple[Segment, ...] = ()
+
+    def bridge_for(self, network: str) -> str:
+        """The bridge of inventory network ``network`` (the first bridge for pxe/oob and unknown names)."""
+        return next((s.bridge for s in self.segments if s.network == network), self.bridge)
+
+    def segment(self, network: str) -> Segment | None:
+        """The segment of ``network``, if the lab has one."""
+        return next((s for s in self.segments if s.network == network), None)
 
     @property
     def ip(self) -> str:
@@ -52,11 +79,18 @@ class LabNetwork:
         if not self.exists():
             _ip("netns", "add", self.name)
         self.ip_in("link", "set", "lo", "up")
-        if self.ip_in("link", "show", self.bridge, check=False).returncode != 0:
-            self.ip_in("link", "add", self.bridge, "type", "bridge", "stp_state", "0", "forward_delay", "0")
-        if self.address not in self.ip_in("-o", "addr", "show", "dev", self.bridge).stdout:
-            self.ip_in("addr", "add", self.address, "dev", self.bridge)
-        self.ip_in("link", "set", self.bridge, "up")
+        self._bridge(self.bridge, self.address, 1500)
+        for seg in self.segments:
+            self._bridge(seg.bridge, seg.address, seg.mtu)
+
+    def _bridge(self, bridge: str, address: str | None, mtu: int) -> None:
+        if self.ip_in("link", "show", bridge, check=False).returncode != 0:
+            self.ip_in("link", "add", bridge, "type", "bridge", "stp_state", "0", "forward_delay", "0")
+        # set by hand, the bridge keeps its MTU when ports join (else it follows the smallest port)
+        self.ip_in("link", "set", bridge, "mtu", str(mtu))
+        if address and address not in self.ip_in("-o", "addr", "show", "dev", bridge).stdout:
+            self.ip_in("addr", "add", address, "dev", bridge)
+        self.ip_in("link", "set", bridge, "up")
 
     def down(self) -> bool:
         """Delete the namespace (and with it the bridge and every tap in it). True if it existed."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import subprocess
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +20,8 @@ from bootstrap.inventory.models import Inventory, Node, Role
 from rackctl_lab import paths
 from rackctl_lab.bmc_lab import LabBmcPlan, lab_down, lab_up
 from rackctl_lab.idrac.rack import system_uuid
-from rackctl_lab.netns import LabNetwork
-from rackctl_lab.vms import LabVms, LabVmState, VmSpec
+from rackctl_lab.netns import LabNetwork, Segment
+from rackctl_lab.vms import LabVms, LabVmState, VmNic, VmSpec
 
 LAB_NETNS = "rackctl-lab"
 LAB_BRIDGE = "rkbr0"
@@ -39,6 +39,7 @@ class LabVmPlan:
             "netns": self.network.name,
             "bridge": self.network.bridge,
             "head_address": self.network.address,
+            "segments": [asdict(s) for s in self.network.segments],
             "vms": [
                 {"node": v.hostname, "domain": v.domain, "mac": v.mac, "memory_mib": v.memory_mib, "disk": v.disk}
                 for v in self.vms
@@ -46,8 +47,18 @@ class LabVmPlan:
         }
 
 
+#: bridge name suffix per further network (bridge names stay within the kernel's 15 characters)
+SEGMENT_SUFFIX = {"management": "-mg", "storage": "-st", "external": "-ex"}
+
+
 def lab_network(inventory: Inventory, netns: str = LAB_NETNS, bridge: str = LAB_BRIDGE) -> LabNetwork:
-    """The lab's namespace and bridge; the bridge holds the first address of the PXE network."""
+    """The lab's namespace and bridges.
+
+    The first bridge (PXE/OOB) holds the first address of the PXE network. Every other network gets a
+    bridge ``<bridge>-mg|-st|-ex`` with its MTU; the head side's address there is the head node's address
+    on that network (else the first host address), untagged: a VLAN-tagged network gets no head address
+    (the host kernel cannot create VLAN devices; the VMs talk to each other over it).
+    """
     cidr = inventory.networks.cidr_of("pxe")
     if cidr is None:
         raise InvalidInput(
@@ -55,7 +66,37 @@ def lab_network(inventory: Inventory, netns: str = LAB_NETNS, bridge: str = LAB_
             problems=[Problem("networks.pxe", "missing", "add networks.pxe (or shared_with: oob)")],
         )
     first = next(cidr.hosts())
-    return LabNetwork(netns, bridge, f"{first}/{cidr.prefixlen}")
+    head = next((n for n in inventory.nodes if n.role == Role.HEAD), None)
+    segments = []
+    for name, suffix in SEGMENT_SUFFIX.items():
+        net = inventory.networks.named().get(name)
+        seg_cidr = inventory.networks.cidr_of(name)
+        if net is None or seg_cidr is None or net.shared_with:
+            continue
+        address = None
+        if net.vlan is None:
+            mine = head.address_on(name) if head else None
+            host = mine if mine is not None and mine in seg_cidr else next(seg_cidr.hosts())
+            address = f"{host}/{seg_cidr.prefixlen}"
+        segments.append(Segment(name, bridge + suffix, address, net.mtu))
+    return LabNetwork(netns, bridge, f"{first}/{cidr.prefixlen}", tuple(segments))
+
+
+def vm_nics(node: Node, network: LabNetwork, inventory: Inventory) -> list[VmNic]:
+    """The VM ports of ``node`` besides PXE: each interface with a MAC on its network's bridge.
+
+    A bond member takes its bond's network; an interface with no network (and in no bond) is left out.
+    """
+    bonded = {member: bond.network for bond in node.bonds for member in bond.members}
+    nets = inventory.networks.named()
+    out = []
+    for nic in node.interfaces:
+        name = nic.network or bonded.get(nic.name)
+        if not nic.mac or name is None or name in ("pxe", "oob") or network.segment(name) is None:
+            continue
+        mtu = nic.mtu or (nets[name].mtu if name in nets else 1500)
+        out.append(VmNic(nic.mac, network.bridge_for(name), mtu))
+    return out
 
 
 def vm_nodes(inventory: Inventory) -> list[Node]:
@@ -103,6 +144,7 @@ def plan_lab_vms(
                 uuid=system_uuid(spec),
                 serial=spec.service_tag,
                 model=node.model,
+                nics=vm_nics(node, network, inventory),
             )
         )
         spec.vm_domain = out[-1].domain
@@ -151,6 +193,7 @@ def _vm_summary(state: LabVmState) -> dict[str, Any]:
         "netns": state.netns,
         "bridge": state.bridge,
         "head_address": state.address,
+        "segments": [asdict(s) for s in state.segments],
         "daemons": state.pids,
         "domains": [{"node": v.hostname, "domain": v.domain, "serial_log": v.serial_log} for v in state.vms],
     }

@@ -8,6 +8,10 @@ virtio disk, serial console to ``<lab>/vms/<node>.serial.log`` with ``<bios uses
 are defined powered off: the node's emulated iDRAC powers them on and picks the boot device
 (:mod:`rackctl_lab.idrac.machine`). ``down()`` removes it all by PID and by name.
 
+Besides its PXE port, a VM gets one virtio NIC per further inventory port (:class:`VmNic`: management,
+storage, bond members), each on its network's bridge with that network's MTU, and without an option ROM
+so that only the PXE port network-boots.
+
 The guest runs as root:root (a static DAC label on the domain) so that its disk and log under the lab
 directory need no relabelling; qemu is ``type='qemu'`` (TCG): the nested ``/dev/kvm`` here hangs guests.
 """
@@ -27,7 +31,7 @@ from typing import Any
 from xml.sax.saxutils import escape
 
 from bootstrap.fsutil import atomic_write_text
-from rackctl_lab.netns import LabNetwork
+from rackctl_lab.netns import LabNetwork, Segment
 
 LIBVIRT_URI = "qemu:///system"
 STATE_FILE = "vms.json"
@@ -40,8 +44,17 @@ class LabVmError(RuntimeError):
 
 
 @dataclass
+class VmNic:
+    """A further port of a VM: its MAC, the bridge (network switch) it is plugged into, its MTU."""
+
+    mac: str
+    bridge: str
+    mtu: int = 1500
+
+
+@dataclass
 class VmSpec:
-    """One lab node's VM."""
+    """One lab node's VM (``mac``: the PXE port, on the lab's first bridge; ``nics``: the other ports)."""
 
     hostname: str
     mac: str
@@ -53,6 +66,7 @@ class VmSpec:
     uuid: str = ""  #: SMBIOS system UUID: the one the node's emulated iDRAC reports
     serial: str = ""  #: SMBIOS serial number: the node's service tag
     model: str = ""
+    nics: list[VmNic] = field(default_factory=list)
 
     @property
     def domain(self) -> str:
@@ -62,6 +76,7 @@ class VmSpec:
 def domain_xml(spec: VmSpec, bridge: str, boot: tuple[str, ...] = ("network", "hd")) -> str:
     """libvirt domain XML for ``spec``; ``boot`` is the firmware's boot order (``network``, ``hd``)."""
     boots = "".join(f"<boot dev='{dev}'/>" for dev in boot)
+    nics = "".join(_nic_xml(nic) for nic in spec.nics)
     uuid = f"\n  <uuid>{escape(spec.uuid)}</uuid>" if spec.uuid else ""
     return f"""<domain type='qemu'>
   <name>{escape(spec.domain)}</name>{uuid}
@@ -89,7 +104,7 @@ def domain_xml(spec: VmSpec, bridge: str, boot: tuple[str, ...] = ("network", "h
       <mac address='{escape(spec.mac)}'/>
       <source bridge='{escape(bridge)}'/>
       <model type='virtio'/>
-    </interface>
+    </interface>{nics}
     <serial type='file'>
       <source path='{escape(spec.serial_log)}' append='on'/>
       <target port='0'/>
@@ -106,6 +121,17 @@ def domain_xml(spec: VmSpec, bridge: str, boot: tuple[str, ...] = ("network", "h
 """
 
 
+def _nic_xml(nic: VmNic) -> str:
+    mtu = f"\n      <mtu size='{nic.mtu}'/>" if nic.mtu != 1500 else ""
+    return f"""
+    <interface type='bridge'>
+      <mac address='{escape(nic.mac)}'/>
+      <source bridge='{escape(nic.bridge)}'/>
+      <model type='virtio'/>{mtu}
+      <rom enabled='no'/>
+    </interface>"""
+
+
 @dataclass
 class LabVmState:
     """What ``up`` started and changed, so that ``down`` undoes exactly that."""
@@ -116,6 +142,7 @@ class LabVmState:
     vms: list[VmSpec] = field(default_factory=list)
     pids: dict[str, int] = field(default_factory=dict)  #: daemon name -> PID
     kvm: dict[str, int] | None = None  #: /dev/kvm's original gid and mode, if changed
+    segments: list[Segment] = field(default_factory=list)  #: the lab's further networks (bridges)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
@@ -123,8 +150,14 @@ class LabVmState:
     @classmethod
     def from_json(cls, text: str) -> LabVmState:
         data = json.loads(text)
-        data["vms"] = [VmSpec(**v) for v in data.get("vms", [])]
+        data["vms"] = [VmSpec(**{**v, "nics": [VmNic(**n) for n in v.get("nics", [])]}) for v in data.get("vms", [])]
+        data["segments"] = [Segment(**seg) for seg in data.get("segments", [])]
         return cls(**data)
+
+    @property
+    def network(self) -> LabNetwork:
+        """The lab network this state records."""
+        return LabNetwork(self.netns, self.bridge, self.address, tuple(self.segments))
 
 
 def _pids_named(name: str) -> list[int]:
@@ -162,7 +195,9 @@ class LabVms:
     def _save(self, state: LabVmState) -> None:
         atomic_write_text(self.state_path, state.to_json())
 
-    def spec_for(self, hostname: str, mac: str, *, memory_mib: int = 1024, **smbios: str) -> VmSpec:
+    def spec_for(
+        self, hostname: str, mac: str, *, memory_mib: int = 1024, nics: list[VmNic] | None = None, **smbios: str
+    ) -> VmSpec:
         """The VM of ``hostname`` (``smbios``: ``uuid``, ``serial``, ``model`` as its iDRAC reports)."""
         return VmSpec(
             hostname=hostname,
@@ -170,6 +205,7 @@ class LabVms:
             disk=str(self.dir / f"{hostname}.qcow2"),
             serial_log=str(self.dir / f"{hostname}.serial.log"),
             memory_mib=memory_mib,
+            nics=list(nics or []),
             **smbios,
         )
 
@@ -178,7 +214,9 @@ class LabVms:
     def up(self, specs: list[VmSpec]) -> LabVmState:
         """Namespace, bridge, daemons and one defined (powered-off) domain per spec."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        state = self.state() or LabVmState(self.network.name, self.network.bridge, self.network.address)
+        state = self.state() or LabVmState(
+            self.network.name, self.network.bridge, self.network.address, segments=list(self.network.segments)
+        )
         others = [pid for pid in _pids_named("libvirtd") if pid != state.pids.get("libvirtd")]
         if others:
             raise LabVmError(
@@ -260,7 +298,7 @@ class LabVms:
         if state.kvm is not None:
             _restore_kvm(state.kvm)
             restored = True
-        deleted = LabNetwork(state.netns, state.bridge, state.address).down()
+        deleted = state.network.down()
         self.state_path.unlink(missing_ok=True)
         return {"domains": removed, "daemons": stopped, "netns_deleted": deleted, "kvm_restored": restored}
 

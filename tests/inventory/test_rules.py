@@ -429,3 +429,29 @@ def test_bmc_address_equal_to_another_nodes_pxe_ip(data):
 def test_bmc_address_equal_to_own_management_ip(data):
     data["nodes"][1]["bmc"]["address"] = "10.20.0.22"
     expect(data, "nodes[1].bmc.address", "its own management address")
+
+
+@covers("network-attachments")
+def test_vlan_mtu_and_bond_members_must_fit_their_networks(data):
+    stor = _iface(data, 3, "storage")
+    stor["vlan"] = 31
+    expect(data, "nodes[3].interfaces[2].vlan", "stor0 tags VLAN 31", "storage network is VLAN 30", "drop the vlan")
+    del data["networks"]["storage"]["vlan"]
+    expect(data, "nodes[3].interfaces[2].vlan", "storage network has no VLAN", "set networks.storage.vlan: 31")
+    del stor["vlan"]
+    stor["mtu"] = 1500
+    expect(data, "nodes[3].interfaces[2].mtu", "MTU 1500, smaller than the storage network's MTU 9000", "raise")
+    stor["mtu"] = 9000
+    data["nodes"][3]["interfaces"] += [
+        {"name": "stor1", "fqdd": "NIC.Slot.1-2-1", "mtu": 1500},
+        {"name": "stor2", "fqdd": "NIC.Slot.1-3-1", "ip": "10.30.0.99", "network": "storage"},
+    ]
+    data["nodes"][3]["bonds"] = [
+        {"name": "bond0", "members": ["stor1", "stor2"], "network": "storage", "ip": "10.30.0.98"},
+        {"name": "bond1", "members": ["stor1"], "network": "storage"},
+    ]
+    found = [str(p) for p in problems_of(data) if p.path.startswith("nodes[3].bonds")]
+    text = "\n".join(found)
+    assert "bond member stor1 has MTU 1500, smaller than the storage network's MTU 9000" in text
+    assert "bond member stor2 has its own network/ip (storage, 10.30.0.99)" in text
+    assert "stor1 is a member of bond0 and bond1" in text

@@ -1,0 +1,172 @@
+"""``rackctl mirror``: the head node's package mirror (build, check) and registry images."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from bootstrap.cli.common import (
+    console,
+    emit,
+    environment_for,
+    err_console,
+    escape,
+    handle_errors,
+    inventory_option,
+    json_option,
+    state_dir_option,
+)
+from bootstrap.errors import EXIT_FAILED, InvalidInput, Problem
+from bootstrap.inventory import load_inventory
+from bootstrap.mirror.build import build_mirror, resolve
+from bootstrap.mirror.check import check_mirror
+from bootstrap.mirror.images import plan_images, push_images, required_images
+from bootstrap.mirror.layout import MirrorLayout
+from bootstrap.mirror.manifest import build_manifest
+from bootstrap.mirror.site_vars import site_vars
+from bootstrap.resources import roles_dir
+
+_roles_option = click.option(
+    "--roles",
+    "roles_path",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    default=None,
+    help="Roles whose `<role>_packages` make the manifest (default: the shipped roles).",
+)
+
+
+@click.group("mirror")
+def mirror_group() -> None:
+    """The head node's signed apt mirror of what the roles install, and its container registry."""
+
+
+def _require_mirror_source(inventory: Any) -> None:
+    source = inventory.site_services.packages.source
+    if source != "mirror":
+        raise InvalidInput(
+            f"site_services.packages.source is {source!r}: nodes do not use the head node's mirror",
+            problems=[Problem("site_services.packages.source", f"is {source!r}", "set it to `mirror` to build one")],
+        )
+
+
+@mirror_group.command("build")
+@inventory_option
+@state_dir_option
+@_roles_option
+@click.option("--plan", "plan", is_flag=True, help="Resolve and show the pinned closure; download and sign nothing.")
+@json_option
+@handle_errors()
+def build_cmd(inventory_path: Path, state_dir: Path, roles_path: Path | None, plan: bool, as_json: bool) -> None:
+    """Download the roles' packages (their dependency closure, pinned) and sign them into the site repository.
+
+    Runs on a connected machine (or the head node itself) with a private apt state; the repository
+    under <state-dir>/mirror/repo is replaced whole, signed by the site key (made once, kept 0600).
+    """
+    inventory = load_inventory(inventory_path)
+    _require_mirror_source(inventory)
+    layout = MirrorLayout(state_dir)
+    manifest = build_manifest(inventory, roles_path or roles_dir())
+    if plan:
+        with err_console.status("resolving the manifest...", spinner="dots"):
+            lock = resolve(layout, manifest)
+        data = {
+            "ok": True,
+            "plan": True,
+            "applied": False,
+            "manifest": manifest.as_dict(),
+            "lock": lock,
+            "repo": str(layout.repo),
+        }
+        emit(data, as_json, _show_plan)
+        return
+    uid = f"rackctl site mirror ({inventory.cluster.name}) <mirror@{inventory.cluster.domain}>"
+    with err_console.status("building the mirror...", spinner="dots") as status:
+        result = build_mirror(layout, manifest, key_uid=uid, progress=lambda m: status.update(m + "..."))
+    emit({"ok": True, "applied": True, "manifest": manifest.as_dict(), **result.as_dict()}, as_json, _show_build)
+
+
+def _show_plan(data: dict[str, Any]) -> None:
+    requested = data["manifest"]["packages"]
+    console.print(f"would mirror {len(data['lock'])} packages into {escape(data['repo'])} (nothing downloaded):")
+    for name, version in data["lock"].items():
+        mark = " (requested)" if name in requested else ""
+        console.print(f"  {escape(name)} {escape(version)}{mark}")
+
+
+def _show_build(data: dict[str, Any]) -> None:
+    console.print(f"mirrored {data['packages']} packages into {escape(data['repo'])}")
+    console.print(f"signed by {data['key_fingerprint']} (public key {escape(data['public_key'])})")
+
+
+@mirror_group.command("check")
+@inventory_option
+@state_dir_option
+@_roles_option
+@json_option
+@handle_errors()
+def check_cmd(inventory_path: Path, state_dir: Path, roles_path: Path | None, as_json: bool) -> None:
+    """Prove every package a role asks for is in the repository at its pinned version (touches no node)."""
+    inventory = load_inventory(inventory_path)
+    _require_mirror_source(inventory)
+    manifest = build_manifest(inventory, roles_path or roles_dir())
+    result = check_mirror(MirrorLayout(state_dir), manifest)
+    emit(result.as_dict(), as_json, _show_check)
+    if not result.ok:
+        sys.exit(EXIT_FAILED)
+
+
+def _show_check(data: dict[str, Any]) -> None:
+    if data["ok"]:
+        console.print(f"[green]ok[/green]: {data['checked']} requested packages in the repository, signed")
+        return
+    err_console.print(f"[bold red]mirror check failed[/bold red] ({len(data['problems'])} problems):")
+    for p in data["problems"]:
+        who = f"{p['package']} ({p.get('role') or 'lock'})" if p.get("package") else "repository"
+        err_console.print(f"  - {escape(who)}: {escape(p['problem'])}; fix: {escape(p['fix'])}")
+
+
+@mirror_group.command("images")
+@inventory_option
+@state_dir_option
+@click.option("--plan", "plan", is_flag=True, help="List the images and where they would go; push nothing.")
+@json_option
+@handle_errors()
+def images_cmd(inventory_path: Path, state_dir: Path, plan: bool, as_json: bool) -> None:
+    """Fill the registry with the images the stages need (built here as OCI layouts, pushed with skopeo)."""
+    inventory = load_inventory(inventory_path)
+    environment = environment_for(inventory)
+    registry = site_vars(inventory, state_dir, environment)["rackctl_registry"]
+    images = required_images(inventory)
+    if plan:
+        emit(
+            {"ok": True, "plan": True, "applied": False, "images": plan_images(images, registry)}, as_json, _show_images
+        )
+        return
+    with err_console.status("filling the registry...", spinner="dots") as status:
+        results = push_images(
+            MirrorLayout(state_dir),
+            images,
+            registry,
+            wrap=environment.wrap_command,
+            progress=lambda m: status.update(m + "..."),
+        )
+    ok = all(r["ok"] for r in results)
+    emit({"ok": ok, "applied": True, "images": results}, as_json, _show_images)
+    if not ok:
+        sys.exit(EXIT_FAILED)
+
+
+def _show_images(data: dict[str, Any]) -> None:
+    verb = "would push" if data.get("plan") else "pushed"
+    for image in data["images"]:
+        digest = f" {image['registry_digest']}" if "registry_digest" in image else ""
+        bad = "" if image.get("ok", True) else " [red](registry digest differs)[/red]"
+        console.print(f"{verb} {escape(image['image'])}{digest} ({escape(image['purpose'])}){bad}")
+
+
+def register(cli: click.Group) -> None:
+    """Attach ``rackctl mirror``."""
+    cli.add_command(mirror_group)

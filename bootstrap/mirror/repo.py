@@ -1,0 +1,111 @@
+"""The signed apt repository: reprepro builds it beside the served tree, which is then swapped in whole.
+
+reprepro's own database and config stay outside the served tree (``--outdir``): the web server sees
+``dists/``, ``pool/`` and ``rackctl-lock.json`` only. ``Release`` is signed (``InRelease`` and
+``Release.gpg``) with the site key.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from bootstrap.errors import EnvironmentMissing, RackctlError
+from bootstrap.mirror.layout import MirrorLayout, swap_in
+
+LOCK_VERSION = 1
+
+
+class RepoError(RackctlError):
+    """reprepro failed (its output is in the message)."""
+
+
+def distributions_conf(suite: str, components: list[str], key_fpr: str) -> str:
+    """reprepro's ``conf/distributions`` for one suite signed with the site key."""
+    return (
+        f"Origin: rackctl\nLabel: rackctl site mirror\nSuite: {suite}\nCodename: {suite}\n"
+        f"Architectures: amd64\nComponents: {' '.join(components)}\n"
+        f"Description: packages the rackctl roles install, pinned\nSignWith: {key_fpr}\n"
+    )
+
+
+def _reprepro(base: Path, outdir: Path, home: Path, *args: str) -> str:
+    if shutil.which("reprepro") is None:
+        raise EnvironmentMissing("reprepro not found; install the Debian package 'reprepro'")
+    env = {**os.environ, "GNUPGHOME": str(home), "LC_ALL": "C"}
+    proc = subprocess.run(
+        ["reprepro", "--silent", "-b", str(base), "--outdir", str(outdir), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )
+    if proc.returncode != 0:
+        raise RepoError(f"reprepro {args[0]} failed:\n{(proc.stderr or proc.stdout)[-3000:]}")
+    return proc.stdout
+
+
+def build_repo(
+    layout: MirrorLayout,
+    debs: list[Path],
+    lock: Mapping[str, str],
+    *,
+    suite: str,
+    components: list[str],
+    key_fpr: str,
+    manifest: Mapping[str, Any],
+) -> Path:
+    """Build the repository from ``debs`` and swap it into ``layout.repo``; returns the served directory."""
+    layout.root.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".build.", dir=layout.root))
+    try:
+        base, served = work / "reprepro", work / "repo"
+        (base / "conf").mkdir(parents=True)
+        served.mkdir()
+        (base / "conf" / "distributions").write_text(distributions_conf(suite, components, key_fpr))
+        _reprepro(base, served, layout.gnupg_home, "includedeb", suite, *[str(d) for d in debs])
+        doc = {
+            "version": LOCK_VERSION,
+            "suite": suite,
+            "components": components,
+            "signed_by": key_fpr,
+            "packages": dict(sorted(lock.items())),
+            "manifest": manifest,
+        }
+        (served / "rackctl-lock.json").write_text(json.dumps(doc, indent=2) + "\n")
+        for path in [served, *served.rglob("*")]:
+            os.chmod(path, 0o755 if path.is_dir() else 0o644)
+        swap_in(served, layout.repo)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return layout.repo
+
+
+def repo_packages(layout: MirrorLayout, suite: str, components: list[str]) -> dict[str, str]:
+    """What the served repository's ``Packages`` indexes hold: ``name -> version``."""
+    found: dict[str, str] = {}
+    for comp in components:
+        index = layout.repo / "dists" / suite / comp / "binary-amd64" / "Packages"
+        with contextlib.suppress(FileNotFoundError):
+            name = None
+            for line in index.read_text(encoding="utf-8").splitlines():
+                if line.startswith("Package: "):
+                    name = line.split(": ", 1)[1].strip()
+                elif line.startswith("Version: ") and name:
+                    found[name] = line.split(": ", 1)[1].strip()
+    return found
+
+
+def read_lock(layout: MirrorLayout) -> dict[str, Any] | None:
+    """The lock of the served repository, or None when no repository was built."""
+    try:
+        return json.loads(layout.lock.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None

@@ -1,0 +1,64 @@
+"""The site's package-signing key: an ed25519 GnuPG key made once, kept 0600/0700 under the state dir.
+
+Only the public half (armored) ever leaves the GnuPG home; nothing here logs key material.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from bootstrap.errors import EnvironmentMissing, RackctlError
+from bootstrap.fsutil import atomic_write_text
+from bootstrap.mirror.layout import MirrorLayout
+
+
+class SiteKeyError(RackctlError):
+    """gpg failed to make or export the site key."""
+
+
+def _gpg(home: Path, *args: str) -> str:
+    if shutil.which("gpg") is None:
+        raise EnvironmentMissing("gpg not found; install the Debian package 'gnupg'")
+    proc = subprocess.run(
+        ["gpg", "--homedir", str(home), "--batch", "--no-tty", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise SiteKeyError(f"gpg {args[0]} failed: {proc.stderr.strip()[-800:]}")
+    return proc.stdout
+
+
+def fingerprint(home: Path) -> str | None:
+    """The site key's fingerprint, or None when there is none yet."""
+    if not (home / "pubring.kbx").exists():
+        return None
+    out = _gpg(home, "--with-colons", "--list-secret-keys")
+    return next((line.split(":")[9] for line in out.splitlines() if line.startswith("fpr:")), None)
+
+
+def ensure_site_key(layout: MirrorLayout, uid: str) -> str:
+    """The site key's fingerprint, making the key first when there is none; writes the public half."""
+    home = layout.gnupg_home
+    home.mkdir(parents=True, exist_ok=True)
+    os.chmod(home, 0o700)
+    fpr = fingerprint(home)
+    if fpr is None:
+        _gpg(
+            home, "--pinentry-mode", "loopback", "--passphrase", "", "--quick-gen-key", uid, "ed25519", "sign", "never"
+        )
+        fpr = fingerprint(home)
+        if fpr is None:
+            raise SiteKeyError("gpg made no secret key")
+    atomic_write_text(layout.public_key, _gpg(home, "--armor", "--export", fpr))
+    return fpr
+
+
+def stop_agent(home: Path) -> None:
+    """Stop the gpg-agent this GnuPG home started (signing starts one)."""
+    if shutil.which("gpgconf"):
+        subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "gpg-agent"], capture_output=True, check=False)

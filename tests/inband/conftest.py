@@ -1,0 +1,169 @@
+"""THE installed lab for in-band tests: one session-scoped ``installed_lab`` (``inventory/lab.yml``, really installed).
+
+``lab up`` (emulated iDRACs, libvirt VMs under qemu TCG with the inventory's NICs on one bridge per
+network, in the lab's network namespace), then the two worker VMs installed through the product's own
+provisioning path (:class:`bootstrap.provision.flow.ProvisionSession`: one-time PXE, the deploy ramdisk
+streaming the debootstrap image, callback, pinned SSH host keys, DMI identity), journalled as
+``provisioned``. Tests get an :class:`InstalledLab`: the inventory, state dir, lab dir, the
+:class:`~rackctl_lab.environment.LabEnvironment`, and :meth:`InstalledLab.ssh` to run a command on a node
+over SSH the way the rendered Ansible inventory reaches it (pinned known_hosts, admin key, netns relay).
+
+The whole fixture runs under the machine-wide lab lock (``/tmp/rackctl-lab.lock``, taken here, see
+:mod:`tests.inband.lablock`), and tears everything down (VMs, daemons, namespace) at the end of the session.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from bootstrap.environment import Environment
+from bootstrap.inband.access import NodeAccess, node_access
+from bootstrap.inventory import load_inventory
+from bootstrap.inventory.models import Inventory
+from bootstrap.journal.states import NodeState
+from bootstrap.journal.store import Journal
+from tests.inband.lablock import lab_lock
+
+WORKERS = ["gpu-01", "gpu-02"]
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class InstalledLab:
+    """The installed lab a test works on (see the module docstring)."""
+
+    inventory_path: Path
+    inventory: Inventory
+    state_dir: Path
+    lab_dir: Path
+    environment: Environment
+    nodes: list[str]
+    timings: dict[str, float] = field(default_factory=dict)
+    dump: str = ""
+
+    def access(self, host: str) -> NodeAccess:
+        """How the rendered Ansible inventory reaches ``host``."""
+        return node_access(self.inventory, self.state_dir, self.environment)[host]
+
+    def ssh_argv(self, host: str, command: str, *, address: str | None = None, timeout: int = 10) -> list[str]:
+        """``ssh`` argv running ``command`` on ``host`` (at ``address``, default its access address)."""
+        access = self.access(host)
+        argv = ["ssh", *access.ssh_options(), "-o", "BatchMode=yes", "-o", f"ConnectTimeout={timeout}"]
+        if access.private_key:
+            argv += ["-i", str(access.private_key)]
+        return [*argv, f"{access.user}@{address or access.address}", command]
+
+    def ssh(
+        self, host: str, command: str, *, address: str | None = None, check: bool = True, timeout: int = 60
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``command`` on ``host`` over SSH (through the lab's relay); raise with its output if ``check``."""
+        proc = subprocess.run(
+            self.ssh_argv(host, command, address=address),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"ssh {host} {command!r}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+        return proc
+
+    def copy_to(self, host: str, files: list[Path], target: str) -> None:
+        """Copy local ``files`` into directory ``target`` on ``host`` (scp through the same access)."""
+        access = self.access(host)
+        argv = ["scp", "-q", *access.ssh_options(), "-o", "BatchMode=yes"]
+        if access.private_key:
+            argv += ["-i", str(access.private_key)]
+        self.ssh(host, f"mkdir -p {target}")
+        subprocess.run([*argv, *map(str, files), f"{access.user}@{access.address}:{target}/"], check=True)
+
+
+def _install(folder: Path) -> InstalledLab:
+    from bootstrap.provision.flow import Artefacts, FlowSettings, ProvisionSession
+    from bootstrap.provision.image import build_image
+    from bootstrap.provision.ramdisk import build_ramdisk
+    from bootstrap.stages.oob import target_for
+    from rackctl_lab import paths
+    from rackctl_lab.bmc_lab import plan_lab_bmcs
+    from rackctl_lab.environment import LabEnvironment
+    from rackctl_lab.vm_lab import lab_up_all, plan_lab_vms
+
+    # inventory/lab.yml as shipped; its ../.lab paths resolve to <folder>/.lab, the lab directory
+    (folder / "inventory").mkdir()
+    inventory_path = folder / "inventory" / "lab.yml"
+    shutil.copy(REPO / "inventory" / "lab.yml", inventory_path)
+    lab_dir, state_dir = folder / ".lab", folder / "state"
+    inventory = load_inventory(inventory_path)
+    timings: dict[str, float] = {}
+    start = time.monotonic()
+    bmc_plan = plan_lab_bmcs(inventory)
+    vm_plan = plan_lab_vms(inventory, lab_dir, bmc_plan)
+    lab_up_all(bmc_plan, vm_plan, lab_dir, processes=1)
+    timings["lab_up_s"] = time.monotonic() - start
+    environment = LabEnvironment(lab_dir)
+    key = paths.admin_key(lab_dir)
+    ramdisk = build_ramdisk("lab")
+    image = build_image([key.with_suffix(".pub").read_text().strip()])
+    session = ProvisionSession(
+        inventory,
+        list(WORKERS),
+        state_dir=state_dir,
+        artefacts=Artefacts(kernel=ramdisk.kernel, initrd=ramdisk.initrd, image=image.path),
+        site=environment.boot_site(inventory),
+        environment=environment,
+        settings=FlowSettings(callback_timeout_s=900, ssh_timeout_s=600, ssh_user="root", ssh_key=key),
+        targets={h: target_for(inventory, inventory.node(h)) for h in WORKERS},
+    )
+    start = time.monotonic()
+    with session:
+        runs = session.provision_all()
+        logs = session.logs()
+    timings["provision_s"] = time.monotonic() - start
+    failed = {h: r.message for h, r in runs.items() if not r.ok}
+    if failed:
+        raise RuntimeError(
+            f"lab install failed: {failed}\n" + "\n".join(f"== {k}\n{v[-4000:]}" for k, v in logs.items())
+        )
+    with Journal(state_dir) as journal:
+        journal.register_nodes([n.hostname for n in inventory.nodes])
+        for host in WORKERS:
+            for to in (NodeState.DISCOVERED, NodeState.CONFIGURED, NodeState.PROVISIONING, NodeState.PROVISIONED):
+                journal.transition(host, to, "installed by the installed_lab fixture")
+    return InstalledLab(inventory_path, inventory, state_dir, lab_dir, environment, list(WORKERS), timings)
+
+
+def _serials(lab_dir: Path) -> str:
+    return "\n".join(
+        f"===== {log.name}\n{log.read_text(errors='replace')[-4000:]}"
+        for log in sorted((lab_dir / "vms").glob("*.serial.log"))
+    )
+
+
+@pytest.fixture(scope="session")
+def installed_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InstalledLab]:
+    """The lab of ``inventory/lab.yml`` up, its two workers installed (see the module docstring)."""
+    from tests.lab.vmlab import missing_prerequisites
+
+    reason = missing_prerequisites()
+    if reason:
+        pytest.skip(reason)
+    from rackctl_lab.vm_lab import lab_down_all
+
+    folder = tmp_path_factory.mktemp("installed-lab")
+    with lab_lock():
+        try:
+            lab = _install(folder)
+            lab.dump = _serials(folder / ".lab")
+            yield lab
+        except BaseException:
+            print(_serials(folder / ".lab"))
+            raise
+        finally:
+            lab_down_all(folder / ".lab")
