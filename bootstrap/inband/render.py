@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from bootstrap.fsutil import replace_tree
 from bootstrap.inband.access import NodeAccess, access_address, node_access
 from bootstrap.inband.netplan import networks_host_vars
+from bootstrap.inband.node_services import node_service_vars
 from bootstrap.inventory.hardware import GPU_TYPES
 from bootstrap.inventory.models import Inventory, Node, Role
 from bootstrap.inventory.profiles import kubeadm_api_for
@@ -182,5 +183,6 @@ def write_ansible_inventory(inv: Inventory, state_dir: Path, environment: Enviro
     """
     target = out or inventory_dir(state_dir)
     site = site_vars(inv, state_dir, environment)
+    site.update(node_service_vars(inv, environment, site))
     replace_tree(target, render_files(inv, node_access(inv, state_dir, environment), site))
     return target / "hosts.yml"

@@ -15,8 +15,9 @@ from functools import cache
 import yaml
 
 from bootstrap.ansible_driver import PlaybookResult, playbook_path
-from bootstrap.inband.access import access_address
-from bootstrap.inband.render import group_vars, groups
+from bootstrap.inband.node_services import time_servers
+from bootstrap.inband.render import groups
+from bootstrap.mirror.site_vars import head_address, registry_vars
 from bootstrap.stages.base import NodeResult, PlannedAction, StageContext, StageResult, register_stage
 from bootstrap.stages.playbook import PlaybookStage
 
@@ -40,10 +41,9 @@ def playbook_roles(playbook: str) -> tuple[str, ...]:
 
 def time_sources(ctx: StageContext, node: str) -> list[str]:
     """Where ``node``'s chrony gets time (role baseline's defaults): the site's NTP or the head nodes."""
-    heads = groups(ctx.inventory)["head"]
-    if node in heads:
+    if node in groups(ctx.inventory)["head"]:
         return list(ctx.inventory.cluster.ntp_servers) or ["none: local clock, stratum 10"]
-    return [a for h in heads if (a := access_address(ctx.node(h)))]
+    return time_servers(ctx.inventory, ctx.options.environment)
 
 
 def describe(ctx: StageContext, node: str, roles: tuple[str, ...], registry: str | None) -> str:
@@ -74,12 +74,10 @@ class NetworkStage(PlaybookStage):
     playbook = "network.yml"
 
     def registry(self, ctx: StageContext) -> str | None:
-        """The registry containerd pulls through: ``rackctl_registry`` of the rendered group_vars, if any."""
-        for variables in group_vars(ctx.inventory).values():
-            reg = variables.get("rackctl_registry")
-            if isinstance(reg, dict) and reg.get("host"):
-                return f"{reg['host']}:{reg['port']}" if reg.get("port") else str(reg["host"])
-        return None
+        """The registry containerd pulls through (``rackctl_registry.address``), if any."""
+        environment = ctx.options.environment
+        address = registry_vars(ctx.inventory, head_address(ctx.inventory, environment)).get("address")
+        return str(address) if address else None
 
     def plan(self, ctx: StageContext) -> list[PlannedAction]:
         excluded = ctx.options.environment.out_of_band_only(ctx.inventory)

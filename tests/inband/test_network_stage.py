@@ -2,8 +2,8 @@
 
 The nodes are OpenSSH sshds on loopback (tests/ansible/test_playbook_stage.py's ``rack``): gpu-01 serves
 the host key rackctl pinned, gpu-02 another one. The roles change a machine, and the sshd runs on this
-one, so here the play is made to stop at its first task on gpu-01 (a package no source has); the VM
-tests (tests/inband/test_network_stage_lab.py) apply the roles for real.
+one, so here the play is made to stop at its first task on gpu-01 (the package source's check, given a
+source without a URI); the VM tests (tests/inband/test_network_stage_lab.py) apply the roles for real.
 """
 
 from __future__ import annotations
@@ -59,16 +59,17 @@ def test_failed_hosts_are_reported_with_their_last_known_state_and_not_marked_do
     inventory, state, environment = request.getfixturevalue("rack")
     progress = Recorder()
     selection = select(inventory, stages=["network"], limit=NODES)
-    # gpu-01 is reached and stops at the first task (no source has this package; nothing is installed)
+    # gpu-01 is reached and stops at the play's first task, before anything is changed on this machine
+    broken_source = {"source": "mirror", "uri": "", "key": None}
     options = RunOptions(
-        environment=environment, extra={"network": {"extravars": {"baseline_packages": ["rackctl-no-such-package"]}}}
+        environment=environment, extra={"network": {"extravars": {"rackctl_package_source": broken_source}}}
     )
     outcome = Runner(inventory, state, selection, options=options, progress=progress).run()
 
     (stage,) = outcome.stages
     assert not outcome.ok and stage.status == "failed"
     gpu01, gpu02 = stage.nodes["gpu-01"], stage.nodes["gpu-02"]
-    assert gpu01["status"] == "failed" and "Install the baseline packages" in gpu01["message"]
+    assert gpu01["status"] == "failed" and gpu01["message"].startswith("Check the package source rackctl rendered")
     assert gpu01["message"].endswith("(last known state: provisioned)")
     assert gpu02["status"] == "failed" and "host key verification failed" in gpu02["message"].lower()
     assert gpu02["message"].endswith("(last known state: provisioned)")
@@ -80,7 +81,8 @@ def test_failed_hosts_are_reported_with_their_last_known_state_and_not_marked_do
     (run_dir,) = runs_dir(state).iterdir()
     assert run_dir.name == f"{outcome.run_id}-network"
     (artifacts,) = (run_dir / "artifacts").iterdir()
-    assert "rackctl-no-such-package" in (artifacts / "stdout").read_text()
+    stdout = (artifacts / "stdout").read_text()
+    assert "Check the package source rackctl rendered" in stdout and "PLAY RECAP" in stdout
 
 
 def test_the_recap_counts_changed_tasks_per_host_zeros_included(request: pytest.FixtureRequest, tmp_path: Path) -> None:

@@ -27,8 +27,10 @@ from bootstrap.resources import roles_dir
 ROOT = Path(__file__).resolve().parents[2]
 PLAYBOOK = Path(__file__).with_name("render_roles.yml")
 REGISTRY = {
+    "source": "head",
     "host": "10.200.0.1",
     "port": 5000,
+    "address": "10.200.0.1:5000",
     "ca_pem": "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
 }
 
@@ -67,7 +69,12 @@ def render(tmp_path: Path, inventory: Path, **extravars: object) -> Path:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return render(tmp_path_factory.mktemp("lab"), ROOT / "inventory/lab.yml", rackctl_registry=REGISTRY)
+    return render(
+        tmp_path_factory.mktemp("lab"),
+        ROOT / "inventory/lab.yml",
+        rackctl_registry=REGISTRY,
+        rackctl_check_image="10.200.0.1:5000/rackctl/check:1.35.0-4-b3",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -198,11 +205,20 @@ def test_containerd_pulls_through_the_head_registry_with_its_ca(lab: Path) -> No
     assert list(mirror["host"]) == ["https://10.200.0.1:5000"]
     computed = json.loads((lab / "gpu-01" / "vars.json").read_text())
     assert computed["registry"] == "10.200.0.1:5000"
-    assert computed["check_image"] == "10.200.0.1:5000/rackctl/check:latest"
+    assert computed["check_image"] == "10.200.0.1:5000/rackctl/check:1.35.0-4-b3"
 
 
-def test_without_a_registry_there_is_no_mirror_and_no_check_image(design: Path) -> None:
+def test_the_design_pulls_through_its_head_nodes_registry(design: Path) -> None:
+    inv = load_inventory(ROOT / "inventory/examples/dvd-inference.yml")
+    head = next(n for n in inv.nodes if n.role.value == "head")
     computed = json.loads(next(design.glob("*/vars.json")).read_text())
+    assert computed["registry"] == f"{head.address_on('pxe')}:5000"
+    assert computed["check_image"].startswith(f"{head.address_on('pxe')}:5000/rackctl/check:")
+
+
+def test_without_a_registry_there_is_no_mirror_and_no_check_image(tmp_path: Path) -> None:
+    out = render(tmp_path, ROOT / "inventory/lab.yml", rackctl_registry=None, rackctl_check_image=None)
+    computed = json.loads((out / "gpu-01" / "vars.json").read_text())
     assert computed["registry"] == "" and computed["check_image"] == ""
 
 
