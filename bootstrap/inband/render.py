@@ -182,7 +182,13 @@ def write_ansible_inventory(inv: Inventory, state_dir: Path, environment: Enviro
     Returns the ``hosts.yml`` every playbook run uses.
     """
     target = out or inventory_dir(state_dir)
+    replace_tree(target, render_for(inv, state_dir, environment))
+    return target / "hosts.yml"
+
+
+def render_for(inv: Inventory, state_dir: Path, environment: Environment) -> dict[str, str]:
+    """Every rendered file for ``environment``: access, group vars and the site services' vars (the tree
+    ``rackctl inventory render`` and every playbook run use)."""
     site = site_vars(inv, state_dir, environment)
     site.update(node_service_vars(inv, environment, site))
-    replace_tree(target, render_files(inv, node_access(inv, state_dir, environment), site))
-    return target / "hosts.yml"
+    return render_files(inv, node_access(inv, state_dir, environment), site)
