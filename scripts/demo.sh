@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The demo: set up, start the built-in lab, build the deploy ramdisk and the OS image, run `rackctl up`
-# against the lab end to end (the VMs really PXE-boot and get installed), then stop the lab.
+# The demo: set up, start the built-in lab, build the deploy ramdisk and the OS image, build the head
+# node's package mirror and serve it (with the registry and time) from the lab's head node, run
+# `rackctl up` against the lab end to end (the VMs really PXE-boot and get installed, then the network
+# stage configures them over SSH), then stop the lab.
 # It runs as far as the product goes today and says where it stops (see README, "Status").
 # Takes ~15-25 minutes on 2 cores the first time (debootstrap, and qemu without KVM).
 set -uo pipefail
@@ -15,7 +17,9 @@ INV=inventory/lab.yml
 ART="$RACKCTL_STATE_DIR/artefacts"
 rackctl() { .venv/bin/rackctl "$@"; }
 
-trap 'echo "== rackctl lab down"; rackctl lab down >/dev/null || true' EXIT
+HEAD_PID=""
+stop_head() { if [ -n "$HEAD_PID" ]; then kill "$HEAD_PID" 2>/dev/null; wait "$HEAD_PID" 2>/dev/null; HEAD_PID=""; fi; }
+trap 'stop_head; echo "== rackctl lab down"; rackctl lab down >/dev/null || true' EXIT
 echo "== rackctl lab up (network namespace + bridge, one libvirt VM per node, emulated iDRACs driving them)"
 rackctl lab up -i "$INV" || exit $?
 echo "== rackctl validate"
@@ -23,6 +27,22 @@ rackctl validate -i "$INV" || exit $?
 echo "== rackctl image ramdisk / image build (cached after the first run)"
 rackctl image ramdisk --profile lab --out "$ART" || exit $?
 rackctl image build -i "$INV" --authorized-key "$RACKCTL_LAB_DIR/ssh/id_ed25519.pub" --out "$ART" || exit $?
+echo "== rackctl mirror build (every role's packages from Debian's archive, signed by the site key)"
+rackctl mirror build -i "$INV" || exit $?
+echo "== the lab's head node serves the site: mirror (nginx), registry (docker-registry), time (chronyd)"
+rm -f "$RACKCTL_LAB_DIR/head-services.ready"
+.venv/bin/python -m rackctl_lab.serve_head -i "$INV" --state-dir "$RACKCTL_STATE_DIR" &
+HEAD_PID=$!
+for _ in $(seq 60); do
+  [ -f "$RACKCTL_LAB_DIR/head-services.ready" ] && break
+  kill -0 "$HEAD_PID" 2>/dev/null || { echo "demo: the head services did not start" >&2; exit 1; }
+  sleep 1
+done
+[ -f "$RACKCTL_LAB_DIR/head-services.ready" ] || { echo "demo: the head services are not serving after 60 s" >&2; exit 1; }
+echo "== rackctl mirror images (the check image, pushed to the head node's registry)"
+rackctl mirror images -i "$INV" || exit $?
+echo "== rackctl mirror check"
+rackctl mirror check -i "$INV" || exit $?
 echo "== rackctl plan"
 rackctl plan -i "$INV" || exit $?
 echo "== rackctl up"
