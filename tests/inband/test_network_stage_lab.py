@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -181,3 +182,33 @@ def test_a_second_run_changes_nothing_on_any_host(served_lab: ServedLab, first_r
         # data["changed"] is ansible-runner's recap (PlaybookResult.changed_by_host)
         assert data["changed"] == 0 and data["changed_tasks"] == [], (node, data)
         assert not result.nodes[node].changed
+
+
+def test_the_molecule_scenarios_pass_against_the_lab_nodes(served_lab: ServedLab, first_run) -> None:
+    """``scripts/molecule.sh`` (both roles: prepare, converge, idempotence, verify) against the same nodes."""
+    import importlib.util
+    import os
+    import subprocess
+    import sys
+
+    if importlib.util.find_spec("molecule") is None:
+        pytest.skip("molecule is not installed (the test extra)")
+    lab = served_lab.lab
+    root = Path(__file__).resolve().parents[2]
+    env = {
+        **os.environ,
+        "RACKCTL_STATE_DIR": str(lab.state_dir),
+        "RACKCTL_LAB_DIR": str(lab.lab_dir),
+        "RACKCTL_INVENTORY": str(lab.inventory_path),
+        "RACKCTL_ENV": "lab",
+        "RACKCTL_PYTHON": sys.executable,
+        "PYTHONPATH": os.pathsep.join(sys.path),
+    }
+    start = time.monotonic()
+    proc = subprocess.run(
+        [str(root / "scripts" / "molecule.sh")], env=env, capture_output=True, text=True, timeout=1500, check=False
+    )
+    served_lab.timings["molecule_s"] = time.monotonic() - start
+    print(f"timings: {served_lab.timings}")
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    assert proc.stdout.count("idempotence") >= 2
