@@ -112,6 +112,17 @@ def netplan_config(inv: Inventory, node: Node) -> dict[str, Any]:
     return {"network": network}
 
 
+def expected_addresses(config: dict[str, Any]) -> list[str]:
+    """``"<interface> <address/prefix>"`` for every address ``config`` puts on an interface, bond or VLAN."""
+    network = config.get("network", {})
+    return [
+        f"{name} {address}"
+        for section in ("ethernets", "bonds", "vlans")
+        for name, conf in network.get(section, {}).items()
+        for address in conf.get("addresses", [])
+    ]
+
+
 def check_address(node: Node) -> str | None:
     """The address the controller must reach the node on after the role applied (management)."""
     address = node.address_on("management")
@@ -119,5 +130,10 @@ def check_address(node: Node) -> str | None:
 
 
 def networks_host_vars(inv: Inventory, node: Node) -> dict[str, Any]:
-    """Host vars of the ``networks`` role: ``networks_netplan_config`` and ``networks_check_address``."""
-    return {"networks_netplan_config": netplan_config(inv, node), "networks_check_address": check_address(node)}
+    """Host vars of the ``networks`` role: the netplan, the address to reach it on, the addresses to expect."""
+    config = netplan_config(inv, node)
+    return {
+        "networks_netplan_config": config,
+        "networks_check_address": check_address(node),
+        "networks_expected_addresses": expected_addresses(config),
+    }

@@ -144,11 +144,15 @@ def _show_full_plan(data: dict[str, Any]) -> None:
     console.print(
         f"would create network namespace {data['netns']} with bridge {data['bridge']} ({data['head_address']})"
     )
+    for seg in data.get("segments", []):
+        head = seg["address"] or "no head-side address: tagged VLAN"
+        console.print(f"  and bridge {seg['bridge']} for the {seg['network']} network, MTU {seg['mtu']} ({head})")
     table = Table(title="Lab VMs that would be defined (powered off; their iDRACs power them)")
-    for col in ("node", "domain", "PXE MAC", "memory MiB"):
+    for col in ("node", "domain", "PXE MAC", "other NICs", "memory MiB"):
         table.add_column(col)
     for vm in data["vms"]:
-        table.add_row(vm["node"], vm["domain"], vm["mac"], str(vm["memory_mib"]))
+        nics = ", ".join(f"{n['mac']}@{n['bridge']}" for n in vm.get("nics", []))
+        table.add_row(vm["node"], vm["domain"], vm["mac"], nics, str(vm["memory_mib"]))
     console.print(table)
 
 

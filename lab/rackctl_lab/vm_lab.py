@@ -41,7 +41,14 @@ class LabVmPlan:
             "head_address": self.network.address,
             "segments": [asdict(s) for s in self.network.segments],
             "vms": [
-                {"node": v.hostname, "domain": v.domain, "mac": v.mac, "memory_mib": v.memory_mib, "disk": v.disk}
+                {
+                    "node": v.hostname,
+                    "domain": v.domain,
+                    "mac": v.mac,
+                    "nics": [asdict(n) for n in v.nics],
+                    "memory_mib": v.memory_mib,
+                    "disk": v.disk,
+                }
                 for v in self.vms
             ],
         }
