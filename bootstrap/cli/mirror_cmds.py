@@ -21,6 +21,7 @@ from bootstrap.cli.common import (
 )
 from bootstrap.errors import EXIT_FAILED, InvalidInput, Problem
 from bootstrap.inventory import load_inventory
+from bootstrap.mirror.apt_fetch import DEBIAN_ARCHIVE, DEBIAN_SECURITY, Upstream
 from bootstrap.mirror.build import build_mirror, resolve
 from bootstrap.mirror.check import check_mirror
 from bootstrap.mirror.images import plan_images, push_images, required_images
@@ -56,10 +57,30 @@ def _require_mirror_source(inventory: Any) -> None:
 @inventory_option
 @state_dir_option
 @_roles_option
+@click.option(
+    "--upstream",
+    default=DEBIAN_ARCHIVE,
+    show_default=True,
+    help="The distribution archive to download from (a proxy or site mirror of it works too).",
+)
+@click.option(
+    "--security",
+    default=DEBIAN_SECURITY,
+    show_default=True,
+    help="The security archive (`none`: the upstream carries the security updates or there are none).",
+)
 @click.option("--plan", "plan", is_flag=True, help="Resolve and show the pinned closure; download and sign nothing.")
 @json_option
 @handle_errors()
-def build_cmd(inventory_path: Path, state_dir: Path, roles_path: Path | None, plan: bool, as_json: bool) -> None:
+def build_cmd(  # noqa: PLR0917 - click passes options as arguments
+    inventory_path: Path,
+    state_dir: Path,
+    roles_path: Path | None,
+    upstream: str,
+    security: str,
+    plan: bool,
+    as_json: bool,
+) -> None:
     """Download the roles' packages (their dependency closure, pinned) and sign them into the site repository.
 
     Runs on a connected machine (or the head node itself) with a private apt state; the repository
@@ -69,9 +90,16 @@ def build_cmd(inventory_path: Path, state_dir: Path, roles_path: Path | None, pl
     _require_mirror_source(inventory)
     layout = MirrorLayout(state_dir)
     manifest = build_manifest(inventory, roles_path or roles_dir())
+    for name, url in (("--upstream", upstream), ("--security", security)):
+        if url != "none" and not url.startswith(("http://", "https://")):
+            raise InvalidInput(
+                f"{name} is not an http(s) URL",
+                problems=[Problem(name, repr(url), "e.g. http://deb.debian.org/debian")],
+            )
+    source = Upstream(archive=upstream, security=None if security == "none" else security)
     if plan:
         with err_console.status("resolving the manifest...", spinner="dots"):
-            lock = resolve(layout, manifest)
+            lock = resolve(layout, manifest, source)
         data = {
             "ok": True,
             "plan": True,
@@ -84,7 +112,9 @@ def build_cmd(inventory_path: Path, state_dir: Path, roles_path: Path | None, pl
         return
     uid = f"rackctl site mirror ({inventory.cluster.name}) <mirror@{inventory.cluster.domain}>"
     with err_console.status("building the mirror...", spinner="dots") as status:
-        result = build_mirror(layout, manifest, key_uid=uid, progress=lambda m: status.update(m + "..."))
+        result = build_mirror(
+            layout, manifest, key_uid=uid, upstream=source, progress=lambda m: status.update(m + "...")
+        )
     emit({"ok": True, "applied": True, "manifest": manifest.as_dict(), **result.as_dict()}, as_json, _show_build)
 
 

@@ -11,10 +11,16 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from bootstrap.errors import Problem
+from bootstrap.inventory.environment_checks import OperatorEnvironmentError
 from bootstrap.mirror.layout import MirrorLayout
-from bootstrap.mirror.manifest import Manifest
+from bootstrap.mirror.manifest import Manifest, build_manifest
+from bootstrap.resources import roles_dir
+
+if TYPE_CHECKING:
+    from bootstrap.inventory.models import Inventory
 from bootstrap.mirror.repo import read_lock, repo_packages
 
 
@@ -111,3 +117,19 @@ def verify_signature(layout: MirrorLayout, suite: str) -> str | None:
             ["gpgv", "--keyring", str(keyring), str(inrelease)], capture_output=True, text=True, check=False
         )
     return None if proc.returncode == 0 else f"InRelease is not signed by the site key: {proc.stderr.strip()[-300:]}"
+
+
+def require_mirror_ready(inventory: Inventory, state_dir: Path, roles: Path | None = None) -> None:
+    """For a stage's ``check_environment``: with ``source: mirror``, raise
+    :class:`~bootstrap.inventory.environment_checks.OperatorEnvironmentError` listing every package a role
+    would miss (nothing is touched; exit 2). Other sources: nothing to check here."""
+    if inventory.site_services.packages.source != "mirror":
+        return
+    result = check_mirror(MirrorLayout(state_dir), build_manifest(inventory, roles or roles_dir()))
+    if not result.ok:
+        raise OperatorEnvironmentError(
+            "the head node's package mirror does not hold what the roles install",
+            problems=[
+                Problem(f"mirror: {p['package'] or 'repository'}", p["problem"], p["fix"]) for p in result.problems
+            ],
+        )

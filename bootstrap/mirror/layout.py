@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 from dataclasses import dataclass
@@ -37,6 +38,18 @@ class MirrorLayout:
     def lock(self) -> Path:
         """Every package in the repository with its exact version (written with the repository)."""
         return self.repo / "rackctl-lock.json"
+
+    @property
+    def archive(self) -> Path:
+        """The served tree as one ``.tar.gz`` (what role ``head_mirror`` unpacks on a head node)."""
+        return self.root / "repo.tar.gz"
+
+    def revision(self) -> str | None:
+        """The repository's revision: the first 16 hex digits of its lock's SHA-256 (None: not built)."""
+        try:
+            return hashlib.sha256(self.lock.read_bytes()).hexdigest()[:16]
+        except FileNotFoundError:
+            return None
 
     @property
     def apt_state(self) -> Path:

@@ -95,4 +95,20 @@ def build_manifest(inventory: Any, roles_dir: Path) -> Manifest:
     requests = role_requests(roles_dir)
     for name, version in source.pins.items():
         requests.append(parse_request(f"{name}={version}", "inventory", f"site_services.packages.pins.{name}"))
+    _refuse_conflicting_pins(requests)
     return Manifest(suite=source.suite, components=list(source.components), requests=requests)
+
+
+def _refuse_conflicting_pins(requests: list[Request]) -> None:
+    """Two roles (or a role and the inventory) pinning one package to different versions cannot both win."""
+    pins: dict[str, list[Request]] = {}
+    for req in requests:
+        if req.version:
+            pins.setdefault(req.name, []).append(req)
+    problems = [
+        Problem(f"{name}", "pinned to " + ", ".join(f"{r.version} ({r.role})" for r in reqs), "pin one version")
+        for name, reqs in pins.items()
+        if len({r.version for r in reqs}) > 1
+    ]
+    if problems:
+        raise InvalidInput("packages pinned to different versions", problems=problems)

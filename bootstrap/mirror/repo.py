@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import subprocess
+import tarfile
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -82,10 +83,20 @@ def build_repo(
         (served / "rackctl-lock.json").write_text(json.dumps(doc, indent=2) + "\n")
         for path in [served, *served.rglob("*")]:
             os.chmod(path, 0o755 if path.is_dir() else 0o644)
+        _write_archive(served, work / "repo.tar.gz")
         swap_in(served, layout.repo)
+        os.replace(work / "repo.tar.gz", layout.archive)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return layout.repo
+
+
+def _write_archive(tree: Path, out: Path) -> None:
+    """``tree``'s content as a gzip tar (paths relative to it)."""
+    with tarfile.open(out, "w:gz") as tar:
+        for path in sorted(tree.rglob("*")):
+            tar.add(path, arcname=str(path.relative_to(tree)), recursive=False)
+    os.chmod(out, 0o644)
 
 
 def repo_packages(layout: MirrorLayout, suite: str, components: list[str]) -> dict[str, str]:

@@ -120,10 +120,37 @@ def registry_vars(inventory: Inventory, address: str | None) -> dict[str, Any]:
     }
 
 
+def mirror_server_vars(inventory: Inventory, state_dir: Path, address: str | None) -> dict[str, Any] | None:
+    """``rackctl_mirror_server``: what role ``head_mirror`` serves on a head node (None: nothing to serve).
+
+    Paths are on the controller (rackctl runs on the head node); the TLS key is named, never read.
+    """
+    src, reg = inventory.site_services.packages, inventory.site_services.registry
+    if src.source != "mirror" and reg.source != "head":
+        return None
+    layout = MirrorLayout(state_dir)
+    tls = reg.tls if reg.source == "head" else None
+    resolved = {
+        k: str(inventory.resolve_path(getattr(tls, k))) if tls else None for k in ("cert_file", "key_file", "ca_file")
+    }
+    return {
+        "address": address,
+        "suite": src.suite,
+        "mirror_port": src.port,
+        "archive": str(layout.archive.resolve()) if src.source == "mirror" and layout.archive.exists() else None,
+        "revision": layout.revision() if src.source == "mirror" else None,
+        "registry_port": reg.port if tls else None,
+        "registry_cert_file": resolved["cert_file"],
+        "registry_key_file": resolved["key_file"],
+        "registry_ca_file": resolved["ca_file"],
+    }
+
+
 def site_vars(inventory: Inventory, state_dir: Path, environment: Environment | None) -> dict[str, Any]:
     """The ``group_vars/all/site_services.yml`` document."""
     address = head_address(inventory, environment)
     return {
         "rackctl_package_source": package_source_vars(inventory, state_dir, address),
         "rackctl_registry": registry_vars(inventory, address),
+        "rackctl_mirror_server": mirror_server_vars(inventory, state_dir, address),
     }

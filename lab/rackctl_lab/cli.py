@@ -24,6 +24,7 @@ from bootstrap.cli.common import (
 )
 from bootstrap.errors import EXIT_FAILED
 from rackctl_lab import paths
+from rackctl_lab.head_cli import serve_group
 
 lab_dir_option = click.option(
     "--state-dir",
@@ -248,6 +249,9 @@ def lab_down_cmd(**kwargs: Any) -> None:
 def lab_status_cmd(**kwargs: Any) -> None:
     """List the emulated iDRACs and whether they answer (exit 1 if one does not)."""
     _status(**kwargs)
+
+
+lab_group.add_command(serve_group)
 
 
 def register(cli: click.Group) -> None:

@@ -9,6 +9,7 @@ this process and are stopped by PID. The nodes reach them on the PXE network bef
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import signal
 import subprocess
@@ -74,6 +75,8 @@ class LabHeadServices:
     lab_dir: Path
     network: LabNetwork
     registry: bool = True
+    #: detached: the services outlive this process (``rackctl lab serve up``); stop them with :func:`stop_recorded`
+    detach: bool = False
     _procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     @property
@@ -150,7 +153,11 @@ class LabHeadServices:
     def _spawn(self, name: str, argv: list[str]) -> None:
         with (self.run_dir / f"{name}.log").open("ab") as out:
             self._procs[name] = subprocess.Popen(
-                [*self.network.exec_prefix(), *argv], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                [*self.network.exec_prefix(), *argv],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=self.detach,
             )
         (self.run_dir / f"{name}.pid").write_text(f"{self._procs[name].pid}\n")
 
@@ -208,3 +215,37 @@ class LabHeadServices:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+#: service -> what its process's command line contains (a recorded PID is only signalled when it still matches)
+SERVICE_BINARIES = {"nginx": "nginx", "registry": "docker-registry"}
+
+
+def recorded_pids(lab_dir: Path) -> dict[str, int]:
+    """The head services ``rackctl lab serve up`` recorded that are still those processes."""
+    found: dict[str, int] = {}
+    for name, binary in SERVICE_BINARIES.items():
+        pid_file = Path(lab_dir) / "head-services" / f"{name}.pid"
+        with contextlib.suppress(OSError, ValueError):
+            pid = int(pid_file.read_text().strip())
+            if binary in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):
+                found[name] = pid
+    return found
+
+
+def stop_recorded(lab_dir: Path, timeout: float = 5.0) -> dict[str, int]:
+    """Stop the recorded head services by PID (TERM, then KILL); the PIDs that were stopped."""
+    stopped = recorded_pids(lab_dir)
+    for pid in stopped.values():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for pid in stopped.values():
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if Path(f"/proc/{pid}").exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    for name in SERVICE_BINARIES:
+        (Path(lab_dir) / "head-services" / f"{name}.pid").unlink(missing_ok=True)
+    return stopped

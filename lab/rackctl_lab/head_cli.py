@@ -1,0 +1,84 @@
+"""``rackctl lab serve up|down|status``: the lab head node's mirror and registry, detached, on the lab bridge."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from bootstrap.cli.common import console, emit, escape, handle_errors, inventory_option, json_option, state_dir_option
+from rackctl_lab import paths
+
+_lab_dir_option = click.option(
+    "--lab-dir",
+    "lab_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    envvar=paths.ENV_VAR,
+    default=paths.DEFAULT,
+    show_default=True,
+    help=f"The lab's directory (${paths.ENV_VAR}).",
+)
+
+
+@click.group("serve")
+def serve_group() -> None:
+    """The head node's site services in the lab: nginx serving `rackctl mirror build`'s repository, and
+    docker-registry (TLS from the lab CA), on the head address of the lab bridge."""
+
+
+@serve_group.command("up")
+@inventory_option
+@state_dir_option
+@_lab_dir_option
+@click.option("--no-registry", is_flag=True, help="Serve the mirror only.")
+@json_option
+@handle_errors()
+def serve_up(inventory_path: Path, state_dir: Path, lab_dir: Path, no_registry: bool, as_json: bool) -> None:
+    """Start the mirror and the registry detached (after `rackctl lab up`); stop them with `serve down`."""
+    from bootstrap.inventory import load_inventory  # noqa: PLC0415
+    from rackctl_lab.environment import LabEnvironment  # noqa: PLC0415
+    from rackctl_lab.head_services import LabHeadServices, recorded_pids, stop_recorded  # noqa: PLC0415
+
+    inventory = load_inventory(inventory_path)
+    network = LabEnvironment(lab_dir).network
+    if recorded_pids(lab_dir):
+        stop_recorded(lab_dir)
+    services = LabHeadServices(inventory, state_dir, lab_dir, network, registry=not no_registry, detach=True)
+    services.start()
+    data = {
+        "ok": True,
+        "mirror": services.mirror_uri,
+        "registry": None if no_registry else services.registry_address,
+        "pids": recorded_pids(lab_dir),
+    }
+    emit(
+        data,
+        as_json,
+        lambda d: console.print(f"mirror {escape(d['mirror'])}, registry {d['registry']} (pids {d['pids']})"),
+    )
+
+
+@serve_group.command("down")
+@_lab_dir_option
+@json_option
+@handle_errors()
+def serve_down(lab_dir: Path, as_json: bool) -> None:
+    """Stop the lab's head services by their recorded PIDs."""
+    from rackctl_lab.head_services import stop_recorded  # noqa: PLC0415
+
+    stopped = stop_recorded(lab_dir)
+    emit({"ok": True, "stopped": stopped}, as_json, lambda d: console.print(f"stopped {d['stopped'] or 'nothing'}"))
+
+
+@serve_group.command("status")
+@_lab_dir_option
+@json_option
+@handle_errors()
+def serve_status(lab_dir: Path, as_json: bool) -> None:
+    """Which head services run (by recorded PID)."""
+    from rackctl_lab.head_services import SERVICE_BINARIES, recorded_pids  # noqa: PLC0415
+
+    pids = recorded_pids(lab_dir)
+    data: dict[str, Any] = {"ok": True, "services": {n: pids.get(n) for n in SERVICE_BINARIES}}
+    emit(data, as_json, lambda d: console.print(", ".join(f"{n}: {p or 'stopped'}" for n, p in d["services"].items())))
