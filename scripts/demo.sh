@@ -17,9 +17,7 @@ INV=inventory/lab.yml
 ART="$RACKCTL_STATE_DIR/artefacts"
 rackctl() { .venv/bin/rackctl "$@"; }
 
-HEAD_PID=""
-stop_head() { if [ -n "$HEAD_PID" ]; then kill "$HEAD_PID" 2>/dev/null; wait "$HEAD_PID" 2>/dev/null; HEAD_PID=""; fi; }
-trap 'stop_head; echo "== rackctl lab down"; rackctl lab down >/dev/null || true' EXIT
+trap 'rackctl lab serve down >/dev/null 2>&1 || true; echo "== rackctl lab down"; rackctl lab down >/dev/null || true' EXIT
 echo "== rackctl lab up (network namespace + bridge, one libvirt VM per node, emulated iDRACs driving them)"
 rackctl lab up -i "$INV" || exit $?
 echo "== rackctl validate"
@@ -29,16 +27,8 @@ rackctl image ramdisk --profile lab --out "$ART" || exit $?
 rackctl image build -i "$INV" --authorized-key "$RACKCTL_LAB_DIR/ssh/id_ed25519.pub" --out "$ART" || exit $?
 echo "== rackctl mirror build (every role's packages from Debian's archive, signed by the site key)"
 rackctl mirror build -i "$INV" || exit $?
-echo "== the lab's head node serves the site: mirror (nginx), registry (docker-registry), time (chronyd)"
-rm -f "$RACKCTL_LAB_DIR/head-services.ready"
-.venv/bin/python -m rackctl_lab.serve_head -i "$INV" --state-dir "$RACKCTL_STATE_DIR" &
-HEAD_PID=$!
-for _ in $(seq 60); do
-  [ -f "$RACKCTL_LAB_DIR/head-services.ready" ] && break
-  kill -0 "$HEAD_PID" 2>/dev/null || { echo "demo: the head services did not start" >&2; exit 1; }
-  sleep 1
-done
-[ -f "$RACKCTL_LAB_DIR/head-services.ready" ] || { echo "demo: the head services are not serving after 60 s" >&2; exit 1; }
+echo "== rackctl lab serve up (the lab's head node serves the site: mirror, registry, time)"
+rackctl lab serve up -i "$INV" || exit $?
 echo "== rackctl mirror images (the check image, pushed to the head node's registry)"
 rackctl mirror images -i "$INV" || exit $?
 echo "== rackctl mirror check"

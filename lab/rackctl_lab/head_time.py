@@ -4,7 +4,8 @@ On a real site the head nodes run chrony (role ``baseline``: they follow the sit
 cluster). In the lab the head node is this machine's side of the lab bridge, so chronyd runs there with
 ``ip netns exec`` as a child of this process, on the head node's address, and never touches this
 machine's clock (``-x``): it serves that clock at a fixed stratum, as an air-gapped head node would.
-It is stopped by PID.
+It is stopped by PID; detached (``rackctl lab serve up``) it outlives this process and
+:func:`stop_recorded_time` stops it by the PID it recorded.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from bootstrap.fsutil import atomic_write_text
 from rackctl_lab.netns import LabNetwork
 
 NTP_PORT = 123
+PID_FILE = "chronyd.pid.child"
 #: seconds between 1900 (NTP's epoch) and 1970
 NTP_EPOCH_OFFSET = 2208988800
 
@@ -66,6 +68,8 @@ class LabTimeServer:
     network: LabNetwork
     lab_dir: Path
     stratum: int = 8
+    #: detached: chronyd outlives this process (``rackctl lab serve up``); stop it with :func:`stop_recorded_time`
+    detach: bool = False
     _proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -92,8 +96,9 @@ class LabTimeServer:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
+                start_new_session=self.detach,
             )
-        (self.run_dir / "chronyd.child.pid").write_text(f"{self._proc.pid}\n")
+        (self.run_dir / PID_FILE).write_text(f"{self._proc.pid}\n")
         try:
             self._wait_serving(timeout)
         except BaseException:
@@ -135,7 +140,7 @@ class LabTimeServer:
                 proc.kill()
                 proc.wait(5)
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.run_dir / "chronyd.child.pid")
+            os.unlink(self.run_dir / PID_FILE)
 
     def __enter__(self) -> LabTimeServer:
         self.start()
@@ -143,3 +148,28 @@ class LabTimeServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def recorded_time_pid(lab_dir: Path) -> int | None:
+    """The chronyd a detached :class:`LabTimeServer` recorded, while it is still that process."""
+    with contextlib.suppress(OSError, ValueError):
+        pid = int((Path(lab_dir) / "head-time" / PID_FILE).read_text().strip())
+        if b"chronyd" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            return pid
+    return None
+
+
+def stop_recorded_time(lab_dir: Path, timeout: float = 5.0) -> int | None:
+    """Stop the recorded chronyd by PID (TERM, then KILL); the PID that was stopped."""
+    pid = recorded_time_pid(lab_dir)
+    if pid is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
+            time.sleep(0.1)
+        with contextlib.suppress(ProcessLookupError):
+            if Path(f"/proc/{pid}").exists():
+                os.kill(pid, signal.SIGKILL)
+    (Path(lab_dir) / "head-time" / PID_FILE).unlink(missing_ok=True)
+    return pid
