@@ -6,6 +6,7 @@ networks → container runtime). Per host: ok only when Ansible reached it and n
 records the stage as done only for those. A node that failed is reported with the task that failed and
 the state it was last known in. Each host's changed tasks are returned (``changed_tasks``), so a second
 run can be shown to change nothing. The plan lists, per node, what each role would set from the inventory.
+Before any node is touched, the head node's mirror must hold every package the roles install (exit 2).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import yaml
 from bootstrap.ansible_driver import PlaybookResult, playbook_path
 from bootstrap.inband.node_services import time_servers
 from bootstrap.inband.render import groups
+from bootstrap.mirror.check import require_mirror_ready
 from bootstrap.mirror.site_vars import head_address, registry_vars
 from bootstrap.stages.base import NodeResult, PlannedAction, StageContext, StageResult, register_stage
 from bootstrap.stages.playbook import PlaybookStage
@@ -78,6 +80,13 @@ class NetworkStage(PlaybookStage):
         environment = ctx.options.environment
         address = registry_vars(ctx.inventory, head_address(ctx.inventory, environment)).get("address")
         return str(address) if address else None
+
+    def check_environment(self, ctx: StageContext) -> None:
+        """Before any node is touched: with the head node's mirror as the package source, every package a
+        role installs must be in it at its pinned version (exit 2 with the list otherwise)."""
+        excluded = ctx.options.environment.out_of_band_only(ctx.inventory)
+        if any(n not in excluded for n in ctx.nodes):
+            require_mirror_ready(ctx.inventory, ctx.state_dir)
 
     def plan(self, ctx: StageContext) -> list[PlannedAction]:
         excluded = ctx.options.environment.out_of_band_only(ctx.inventory)

@@ -15,6 +15,7 @@ import pytest
 
 from bootstrap.ansible_driver import run_playbook
 from bootstrap.inband.render import write_ansible_inventory
+from bootstrap.inventory.environment_checks import OperatorEnvironmentError
 from bootstrap.journal.states import NodeState
 from bootstrap.journal.store import Journal
 from bootstrap.stages.base import RunOptions, get_stage, load_stages
@@ -53,10 +54,24 @@ def test_plan_says_what_each_role_would_set_and_skips_what_the_environment_keeps
     assert not runs_dir(state).exists()  # planning ran nothing
 
 
+def test_without_the_mirror_built_the_run_stops_before_any_node_is_touched(request: pytest.FixtureRequest) -> None:
+    inventory, state, environment = request.getfixturevalue("rack")
+    assert inventory.site_services.packages.source == "mirror"
+    selection = select(inventory, stages=["network"], limit=NODES)
+    with pytest.raises(OperatorEnvironmentError) as caught:
+        Runner(inventory, state, selection, options=RunOptions(environment=environment)).run()
+    assert caught.value.exit_code == 2
+    assert any(p.path.startswith("mirror:") for p in caught.value.problems)
+    assert not runs_dir(state).exists()  # no playbook ran
+    with Journal(state, readonly=True) as journal:
+        assert all(journal.state(n) is NodeState.PROVISIONED for n in NODES)
+
+
 def test_failed_hosts_are_reported_with_their_last_known_state_and_not_marked_done(
     request: pytest.FixtureRequest,
 ) -> None:
     inventory, state, environment = request.getfixturevalue("rack")
+    inventory.site_services.packages.source = "public"  # no mirror to check before the run
     progress = Recorder()
     selection = select(inventory, stages=["network"], limit=NODES)
     # gpu-01 is reached and stops at the play's first task, before anything is changed on this machine
