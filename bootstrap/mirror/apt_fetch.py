@@ -120,6 +120,13 @@ class PrivateApt:
         wanted = {(n, _file_version(v)) for n, v in lock.items()}
         return [d for d in debs if tuple(d.name.split("_")[:2]) in wanted]
 
+    def prune(self, keep: list[Path]) -> None:
+        """Drop downloaded ``.deb`` files the last build did not use (older versions)."""
+        wanted = {p.name for p in keep}
+        for deb in self.archives.glob("*.deb"):
+            if deb.name not in wanted:
+                deb.unlink()
+
 
 _RESOLVE_FIX = "check the package names and pinned versions the roles and site_services.packages.pins ask for"
 

@@ -13,6 +13,7 @@ from bootstrap.mirror.layout import MirrorLayout
 from bootstrap.mirror.manifest import Manifest
 from bootstrap.mirror.repo import build_repo
 from bootstrap.mirror.sitekey import ensure_site_key, stop_agent
+from bootstrap.provision.ramdisk import cache_lock
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,11 @@ def require_packages(manifest: Manifest) -> None:
 
 def resolve(layout: MirrorLayout, manifest: Manifest, upstream: Upstream | None = None) -> dict[str, str]:
     """The manifest's closure with exact versions (updates the private apt lists first)."""
+    with cache_lock(layout.root):
+        return _resolve(layout, manifest, upstream)
+
+
+def _resolve(layout: MirrorLayout, manifest: Manifest, upstream: Upstream | None) -> dict[str, str]:
     require_packages(manifest)
     apt = apt_for(layout, manifest, upstream or Upstream())
     apt.prepare()
@@ -68,11 +74,18 @@ def build_mirror(
     progress: Callable[[str], None] = lambda _msg: None,
 ) -> BuildResult:
     """Resolve, download, sign and swap in the repository for ``manifest``."""
-    upstream = upstream or Upstream()
+    with cache_lock(layout.root):  # one build (or plan) of a state dir at a time: apt's own locks are off
+        return _build(layout, manifest, key_uid, upstream or Upstream(), progress)
+
+
+def _build(
+    layout: MirrorLayout, manifest: Manifest, key_uid: str, upstream: Upstream, progress: Callable[[str], None]
+) -> BuildResult:
     progress("resolving the manifest with a private apt state")
-    lock = resolve(layout, manifest, upstream)
+    lock = _resolve(layout, manifest, upstream)
     progress(f"downloading {len(lock)} packages")
-    debs = apt_for(layout, manifest, upstream).download(lock)
+    apt = apt_for(layout, manifest, upstream)
+    debs = apt.download(lock)
     missing = sorted(set(lock) - {d.name.split("_", 1)[0] for d in debs})
     if missing:
         raise InvalidInput(
@@ -94,4 +107,5 @@ def build_mirror(
         )
     finally:
         stop_agent(layout.gnupg_home)
+    apt.prune(debs)
     return BuildResult(repo=repo, lock=lock, key_fingerprint=fpr, public_key=layout.public_key)

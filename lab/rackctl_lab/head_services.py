@@ -233,6 +233,17 @@ def recorded_pids(lab_dir: Path) -> dict[str, int]:
     return found
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not; one that is our child is reaped here)."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
 def stop_recorded(lab_dir: Path, timeout: float = 5.0) -> dict[str, int]:
     """Stop the recorded head services by PID (TERM, then KILL); the PIDs that were stopped."""
     stopped = recorded_pids(lab_dir)
@@ -241,9 +252,9 @@ def stop_recorded(lab_dir: Path, timeout: float = 5.0) -> dict[str, int]:
             os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
     for pid in stopped.values():
-        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        while pid_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.05)
-        if Path(f"/proc/{pid}").exists():
+        if pid_alive(pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
     for name in SERVICE_BINARIES:

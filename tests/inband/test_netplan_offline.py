@@ -71,3 +71,33 @@ def test_lab_has_a_tagged_jumbo_storage_network_and_a_bond() -> None:
 def test_netplan_generate_refuses_a_broken_config_with_its_line(tmp_path: Path) -> None:
     proc = _generate(tmp_path, {"network": {"version": 2, "vlans": {"stor0.20": {"id": 20}}}})
     assert proc.returncode != 0 and "60-rackctl.yaml" in proc.stderr and "link" in proc.stderr
+
+
+def test_lacp_bond_external_default_route_and_dns_generate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bootstrap.inventory import validate_data
+
+    monkeypatch.setenv("RACKCTL_BMC_PASSWORD", "not-used-here")
+    data = yaml.safe_load(INVENTORIES[1].read_text())
+    data["cluster"]["dns_servers"] = ["10.20.0.2"]
+    data["networks"]["external"] = {"cidr": "192.0.2.0/24", "gateway": "192.0.2.1"}
+    node = data["nodes"][3]
+    node["interfaces"] = [i for i in node["interfaces"] if i["network"] != "storage"] + [
+        {"name": "stor0", "fqdd": "NIC.Slot.1-1-1", "mac": "b0:7b:25:00:30:01", "mtu": 9000},
+        {"name": "stor1", "fqdd": "NIC.Slot.1-2-1", "mac": "b0:7b:25:00:30:02", "mtu": 9000},
+        {"name": "ext0", "network": "external", "fqdd": "NIC.Slot.2-1-1", "ip": "192.0.2.24"},
+    ]
+    node["bonds"] = [{"name": "bond1", "members": ["stor0", "stor1"], "network": "storage", "ip": "10.30.0.24"}]
+    inv = validate_data(data).inventory
+    config = netplan_config(inv, inv.nodes[3])
+    proc = _generate(tmp_path, config)
+    assert proc.returncode == 0, proc.stderr
+    units = _units(tmp_path)
+    bond = units["10-netplan-bond1.netdev"]
+    assert "Mode=802.3ad" in bond and "LACPTransmitRate=fast" in bond and "TransmitHashPolicy=layer3+4" in bond
+    assert "MTUBytes=9000" in units["10-netplan-stor0.network"]  # members carry the bond's MTU
+    vlan = units["10-netplan-bond1.30.network"]
+    assert "Address=10.30.0.24/24" in vlan and "VLAN=bond1.30" in units["10-netplan-bond1.network"]
+    # the default route and DNS go through the external network, not management
+    ext = units["10-netplan-ext0.network"]
+    assert "Gateway=192.0.2.1" in ext and "DNS=10.20.0.2" in ext
+    assert "Gateway" not in units["10-netplan-mgmt0.20.network"]

@@ -12,12 +12,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from bootstrap.cli import cli
+from bootstrap.fsutil import atomic_write_text
 from bootstrap.mirror.apt_fetch import PrivateApt, Upstream
 from bootstrap.mirror.images import PushError, push_images, required_images
 from bootstrap.mirror.site_vars import site_vars
-from rackctl_lab.head_services import LabHeadServices
+from rackctl_lab.head_services import LabHeadServices, pid_alive, stop_recorded
 from rackctl_lab.netns import LabNetwork
+from rackctl_lab.vms import LabVms, LabVmState
 from tests.mirror.conftest import BuiltMirror
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -139,3 +143,51 @@ def test_the_registry_takes_the_checks_image_over_verified_tls(
         push_images(
             built_mirror.layout, required_images(built_mirror.inventory), {**registry, "ca_pem": None}, wrap=wrap
         )
+
+
+def test_lab_serve_runs_detached_and_stops_by_recorded_pid(built_mirror: BuiltMirror, tmp_path: Path) -> None:
+    reason = _prerequisites()
+    if reason:
+        pytest.skip(reason)
+    suffix = secrets.token_hex(3)
+    network = LabNetwork(f"rkm-{suffix}", f"rkm{suffix}", "10.200.0.1/24")
+    lab_dir = tmp_path / ".lab"
+    network.up()
+    # what `rackctl lab up` records about its network (no VMs are needed to serve)
+    atomic_write_text(LabVms(lab_dir).state_path, LabVmState(network.name, network.bridge, network.address).to_json())
+    args = ["--lab-dir", str(lab_dir), "--json"]
+    runner = CliRunner()
+    try:
+        up = runner.invoke(
+            cli,
+            [
+                "lab",
+                "serve",
+                "up",
+                "-i",
+                str(built_mirror.inventory.source),
+                "--state-dir",
+                str(built_mirror.layout.state_dir),
+                *args,
+            ],
+        )
+        assert up.exit_code == 0, up.output
+        doc = json.loads(up.output)
+        assert doc["mirror"] == "http://10.200.0.1:8081/" and doc["registry"] == "10.200.0.1:5000"
+        fetch = [
+            *network.exec_prefix(),
+            "python3",
+            "-c",
+            "import urllib.request as u,sys;sys.stdout.write(u.urlopen(sys.argv[1]).read().decode())",
+            doc["mirror"] + "rackctl-lock.json",
+        ]
+        served = subprocess.run(fetch, capture_output=True, text=True, check=True).stdout
+        assert json.loads(served)["packages"] == built_mirror.result.lock  # still serving after the command ended
+        status = json.loads(runner.invoke(cli, ["lab", "serve", "status", *args]).output)
+        assert status["services"] == doc["pids"] and all(status["services"].values())
+        down = json.loads(runner.invoke(cli, ["lab", "serve", "down", *args]).output)
+        assert down["stopped"] == doc["pids"]
+        assert not any(pid_alive(pid) for pid in doc["pids"].values())
+    finally:
+        stop_recorded(lab_dir)
+        network.down()
