@@ -1,5 +1,5 @@
 # Quick start: `make demo` (the whole bootstrap against the built-in lab), `make test` (what CI runs).
-.PHONY: setup test demo lint bench clean
+.PHONY: setup test demo lint bench clean molecule
 
 setup:
 	scripts/setup.sh
@@ -19,3 +19,7 @@ bench:
 
 clean:
 	rm -rf .rackctl .lab .pytest_cache .ruff_cache
+
+# Molecule scenarios of the node roles against the lab's installed nodes (see scripts/molecule.sh).
+molecule:
+	scripts/molecule.sh

@@ -34,6 +34,8 @@ class HostOutcome:
     failed: bool = False
     unreachable: bool = False
     message: str = ""
+    #: names of the tasks that reported a change on this host, in order
+    changed_tasks: list[str] = field(default_factory=list)
 
     @property
     def success(self) -> bool:
@@ -48,6 +50,7 @@ class HostOutcome:
             "failed": self.failed,
             "unreachable": self.unreachable,
             "message": self.message,
+            "changed_tasks": list(self.changed_tasks),
         }
 
 
@@ -65,11 +68,18 @@ class PlaybookResult:
     artifacts: Path | None = None
     #: the end of ansible's output when it failed (it holds no secrets: none are passed in)
     output_tail: str = ""
+    #: ansible-runner's play recap: counter ("ok", "changed", "failures", "dark", ...) -> host -> count
+    stats: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         """Every host succeeded and ansible exited 0."""
         return self.rc == 0 and all(h.success for h in self.hosts.values())
+
+    def changed_by_host(self) -> dict[str, int]:
+        """Host -> changed tasks, from ansible-runner's recap (every host of the play, zeros included)."""
+        recap_hosts = {h for counter in self.stats.values() for h in counter}
+        return {h: int(self.stats.get("changed", {}).get(h, 0)) for h in sorted(recap_hosts | set(self.hosts))}
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -80,6 +90,7 @@ class PlaybookResult:
             "hosts": {name: h.as_dict() for name, h in self.hosts.items()},
             "output_tail": self.output_tail,
             "artifacts": str(self.artifacts) if self.artifacts else None,
+            "changed_by_host": self.changed_by_host(),
         }
 
 
@@ -108,6 +119,12 @@ def _output_tail(runner: Any, limit: int = 2000) -> str:
     except Exception:
         return ""
     return text[-limit:]
+
+
+def _recap(runner: Any) -> dict[str, dict[str, int]]:
+    """ansible-runner's stats (the play recap) as counter -> host -> count; empty when it has none."""
+    stats = getattr(runner, "stats", None) or {}
+    return {str(k): {str(h): int(n) for h, n in v.items()} for k, v in stats.items() if isinstance(v, dict)}
 
 
 def ansible_playbook_binary() -> Path:
@@ -164,7 +181,9 @@ def run_playbook(
         outcome = hosts.setdefault(host, HostOutcome(host))
         if kind == "runner_on_ok":
             outcome.ok += 1
-            outcome.changed += bool((data.get("res") or {}).get("changed"))
+            if (data.get("res") or {}).get("changed"):
+                outcome.changed += 1
+                outcome.changed_tasks.append(str(data.get("task", "")))
             set_facts = (data.get("res") or {}).get("ansible_facts") or {}
             if facts_var and facts_var in set_facts:
                 facts[host] = set_facts[facts_var]
@@ -206,6 +225,7 @@ def run_playbook(
             suppress_env_files=True,
         )
         tail = "" if runner.rc == 0 else _output_tail(runner)
+        stats = _recap(runner)
         artifacts = None if own_dir else Path(runner.config.artifact_dir)
     finally:
         shutil.rmtree(control_dir, ignore_errors=True)
@@ -214,4 +234,6 @@ def run_playbook(
     for host, outcome in hosts.items():
         if on_host_done:
             on_host_done(host, outcome.success, outcome.message)
-    return PlaybookResult(playbook, runner.status, runner.rc, hosts, facts, artifacts=artifacts, output_tail=tail)
+    return PlaybookResult(
+        playbook, runner.status, runner.rc, hosts, facts, artifacts=artifacts, output_tail=tail, stats=stats
+    )

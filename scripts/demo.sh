@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The demo: set up, start the built-in lab, build the deploy ramdisk and the OS image, run `rackctl up`
-# against the lab end to end (the VMs really PXE-boot and get installed), then stop the lab.
+# The demo: set up, start the built-in lab, build the deploy ramdisk and the OS image, build the head
+# node's package mirror and serve it (with the registry and time) from the lab's head node, run
+# `rackctl up` against the lab end to end (the VMs really PXE-boot and get installed, then the network
+# stage configures them over SSH), then stop the lab.
 # It runs as far as the product goes today and says where it stops (see README, "Status").
 # Takes ~15-25 minutes on 2 cores the first time (debootstrap, and qemu without KVM).
 set -uo pipefail
@@ -15,7 +17,7 @@ INV=inventory/lab.yml
 ART="$RACKCTL_STATE_DIR/artefacts"
 rackctl() { .venv/bin/rackctl "$@"; }
 
-trap 'echo "== rackctl lab down"; rackctl lab down >/dev/null || true' EXIT
+trap 'rackctl lab serve down >/dev/null 2>&1 || true; echo "== rackctl lab down"; rackctl lab down >/dev/null || true' EXIT
 echo "== rackctl lab up (network namespace + bridge, one libvirt VM per node, emulated iDRACs driving them)"
 rackctl lab up -i "$INV" || exit $?
 echo "== rackctl validate"
@@ -23,6 +25,14 @@ rackctl validate -i "$INV" || exit $?
 echo "== rackctl image ramdisk / image build (cached after the first run)"
 rackctl image ramdisk --profile lab --out "$ART" || exit $?
 rackctl image build -i "$INV" --authorized-key "$RACKCTL_LAB_DIR/ssh/id_ed25519.pub" --out "$ART" || exit $?
+echo "== rackctl mirror build (every role's packages from Debian's archive, signed by the site key)"
+rackctl mirror build -i "$INV" || exit $?
+echo "== rackctl lab serve up (the lab's head node serves the site: mirror, registry, time)"
+rackctl lab serve up -i "$INV" || exit $?
+echo "== rackctl mirror images (the check image, pushed to the head node's registry)"
+rackctl mirror images -i "$INV" || exit $?
+echo "== rackctl mirror check"
+rackctl mirror check -i "$INV" || exit $?
 echo "== rackctl plan"
 rackctl plan -i "$INV" || exit $?
 echo "== rackctl up"

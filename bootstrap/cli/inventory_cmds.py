@@ -22,8 +22,7 @@ from bootstrap.cli.common import (
 )
 from bootstrap.errors import EXIT_INVALID, InvalidInput, Problem
 from bootstrap.fsutil import atomic_write_text, replace_tree
-from bootstrap.inband.access import node_access
-from bootstrap.inband.render import inventory_dir, render_files
+from bootstrap.inband.render import inventory_dir, render_for
 from bootstrap.inventory import check_inventory
 from bootstrap.resources import examples_dir
 
@@ -158,7 +157,7 @@ def render(inventory_path: Path, state_dir: Path, out: Path | None, dry_run: boo
     """
     inv = check_inventory(inventory_path).inventory
     environment = environment_for(inv)
-    files = render_files(inv, node_access(inv, state_dir, environment))
+    files = render_for(inv, state_dir, environment)
     target = out or inventory_dir(state_dir)
     if not dry_run:
         replace_tree(target, files)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from bootstrap.fsutil import replace_tree
 from bootstrap.inband.access import NodeAccess, access_address, node_access
 from bootstrap.inband.netplan import networks_host_vars
+from bootstrap.inband.node_services import node_service_vars
 from bootstrap.inventory.hardware import GPU_TYPES
 from bootstrap.inventory.models import Inventory, Node, Role
 from bootstrap.inventory.profiles import kubeadm_api_for
@@ -181,6 +182,13 @@ def write_ansible_inventory(inv: Inventory, state_dir: Path, environment: Enviro
     Returns the ``hosts.yml`` every playbook run uses.
     """
     target = out or inventory_dir(state_dir)
-    site = site_vars(inv, state_dir, environment)
-    replace_tree(target, render_files(inv, node_access(inv, state_dir, environment), site))
+    replace_tree(target, render_for(inv, state_dir, environment))
     return target / "hosts.yml"
+
+
+def render_for(inv: Inventory, state_dir: Path, environment: Environment) -> dict[str, str]:
+    """Every rendered file for ``environment``: access, group vars and the site services' vars (the tree
+    ``rackctl inventory render`` and every playbook run use)."""
+    site = site_vars(inv, state_dir, environment)
+    site.update(node_service_vars(inv, environment, site))
+    return render_files(inv, node_access(inv, state_dir, environment), site)

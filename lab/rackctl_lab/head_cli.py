@@ -1,4 +1,5 @@
-"""``rackctl lab serve up|down|status``: the lab head node's mirror and registry, detached, on the lab bridge."""
+"""``rackctl lab serve up|down|status``: the lab head node's mirror, registry and time (chronyd), detached, on
+the lab bridge."""
 
 from __future__ import annotations
 
@@ -46,16 +47,27 @@ def serve_up(inventory_path: Path, state_dir: Path, lab_dir: Path, no_registry: 
         stop_recorded(lab_dir)
     services = LabHeadServices(inventory, state_dir, lab_dir, network, registry=not no_registry, detach=True)
     services.start()
+    from rackctl_lab.head_time import LabTimeServer, recorded_time_pid, stop_recorded_time  # noqa: PLC0415
+
+    stop_recorded_time(lab_dir)
+    try:
+        LabTimeServer(network, lab_dir, detach=True).start()
+    except BaseException:
+        stop_recorded(lab_dir)
+        raise
     data = {
         "ok": True,
         "mirror": services.mirror_uri,
         "registry": None if no_registry else services.registry_address,
-        "pids": recorded_pids(lab_dir),
+        "time": network.ip,
+        "pids": {**recorded_pids(lab_dir), "chronyd": recorded_time_pid(lab_dir)},
     }
     emit(
         data,
         as_json,
-        lambda d: console.print(f"mirror {escape(d['mirror'])}, registry {d['registry']} (pids {d['pids']})"),
+        lambda d: console.print(
+            f"mirror {escape(d['mirror'])}, registry {d['registry']}, time {d['time']} (pids {d['pids']})"
+        ),
     )
 
 
@@ -66,8 +78,11 @@ def serve_up(inventory_path: Path, state_dir: Path, lab_dir: Path, no_registry: 
 def serve_down(lab_dir: Path, as_json: bool) -> None:
     """Stop the lab's head services by their recorded PIDs."""
     from rackctl_lab.head_services import stop_recorded  # noqa: PLC0415
+    from rackctl_lab.head_time import stop_recorded_time  # noqa: PLC0415
 
     stopped = stop_recorded(lab_dir)
+    if (chronyd := stop_recorded_time(lab_dir)) is not None:
+        stopped["chronyd"] = chronyd
     emit({"ok": True, "stopped": stopped}, as_json, lambda d: console.print(f"stopped {d['stopped'] or 'nothing'}"))
 
 
@@ -78,7 +93,9 @@ def serve_down(lab_dir: Path, as_json: bool) -> None:
 def serve_status(lab_dir: Path, as_json: bool) -> None:
     """Which head services run (by recorded PID)."""
     from rackctl_lab.head_services import SERVICE_BINARIES, recorded_pids  # noqa: PLC0415
+    from rackctl_lab.head_time import recorded_time_pid  # noqa: PLC0415
 
     pids = recorded_pids(lab_dir)
-    data: dict[str, Any] = {"ok": True, "services": {n: pids.get(n) for n in SERVICE_BINARIES}}
+    services = {n: pids.get(n) for n in SERVICE_BINARIES}
+    data: dict[str, Any] = {"ok": True, "services": {**services, "chronyd": recorded_time_pid(lab_dir)}}
     emit(data, as_json, lambda d: console.print(", ".join(f"{n}: {p or 'stopped'}" for n, p in d["services"].items())))

@@ -1,0 +1,214 @@
+"""The network stage applied for real on the installed lab (two PXE-installed VMs, real sshd, real Ansible).
+
+The head node serves the site the way it does in the lab: the mirror of every role's packages built from
+Debian's archive (``build_mirror``), nginx + docker-registry (``LabHeadServices``) with the check image
+pushed, and chronyd (``LabTimeServer``), all in the lab's namespace. Then ``rackctl up --stages network``
+(the runner, the journal, the lab environment) and, over SSH on each node: /etc/hosts, chrony
+synchronised to the head node, the kernel settings, apt seeing only the mirror, containerd pulling an
+image from the head node's registry and running it. A second run changes nothing (ansible-runner's recap).
+
+Runs VMs: only under ``flock /tmp/rackctl-lab.lock`` (the ``installed_lab`` fixture takes it).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from bootstrap.journal.states import NodeState
+from bootstrap.journal.store import Journal
+from bootstrap.mirror.build import build_mirror
+from bootstrap.mirror.images import push_images, required_images
+from bootstrap.mirror.layout import MirrorLayout
+from bootstrap.mirror.manifest import build_manifest, parse_request
+from bootstrap.mirror.site_vars import site_vars
+from bootstrap.resources import roles_dir
+from bootstrap.stages.base import RunOptions, StageContext, get_stage
+from bootstrap.stages.playbook import runs_dir
+from bootstrap.stages.runner import Runner, select
+from tests.inband.conftest import InstalledLab
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+
+@dataclass
+class ServedLab:
+    lab: InstalledLab
+    mirror_uri: str
+    registry: str
+    check_image: str
+    head_ip: str
+    timings: dict[str, float]
+
+
+@pytest.fixture(scope="module")
+def served_lab(installed_lab: InstalledLab) -> Iterator[ServedLab]:
+    """The installed lab with the head node's mirror, registry (check image pushed) and time server up."""
+    from rackctl_lab.head_services import LabHeadServices
+    from rackctl_lab.head_time import LabTimeServer
+
+    lab = installed_lab
+    timings: dict[str, float] = {}
+    start = time.monotonic()
+    layout = MirrorLayout(lab.state_dir)
+    manifest = build_manifest(lab.inventory, roles_dir())
+    if "netplan.io" not in manifest.pinned():  # the networks role installs it without declaring it (yet)
+        manifest.requests.append(parse_request("netplan.io", "networks", "tests: netplan.io"))
+    build_mirror(layout, manifest, key_uid="rackctl lab mirror <mirror@lab.rackctl.test>")
+    timings["mirror_build_s"] = time.monotonic() - start
+    network = lab.environment.network  # type: ignore[attr-defined]
+    services = LabHeadServices(lab.inventory, lab.state_dir, lab.lab_dir, network)
+    clock = LabTimeServer(network, lab.lab_dir)
+    try:
+        services.start()
+        clock.start()
+        registry = site_vars(lab.inventory, lab.state_dir, lab.environment)["rackctl_registry"]
+        pushed = push_images(layout, required_images(lab.inventory), registry, wrap=lab.environment.wrap_command)
+        assert all(p["ok"] for p in pushed), pushed
+        yield ServedLab(lab, services.mirror_uri, registry["address"], pushed[0]["image"], network.ip, timings)
+    finally:
+        clock.stop()
+        services.stop()
+
+
+@pytest.fixture(scope="module")
+def first_run(served_lab: ServedLab):
+    lab = served_lab.lab
+    selection = select(lab.inventory, stages=["network"], limit=lab.nodes)
+    start = time.monotonic()
+    outcome = Runner(lab.inventory, lab.state_dir, selection, options=RunOptions(environment=lab.environment)).run()
+    served_lab.timings["first_run_s"] = time.monotonic() - start
+    return outcome
+
+
+def test_the_stage_succeeds_on_every_node_and_the_journal_says_so(served_lab: ServedLab, first_run) -> None:
+    lab = served_lab.lab
+    stage = first_run.stages[0]
+    assert first_run.ok, first_run.as_dict()
+    assert stage.name == "network" and stage.status == "completed"
+    with Journal(lab.state_dir, readonly=True) as journal:
+        for node in lab.nodes:
+            assert stage.nodes[node]["status"] == "completed" and stage.nodes[node]["changed"]
+            assert journal.stage_done(node, "network") is not None
+            assert journal.state(node) is NodeState.PROVISIONED  # kubernetes moves them to joined
+    assert (runs_dir(lab.state_dir) / f"{first_run.run_id}-network" / "artifacts").is_dir()
+    print(f"timings: {lab.timings} {served_lab.timings}")
+
+
+def test_names_resolve_to_the_inventory_addresses(served_lab: ServedLab, first_run) -> None:
+    lab = served_lab.lab
+    for node in lab.nodes:
+        assert lab.ssh(node, "hostname").stdout.strip() == node
+        for other in lab.inventory.nodes:
+            want = str(other.address_on("management"))
+            got = lab.ssh(node, f"getent hosts {other.hostname}.{lab.inventory.cluster.domain}").stdout.split()
+            assert got[0] == want and other.hostname in got, got
+
+
+def test_chrony_is_synchronised_to_the_head_node(served_lab: ServedLab, first_run) -> None:
+    lab = served_lab.lab
+    for node in lab.nodes:
+        # waits up to 90 s (90 tries, 1 s apart) for chrony to select a source and be synchronised
+        lab.ssh(node, "chronyc waitsync 90 0 0 1", timeout=120)
+        tracking = lab.ssh(node, "chronyc -n tracking").stdout
+        assert f"({served_lab.head_ip})" in tracking, tracking
+        assert "Leap status     : Normal" in tracking, tracking
+        sources = lab.ssh(node, "chronyc -n sources").stdout
+        assert f"^* {served_lab.head_ip}" in sources, sources
+
+
+def test_kernel_settings_and_swap(served_lab: ServedLab, first_run) -> None:
+    lab = served_lab.lab
+    for node in lab.nodes:
+        values = lab.ssh(
+            node, "sysctl -n net.ipv4.ip_forward net.bridge.bridge-nf-call-iptables net.bridge.bridge-nf-call-ip6tables"
+        ).stdout.split()
+        assert values == ["1", "1", "1"]
+        modules = lab.ssh(node, "cat /proc/modules").stdout
+        assert "br_netfilter " in modules and "overlay " in modules
+        assert lab.ssh(node, "cat /proc/swaps").stdout.strip().splitlines()[1:] == []
+        assert lab.ssh(node, "cat /etc/timezone").stdout.strip() == lab.inventory.cluster.timezone
+
+
+def test_apt_sees_only_the_head_nodes_mirror(served_lab: ServedLab, first_run) -> None:
+    lab = served_lab.lab
+    mirror = served_lab.mirror_uri.rstrip("/")
+    for node in lab.nodes:
+        policy = lab.ssh(node, "apt-cache policy").stdout
+        sources = [line.split()[1] for line in policy.splitlines() if " http" in line]
+        assert sources and all(s == mirror for s in sources), policy
+        chrony = lab.ssh(node, "apt-cache policy chrony").stdout
+        assert "Installed: (none)" not in chrony and mirror in chrony, chrony
+
+
+def test_containerd_pulls_from_the_head_registry_and_runs_it(served_lab: ServedLab, first_run) -> None:
+    lab = served_lab.lab
+    image = served_lab.check_image
+    assert image.startswith(served_lab.registry + "/")
+    for node in lab.nodes:
+        dump = lab.ssh(node, "containerd config dump").stdout
+        assert "SystemdCgroup = true" in dump and 'config_path = "/etc/containerd/certs.d"' in dump
+        lab.ssh(node, f"ctr -n rackctl-test images pull --hosts-dir /etc/containerd/certs.d {image}", timeout=180)
+        out = lab.ssh(node, f"ctr -n rackctl-test run --rm {image} t-{node} /bin/echo hello-from-{node}", timeout=120)
+        assert out.stdout.strip() == f"hello-from-{node}"
+        lab.ssh(node, f"ctr -n rackctl-test images rm {image}")
+
+
+def test_a_second_run_changes_nothing_on_any_host(served_lab: ServedLab, first_run) -> None:
+    lab = served_lab.lab
+    stage = get_stage("network")
+    start = time.monotonic()
+    with Journal(lab.state_dir) as journal:
+        run_id = journal.begin_run("test: second network run")
+        ctx = StageContext(
+            "network",
+            lab.inventory,
+            list(lab.nodes),
+            journal,
+            lab.state_dir,
+            run_id,
+            options=RunOptions(environment=lab.environment),
+        )
+        result = stage.run(ctx)
+    served_lab.timings["second_run_s"] = time.monotonic() - start
+    print(f"timings: {served_lab.timings}")
+    assert result.ok, result
+    for node in lab.nodes:
+        data = result.nodes[node].data
+        # data["changed"] is ansible-runner's recap (PlaybookResult.changed_by_host)
+        assert data["changed"] == 0 and data["changed_tasks"] == [], (node, data)
+        assert not result.nodes[node].changed
+
+
+def test_the_molecule_scenarios_pass_against_the_lab_nodes(served_lab: ServedLab, first_run) -> None:
+    """``scripts/molecule.sh`` (both roles: prepare, converge, idempotence, verify) against the same nodes."""
+    import importlib.util
+    import os
+    import subprocess
+    import sys
+
+    if importlib.util.find_spec("molecule") is None:
+        pytest.skip("molecule is not installed (the test extra)")
+    lab = served_lab.lab
+    root = Path(__file__).resolve().parents[2]
+    env = {
+        **os.environ,
+        "RACKCTL_STATE_DIR": str(lab.state_dir),
+        "RACKCTL_LAB_DIR": str(lab.lab_dir),
+        "RACKCTL_INVENTORY": str(lab.inventory_path),
+        "RACKCTL_ENV": "lab",
+        "RACKCTL_PYTHON": sys.executable,
+        "PYTHONPATH": os.pathsep.join(sys.path),
+    }
+    start = time.monotonic()
+    proc = subprocess.run(
+        [str(root / "scripts" / "molecule.sh")], env=env, capture_output=True, text=True, timeout=1500, check=False
+    )
+    served_lab.timings["molecule_s"] = time.monotonic() - start
+    print(f"timings: {served_lab.timings}")
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    assert proc.stdout.count("idempotence") >= 2
