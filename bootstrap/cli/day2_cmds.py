@@ -182,13 +182,26 @@ def _show_apply_result(data: dict[str, Any]) -> None:
 @click.command("redeploy")
 @click.argument("node")
 @click.option("--plan", "plan_only", is_flag=True, help="Only check and show the steps (changes nothing).")
+@click.option(
+    "--until",
+    metavar="STAGE",
+    default=None,
+    help="Bring the node back through the stages up to STAGE only (default: every stage).",
+)
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before reinstalling the node.")
 @inventory_option
 @state_dir_option
 @json_option
 @handle_errors()
 def redeploy_cmd(
-    *, node: str, plan_only: bool, yes: bool, inventory_path: Path, state_dir: Path, as_json: bool
+    *,
+    node: str,
+    plan_only: bool,
+    until: str | None,
+    yes: bool,
+    inventory_path: Path,
+    state_dir: Path,
+    as_json: bool,
 ) -> None:
     """Reinstall NODE: drain and remove it from Kubernetes (and etcd) when there, PXE-reinstall, bring it
     back through the stages, restore its labels. Run it again after an interruption: it resumes."""
@@ -196,7 +209,7 @@ def redeploy_cmd(
     inventory = load_inventory(inventory_path)
     options = RunOptions(yes=yes, environment=environment_for(inventory))
     cluster = cluster_for(state_dir)
-    plan = plan_redeploy(inventory, state_dir, node, cluster, options)
+    plan = plan_redeploy(inventory, state_dir, node, cluster, options, until=until)
     data: dict[str, Any] = {"ok": True, "plan": plan.as_dict()}
     if plan_only:
         emit({**data, "applied": False}, as_json, _show_redeploy)
@@ -213,9 +226,13 @@ def redeploy_cmd(
     progress, context = _progress(as_json)
     if context is not None:
         with context:
-            result = run_redeploy(inventory, state_dir, plan, cluster=cluster, options=options, progress=progress)
+            result = run_redeploy(
+                inventory, state_dir, plan, cluster=cluster, options=options, progress=progress, until=until
+            )
     else:
-        result = run_redeploy(inventory, state_dir, plan, cluster=cluster, options=options, progress=progress)
+        result = run_redeploy(
+            inventory, state_dir, plan, cluster=cluster, options=options, progress=progress, until=until
+        )
     emit({**data, **result, "applied": True}, as_json, lambda d: console.print(escape(d["message"])))
     if result["exit_code"] != EXIT_OK:
         sys.exit(result["exit_code"])

@@ -39,6 +39,18 @@ REDEPLOY_STAGE = "redeploy"
 STAGES_AFTER: tuple[str, ...] = STAGE_ORDER[STAGE_ORDER.index("provision") :]
 
 
+def stages_after(until: str | None = None) -> tuple[str, ...]:
+    """The stages from ``provision`` on, up to and including ``until`` (every one when None)."""
+    if until is None:
+        return STAGES_AFTER
+    if until not in STAGES_AFTER:
+        raise InvalidInput(
+            f"--until {until!r} is not a stage a reinstalled node goes through",
+            problems=[Problem("--until", f"{until!r} is not one of them", f"choose one of: {', '.join(STAGES_AFTER)}")],
+        )
+    return STAGES_AFTER[: STAGES_AFTER.index(until) + 1]
+
+
 @dataclass
 class RedeployPlan:
     """What ``redeploy`` will do, step by step: ``(step, what, skip reason or None)``."""
@@ -81,7 +93,13 @@ def joined_control_planes(inventory: Inventory, journal: Journal) -> list[str]:
 
 
 def plan_redeploy(
-    inventory: Inventory, state_dir: Path, hostname: str, cluster: Cluster, options: RunOptions
+    inventory: Inventory,
+    state_dir: Path,
+    hostname: str,
+    cluster: Cluster,
+    options: RunOptions,
+    *,
+    until: str | None = None,
 ) -> RedeployPlan:
     """Check that ``hostname`` may be redeployed now and list the steps (reads only)."""
     node = _node(inventory, hostname)
@@ -125,7 +143,7 @@ def plan_redeploy(
             "done by the redeploy in progress" if reimaged else None,
         )
     )
-    plan.steps.append(("stages", f"bring it through {', '.join(STAGES_AFTER)} (up --limit {hostname})", None))
+    plan.steps.append(("stages", f"bring it through {', '.join(stages_after(until))} (up --limit {hostname})", None))
     plan.steps.append(("restore-labels", "restore the recorded labels", None if k8s else why_not))
     return plan
 
@@ -158,6 +176,7 @@ def run_redeploy(
     cluster: Cluster,
     options: RunOptions,
     progress: ProgressReporter,
+    until: str | None = None,
 ) -> dict[str, Any]:
     """Carry out ``plan`` (see the module docstring); returns what was done and the exit code."""
     hostname = plan.node
@@ -205,7 +224,7 @@ def run_redeploy(
     outcome = Runner(
         inventory,
         state_dir,
-        Selection(list(STAGES_AFTER), [hostname], set()),
+        Selection(list(stages_after(until)), [hostname], set()),
         options=options,
         progress=progress,
         command=f"redeploy {hostname}: up --limit {hostname}",

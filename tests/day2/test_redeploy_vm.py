@@ -58,12 +58,13 @@ def test_redeploy_reinstalls_a_lab_vm_over_pxe_and_brings_it_back(tmp_path: Path
             first = journal.latest_facts(NODE)["provision"]["dmi"]
             epoch = journal.status(NODE).epoch
 
-        code, done = invoke(env, "redeploy", NODE, *common, "--yes")
-        assert code == 4, f"{done}\n{lab.dump()}"  # reinstalled, brought through os-check, stops at network
+        # --until os-check: the network stage needs the head node's mirror, which this test does not build
+        code, done = invoke(env, "redeploy", NODE, "--until", "os-check", *common, "--yes")
+        assert code == 0, f"{done}\n{lab.dump()}"  # reinstalled, brought through os-check
         assert done["state"] == "provisioned"
         statuses = {s["name"]: s["status"] for s in done["run"]["stages"]}
         assert statuses["provision"] == "completed" and statuses["os-check"] == "completed"
-        assert statuses["network"] == "not_implemented"
+        assert "network" not in statuses
         with Journal(state, readonly=True) as journal:
             installs = [
                 s
