@@ -1,4 +1,4 @@
-"""THE installed lab for in-band tests: one session-scoped ``installed_lab`` (``inventory/lab.yml``, really installed).
+"""THE installed lab for in-band tests: one package-scoped ``installed_lab`` (``inventory/lab.yml``, really installed).
 
 ``lab up`` (emulated iDRACs, libvirt VMs under qemu TCG with the inventory's NICs on one bridge per
 network, in the lab's network namespace), then the two worker VMs installed through the product's own
@@ -9,7 +9,9 @@ streaming the debootstrap image, callback, pinned SSH host keys, DMI identity), 
 over SSH the way the rendered Ansible inventory reaches it (pinned known_hosts, admin key, netns relay).
 
 The whole fixture runs under the machine-wide lab lock (``/tmp/rackctl-lab.lock``, taken here, see
-:mod:`tests.inband.lablock`), and tears everything down (VMs, daemons, namespace) at the end of the session.
+:mod:`tests.inband.lablock`), and tears everything down (VMs, daemons, namespace) after the last test of ``tests/inband`` (package scope:
+``tests/inband`` is a package for that reason), so the VM tests of later directories, which build labs of
+their own, find the machine free.
 """
 
 from __future__ import annotations
@@ -146,7 +148,7 @@ def _serials(lab_dir: Path) -> str:
     )
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def installed_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InstalledLab]:
     """The lab of ``inventory/lab.yml`` up, its two workers installed (see the module docstring)."""
     from tests.lab.vmlab import missing_prerequisites
