@@ -23,3 +23,7 @@ clean:
 # Molecule scenarios of the node roles against the lab's installed nodes (see scripts/molecule.sh).
 molecule:
 	scripts/molecule.sh
+
+# VM proofs of open issues that do not pass yet (marker proof_pending; see docs/architecture.md)
+test-pending:
+	PYTHONPATH=$(CURDIR):$(CURDIR)/lab .venv/bin/pytest -q -m proof_pending tests

@@ -9,9 +9,9 @@ streaming the debootstrap image, callback, pinned SSH host keys, DMI identity), 
 over SSH the way the rendered Ansible inventory reaches it (pinned known_hosts, admin key, netns relay).
 
 The whole fixture runs under the machine-wide lab lock (``/tmp/rackctl-lab.lock``, taken here, see
-:mod:`tests.inband.lablock`), and tears everything down (VMs, daemons, namespace) after the last test of ``tests/inband`` (package scope:
-``tests/inband`` is a package for that reason), so the VM tests of later directories, which build labs of
-their own, find the machine free.
+:mod:`tests.inband.lablock`), and tears everything down (VMs, daemons, namespace) after the last test of
+``tests/inband`` (package scope: ``tests/inband`` is a package for that reason), so the VM tests of later
+directories, which build labs of their own, find the machine free.
 """
 
 from __future__ import annotations

@@ -25,7 +25,10 @@ from bootstrap.ansible_driver import PlaybookResult, run_playbook
 from bootstrap.inband.render import write_ansible_inventory
 from tests.inband.debs import preinstall
 
-pytestmark = [pytest.mark.lab, pytest.mark.slow]
+# Not in `make test` yet (issue 10 stays open): on the lab's Debian 12 VMs the storage VLAN device stays
+# "netdev ready" without its address after `netplan apply`, so the apply waits, times out and rolls back.
+# Run with `make test-pending`; see docs/architecture.md, "Proofs still pending".
+pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.proof_pending]
 
 PING_JUMBO = "ping -c 2 -W 2 -M do -s 8972 -I stor0.20 {dst}"  # 8972 + 28 header bytes = 9000, don't fragment
 
