@@ -329,7 +329,10 @@ def node_files(inv: Inventory, node: Node, key: HostKey) -> dict[str, tuple[str,
         if not nic.mac:
             continue
         net = inv.networks.named().get(nic.network) if nic.network else None
-        link = f"[Match]\nMACAddress={nic.mac}\n\n[Link]\nName={nic.name}\n"
+        # PermanentMACAddress, not MACAddress: a VLAN or bond built on the port later carries the port's MAC,
+        # and a MACAddress match makes udev try to rename it to the port's name; the rename fails, udev
+        # gives up on the device and networkd leaves it "pending" without its address.
+        link = f"[Match]\nPermanentMACAddress={nic.mac}\n\n[Link]\nName={nic.name}\n"
         if not (nic.ip and nic.network):  # a bond member or spare port: named now, configured by the networks role
             files[f"etc/systemd/network/10-rackctl-{nic.name}.link"] = (link, 0o644)
             continue
@@ -337,7 +340,7 @@ def node_files(inv: Inventory, node: Node, key: HostKey) -> dict[str, tuple[str,
         if nic.mtu or (net and net.mtu != 1500):
             link += f"MTUBytes={nic.mtu or (net.mtu if net else 1500)}\n"
         network = (
-            f"[Match]\nMACAddress={nic.mac}\n\n[Network]\nAddress={nic.ip}/{cidr.prefixlen if cidr else 24}\n"
+            f"[Match]\nPermanentMACAddress={nic.mac}\n\n[Network]\nAddress={nic.ip}/{cidr.prefixlen if cidr else 24}\n"
             "LinkLocalAddressing=no\nIPv6AcceptRA=no\n"
         )
         if net and net.gateway:

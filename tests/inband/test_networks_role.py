@@ -69,7 +69,8 @@ def test_networks_role_applies_checks_is_idempotent_and_rolls_back(installed_lab
     started = time.monotonic()
     for host in lab.nodes:
         # python3-apt: what ansible's apt module runs on; dbus: networkctl (netplan apply) talks to networkd over it
-        preinstall(lab, host, ["netplan.io", "python3-apt", "dbus"])
+        # iputils-ping: the jumbo ping below (not in the minimal image)
+        preinstall(lab, host, ["netplan.io", "python3-apt", "dbus", "iputils-ping"])
     prepared = time.monotonic()
     hosts = write_ansible_inventory(lab.inventory, lab.state_dir, lab.environment)
     for host in lab.nodes:

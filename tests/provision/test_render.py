@@ -196,8 +196,10 @@ def test_overlay_installs_pinned_key_hostname_and_network(lab_inventory, tmp_pat
         assert fingerprint_of(pub) == boot.host_key_fingerprint
         assert tar.extractfile("etc/hostname").read() == b"gpu-01\n"
         link = tar.extractfile("etc/systemd/network/10-rackctl-mgmt0.link").read().decode()
-        assert "MACAddress=52:54:00:99:01:12" in link and "Name=mgmt0" in link
+        # the permanent MAC only: a VLAN or bond on the port shares its MAC and must not match (udev rename)
+        assert link.splitlines()[:2] == ["[Match]", "PermanentMACAddress=52:54:00:99:01:12"] and "Name=mgmt0" in link
         network = tar.extractfile("etc/systemd/network/20-rackctl-mgmt0.network").read().decode()
+        assert network.splitlines()[:2] == ["[Match]", "PermanentMACAddress=52:54:00:99:01:12"]
         assert "Address=10.200.1.12/24" in network
 
 
