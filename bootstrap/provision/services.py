@@ -21,6 +21,20 @@ from pathlib import Path
 from bootstrap.errors import EnvironmentMissing, RackctlError
 from bootstrap.provision.api import BootTree
 
+
+def stop_process(proc: subprocess.Popen[bytes] | subprocess.Popen[str], grace_s: float = 5) -> None:
+    """Stop ``proc`` if it still runs: SIGTERM, then SIGKILL after ``grace_s`` seconds."""
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(grace_s)
+
+
 DNSMASQ_CANDIDATES = ("dnsmasq", "/usr/sbin/dnsmasq")
 NGINX_CANDIDATES = ("nginx", "/usr/sbin/nginx")
 
@@ -148,14 +162,7 @@ class BootServices:
     def stop(self) -> None:
         """Stop what :meth:`start` started, by PID (TERM, then KILL after 5 s)."""
         for name, proc in list(self._procs.items()):
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(5)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(5)
+            stop_process(proc)
             (self.log_dir / f"{name}.pid.rackctl").unlink(missing_ok=True)
             del self._procs[name]
 

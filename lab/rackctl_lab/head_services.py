@@ -21,6 +21,7 @@ from bootstrap.errors import EnvironmentMissing, RackctlError
 from bootstrap.fsutil import atomic_write_bytes, atomic_write_text
 from bootstrap.inventory.models import Inventory
 from bootstrap.mirror.layout import MirrorLayout
+from bootstrap.provision.services import stop_process
 from rackctl_lab.bmc_lab import rack_dir
 from rackctl_lab.idrac.certs import LabCA
 from rackctl_lab.netns import LabNetwork
@@ -190,14 +191,7 @@ class LabHeadServices:
     def stop(self) -> None:
         """Stop what :meth:`start` started, by PID (TERM, then KILL after 5 s)."""
         for name, proc in list(self._procs.items()):
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(5)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(5)
+            stop_process(proc)
             (self.run_dir / f"{name}.pid").unlink(missing_ok=True)
             del self._procs[name]
 

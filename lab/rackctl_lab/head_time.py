@@ -23,6 +23,7 @@ from pathlib import Path
 
 from bootstrap.errors import EnvironmentMissing, RackctlError
 from bootstrap.fsutil import atomic_write_text
+from bootstrap.provision.services import stop_process
 from rackctl_lab.netns import LabNetwork
 
 NTP_PORT = 123
@@ -131,14 +132,8 @@ class LabTimeServer:
     def stop(self) -> None:
         """Stop chronyd by PID (TERM, then KILL after 5 s)."""
         proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+        if proc is not None:
+            stop_process(proc)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.run_dir / PID_FILE)
 
