@@ -127,6 +127,21 @@ def _recap(runner: Any) -> dict[str, dict[str, int]]:
     return {str(k): {str(h): int(n) for h, n in v.items()} for k, v in stats.items() if isinstance(v, dict)}
 
 
+def _settle_rescued(hosts: dict[str, HostOutcome], stats: dict[str, dict[str, int]]) -> None:
+    """Correct outcomes from the recap: a failure a ``rescue`` handled is not the host's failure.
+
+    The event stream reports rescued failures as failures; only the recap (which counts them under
+    "rescued", not "failures") tells them apart.
+    """
+    if not stats:
+        return
+    for host, outcome in hosts.items():
+        outcome.failed = outcome.failed and stats.get("failures", {}).get(host, 0) > 0
+        outcome.unreachable = outcome.unreachable and stats.get("dark", {}).get(host, 0) > 0
+        if outcome.success:
+            outcome.message = ""
+
+
 def ansible_playbook_binary() -> Path:
     """The ``ansible-playbook`` installed beside this Python (rackctl's own ansible-core)."""
     return Path(sys.executable).with_name("ansible-playbook")
@@ -188,11 +203,12 @@ def run_playbook(
             if facts_var and facts_var in set_facts:
                 facts[host] = set_facts[facts_var]
         elif kind == "runner_on_failed" and not data.get("ignore_errors"):
+            # the last failure is the one that ended the host; an earlier one may have been rescued
             outcome.failed = True
-            outcome.message = outcome.message or _failure_message(event)
+            outcome.message = _failure_message(event)
         elif kind == "runner_on_unreachable":
             outcome.unreachable = True
-            outcome.message = outcome.message or _failure_message(event)
+            outcome.message = _failure_message(event)
         return True
 
     binary = ansible_playbook_binary()
@@ -231,6 +247,7 @@ def run_playbook(
         shutil.rmtree(control_dir, ignore_errors=True)
         if own_dir:
             shutil.rmtree(private_data_dir, ignore_errors=True)
+    _settle_rescued(hosts, stats)
     for host, outcome in hosts.items():
         if on_host_done:
             on_host_done(host, outcome.success, outcome.message)

@@ -110,3 +110,38 @@ def test_secrets_are_refused_as_extravars(node, tmp_path):
 def test_an_unknown_playbook_is_a_clear_error(tmp_path):
     with pytest.raises(InvalidInput, match=r"no playbook nope\.yml"):
         run_playbook("nope.yml", tmp_path / "hosts.yml")
+
+
+RESCUE_PLAY = """
+- name: A block whose failure a rescue handles
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Guarded step
+      block:
+        - name: First try
+          ansible.builtin.fail:
+            msg: first try failed
+      rescue:
+        - name: Give up after the rescue
+          ansible.builtin.fail:
+            msg: rescued, then gave up on purpose
+          when: give_up | bool
+"""
+
+
+@pytest.mark.parametrize("give_up", [False, True])
+def test_a_rescued_failure_is_not_the_hosts_outcome(node, tmp_path, monkeypatch, give_up):
+    """Events report a rescued task as failed; the outcome follows the recap and the last failure."""
+    books = tmp_path / "playbooks"
+    books.mkdir()
+    (books / "rescue.yml").write_text(RESCUE_PLAY)
+    monkeypatch.setattr("bootstrap.ansible_driver.playbooks_dir", lambda: books)
+    result = run_playbook("rescue.yml", inventory_for(tmp_path, node, give_up=give_up))
+    outcome = result.hosts["node-a"]
+    if give_up:
+        assert not result.ok and outcome.failed
+        assert outcome.message == "Give up after the rescue: rescued, then gave up on purpose"
+    else:
+        assert result.ok, result.as_dict()
+        assert outcome.success and outcome.message == ""
