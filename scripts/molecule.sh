@@ -19,10 +19,11 @@ PY="${RACKCTL_PYTHON:-.venv/bin/python}"
 export RACKCTL_STATE_DIR="${RACKCTL_STATE_DIR:-$PWD/.rackctl/lab}"
 export RACKCTL_LAB_DIR="${RACKCTL_LAB_DIR:-$PWD/.lab}"
 INV="${RACKCTL_INVENTORY:-inventory/lab.yml}"
+# molecule runs ansible-config & co: the ones beside this Python, venv activated or not
+export PATH="$(cd "$(dirname "$PY")" && pwd):$PATH"
 "$PY" -m molecule --version >/dev/null 2>&1 || { echo "molecule: not installed (pip install -e '.[test]')" >&2; exit 3; }
 "$PY" -m bootstrap inventory render -i "$INV" --state-dir "$RACKCTL_STATE_DIR" >/dev/null
 export RACKCTL_INVENTORY_DIR="$RACKCTL_STATE_DIR/ansible/inventory"
-export PATH="$(cd "$(dirname "$PY")" && pwd):$PATH"
 roles=("$@")
 if [ ${#roles[@]} -eq 0 ]; then
   for dir in roles/*/molecule/default; do roles+=("$(basename "$(dirname "$(dirname "$dir")")")"); done
