@@ -200,10 +200,13 @@ def triton_driver_verdict(triton: str, driver: str) -> DriverVerdict | None:
     )
 
 
-#: First Triton release with a TensorRT-LLM backend container.
+#: First Triton release with a TensorRT-LLM backend container (stack-facts.md; the 23.10 server release,
+#: https://github.com/triton-inference-server/server/releases/tag/v2.39.0, introduces the backend).
 TRITON_FIRST_TRTLLM = "23.10"
 
-#: TensorRT-LLM release (major.minor) -> matching Triton release.
+#: TensorRT-LLM release (major.minor) -> matching Triton release (stack-facts.md; 24.02's release notes,
+#: https://docs.nvidia.com/deeplearning/triton-inference-server/release-notes/rel-24-02.html, name
+#: TensorRT-LLM release/0.8).
 TRTLLM_TRITON: dict[str, str] = {"0.8": "24.02", "0.14": "24.10", "1.1": "25.12"}
 
 
