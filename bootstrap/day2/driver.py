@@ -104,7 +104,7 @@ def _check_triton(
             f"'Driver Requirements' notes, or set cluster.versions.triton to a known release"
         )
     elif verdict.accepted is None:
-        warnings.append(f"{verdict.reason}: prefer {verdict.fix}")
+        warnings.append(verdict.reason)
     elif verdict.accepted:
         checks.append({"check": "triton", "result": verdict.reason})
     else:

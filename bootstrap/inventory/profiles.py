@@ -166,7 +166,7 @@ def triton_driver_options(triton: str) -> str:
     """The drivers a Triton release's notes allow, in words (for messages)."""
     native = TRITON_CUDA[triton][1]
     older = ", ".join(f"R{b} >= {v}" for b, v in TRITON_DATACENTER_DRIVERS.get(triton, {}).items())
-    return f"{native} or later" + (f" (on data-center GPUs also {older})" if older else "")
+    return f"{native} or later" + (f"; on data-center GPUs also {older}" if older else "")
 
 
 def triton_driver_verdict(triton: str, driver: str) -> DriverVerdict | None:
