@@ -16,7 +16,7 @@ from bootstrap.errors import InvalidInput, Problem
 from bootstrap.inventory.cluster import GpuProfile
 from bootstrap.inventory.hardware import GPU_TYPES, MIG_PROFILES_80GB
 from bootstrap.inventory.models import Inventory, Node
-from bootstrap.inventory.profiles import OPERATOR_DEFAULT_DRIVER, OPERATOR_DOCKER_DEFAULT, operator_line
+from bootstrap.inventory.profiles import OPERATOR_DOCKER_DEFAULT, operator_default_driver, operator_line
 from bootstrap.inventory.suggest import did_you_mean
 from bootstrap.nvidia.fabric_manager import check_versions
 
@@ -42,7 +42,7 @@ def gpu_nodes(inv: Inventory) -> list[Node]:
 def driver_version(inv: Inventory, profile: GpuProfile) -> str:
     """The driver a profile runs: its pin, else the cluster's, else the chart line's default."""
     versions = inv.cluster.resolved_versions()
-    chart_default = OPERATOR_DEFAULT_DRIVER.get(operator_line(versions.gpu_operator), "")
+    chart_default = operator_default_driver(versions.gpu_operator) or ""
     return profile.driver_version or versions.nvidia_driver or chart_default
 
 

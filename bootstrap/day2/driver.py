@@ -1,8 +1,10 @@
 """``rackctl driver upgrade --version V``: checks, the plan, and what it renders. Nothing is applied.
 
 Checks before anything (:func:`check_version`, matrix in :mod:`bootstrap.day2.driver_matrix`): the version
-is well formed; at least the minimum driver of the inventory's Triton release (its CUDA); of a branch the
-inventory's GPU Operator line supports. The path comes from ``cluster.gpu_driver``:
+is well formed; allowed by the driver requirements of the inventory's Triton release (its CUDA, or an older
+data-center branch its notes list); of a branch the inventory's GPU Operator line's component matrix names.
+A Triton release or operator line rackctl does not know is a warning naming the inventory field, not a
+refusal. The path comes from ``cluster.gpu_driver``:
 
 - ``operator``: a GPU Operator upgrade with ``driver.version`` set, rolled by the operator's own upgrade
   controller under its policy (one node at a time by default); rendered as a Helm values file;
@@ -27,6 +29,7 @@ from bootstrap.day2.driver_matrix import (
     OPERATOR_KNOWN_DRIVERS,
     OPERATOR_UPGRADE_POLICY,
     TRITON_CUDA,
+    triton_driver_verdict,
 )
 from bootstrap.environment import Environment
 from bootstrap.errors import InvalidInput, Problem
@@ -34,7 +37,7 @@ from bootstrap.firmware.plan import rollout_policy
 from bootstrap.fsutil import atomic_write_text
 from bootstrap.inband.render import write_ansible_inventory
 from bootstrap.inventory.models import Inventory
-from bootstrap.inventory.profiles import operator_line, version_tuple
+from bootstrap.inventory.profiles import operator_line
 from bootstrap.rollout import RolloutNode, RolloutPolicy, plan_batches
 
 DRIVER_VERSION_RE = re.compile(r"^\d{3}\.\d{1,3}(\.\d{1,3})?$")
@@ -82,46 +85,69 @@ def check_version(inventory: Inventory, version: str) -> tuple[list[dict[str, st
             problems=[Problem("--version", repr(version), "give a full data-center driver version, e.g. 580.95.05")],
         )
     versions = inventory.cluster.resolved_versions()
-    cuda, minimum = TRITON_CUDA.get(versions.triton, (None, None))
-    if minimum is None:
-        warnings.append(f"Triton {versions.triton} is not in the matrix: its CUDA requirement was not checked")
-    elif version_tuple(version) < version_tuple(minimum):
-        problems.append(
-            Problem(
-                "--version",
-                f"{version} is below {minimum}, the least driver of Triton {versions.triton} (CUDA {cuda})",
-                f"pick a driver >= {minimum}, or change cluster.versions.triton",
-            )
+    _check_triton(versions.triton, version, checks, warnings, problems)
+    _check_operator(versions.gpu_operator, version, checks, warnings, problems)
+    if problems:
+        raise InvalidInput(f"driver {version} cannot be used with this inventory's stack", problems=problems)
+    return checks, warnings
+
+
+def _check_triton(
+    triton: str, version: str, checks: list[dict[str, str]], warnings: list[str], problems: list[Problem]
+) -> None:
+    """The driver against the CUDA requirements of the inventory's Triton release."""
+    verdict = triton_driver_verdict(triton, version)
+    if verdict is None:
+        warnings.append(
+            f"cluster.versions.triton: Triton {triton} is not in rackctl's driver matrix (known: "
+            f"{', '.join(TRITON_CUDA)}), so its CUDA driver requirement was not checked: read the release's "
+            f"'Driver Requirements' notes, or set cluster.versions.triton to a known release"
         )
+    elif verdict.accepted is None:
+        warnings.append(verdict.reason)
+    elif verdict.accepted:
+        checks.append({"check": "triton", "result": verdict.reason})
     else:
-        checks.append({"check": "triton", "result": f"{version} >= {minimum} (Triton {versions.triton}, CUDA {cuda})"})
-    line = operator_line(versions.gpu_operator)
+        problems.append(
+            Problem("--version", verdict.reason, f"pick a driver of {verdict.fix}, or change cluster.versions.triton")
+        )
+
+
+def _check_operator(
+    chart: str, version: str, checks: list[dict[str, str]], warnings: list[str], problems: list[Problem]
+) -> None:
+    """The driver against the component matrix of the inventory's GPU Operator line."""
+    line = operator_line(chart)
     branches = OPERATOR_DRIVER_BRANCHES.get(line)
     if branches is None:
         warnings.append(
-            f"GPU Operator {versions.gpu_operator} is not in the matrix: its driver support was not checked"
+            f"cluster.versions.gpu_operator: GPU Operator {chart} (line {line}) is not in rackctl's driver matrix "
+            f"(known lines: {', '.join(OPERATOR_DRIVER_BRANCHES)}), so its driver support was not checked: read "
+            f"the component matrix of NVIDIA's GPU Operator 'Platform Support' page for {line}, or set "
+            f"cluster.versions.gpu_operator to a release of a known line"
         )
-    elif branch_of(version) not in branches:
-        lines = [ln for ln, bs in OPERATOR_DRIVER_BRANCHES.items() if branch_of(version) in bs]
+        return
+    branch = branch_of(version)
+    if branch not in branches:
+        lines = [ln for ln, bs in OPERATOR_DRIVER_BRANCHES.items() if branch in bs]
         problems.append(
             Problem(
                 "--version",
-                f"branch {branch_of(version)} is not supported by GPU Operator {line} (supports {', '.join(branches)})",
+                f"branch {branch} is not supported by GPU Operator {line}: its component matrix names "
+                f"{', '.join(branches)}",
                 f"pick a {'/'.join(branches)} driver"
                 + (f", or move cluster.versions.gpu_operator to {' or '.join(lines)}" if lines else ""),
             )
         )
-    else:
-        known = OPERATOR_KNOWN_DRIVERS.get(line, ())
-        checks.append({"check": "gpu-operator", "result": f"branch {branch_of(version)} supported by {line}"})
-        if version not in known:
-            warnings.append(
-                f"{version} is of a branch GPU Operator {line} supports but is not among the versions its "
-                f"matrix names ({', '.join(known)}): check NVIDIA's component matrix"
-            )
-    if problems:
-        raise InvalidInput(f"driver {version} cannot be used with this inventory's stack", problems=problems)
-    return checks, warnings
+        return
+    checks.append({"check": "gpu-operator", "result": f"branch {branch} supported by {line}"})
+    known = OPERATOR_KNOWN_DRIVERS[line]
+    if version not in known:
+        named = [v for v in known if branch_of(v) == branch]
+        warnings.append(
+            f"{version} is of a branch GPU Operator {line} supports but is not among the versions its "
+            f"component matrix names (R{branch}: {', '.join(named)}): check NVIDIA's component matrix"
+        )
 
 
 def schedule(inventory: Inventory, gpu_nodes: list[str], policy: RolloutPolicy) -> list[list[str]]:

@@ -7,6 +7,8 @@ published combination cannot work (each correction is reported as a warning).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -75,32 +77,136 @@ PROFILES: dict[str, Profile] = {
     ),
 }
 
-#: Default driver of GPU operator chart lines (used when no driver is pinned).
+#: Default driver (``driver.version`` in the chart's ``values.yaml``) of each GPU Operator chart release, used
+#: when no driver is pinned. Source: the chart itself, ``deployments/gpu-operator/values.yaml`` at the
+#: release tag of https://github.com/NVIDIA/gpu-operator (e.g.
+#: https://github.com/NVIDIA/gpu-operator/blob/v25.10.0/deployments/gpu-operator/values.yaml). The default
+#: changes between patch releases of one line, so this is keyed by the full chart version; a release not
+#: listed has no known default (:func:`operator_default_driver` returns None).
 OPERATOR_DEFAULT_DRIVER: dict[str, str] = {
-    "v22.9": "525.60.13",
-    "v23.9": "535.104.12",
-    "v24.3": "550.54.15",
-    "v24.9": "550.127.05",
-    "v25.3": "570.124.06",
-    "v25.10": "580.95.05",
+    "v22.9.0": "515.65.01",
+    "v22.9.1": "525.60.13",
+    "v22.9.2": "525.60.13",
+    "v23.9.0": "535.104.12",
+    "v23.9.1": "535.129.03",
+    "v23.9.2": "550.54.14",
+    "v24.3.0": "550.54.15",
+    "v24.6.0": "550.90.07",
+    "v24.6.1": "550.90.07",
+    "v24.6.2": "550.90.07",
+    "v24.9.0": "550.127.05",
+    "v24.9.1": "550.127.08",
+    "v24.9.2": "550.144.03",
+    "v25.3.0": "570.124.06",
+    "v25.3.1": "570.148.08",
+    "v25.3.2": "570.148.08",
+    "v25.3.3": "580.82.07",
+    "v25.3.4": "580.82.07",
+    "v25.10.0": "580.95.05",
+    "v25.10.1": "580.105.08",
 }
 
 #: Chart lines whose ``operator.defaultRuntime`` default is docker (rackctl must set containerd).
 OPERATOR_DOCKER_DEFAULT = ("v22.9",)
 
-#: Triton release -> (CUDA major.minor, minimum driver of its containers on data-center GPUs).
+#: Triton release -> (CUDA version of its container, the driver release that CUDA needs: a branch such as
+#: "545" means "release 545 or later"). Data-center GPUs may also run the older branches of
+#: :data:`TRITON_DATACENTER_DRIVERS` (CUDA forward compatibility); :func:`triton_driver_verdict` applies both.
+#: Sources, "Driver Requirements" of each release's notes (NVIDIA Triton Inference Server Release Notes):
+#: 23.04 https://docs.nvidia.com/deeplearning/triton-inference-server/release-notes/rel-23-04.html,
+#: 23.10 https://docs.nvidia.com/deeplearning/triton-inference-server/release-notes/rel-23-10.html,
+#: 24.02 https://docs.nvidia.com/deeplearning/triton-inference-server/release-notes/rel-24-02.html,
+#: 24.10 https://docs.nvidia.com/deeplearning/triton-inference-server/release-notes/rel-24-10.html.
+#: 25.12 is the ``25.12-trtllm-python-py3`` container of TensorRT-LLM 1.1.0: CUDA 13.0 and driver 580.95 or
+#: later per /work/shared/reference/stack-facts.md (the base container's notes,
+#: https://docs.nvidia.com/deeplearning/triton-inference-server/release-notes/rel-25-12.html, say CUDA
+#: 13.1.0 and "575 or later", which is below the 580 every CUDA 13.x needs per "CUDA Compatibility").
 TRITON_CUDA: dict[str, tuple[str, str]] = {
-    "23.04": ("12.1", "525.85"),
-    "23.10": ("12.2", "525.85"),
-    "24.02": ("12.3", "525.85"),
-    "24.10": ("12.6", "525.85"),
+    "23.04": ("12.1.0", "530"),
+    "23.10": ("12.2.2", "535"),
+    "24.02": ("12.3.2", "545"),
+    "24.10": ("12.6.2", "560"),
     "25.12": ("13.0", "580.95"),
 }
 
-#: First Triton release with a TensorRT-LLM backend container.
+#: Triton release -> {older driver branch: its least version} that the release notes allow "if you are
+#: running on a data center GPU" (the CUDA forward-compatibility package in the container); same pages as
+#: :data:`TRITON_CUDA`. 25.12 has none: its notes repeat the CUDA 12 list, which the CUDA Compatibility
+#: guide contradicts for CUDA 13, and stack-facts.md sets 580.95 as the floor.
+TRITON_DATACENTER_DRIVERS: dict[str, dict[str, str]] = {
+    "23.04": {"450": "450.51", "470": "470.57", "510": "510.47", "515": "515.65", "525": "525.85", "530": "530.30"},
+    "23.10": {"450": "450.51", "470": "470.57", "510": "510.47", "525": "525.85", "535": "535.86"},
+    "24.02": {"470": "470.57", "525": "525.85", "535": "535.86", "545": "545.23"},
+    "24.10": {"470": "470.57", "525": "525.85", "535": "535.86", "545": "545.23"},
+    "25.12": {},
+}
+
+#: CUDA major version -> the least driver of its minor-version compatibility ("CUDA Compatibility",
+#: Minor Version Compatibility, Table 1: CUDA 12.x >= 525, CUDA 13.x >= 580;
+#: https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html). Below it a
+#: container of that CUDA major cannot start without a forward-compatibility branch.
+CUDA_MINOR_COMPAT_DRIVER: dict[str, str] = {"11": "450", "12": "525", "13": "580"}
+
+
+@dataclass(frozen=True)
+class DriverVerdict:
+    """How a driver fares against a Triton release: accepted, refused (``accepted`` False) or not covered by
+    the release notes (``accepted`` None: works only through CUDA minor-version compatibility)."""
+
+    accepted: bool | None
+    reason: str
+    fix: str = ""
+
+
+def _branch(version: str) -> str:
+    return version.split(".", 1)[0]
+
+
+def triton_driver_options(triton: str) -> str:
+    """The drivers a Triton release's notes allow, in words (for messages)."""
+    native = TRITON_CUDA[triton][1]
+    older = ", ".join(f"R{b} >= {v}" for b, v in TRITON_DATACENTER_DRIVERS.get(triton, {}).items())
+    return f"{native} or later" + (f"; on data-center GPUs also {older}" if older else "")
+
+
+def triton_driver_verdict(triton: str, driver: str) -> DriverVerdict | None:
+    """Check ``driver`` against Triton ``triton``'s driver requirements; None when the release is not known."""
+    if triton not in TRITON_CUDA:
+        return None
+    cuda, native = TRITON_CUDA[triton]
+    what = f"Triton {triton} (CUDA {cuda})"
+    options = triton_driver_options(triton)
+    have = version_tuple(driver)
+    if have >= version_tuple(native):
+        return DriverVerdict(True, f"{driver} >= {native}, the driver {what} needs")
+    floors = TRITON_DATACENTER_DRIVERS.get(triton, {})
+    branch = _branch(driver)
+    if branch in floors:
+        if have >= version_tuple(floors[branch]):
+            return DriverVerdict(True, f"{driver} >= {floors[branch]}, the least R{branch} driver {what} allows")
+        return DriverVerdict(
+            False, f"{driver} is older than {floors[branch]}, the least R{branch} driver {what} allows", options
+        )
+    if branch == _branch(native):
+        return DriverVerdict(False, f"{driver} is older than {native}, the least driver {what} allows", options)
+    compat = CUDA_MINOR_COMPAT_DRIVER.get(cuda.split(".", 1)[0])
+    if compat is None or have < version_tuple(compat):
+        return DriverVerdict(False, f"{driver} is too old for {what}: it allows {options}", options)
+    return DriverVerdict(
+        None,
+        f"{driver} (R{branch}) is not among the drivers {what}'s release notes allow ({options}); it would run "
+        f"only through CUDA minor-version compatibility, with limited features",
+        options,
+    )
+
+
+#: First Triton release with a TensorRT-LLM backend container (stack-facts.md; the 23.10 server release,
+#: https://github.com/triton-inference-server/server/releases/tag/v2.39.0, introduces the backend).
 TRITON_FIRST_TRTLLM = "23.10"
 
-#: TensorRT-LLM release (major.minor) -> matching Triton release.
+#: TensorRT-LLM release (major.minor) -> matching Triton release (stack-facts.md; 24.02's release notes,
+#: https://docs.nvidia.com/deeplearning/triton-inference-server/release-notes/rel-24-02.html, name
+#: TensorRT-LLM release/0.8).
 TRTLLM_TRITON: dict[str, str] = {"0.8": "24.02", "0.14": "24.10", "1.1": "25.12"}
 
 
@@ -124,3 +230,8 @@ def operator_line(chart: str) -> str:
     """'v22.9.2' -> 'v22.9'."""
     major_minor = version_tuple(chart)[:2]
     return "v" + ".".join(str(p) for p in major_minor)
+
+
+def operator_default_driver(chart: str) -> str | None:
+    """The default driver of GPU Operator chart release ``chart`` ('v25.10.0' or '25.10.0'); None if unknown."""
+    return OPERATOR_DEFAULT_DRIVER.get("v" + chart.lstrip("v"))

@@ -26,7 +26,9 @@ from bootstrap.inventory.profiles import (
     TRTLLM_TRITON,
     Versions,
     kubeadm_api_for,
+    operator_default_driver,
     operator_line,
+    triton_driver_verdict,
     version_tuple,
 )
 from bootstrap.inventory.suggest import did_you_mean
@@ -615,12 +617,14 @@ def _version_consistency(v: Versions) -> Iterator[Finding]:
             f"remove kubeadm_api (it is derived) or set {expected_api}",
         )
     line = operator_line(v.gpu_operator)
-    driver = v.nvidia_driver or OPERATOR_DEFAULT_DRIVER.get(line)
-    if v.nvidia_driver is None and driver is None:
+    driver = v.nvidia_driver or operator_default_driver(v.gpu_operator)
+    if driver is None:
+        known = ", ".join(r for r in OPERATOR_DEFAULT_DRIVER if operator_line(r) == line) or "none"
         yield warn(
             f"{path}.nvidia_driver",
-            f"unknown default driver of GPU operator {v.gpu_operator}",
-            "pin nvidia_driver explicitly",
+            f"the default driver of GPU operator {v.gpu_operator} is not known to rackctl (releases of {line} "
+            f"it knows: {known}), so the driver was not checked against Triton {v.triton}",
+            "pin nvidia_driver (the chart's driver.version) or set gpu_operator to a release rackctl knows",
         )
     if line in OPERATOR_DOCKER_DEFAULT:
         yield warn(
@@ -643,13 +647,21 @@ def _version_consistency(v: Versions) -> Iterator[Finding]:
             f"Triton {v.triton} does not match TensorRT-LLM {v.trtllm} (its container is {matching}-trtllm-python-py3)",
             f"set triton: '{matching}' or the TensorRT-LLM version of your engines",
         )
-    cuda = TRITON_CUDA.get(v.triton)
-    if cuda and driver and version_tuple(driver) < version_tuple(cuda[1]):
+    if v.triton not in TRITON_CUDA:
+        yield warn(
+            f"{path}.triton",
+            f"Triton {v.triton} is not in rackctl's driver matrix (known: {', '.join(TRITON_CUDA)}), so its CUDA "
+            "driver requirement was not checked",
+            "read the release's 'Driver Requirements' notes, or use a release rackctl knows",
+        )
+    verdict = triton_driver_verdict(v.triton, driver) if driver else None
+    if verdict is not None and not verdict.accepted:
         source = "pinned" if v.nvidia_driver else f"the default of GPU operator {v.gpu_operator}"
-        yield err(
+        refused = verdict.accepted is False
+        yield (err if refused else warn)(
             f"{path}.nvidia_driver",
-            f"driver {driver} ({source}) is older than {cuda[1]}, the minimum for Triton {v.triton} (CUDA {cuda[0]})",
-            f"pin nvidia_driver to {cuda[1]} or newer",
+            f"driver {driver} ({source}): {verdict.reason}",
+            f"pin nvidia_driver to {verdict.fix}",
         )
 
 
