@@ -237,7 +237,8 @@ def run_redeploy(
         "exit_code": outcome.exit_code,
         "state": outcome.nodes.get(hostname),
     }
-    if outcome.exit_code != EXIT_OK and outcome.status != "not_implemented":
+    # not_implemented / not_applied: every stage rackctl can apply ran; the rest stopped or only rendered
+    if outcome.exit_code != EXIT_OK and outcome.status not in ("not_implemented", "not_applied"):
         result["message"] = f"redeploy of {hostname} stopped: {outcome.message}; run it again to resume"
         return result
     with Journal(state_dir) as journal:
@@ -251,6 +252,11 @@ def run_redeploy(
         result["message"] = (
             f"{hostname} reinstalled and brought through the implemented stages; {outcome.message}; "
             f"`rackctl up --limit {hostname}` continues once those stages exist"
+        )
+    elif outcome.status == "not_applied":
+        result["message"] = (
+            f"{hostname} reinstalled and brought through the stages rackctl applies; {outcome.message}; "
+            f"`rackctl up --limit {hostname}` applies the rest once those stages can"
         )
     else:
         result["message"] = f"{hostname} redeployed"
