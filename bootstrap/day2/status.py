@@ -137,8 +137,8 @@ def collect(
         row["driver"] = _driver_cell(inventory, node, driver_facts.get(node.hostname), not_applied.get("nvidia"))
         row["kubernetes"], row["gpus"] = _kube_cells(node.hostname, cluster, kube_nodes, kube_error)
         if not cluster.deployed and "kubernetes" in not_applied:
-            why = unavailable(_not_applied_reason(not_applied["kubernetes"]))
-            row["kubernetes"], row["gpus"] = why, why
+            cell = not_applied_cell(not_applied["kubernetes"])
+            row["kubernetes"], row["gpus"] = cell, cell
         row["not_applied"] = sorted(not_applied)
         rows.append(row)
     out_rows = [{k: (v.as_dict() if isinstance(v, Cell) else v) for k, v in row.items()} for row in rows]
@@ -153,10 +153,10 @@ def collect(
     }
 
 
-def _not_applied_reason(record: StepRecord) -> str:
-    """ "not deployed: the <stage> stage only rendered and validated (run N, <artefacts>), nothing applied"."""
+def not_applied_cell(record: StepRecord) -> Cell:
+    """Unavailable, saying the stage only rendered and validated (its run and artefacts), nothing applied."""
     where = record.detail.get("artefacts")
-    return (
+    return unavailable(
         f"not deployed: the {record.stage} stage only rendered and validated (run {record.run}"
         + (f", {where}" if where else "")
         + "), nothing applied"
@@ -171,7 +171,7 @@ def _driver_cell(
     if facts and facts.get("driver_version"):
         return ok(str(facts["driver_version"]))
     if rendered is not None:
-        return unavailable(_not_applied_reason(rendered))
+        return not_applied_cell(rendered)
     return unavailable("not deployed: the nvidia stage has not run on this node")
 
 
