@@ -11,7 +11,7 @@ starting over:
 3. the deliberate reimage: the node's journal state moves back to ``provisioning`` (a forced move that
    starts a new lifecycle epoch, so the provision stage's install step runs again, once);
 4. the implemented stages from ``provision`` on, for this node alone (``up`` stops at the first stage not
-   implemented yet, exit 4, and says so);
+   implemented yet, exit 4, and says so; stages that only render and validate end it with exit 5, said too);
 5. the recorded labels restored.
 
 The redeploy marker (facts of stage ``redeploy``: ``started`` with the epoch it began in) is what makes a
