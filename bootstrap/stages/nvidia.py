@@ -99,15 +99,16 @@ class NvidiaStage(Stage):
         actions = []
         for hostname in ctx.nodes:
             node = ctx.node(hostname)
+            why = f" ({ctx.cannot_apply[hostname]})" if hostname in ctx.cannot_apply else ""
             if hostname in with_gpus:
                 gpus = inv.gpus_of(node)
-                what = f"{gpus.count} x {gpus.type}: operator node labels; {fabric_manager_decision(inv, node)}"
+                what = (
+                    f"render + validate {gpus.count} x {gpus.type}: operator node labels; "
+                    f"{fabric_manager_decision(inv, node)}; {NOT_APPLIED}{why}"
+                )
             else:
-                what = "no GPUs: nothing node-specific (the GPU Operator release is cluster-wide)"
-            why = f" ({ctx.cannot_apply[hostname]})" if hostname in ctx.cannot_apply else ""
-            actions.append(
-                PlannedAction(self.name, hostname, f"render + validate {what}; {NOT_APPLIED}{why}", applies=False)
-            )
+                what = f"nothing node-specific: no GPUs (the GPU Operator release is cluster-wide){why}"
+            actions.append(PlannedAction(self.name, hostname, what, applies=False))
         versions = inv.cluster.resolved_versions()
         release = f"GPU Operator {versions.gpu_operator} values" if with_gpus else "nothing: no GPU nodes"
         actions.append(

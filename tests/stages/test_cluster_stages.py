@@ -19,10 +19,11 @@ from click.testing import CliRunner
 
 from bootstrap.cli import cli
 from bootstrap.day2.status import not_applied_cell
-from bootstrap.errors import EXIT_INVALID, EXIT_NOT_APPLIED
+from bootstrap.errors import EXIT_ENVIRONMENT, EXIT_INVALID, EXIT_NOT_APPLIED
 from bootstrap.inventory import Inventory
 from bootstrap.journal.states import NodeState
 from bootstrap.journal.store import STAGE_STEP, Journal
+from bootstrap.stages import cluster_render
 from bootstrap.stages.base import NOT_APPLIED, register_stage
 from bootstrap.stages.kubernetes import KubernetesStage
 from bootstrap.stages.nvidia import NvidiaStage
@@ -123,8 +124,12 @@ def test_cli_json_human_plan_and_journal_say_not_applied(
     real_cluster_stages: dict, hostnames: list[str], tmp_path: Path
 ) -> None:
     base = ["-i", str(EXAMPLE_INVENTORY), "--state-dir", str(tmp_path)]
-    code, planned = invoke("plan", *base, "--stages", "kubernetes", "--json")
-    assert code == 0 and planned["not_applied"] == ["kubernetes"]
+    code, planned = invoke("plan", *base, "--stages", "kubernetes,nvidia", "--json")
+    assert code == 0 and planned["not_applied"] == ["kubernetes", "nvidia"]
+    gpu = {a["node"]: a["action"] for a in planned["stages"][1]["actions"]}
+    assert "Fabric Manager if NVSwitches are detected on the node (expected for XE9680)" in gpu["gpu-xe9680-01"]
+    assert "(not expected for R760xa)" in gpu["gpu-l40s-01"] and "no GPUs" in gpu["cp-02"]
+    assert "applying nvidia needs it joined" in gpu["gpu-xe9680-01"]
     actions = {a["node"]: a for a in planned["stages"][0]["actions"]}
     assert "kubeadm init on the first control plane" in actions["head-01"]["action"]
     assert "control-plane join" in actions["cp-02"]["action"]
@@ -154,6 +159,7 @@ def test_cli_json_human_plan_and_journal_say_not_applied(
     code, human = invoke("up", *base, "--stages", CLUSTER)
     assert code == EXIT_NOT_APPLIED
     assert "rendered, not applied" in human and f"{NOT_APPLIED}: kubernetes, nvidia, triton" in human
+    assert "kubernetes (not applied)" in human, "the rich progress bar does not say it"
     assert "Traceback" not in human
 
 
@@ -194,3 +200,23 @@ def test_nvidia_alone_refuses_a_fabric_manager_mismatch(real_cluster_stages: dic
     assert code == EXIT_INVALID, data
     assert [e["path"] for e in data["errors"]] == ["nvidia.profiles.XE9680.fabric_manager_version"]
     assert not (tmp_path / "s" / "nvidia").exists()
+
+
+def test_without_the_schema_checkers_the_run_stops_before_any_node_with_exit_3(
+    real_cluster_stages: dict, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # a test double for "kubernetes-validate is not installed" (it is in this venv): find_spec says so
+    real_find_spec = cluster_render.importlib.util.find_spec
+    monkeypatch.setattr(
+        cluster_render.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "kubernetes_validate" else real_find_spec(name, *a),
+    )
+    base = ["-i", str(EXAMPLE_INVENTORY), "--state-dir", str(tmp_path)]
+    code, data = invoke("up", *base, "--stages", CLUSTER, "--json")
+    assert code == EXIT_ENVIRONMENT, data
+    assert data["errors"][0]["path"] == "kubernetes-validate" and "rackctl[cluster]" in data["errors"][0]["fix"]
+    assert not (tmp_path / "cluster").exists()
+    with Journal(tmp_path, readonly=True) as j:
+        assert {s.state for s in j.nodes().values()} == {NodeState.REGISTERED}
+        assert j.steps() == [], "a node was touched before the environment check"
