@@ -596,7 +596,7 @@ class Runner:
                 why = message or cannot_apply.get(node) or (rendered.why if rendered else "") or "nothing applied"
                 detail: dict[str, Any] = {"why": why}
                 if rendered is not None:
-                    detail |= {k: v for k, v in rendered.as_dict().items() if k != "why"}
+                    detail |= {k: _redacted(v) for k, v in rendered.as_dict().items() if k != "why"}
                 journal.record_step(
                     run_id, node, stage.name, STAGE_STEP, status=STEP_RENDERED, destructive=False, detail=detail
                 )
@@ -702,6 +702,13 @@ def _not_applied_message(result: Any, outcome: StageOutcome, nodes: list[str]) -
     if outcome.artefacts:
         parts.append(f"artefacts: {outcome.artefacts}")
     return "; ".join(p for p in parts if p)
+
+
+def _redacted(value: Any) -> Any:
+    """A string, or each string of a list, through the one redaction."""
+    if isinstance(value, list):
+        return [redact(v) if isinstance(v, str) else v for v in value]
+    return redact(value) if isinstance(value, str) else value
 
 
 def redact_problem(problem: Problem) -> dict[str, Any]:
