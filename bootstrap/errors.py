@@ -6,6 +6,9 @@ Exit codes:
   2  invalid input: inventory, arguments or files (nothing was changed)
   3  this machine lacks something rackctl needs (see ``rackctl doctor``)
   4  the requested stage or feature is not implemented yet (the run stopped there)
+  5  not applied: every stage that ran succeeded, but at least one only rendered and validated its
+     artefacts and applied nothing (``rackctl up`` through kubernetes/nvidia/triton today); the cluster
+     is not brought up, so a script must not take this for success
   130 interrupted
 """
 
@@ -18,6 +21,7 @@ EXIT_FAILED = 1
 EXIT_INVALID = 2
 EXIT_ENVIRONMENT = 3
 EXIT_NOT_IMPLEMENTED = 4
+EXIT_NOT_APPLIED = 5
 EXIT_INTERRUPTED = 130
 
 

@@ -21,7 +21,7 @@ from bootstrap.cli.common import (
     limit_option,
     state_dir_option,
 )
-from bootstrap.errors import EXIT_OK, InvalidInput
+from bootstrap.errors import EXIT_NOT_APPLIED, EXIT_OK, InvalidInput
 from bootstrap.inventory import load_inventory
 from bootstrap.journal.states import NodeState, check_transition
 from bootstrap.journal.store import JOURNAL_FILE, Journal
@@ -55,6 +55,8 @@ def _status_style(status: str) -> str:
         "failed": "red",
         "blocked": "red",
         "not_implemented": "yellow",
+        "rendered": "yellow",
+        "not_applied": "yellow",
         "interrupted": "yellow",
     }.get(status, "white")
 
@@ -71,8 +73,15 @@ def _show_plan(data: dict[str, Any]) -> None:
             action = escape(act["action"])
             if act.get("skip") and act["action"] != "skip":  # the stage itself will not do this on the node
                 action = f"skip (would {action})"
+            elif not act.get("applies", True) and not note:
+                note = "[yellow]not applied[/yellow]"
             table.add_row(stage["name"], act.get("node") or "(all)", action, note)
     console.print(table)
+    if data.get("not_applied"):
+        console.print(
+            f"[yellow]`rackctl up` would only render and validate {', '.join(data['not_applied'])}: nothing of "
+            f"theirs is applied, and the run would end with exit {EXIT_NOT_APPLIED}.[/yellow]"
+        )
     if data.get("stops_at"):
         console.print(f"[yellow]`rackctl up` would stop at stage {data['stops_at']!r} (not implemented yet).[/yellow]")
 
@@ -83,11 +92,12 @@ def _show_outcome(data: dict[str, Any]) -> None:
         table.add_column(col)
     for stage in data["stages"]:
         style = _status_style(stage["status"])
-        table.add_row(stage["name"], f"[{style}]{stage['status']}[/{style}]", escape(stage["message"]))
+        status = "rendered, not applied" if stage["status"] == "rendered" else stage["status"]
+        table.add_row(stage["name"], f"[{style}]{status}[/{style}]", escape(stage["message"]))
     console.print(table)
     states = ", ".join(f"{n}={s}" for n, s in data["nodes"].items())
     console.print(f"nodes: {escape(states)}")
-    style = "green" if data["ok"] else "red"
+    style = "green" if data["ok"] else "yellow" if data["status"] == "not_applied" else "red"
     console.print(f"[{style}]{escape(data['message'])}[/{style}]")
 
 
@@ -148,8 +158,10 @@ def up_cmd(
     """Run the bootstrap stages in order; resumes where the last run stopped.
 
     Stops at the first stage not implemented yet (exit 4), at a failed stage (exit 1, after the other
-    nodes finished it) or on Ctrl-C (exit 130); bad input is exit 2, a missing tool exit 3. Run it again
-    to resume: completed steps are not repeated, failed nodes are retried from where they failed.
+    nodes finished it) or on Ctrl-C (exit 130); bad input is exit 2, a missing tool exit 3. A stage that
+    could only render and validate (kubernetes, nvidia, triton today) is shown "rendered, not applied",
+    moves no node, and the run ends with exit 5 when nothing failed. Run it again to resume: completed
+    steps are not repeated, failed nodes are retried from where they failed.
     """
     inventory = load_inventory(inventory_path)
     selection = select(
@@ -202,7 +214,10 @@ def journal_show(node: str | None, state_dir: Path, as_json: bool) -> None:
         if node is None:
             data = {
                 "ok": True,
-                "nodes": [s.as_dict() for s in journal.nodes().values()],
+                "nodes": [
+                    {**s.as_dict(), "not_applied": [r.stage for r in journal.not_applied(s.node)]}
+                    for s in journal.nodes().values()
+                ],
                 "runs": [r.as_dict() for r in journal.runs()],
             }
             emit(data, as_json, _show_nodes)
@@ -214,6 +229,9 @@ def journal_show(node: str | None, state_dir: Path, as_json: bool) -> None:
             "history": [t.as_dict() for t in journal.history(node)],
             "steps": [s.as_dict() for s in journal.steps(node=node)],
             "facts": journal.latest_facts(node),
+            "not_applied": [
+                {"stage": r.stage, "run": r.run, "at": r.at, **r.detail} for r in journal.not_applied(node)
+            ],
         }
     emit(data, as_json, _show_node)
 
@@ -252,10 +270,10 @@ def journal_mark(
 
 def _show_nodes(data: dict[str, Any]) -> None:
     table = Table(title="nodes")
-    for col in ("node", "state", "since", "left from"):
+    for col in ("node", "state", "since", "left from", "rendered, not applied"):
         table.add_column(col)
     for n in data["nodes"]:
-        table.add_row(n["node"], n["state"], n["since"], n["left_from"] or "")
+        table.add_row(n["node"], n["state"], n["since"], n["left_from"] or "", ", ".join(n["not_applied"]))
     console.print(table)
     runs = Table(title="latest runs")
     for col in ("run", "started", "finished", "status", "command", "message"):
@@ -294,6 +312,11 @@ def _show_node(data: dict[str, Any]) -> None:
             "yes" if s["destructive"] else "",
         )
     console.print(steps)
+    for item in data["not_applied"]:
+        console.print(
+            f"[yellow]{escape(item['stage'])}: rendered + validated, not applied (run {item['run']}): "
+            f"{escape(item.get('why', ''))}; artefacts: {escape(item.get('artefacts', '?'))}[/yellow]"
+        )
     if data["facts"]:
         console.print(f"facts from: {', '.join(sorted(data['facts']))} (use --json to see them)")
 

@@ -18,7 +18,7 @@ from bootstrap.day2.kube import Cluster
 from bootstrap.day2.quorum import check_member_leaves
 from bootstrap.day2.reconcile import CHANGE_STAGES, NodeChange, ReconcilePlan, classify
 from bootstrap.day2.snapshot import applied_snapshots, inventory_snapshot, record_applied, record_removed
-from bootstrap.errors import EXIT_FAILED, EXIT_NOT_IMPLEMENTED, EXIT_OK, InvalidInput, RackctlError
+from bootstrap.errors import EXIT_FAILED, EXIT_NOT_APPLIED, EXIT_NOT_IMPLEMENTED, EXIT_OK, InvalidInput, RackctlError
 from bootstrap.inventory.models import Inventory
 from bootstrap.inventory.secrets import resolve_credentials
 from bootstrap.journal.states import NodeState, rank
@@ -127,7 +127,7 @@ def run_apply(
 
 
 def _severity(code: int) -> int:
-    return {EXIT_OK: 0, EXIT_NOT_IMPLEMENTED: 1}.get(code, 2)
+    return {EXIT_OK: 0, EXIT_NOT_APPLIED: 1, EXIT_NOT_IMPLEMENTED: 1}.get(code, 2)
 
 
 def _pipeline(

@@ -11,7 +11,7 @@ starting over:
 3. the deliberate reimage: the node's journal state moves back to ``provisioning`` (a forced move that
    starts a new lifecycle epoch, so the provision stage's install step runs again, once);
 4. the implemented stages from ``provision`` on, for this node alone (``up`` stops at the first stage not
-   implemented yet, exit 4, and says so);
+   implemented yet, exit 4, and says so; stages that only render and validate end it with exit 5, said too);
 5. the recorded labels restored.
 
 The redeploy marker (facts of stage ``redeploy``: ``started`` with the epoch it began in) is what makes a
@@ -237,7 +237,8 @@ def run_redeploy(
         "exit_code": outcome.exit_code,
         "state": outcome.nodes.get(hostname),
     }
-    if outcome.exit_code != EXIT_OK and outcome.status != "not_implemented":
+    # not_implemented / not_applied: every stage rackctl can apply ran; the rest stopped or only rendered
+    if outcome.exit_code != EXIT_OK and outcome.status not in ("not_implemented", "not_applied"):
         result["message"] = f"redeploy of {hostname} stopped: {outcome.message}; run it again to resume"
         return result
     with Journal(state_dir) as journal:
@@ -251,6 +252,11 @@ def run_redeploy(
         result["message"] = (
             f"{hostname} reinstalled and brought through the implemented stages; {outcome.message}; "
             f"`rackctl up --limit {hostname}` continues once those stages exist"
+        )
+    elif outcome.status == "not_applied":
+        result["message"] = (
+            f"{hostname} reinstalled and brought through the stages rackctl applies; {outcome.message}; "
+            f"`rackctl up --limit {hostname}` applies the rest once those stages can"
         )
     else:
         result["message"] = f"{hostname} redeployed"

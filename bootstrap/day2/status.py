@@ -14,7 +14,7 @@ from typing import Any
 from bootstrap.day2.kube import Cluster
 from bootstrap.inventory.models import Inventory, Node
 from bootstrap.inventory.profiles import version_tuple
-from bootstrap.journal.store import Journal
+from bootstrap.journal.store import Journal, StepRecord
 from bootstrap.stages.oob import policy_for, targets_for
 from redfish_tools.connection import BmcConnection, ConnectionPolicy
 from redfish_tools.fleet import NodeResult, run_fleet
@@ -108,6 +108,10 @@ def collect(
     with Journal(state_dir, readonly=True) as journal:
         states = journal.nodes()
         driver_facts = {n.hostname: journal.latest_facts(n.hostname).get(DRIVER_FACTS) for n in nodes}
+        rendered = {
+            n.hostname: {r.stage: r for r in journal.not_applied(n.hostname)} if n.hostname in states else {}
+            for n in nodes
+        }
     kube_nodes: dict[str, Any] = {}
     kube_error = ""
     if cluster.deployed:
@@ -129,8 +133,13 @@ def collect(
             ok(state.state.value) if state else unavailable("not in the journal: `rackctl up` registers it")
         )
         row["firmware"] = firmware_cell(inventory, node, bmc)
-        row["driver"] = _driver_cell(inventory, node, driver_facts.get(node.hostname))
+        not_applied = rendered[node.hostname]
+        row["driver"] = _driver_cell(inventory, node, driver_facts.get(node.hostname), not_applied.get("nvidia"))
         row["kubernetes"], row["gpus"] = _kube_cells(node.hostname, cluster, kube_nodes, kube_error)
+        if not cluster.deployed and "kubernetes" in not_applied:
+            cell = not_applied_cell(not_applied["kubernetes"])
+            row["kubernetes"], row["gpus"] = cell, cell
+        row["not_applied"] = sorted(not_applied)
         rows.append(row)
     out_rows = [{k: (v.as_dict() if isinstance(v, Cell) else v) for k, v in row.items()} for row in rows]
     degraded_nodes = [
@@ -144,11 +153,25 @@ def collect(
     }
 
 
-def _driver_cell(inventory: Inventory, node: Node, facts: dict[str, Any] | None) -> Cell:
+def not_applied_cell(record: StepRecord) -> Cell:
+    """Unavailable, saying the stage only rendered and validated (its run and artefacts), nothing applied."""
+    where = record.detail.get("artefacts")
+    return unavailable(
+        f"not deployed: the {record.stage} stage only rendered and validated (run {record.run}"
+        + (f", {where}" if where else "")
+        + "), nothing applied"
+    )
+
+
+def _driver_cell(
+    inventory: Inventory, node: Node, facts: dict[str, Any] | None, rendered: StepRecord | None = None
+) -> Cell:
     if inventory.gpus_of(node).count == 0:
         return ok("no GPUs")
     if facts and facts.get("driver_version"):
         return ok(str(facts["driver_version"]))
+    if rendered is not None:
+        return not_applied_cell(rendered)
     return unavailable("not deployed: the nvidia stage has not run on this node")
 
 

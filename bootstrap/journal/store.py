@@ -32,6 +32,8 @@ LOCK_FILE = "up.lock"
 SCHEMA_VERSION = 1
 #: step key under which the runner records that a whole stage completed on a node
 STAGE_STEP = "__stage__"
+#: the status of a stage step that rendered and validated but applied nothing (never "completed")
+STEP_RENDERED = "rendered"
 
 _SCHEMA = """
 CREATE TABLE runs (
@@ -436,7 +438,7 @@ class Journal:
             return int(cur.lastrowid or 0)
 
     def finish_run(self, run_id: int, status: str, message: str = "") -> None:
-        """Record how a run ended (completed, failed, not_implemented, interrupted)."""
+        """Record how a run ended (completed, not_applied, failed, not_implemented, interrupted)."""
         with self._tx() as conn:
             conn.execute(
                 "UPDATE runs SET status = ?, finished = ?, message = ? WHERE id = ?",
@@ -548,6 +550,15 @@ class Journal:
         """The record saying ``stage`` completed on ``node`` in its current epoch, if any."""
         record = self.last_step(node, stage, STAGE_STEP)
         return record if record is not None and record.status == "completed" else None
+
+    def not_applied(self, node: str) -> list[StepRecord]:
+        """The stages whose latest outcome on ``node`` (current epoch) is rendered, not applied; oldest first."""
+        sql = (
+            "SELECT s.* FROM steps s JOIN node_state n ON n.node = s.node WHERE s.node = ? AND s.step = ? "
+            "AND s.epoch = n.epoch AND s.id = (SELECT MAX(t.id) FROM steps t WHERE t.node = s.node "
+            "AND t.stage = s.stage AND t.step = s.step AND t.epoch = s.epoch) AND s.status = ? ORDER BY s.id"
+        )
+        return [_step(r) for r in self._query(sql, (node, STAGE_STEP, STEP_RENDERED))]
 
     # -- facts -------------------------------------------------------------------------------------
     def record_facts(self, node: str, stage: str, facts: dict[str, Any]) -> None:

@@ -1,11 +1,13 @@
 """Bootstrap stages: the plugin interface (:mod:`.base`), placeholders and the runner (:mod:`.runner`)."""
 
 from bootstrap.stages.base import (
+    NOT_APPLIED,
     STAGE_ORDER,
     Lifecycle,
     NodeResult,
     NotImplementedYet,
     PlannedAction,
+    Rendered,
     RunOptions,
     Stage,
     StageContext,
@@ -17,11 +19,13 @@ from bootstrap.stages.base import (
 )
 
 __all__ = [
+    "NOT_APPLIED",
     "STAGE_ORDER",
     "Lifecycle",
     "NodeResult",
     "NotImplementedYet",
     "PlannedAction",
+    "Rendered",
     "RunOptions",
     "Stage",
     "StageContext",

@@ -35,6 +35,14 @@ Put it in ``bootstrap/stages/<name>.py`` (a ``-`` in the name becomes ``_``; loa
 :func:`load_stages`) or anywhere that is imported before the run. Registering a real stage replaces the
 "not implemented yet" placeholder.
 
+A stage that can only render and validate what it would apply (no apply path yet, or a predecessor that
+was itself only rendered) says so: it returns :meth:`StageResult.not_applied` with a :class:`Rendered`
+(where the artefacts are, what checked them, why nothing was applied). The runner journals such nodes
+``rendered`` (never ``completed``), moves no node, shows "rendered + validated, not applied: <why>" and
+ends the run with ``EXIT_NOT_APPLIED`` (5). ``applies = False`` tells ``plan`` the stage only renders;
+``renders_when_blocked = True`` lets the runner hand it nodes below its ``requires`` state, with the reason
+in ``ctx.cannot_apply``, instead of blocking them.
+
 The runner, not the stage, moves nodes along the lifecycle: before the stage a node goes to the stage's
 :attr:`Lifecycle.during` state (``provisioning`` for ``provision``), a node the stage reports ``ok`` goes to
 its :attr:`Lifecycle.reaches` state, a node reported not ok goes to ``failed`` with the message as cause.
@@ -49,10 +57,10 @@ import importlib.util
 import sys
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 import click
 
@@ -124,6 +132,8 @@ class PlannedAction:
     destructive: bool = False
     #: why it will not happen (e.g. "completed in run 3"); ``None`` when it will
     skip: str | None = None
+    #: false when the action only renders and validates: nothing is applied to the node or cluster
+    applies: bool = True
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -132,36 +142,91 @@ class PlannedAction:
             "action": self.action,
             "destructive": self.destructive,
             "skip": self.skip,
+            "applies": self.applies,
+        }
+
+
+#: How the runner, progress and summary name the outcome of a stage that applied nothing.
+NOT_APPLIED = "rendered + validated, not applied"
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """Artefacts a stage rendered and validated but did not apply: where, what checked them, why not applied."""
+
+    #: the directory holding them (written whole, by rename)
+    artefacts: Path
+    #: what checked them (``kubernetes-validate --strict 1.33``, typed kubeadm models, ...)
+    checked: tuple[str, ...]
+    #: why nothing was applied (shown as "rendered + validated, not applied: <why>")
+    why: str
+    #: what could not be rendered or checked here, and why
+    unchecked: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "artefacts": str(self.artefacts),
+            "checked": list(self.checked),
+            "why": self.why,
+            "unchecked": list(self.unchecked),
         }
 
 
 @dataclass
 class NodeResult:
-    """Outcome of a stage on one node. ``message`` is the cause recorded when it failed."""
+    """Outcome of a stage on one node. ``message`` is the cause recorded when it failed.
+
+    ``applied`` false with ``ok`` true: the stage rendered and validated for this node and applied nothing
+    (``message`` says why); the runner journals it ``rendered`` and does not move the node.
+    """
 
     node: str
     ok: bool
     message: str = ""
     changed: bool = False
     data: dict[str, Any] = field(default_factory=dict)
+    applied: bool = True
 
     def as_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "message": self.message, "changed": self.changed, "data": self.data}
+        return {
+            "ok": self.ok,
+            "message": self.message,
+            "changed": self.changed,
+            "data": self.data,
+            "applied": self.applied,
+        }
 
 
 @dataclass
 class StageResult:
-    """Outcome of a stage. Nodes missing from ``nodes`` share the stage's ``ok``."""
+    """Outcome of a stage. Nodes missing from ``nodes`` share the stage's ``ok`` (and, when ``rendered`` is
+    set, are not applied)."""
 
     ok: bool
     nodes: dict[str, NodeResult] = field(default_factory=dict)
     message: str = ""
+    #: set when the stage rendered and validated artefacts without applying them (all or some nodes)
+    rendered: Rendered | None = None
 
     @classmethod
     def from_nodes(cls, results: dict[str, NodeResult] | Iterable[NodeResult], message: str = "") -> StageResult:
         """A result that is ok when every node is ok."""
         by_node = results if isinstance(results, dict) else {r.node: r for r in results}
         return cls(ok=all(r.ok for r in by_node.values()), nodes=dict(by_node), message=message)
+
+    @classmethod
+    def not_applied(
+        cls,
+        nodes: Iterable[str],
+        rendered: Rendered,
+        *,
+        message: str = "",
+        why_per_node: Mapping[str, str] | None = None,
+    ) -> StageResult:
+        """Rendered and validated, applied on no node: each node is ok, not applied, with its reason."""
+        why = why_per_node or {}
+        results = {n: NodeResult(n, ok=True, message=why.get(n, rendered.why), applied=False) for n in nodes}
+        return cls(ok=True, nodes=results, message=message, rendered=rendered)
 
 
 class ProgressReporter(Protocol):
@@ -174,6 +239,14 @@ class ProgressReporter(Protocol):
     def stage_finished(self, stage: str, ok: bool, message: str = "") -> None: ...
 
     def log(self, message: str) -> None: ...
+
+
+@runtime_checkable
+class NotAppliedReporter(Protocol):
+    """A reporter that also shows a stage which rendered and validated but applied nothing (optional:
+    the runner falls back to ``stage_finished`` with the message for reporters without it)."""
+
+    def stage_not_applied(self, stage: str, message: str) -> None: ...
 
 
 class NullProgress:
@@ -189,6 +262,9 @@ class NullProgress:
         """Ignore."""
 
     def log(self, message: str) -> None:
+        """Ignore."""
+
+    def stage_not_applied(self, stage: str, message: str) -> None:
         """Ignore."""
 
 
@@ -230,6 +306,9 @@ class StageContext:
     progress: ProgressReporter = field(default_factory=NullProgress)
     #: this stage re-runs even where completed (``--force``, or ``--from`` this stage or an earlier one)
     forced: bool = False
+    #: nodes the stage may render and validate for but must not apply to, with the reason (a node below
+    #: the stage's ``requires`` state, e.g. not joined because the kubernetes stage was only rendered)
+    cannot_apply: dict[str, str] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def node(self, hostname: str) -> Any:
@@ -284,6 +363,12 @@ class Stage(ABC):
     destructive: ClassVar[bool] = False
     #: false only for the placeholders
     implemented: ClassVar[bool] = True
+    #: false while the stage can only render and validate (no apply path): ``plan`` says "not applied" and
+    #: projects no state change for it
+    applies: ClassVar[bool] = True
+    #: true when the stage still renders and validates for nodes below its ``requires`` state (they are
+    #: handed to it in ``ctx.nodes`` and listed in ``ctx.cannot_apply``) instead of the runner blocking them
+    renders_when_blocked: ClassVar[bool] = False
     lifecycle: ClassVar[Lifecycle | None] = None
 
     def get_lifecycle(self) -> Lifecycle:

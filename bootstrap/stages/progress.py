@@ -1,4 +1,4 @@
-"""Rich progress for ``rackctl up``: one bar per stage, advancing as nodes finish."""
+"""Rich progress for ``rackctl up``: one bar per stage, advancing as nodes finish; yellow when not applied."""
 
 from __future__ import annotations
 
@@ -67,6 +67,15 @@ class RichProgress:
             self._progress.update(task, completed=total, description=f"[{colour}]{stage}[/{colour}]")
         if message:
             self.log(message)
+
+    def stage_not_applied(self, stage: str, message: str) -> None:
+        """The stage rendered and validated but applied nothing: its bar ends yellow, "not applied"."""
+        with self._lock:
+            task = self._tasks.get(stage)
+        if task is not None:
+            total = self._progress.tasks[task].total or 1
+            self._progress.update(task, completed=total, description=f"[yellow]{stage} (not applied)[/yellow]")
+        self._progress.console.print(f"[yellow]{escape(stage)}: {escape(message)}[/yellow]")
 
     def log(self, message: str) -> None:
         self._progress.console.print(escape(message))

@@ -5,6 +5,14 @@ stage completed in the node's current epoch), or blocked (the node has not reach
 needs). It stops at the first stage that is not implemented (exit 4), that fails on any node (exit 1,
 after the other nodes finished that stage), or on Ctrl-C (exit 130); ``rackctl up`` again resumes.
 
+Rendered, not applied: a stage whose result says it only rendered and validated (``applied`` false per
+node, see :class:`~bootstrap.stages.base.Rendered`) is journalled ``rendered`` per node (the stage step's
+status; never ``completed``, so the next ``up`` runs it again), moves no node, and is shown as
+"rendered + validated, not applied: <why>" with its artefact directory. The run goes on: a later stage
+that needs an applied predecessor and declares ``renders_when_blocked`` still renders for the nodes it
+cannot apply to (``ctx.cannot_apply``). A run with such a stage and no failure ends ``not_applied``, exit 5
+(``EXIT_NOT_APPLIED``): not a brought-up cluster.
+
 Operator environment problems versus node failures: a stage may define ``check_environment(ctx)``, which
 looks only at this machine (env vars, password files and their mode, CA bundles) and raises
 ``OperatorEnvironmentError``. The runner calls it for every selected stage, with the selected nodes the
@@ -31,6 +39,7 @@ from typing import Any
 from bootstrap.errors import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
+    EXIT_NOT_APPLIED,
     EXIT_NOT_IMPLEMENTED,
     EXIT_OK,
     InvalidInput,
@@ -41,11 +50,13 @@ from bootstrap.errors import (
 from bootstrap.fsutil import atomic_write_text
 from bootstrap.inventory.environment_checks import OperatorEnvironmentError
 from bootstrap.journal.states import MAIN_LINE, NodeState, rank
-from bootstrap.journal.store import JOURNAL_FILE, STAGE_STEP, Journal
+from bootstrap.journal.store import JOURNAL_FILE, STAGE_STEP, STEP_RENDERED, Journal
 from bootstrap.selection import check_stages, match_nodes
 from bootstrap.stages.base import (
+    NOT_APPLIED,
     STAGE_ORDER,
     NodeResult,
+    NotAppliedReporter,
     NullProgress,
     PlannedAction,
     ProgressReporter,
@@ -74,12 +85,24 @@ class StageOutcome:
     """What happened to one stage in a run."""
 
     name: str
-    status: str  # completed | skipped | failed | not_implemented | interrupted | cancelled | not_run
+    # completed | rendered | skipped | failed | not_implemented | interrupted | cancelled | not_run
+    status: str
     message: str = ""
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: true when the stage ran and applied, false when it only rendered + validated, None when it did not run
+    applied: bool | None = None
+    #: where a rendered stage's artefacts are
+    artefacts: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "status": self.status, "message": self.message, "nodes": self.nodes}
+        return {
+            "name": self.name,
+            "status": self.status,
+            "applied": self.applied,
+            "artefacts": self.artefacts,
+            "message": self.message,
+            "nodes": self.nodes,
+        }
 
 
 @dataclass
@@ -87,17 +110,24 @@ class RunOutcome:
     """The result of ``rackctl up``."""
 
     run_id: int | None
-    status: str  # completed | failed | not_implemented | interrupted | cancelled
+    status: str  # completed | not_applied | failed | not_implemented | interrupted | cancelled
     exit_code: int
     message: str
     stages: list[StageOutcome]
     nodes: dict[str, str]
     #: said once per run: BMCs reached without TLS verification
     warnings: list[str] = field(default_factory=list)
+    #: the problems of a stage that failed on bad input (each naming the field, the value and the fix)
+    problems: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return self.exit_code == EXIT_OK
+
+    @property
+    def not_applied(self) -> list[str]:
+        """The stages of this run that rendered and validated without applying."""
+        return [s.name for s in self.stages if s.status == "rendered"]
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -106,10 +136,12 @@ class RunOutcome:
             "status": self.status,
             "exit_code": self.exit_code,
             "message": self.message,
+            "not_applied": self.not_applied,
             "stages": [s.as_dict() for s in self.stages],
             "nodes": self.nodes,
             "warnings": self.warnings,
-            **({} if self.ok else {"error": self.message}),
+            **({} if self.ok or self.status == "not_applied" else {"error": self.message}),
+            **({"errors": self.problems} if self.problems else {}),
         }
 
 
@@ -151,6 +183,8 @@ class Decision:
 
     action: str  # run | skip | blocked
     reason: str = ""
+    #: for ``blocked``: the state the node has not reached (``None`` when blocked for another reason)
+    needs: NodeState | None = None
 
 
 def decide(stage: Stage, node: str, state: NodeState, journal: Journal, forced: bool) -> Decision:
@@ -170,8 +204,21 @@ def decide(stage: Stage, node: str, state: NodeState, journal: Journal, forced: 
         return Decision(
             "blocked",
             f"node is {state.value}; stage {stage.name!r} needs {life.requires.value} (run the earlier stages first)",
+            needs=life.requires,
         )
     return Decision("run")
+
+
+def render_only_nodes(stage: Stage, decisions: dict[str, Decision], rendered_before: Sequence[str]) -> dict[str, str]:
+    """Blocked nodes a ``renders_when_blocked`` stage still renders for, each with why it cannot apply there."""
+    if not stage.renders_when_blocked:
+        return {}
+    after = f" ({', '.join(rendered_before)} {NOT_APPLIED})" if rendered_before else ""
+    return {
+        node: f"the {d.reason.split(';')[0]}; applying {stage.name} needs it {d.needs.value}{after}"
+        for node, d in decisions.items()
+        if d.action == "blocked" and d.needs is not None
+    }
 
 
 def plan(inventory: Any, state_dir: Path, selection: Selection, options: RunOptions | None = None) -> dict[str, Any]:
@@ -190,40 +237,56 @@ def plan(inventory: Any, state_dir: Path, selection: Selection, options: RunOpti
                 projected[node] = status.state
         stages_out: list[dict[str, Any]] = []
         stops_at: str | None = None
+        not_applied: list[str] = []
         for name in selection.stages:
             stage = get_stage(name)
             forced = name in selection.forced
             reached = stops_at is None
             decisions = {n: decide(stage, n, projected[n], journal, forced) for n in selection.nodes}
-            to_run = [n for n, d in decisions.items() if d.action == "run"]
+            cannot_apply = render_only_nodes(stage, decisions, not_applied)
+            to_run = [n for n, d in decisions.items() if d.action == "run" or n in cannot_apply]
             actions = [
                 PlannedAction(name, n, d.action, skip=d.reason).as_dict()
                 for n, d in decisions.items()
-                if d.action != "run"
+                if d.action != "run" and n not in cannot_apply
             ]
             if to_run:
-                ctx = StageContext(name, inventory, to_run, journal, Path(state_dir), 0, options, forced=forced)
+                ctx = StageContext(
+                    name,
+                    inventory,
+                    to_run,
+                    journal,
+                    Path(state_dir),
+                    0,
+                    options,
+                    forced=forced,
+                    cannot_apply=cannot_apply,
+                )
                 actions = [a.as_dict() for a in stage.plan(ctx)] + actions
                 if not stage.implemented and stops_at is None:
                     stops_at = name
-                reaches = stage.get_lifecycle().reaches
+                if stage.implemented and (not stage.applies or cannot_apply):
+                    not_applied.append(name)
+                reaches = stage.get_lifecycle().reaches if stage.applies else None
                 for n in to_run:
-                    if reaches is not None and rank(projected[n]) < rank(reaches):
+                    if reaches is not None and n not in cannot_apply and rank(projected[n]) < rank(reaches):
                         projected[n] = reaches
             stages_out.append(
                 {
                     "name": name,
                     "description": stage.description,
                     "implemented": stage.implemented,
+                    "applies": stage.applies,
                     "destructive": stage.destructive,
                     "forced": forced,
                     "reached": reached,
                     "nodes_to_run": to_run,
+                    "not_applied_on": cannot_apply,
                     "actions": actions,
                 }
             )
         current = {n: (statuses[n].state.value if n in statuses else "unregistered") for n in selection.nodes}
-    return {"ok": True, "stops_at": stops_at, "stages": stages_out, "nodes": current}
+    return {"ok": True, "stops_at": stops_at, "not_applied": not_applied, "stages": stages_out, "nodes": current}
 
 
 def ensure_writable_state_dir(state_dir: Path) -> None:
@@ -271,6 +334,12 @@ class RedactingProgress:
     def log(self, message: str) -> None:
         self.inner.log(redact(message))
 
+    def stage_not_applied(self, stage: str, message: str) -> None:
+        if isinstance(self.inner, NotAppliedReporter):
+            self.inner.stage_not_applied(stage, redact(message))
+        else:
+            self.inner.stage_finished(stage, True, redact(message))
+
 
 class Runner:
     """Runs one ``rackctl up``."""
@@ -289,7 +358,7 @@ class Runner:
         self.state_dir = Path(state_dir)
         self.selection = selection
         self.options = options or RunOptions()
-        self.progress: ProgressReporter = RedactingProgress(progress or NullProgress())
+        self.progress = RedactingProgress(progress or NullProgress())
         self.command = command
         self._outcomes: list[StageOutcome] = []
 
@@ -374,18 +443,19 @@ class Runner:
             self._outcomes.append(outcome)
             forced = name in self.selection.forced
             decisions = {n: decide(stage, n, journal.state(n), journal, forced) for n in self.selection.nodes}
-            to_run = [n for n, d in decisions.items() if d.action == "run"]
+            cannot_apply = render_only_nodes(stage, decisions, self._rendered_stages()) if stage.implemented else {}
+            to_run = [n for n, d in decisions.items() if d.action == "run" or n in cannot_apply]
             for node, d in decisions.items():
-                if d.action != "run":
+                if d.action != "run" and node not in cannot_apply:
                     outcome.nodes[node] = {"status": d.action, "message": d.reason}
-            blocked = [n for n, d in decisions.items() if d.action == "blocked"]
+            blocked = [n for n, d in decisions.items() if d.action == "blocked" and n not in cannot_apply]
             if not to_run and not blocked:
                 outcome.status, outcome.message = "skipped", "nothing to do"
                 continue
             if to_run and not stage.implemented:
                 return self._stop_not_implemented(journal, run_id, name)
             if to_run:
-                stop = self._run_one(journal, run_id, stage, to_run, outcome)
+                stop = self._run_one(journal, run_id, stage, to_run, outcome, cannot_apply=cannot_apply)
                 if stop is not None:
                     return stop
             if blocked:
@@ -399,10 +469,31 @@ class Runner:
                     f"stage {name!r} cannot run on {', '.join(blocked)}: {outcome.message}; the run stopped here",
                 )
         done = ", ".join(o.name for o in self._outcomes if o.status in ("completed", "skipped"))
+        rendered = self._rendered_stages()
+        if rendered:
+            return self._outcome(
+                journal,
+                run_id,
+                "not_applied",
+                EXIT_NOT_APPLIED,
+                f"completed: {done or 'none'}; {NOT_APPLIED}: {', '.join(rendered)} (the cluster is not brought "
+                "up; each stage says why and where its artefacts are)",
+            )
         return self._outcome(journal, run_id, "completed", EXIT_OK, f"completed: {done}")
 
+    def _rendered_stages(self) -> list[str]:
+        """The stages of this run so far that rendered and validated without applying."""
+        return [o.name for o in self._outcomes if o.status == "rendered"]
+
     def _run_one(
-        self, journal: Journal, run_id: int, stage: Stage, to_run: list[str], outcome: StageOutcome
+        self,
+        journal: Journal,
+        run_id: int,
+        stage: Stage,
+        to_run: list[str],
+        outcome: StageOutcome,
+        *,
+        cannot_apply: dict[str, str],
     ) -> RunOutcome | None:
         """Run one implemented stage; returns a final outcome when the run must stop."""
         name = stage.name
@@ -416,6 +507,7 @@ class Runner:
             self.options,
             self.progress,
             forced=name in self.selection.forced,
+            cannot_apply=dict(cannot_apply),
         )
         if stage.destructive and not ctx.confirm(
             f"Stage {name!r} can destroy data on {len(to_run)} node(s): {', '.join(to_run)}. Continue?"
@@ -424,7 +516,8 @@ class Runner:
             return self._outcome(
                 journal, run_id, "cancelled", EXIT_FAILED, f"stopped before stage {name!r}: not confirmed"
             )
-        self._enter_during(journal, run_id, stage, to_run, forced=ctx.forced)
+        if stage.applies:  # a stage that only renders moves no node, not even to its ``during`` state
+            self._enter_during(journal, run_id, stage, [n for n in to_run if n not in cannot_apply], forced=ctx.forced)
         self.progress.stage_started(name, to_run)
         try:
             result = stage.run(ctx)
@@ -436,22 +529,35 @@ class Runner:
             self.progress.stage_finished(name, False, outcome.message)
             raise
         except (RackctlError, RedfishError) as exc:  # a user-facing error: a message, no traceback
-            text = redact(getattr(exc, "message", None) or str(exc))
+            text = (
+                _describe(exc) if isinstance(exc, RackctlError) else redact(getattr(exc, "message", None) or str(exc))
+            )
             outcome.status, outcome.message = "failed", text
             self.progress.stage_finished(name, False, text)
             code = getattr(exc, "exit_code", EXIT_FAILED)
-            return self._outcome(journal, run_id, "failed", code, f"stage {name!r}: {text}")
+            final = self._outcome(journal, run_id, "failed", code, f"stage {name!r}: {text}")
+            if isinstance(exc, RackctlError):
+                final.problems = [redact_problem(p) for p in exc.problems]
+            return final
         except Exception as exc:
             log = self._write_traceback(run_id, name)
             text = redact(f"{type(exc).__name__}: {exc}")
             outcome.status, outcome.message = "failed", f"stage crashed: {text} (traceback: {log})"
             self.progress.stage_finished(name, False, outcome.message)
             return self._outcome(journal, run_id, "failed", EXIT_FAILED, f"stage {name!r} crashed: {text}; see {log}")
-        failed = self._apply_results(journal, run_id, stage, to_run, result, outcome=outcome)
+        failed = self._apply_results(journal, run_id, stage, to_run, result, outcome=outcome, cannot_apply=cannot_apply)
         ok = result.ok and not failed
-        outcome.status = "completed" if ok else "failed"
         per_node = "; ".join(f"{n}: {outcome.nodes[n]['message'] or 'failed'}" for n in failed)
         outcome.message = "; ".join(m for m in (redact(result.message), per_node) if m)
+        not_applied = [n for n in to_run if outcome.nodes.get(n, {}).get("status") == STEP_RENDERED]
+        if ok and not_applied:
+            outcome.status, outcome.applied = "rendered", False
+            outcome.artefacts = str(result.rendered.artefacts) if result.rendered is not None else None
+            outcome.message = _not_applied_message(result, outcome, not_applied)
+            self.progress.stage_not_applied(name, outcome.message)
+            return None
+        outcome.status = "completed" if ok else "failed"
+        outcome.applied = True if ok else None
         self.progress.stage_finished(name, ok, outcome.message)
         if ok:
             return None
@@ -474,18 +580,37 @@ class Runner:
         result: Any,
         *,
         outcome: StageOutcome,
+        cannot_apply: dict[str, str],
     ) -> list[str]:
-        """Move nodes along the lifecycle and mark the stage done or failed per node."""
+        """Move nodes along the lifecycle and mark the stage done, rendered (not applied) or failed per node."""
         failed: list[str] = []
         reaches = stage.get_lifecycle().reaches
+        rendered = getattr(result, "rendered", None)
         for node in to_run:
-            res: NodeResult = result.nodes.get(node) or NodeResult(node, result.ok, result.message)
+            res: NodeResult = result.nodes.get(node) or NodeResult(
+                node, result.ok, result.message, applied=rendered is None
+            )
             message = redact(res.message)
-            if res.ok:
+            # a node the stage could not apply to is never taken as applied, whatever the stage said
+            if res.ok and (not res.applied or node in cannot_apply or not stage.applies):
+                why = message or cannot_apply.get(node) or (rendered.why if rendered else "") or "nothing applied"
+                detail: dict[str, Any] = {"why": why}
+                if rendered is not None:
+                    detail |= {k: _redacted(v) for k, v in rendered.as_dict().items() if k != "why"}
+                journal.record_step(
+                    run_id, node, stage.name, STAGE_STEP, status=STEP_RENDERED, destructive=False, detail=detail
+                )
+                outcome.nodes[node] = {"status": STEP_RENDERED, "applied": False, "message": why}
+            elif res.ok:
                 if reaches is not None:
                     self._advance(journal, run_id, node, reaches, stage.name)
                 journal.record_step(run_id, node, stage.name, STAGE_STEP, status="completed", destructive=False)
-                outcome.nodes[node] = {"status": "completed", "message": message, "changed": res.changed}
+                outcome.nodes[node] = {
+                    "status": "completed",
+                    "applied": True,
+                    "message": message,
+                    "changed": res.changed,
+                }
             else:
                 failed.append(node)
                 cause = f"stage {stage.name} failed: {message or 'no reason given'}"
@@ -540,6 +665,9 @@ class Runner:
                 o.status = "not_implemented"
                 o.message = detail or f"stage {name!r} is not implemented yet"
         message = f"stage {name!r} is not implemented yet; the run stopped here; completed: {', '.join(done) or 'none'}"
+        rendered = self._rendered_stages()
+        if rendered:
+            message += f"; {NOT_APPLIED}: {', '.join(rendered)}"
         return self._outcome(journal, run_id, "not_implemented", EXIT_NOT_IMPLEMENTED, message)
 
     def _outcome(
@@ -560,6 +688,32 @@ class Runner:
         path = self.state_dir / "logs" / f"run-{run_id}-{stage}.traceback.txt"
         atomic_write_text(path, redact(traceback.format_exc()), mode=0o600)
         return path
+
+
+def _not_applied_message(result: Any, outcome: StageOutcome, nodes: list[str]) -> str:
+    """ "rendered + validated, not applied: <why>" for a stage, with its own message and artefact dir."""
+    rendered = getattr(result, "rendered", None)
+    whys = sorted({outcome.nodes[n]["message"] for n in nodes})
+    why = rendered.why if rendered is not None and len(whys) > 1 else "; ".join(whys)
+    if rendered is not None and len(whys) > 1:
+        tails = {n: outcome.nodes[n]["message"].removeprefix(rendered.why).lstrip("; ") for n in nodes}
+        why += "; per node: " + "; ".join(f"{n}: {tail}" for n, tail in tails.items() if tail)
+    parts = [redact(result.message), f"{NOT_APPLIED}: {why}"]
+    if outcome.artefacts:
+        parts.append(f"artefacts: {outcome.artefacts}")
+    return "; ".join(p for p in parts if p)
+
+
+def _redacted(value: Any) -> Any:
+    """A string, or each string of a list, through the one redaction."""
+    if isinstance(value, list):
+        return [redact(v) if isinstance(v, str) else v for v in value]
+    return redact(value) if isinstance(value, str) else value
+
+
+def redact_problem(problem: Problem) -> dict[str, Any]:
+    """A problem as data, its texts redacted."""
+    return {k: redact(v) if isinstance(v, str) else v for k, v in problem.as_dict().items()}
 
 
 def _describe(exc: RackctlError) -> str:

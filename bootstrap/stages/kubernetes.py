@@ -1,0 +1,94 @@
+"""The kubernetes stage: render and validate the whole cluster bundle; nothing is applied yet.
+
+It writes what ``rackctl render cluster`` writes (:func:`bootstrap.cluster.render.render_cluster`: kubeadm
+configs per node, kube-vip static pods or keepalived/haproxy, chart values, node labels, Triton manifests,
+``index.json``) to ``<state-dir>/cluster``, as one directory swapped in by rename, after validating it the
+same way (typed kubeadm models, ``kubernetes-validate --strict`` for the target version). A problem fails
+the stage as bad input (exit 2), naming the inventory field, and nothing is written.
+
+Applying (``kubeadm init`` on the first control plane, control-plane and worker joins, the Helm installs)
+is not built: the result is "rendered + validated, not applied" for every node, the runner journals it
+``rendered`` and moves no node (see :mod:`bootstrap.stages.runner`).
+"""
+
+from __future__ import annotations
+
+from bootstrap.cluster import charts, kubeadm
+from bootstrap.cluster.render import render_cluster
+from bootstrap.inventory.models import Inventory, Node
+from bootstrap.stages.base import NOT_APPLIED, PlannedAction, Stage, StageContext, StageResult, register_stage
+from bootstrap.stages.cluster_render import checked_by, require_validators, validate_or_refuse, write_not_applied
+
+#: Where the stage writes the bundle, under the state directory.
+OUT_DIR = "cluster"
+#: Why nothing is applied (shown as "rendered + validated, not applied: <why>").
+WHY = (
+    "rackctl cannot apply it yet: kubeadm init/join on the nodes and the Helm installs are not built "
+    "(docs/kubernetes.md, 'The kubernetes and nvidia stages of rackctl up')"
+)
+
+
+def node_action(inv: Inventory, node: Node) -> str:
+    """What the stage renders and validates for one node: its kubeadm role and the VIP's parts."""
+    api = kubeadm.api_version(inv)
+    first = inv.control_planes[0] if inv.control_planes else None
+    vip = "kube-vip static pod" if inv.kubernetes.api_endpoint == "kube-vip" else "keepalived.conf + haproxy.cfg"
+    if node is first:
+        return (
+            f"render + validate the kubeadm init config ({api} Init/ClusterConfiguration, KubeletConfiguration, "
+            f"KubeProxyConfiguration) and the {vip}: kubeadm init on the first control plane"
+        )
+    if node.is_control_plane:
+        return f"render + validate the control-plane JoinConfiguration ({api}) and the {vip}: control-plane join"
+    return f"render + validate the worker JoinConfiguration ({api}): worker join"
+
+
+def releases(inv: Inventory) -> list[charts.Release]:
+    """The charts of the cluster itself, in install order (the GPU operator is the nvidia stage's)."""
+    out = [charts.cni(inv), charts.local_path(inv)]
+    if inv.monitoring.enabled:
+        out.append(charts.kube_prometheus_stack(inv))
+    return out
+
+
+@register_stage
+class KubernetesStage(Stage):
+    """HA Kubernetes with kubeadm: rendered and validated into ``<state-dir>/cluster``, not applied."""
+
+    name = "kubernetes"
+    description = "Render + validate kubeadm configs, the API VIP, chart values and node labels (not applied yet)"
+    applies = False
+    renders_when_blocked = True
+
+    def check_environment(self, ctx: StageContext) -> None:
+        """The schema checkers are installed (exit 3 before any node is touched otherwise)."""
+        require_validators()
+
+    def plan(self, ctx: StageContext) -> list[PlannedAction]:
+        inv = ctx.inventory
+        actions = [
+            PlannedAction(self.name, hostname, f"{node_action(inv, ctx.node(hostname))}; {NOT_APPLIED}", applies=False)
+            for hostname in ctx.nodes
+        ]
+        charts_text = ", ".join(f"{r.chart} {r.version}" for r in releases(inv))
+        actions.append(
+            PlannedAction(
+                self.name,
+                None,
+                f"render + validate chart values ({charts_text}), node labels and taints into "
+                f"{ctx.state_dir / OUT_DIR}; {NOT_APPLIED}",
+                applies=False,
+            )
+        )
+        return actions
+
+    def run(self, ctx: StageContext) -> StageResult:
+        inv = ctx.inventory
+        bundle = render_cluster(inv)
+        validate_or_refuse(inv, bundle, self.name)
+        out = ctx.state_dir / OUT_DIR
+        message = (
+            f"{len(bundle.files)} files for Kubernetes {bundle.kubernetes_version} ({bundle.kubeadm_api}) "
+            f"written to {out}"
+        )
+        return write_not_applied(ctx, bundle, out, why=WHY, message=message, checks=checked_by(bundle))
