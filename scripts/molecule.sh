@@ -13,6 +13,7 @@
 #   RACKCTL_INVENTORY   the cluster inventory (default inventory/lab.yml)
 #   RACKCTL_MOLECULE_HOSTS  the hosts pattern (default all:!head: the lab's head node is this machine)
 #   RACKCTL_PYTHON      the Python with rackctl, ansible and molecule (default .venv/bin/python)
+#   RACKCTL_MOLECULE_COMMAND  the molecule command (default test; verify checks nodes already converged)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${RACKCTL_PYTHON:-.venv/bin/python}"
@@ -29,6 +30,6 @@ if [ ${#roles[@]} -eq 0 ]; then
   for dir in roles/*/molecule/default; do roles+=("$(basename "$(dirname "$(dirname "$dir")")")"); done
 fi
 for role in "${roles[@]}"; do
-  echo "== molecule test: role $role"
-  (cd "roles/$role" && "$PY" -m molecule test --scenario-name default)
+  echo "== molecule ${RACKCTL_MOLECULE_COMMAND:-test}: role $role"
+  (cd "roles/$role" && "$PY" -m molecule "${RACKCTL_MOLECULE_COMMAND:-test}" --scenario-name default)
 done
