@@ -18,7 +18,13 @@ INV=inventory/lab.yml
 ART="$RACKCTL_STATE_DIR/artefacts"
 rackctl() { .venv/bin/rackctl "$@"; }
 
-trap 'rackctl lab serve down >/dev/null 2>&1 || true; echo "== rackctl lab down"; rackctl lab down >/dev/null || true' EXIT
+# RACKCTL_DEMO_KEEP_LAB=1 leaves the lab up and serving (e.g. for `make molecule` against its nodes);
+# stop it with `.venv/bin/rackctl lab serve down; .venv/bin/rackctl lab down`.
+if [ "${RACKCTL_DEMO_KEEP_LAB:-0}" = 1 ]; then
+  trap 'echo "demo: the lab is still up (RACKCTL_DEMO_KEEP_LAB=1): rackctl lab serve down; rackctl lab down"' EXIT
+else
+  trap 'rackctl lab serve down >/dev/null 2>&1 || true; echo "== rackctl lab down"; rackctl lab down >/dev/null || true' EXIT
+fi
 echo "== rackctl lab up (network namespace + bridge, one libvirt VM per node, emulated iDRACs driving them)"
 rackctl lab up -i "$INV" || exit $?
 echo "== rackctl validate"
