@@ -17,6 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${RACKCTL_PYTHON:-.venv/bin/python}"
+PY="$(cd "$(dirname "$PY")" && pwd)/$(basename "$PY")"  # absolute: each scenario runs from its role
 export RACKCTL_STATE_DIR="${RACKCTL_STATE_DIR:-$PWD/.rackctl/lab}"
 export RACKCTL_LAB_DIR="${RACKCTL_LAB_DIR:-$PWD/.lab}"
 INV="${RACKCTL_INVENTORY:-inventory/lab.yml}"
