@@ -16,7 +16,7 @@ from bootstrap.cluster.render import Bundle, write_bundle
 from bootstrap.cluster.validate import validate_bundle
 from bootstrap.errors import EnvironmentMissing, InvalidInput, Problem
 from bootstrap.inventory.models import Inventory
-from bootstrap.stages.base import Rendered, StageContext, StageResult
+from bootstrap.stages.base import Rendered, Stage, StageContext, StageResult
 
 
 def require_validators() -> None:
@@ -29,6 +29,21 @@ def require_validators() -> None:
                 Problem(m.replace("_", "-"), "not importable", "pip install 'rackctl[cluster]'") for m in missing
             ],
         )
+
+
+class ClusterRenderStage(Stage):
+    """A stage that renders and validates part of the cluster bundle and applies nothing (yet).
+
+    It runs on nodes below its ``requires`` state too (``renders_when_blocked``): rendering needs only the
+    inventory, and each such node's reason says why it could not have been applied.
+    """
+
+    applies = False
+    renders_when_blocked = True
+
+    def check_environment(self, ctx: StageContext) -> None:
+        """The schema checkers are installed (exit 3 before any node is touched otherwise)."""
+        require_validators()
 
 
 def validate_or_refuse(inv: Inventory, bundle: Bundle, stage: str) -> None:

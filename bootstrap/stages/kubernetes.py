@@ -16,8 +16,8 @@ from __future__ import annotations
 from bootstrap.cluster import charts, kubeadm
 from bootstrap.cluster.render import render_cluster
 from bootstrap.inventory.models import Inventory, Node
-from bootstrap.stages.base import NOT_APPLIED, PlannedAction, Stage, StageContext, StageResult, register_stage
-from bootstrap.stages.cluster_render import checked_by, require_validators, validate_or_refuse, write_not_applied
+from bootstrap.stages.base import NOT_APPLIED, PlannedAction, StageContext, StageResult, register_stage
+from bootstrap.stages.cluster_render import ClusterRenderStage, checked_by, validate_or_refuse, write_not_applied
 
 #: Where the stage writes the bundle, under the state directory.
 OUT_DIR = "cluster"
@@ -52,17 +52,11 @@ def releases(inv: Inventory) -> list[charts.Release]:
 
 
 @register_stage
-class KubernetesStage(Stage):
+class KubernetesStage(ClusterRenderStage):
     """HA Kubernetes with kubeadm: rendered and validated into ``<state-dir>/cluster``, not applied."""
 
     name = "kubernetes"
     description = "Render + validate kubeadm configs, the API VIP, chart values and node labels (not applied yet)"
-    applies = False
-    renders_when_blocked = True
-
-    def check_environment(self, ctx: StageContext) -> None:
-        """The schema checkers are installed (exit 3 before any node is touched otherwise)."""
-        require_validators()
 
     def plan(self, ctx: StageContext) -> list[PlannedAction]:
         inv = ctx.inventory

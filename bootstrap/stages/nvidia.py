@@ -20,8 +20,8 @@ import yaml
 from bootstrap.cluster.gpu_operator import driver_version, gpu_nodes, gpu_operator
 from bootstrap.cluster.render import Bundle, RenderedFile, render_cluster
 from bootstrap.inventory.models import Inventory, Node
-from bootstrap.stages.base import NOT_APPLIED, PlannedAction, Stage, StageContext, StageResult, register_stage
-from bootstrap.stages.cluster_render import checked_by, require_validators, validate_or_refuse, write_not_applied
+from bootstrap.stages.base import NOT_APPLIED, PlannedAction, StageContext, StageResult, register_stage
+from bootstrap.stages.cluster_render import ClusterRenderStage, checked_by, validate_or_refuse, write_not_applied
 
 #: Where the stage writes its artefacts, under the state directory.
 OUT_DIR = "nvidia"
@@ -81,17 +81,11 @@ def render_nvidia(inv: Inventory) -> Bundle:
 
 
 @register_stage
-class NvidiaStage(Stage):
+class NvidiaStage(ClusterRenderStage):
     """GPU Operator and Fabric Manager: rendered and validated into ``<state-dir>/nvidia``, not applied."""
 
     name = "nvidia"
     description = "Render + validate the GPU Operator values and the Fabric Manager plan per node (not applied yet)"
-    applies = False
-    renders_when_blocked = True
-
-    def check_environment(self, ctx: StageContext) -> None:
-        """The schema checkers are installed (exit 3 before any node is touched otherwise)."""
-        require_validators()
 
     def plan(self, ctx: StageContext) -> list[PlannedAction]:
         inv = ctx.inventory
