@@ -80,6 +80,10 @@ class Environment(Protocol):
         """Hostnames rackctl must not configure over SSH here, each with the reason (in-band stages skip them)."""
         ...
 
+    def emulated_devices(self, inventory: Inventory) -> dict[str, str]:
+        """Hostnames whose GPUs and NVSwitches exist only out of band here (their OS sees none), with why."""
+        ...
+
 
 class HostEnvironment:
     """A real site: rackctl runs on the head node (or a machine on its networks), nothing is wrapped.
@@ -129,6 +133,10 @@ class HostEnvironment:
         return {n.hostname for n in inventory.nodes if n.role == HEAD_ROLE}
 
     def out_of_band_only(self, inventory: Inventory) -> dict[str, str]:
+        return {}
+
+    def emulated_devices(self, inventory: Inventory) -> dict[str, str]:
+        # A real node's OS sees what its iDRAC reports: a GPU missing on the PCI bus is a fault.
         return {}
 
 

@@ -1,27 +1,39 @@
-"""The nvidia stage: render and validate the GPU Operator release and the Fabric Manager plan; not applied yet.
+"""The nvidia stage: the GPU nodes' host side over SSH; the GPU Operator and Fabric Manager rendered, not applied.
 
 It writes the nvidia part of ``rackctl render cluster`` to ``<state-dir>/nvidia`` (one directory, by
 rename): the GPU Operator chart values (``charts/gpu-operator/values.yaml``), its rendered manifests when
 the chart is at hand, the per-node operator labels (``nvidia/node-labels.yaml``: host driver, MIG config)
 and the per-node Fabric Manager decision (``nvidia/fabric-manager.yaml``: who runs it, the pinned host
 packages). The decision comes from the inventory; whether a node really has NVSwitches is detected on the
-node (:mod:`bootstrap.nvidia.detect`) when the stage applies. Checks: the profile rules (MIG strategy and
+node by the host side below (:mod:`bootstrap.nvidia.host`). Checks: the profile rules (MIG strategy and
 operator driver agree cluster-wide, MIG only on MIG-capable GPUs) and the driver / Fabric Manager version
 match; a problem fails the stage as bad input (exit 2), naming the inventory field.
 
-Applying needs the kubernetes stage applied (nodes ``joined``) and the install itself, which is not built:
-every node is reported "rendered + validated, not applied", with the kubernetes reason where it applies.
+The host side runs for real on every GPU node the network stage configured (``playbooks/nvidia_host.yml``,
+role ``nvidia_host``): nouveau blacklisted, the node's PCI bus and NVSwitch driver read back and compared with
+the inventory (:mod:`bootstrap.nvidia.host`). A GPU count that differs from the inventory, or a model that
+should have NVSwitches showing none, fails the node, unless the environment says its devices exist only
+out of band (the lab's VMs). Fabric Manager is then needed exactly where NVSwitches were detected.
+
+Applying the rest needs the kubernetes stage applied (nodes ``joined``) and the install itself, which is not
+built: every node is reported "rendered + validated, not applied", with what its host side did or why it
+did not run.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import yaml
 
 from bootstrap.cluster.gpu_operator import driver_version, gpu_nodes, gpu_operator
 from bootstrap.cluster.render import Bundle, RenderedFile, render_cluster
 from bootstrap.inventory.models import Inventory, Node
-from bootstrap.stages.base import NOT_APPLIED, PlannedAction, StageContext, StageResult, register_stage
+from bootstrap.journal.states import NodeState, rank
+from bootstrap.nvidia.host import assess_report
+from bootstrap.stages.base import NOT_APPLIED, NodeResult, PlannedAction, StageContext, StageResult, register_stage
 from bootstrap.stages.cluster_render import ClusterRenderStage, checked_by, validate_or_refuse, write_not_applied
+from bootstrap.stages.playbook import PlaybookStage
 
 #: Where the stage writes its artefacts, under the state directory.
 OUT_DIR = "nvidia"
@@ -30,6 +42,11 @@ WHY = (
     "rackctl cannot apply it yet: the GPU Operator install (Helm) and the node-side driver / Fabric Manager "
     "steps are not built, and they need the kubernetes stage applied"
 )
+#: The host side, run over SSH on installed GPU nodes, and the fact it returns.
+HOST_PLAYBOOK = "nvidia_host.yml"
+HOST_FACTS = "nvidia_host_report"
+#: The stage that configures a node in-band (package source, networks); the host side runs after it.
+NETWORK_STAGE = "network"
 #: The checks the stage makes besides the bundle validators.
 CHECKS = (
     "nvidia.profiles rules (MIG strategy and operator driver agree cluster-wide; MIG only on MIG GPUs)",
@@ -80,6 +97,38 @@ def render_nvidia(inv: Inventory) -> Bundle:
     return part
 
 
+class NvidiaHostPlay(PlaybookStage):
+    """The nvidia stage's host side: ``playbooks/nvidia_host.yml`` on GPU nodes (run by the stage, not registered)."""
+
+    name = "nvidia"
+    description = "Blacklist nouveau, read the PCI bus and NVSwitches of each installed GPU node"
+    playbook = HOST_PLAYBOOK
+    facts_var = HOST_FACTS
+
+
+def host_targets(ctx: StageContext) -> tuple[list[str], dict[str, str]]:
+    """The GPU nodes the host side runs on now (installed, the network stage completed, reachable in-band here),
+    and the GPU nodes it cannot run on, each with why."""
+    inv = ctx.inventory
+    gpu = {n.hostname for n in gpu_nodes(inv)}
+    excluded = ctx.options.environment.out_of_band_only(inv)
+    run: list[str] = []
+    not_run: dict[str, str] = {}
+    for node in ctx.nodes:
+        if node not in gpu:
+            continue
+        state = ctx.state(node)
+        if node in excluded:
+            not_run[node] = excluded[node]
+        elif rank(state) < rank(NodeState.PROVISIONED):
+            not_run[node] = f"the node is not installed ({state.value})"
+        elif ctx.journal.stage_done(node, NETWORK_STAGE) is None:
+            not_run[node] = f"the {NETWORK_STAGE} stage has not completed on the node (run it first)"
+        else:
+            run.append(node)
+    return run, not_run
+
+
 @register_stage
 class NvidiaStage(ClusterRenderStage):
     """GPU Operator and Fabric Manager: rendered and validated into ``<state-dir>/nvidia``, not applied."""
@@ -96,6 +145,15 @@ class NvidiaStage(ClusterRenderStage):
             why = f" ({ctx.cannot_apply[hostname]})" if hostname in ctx.cannot_apply else ""
             if hostname in with_gpus:
                 gpus = inv.gpus_of(node)
+                actions.append(
+                    PlannedAction(
+                        self.name,
+                        hostname,
+                        f"playbooks/{HOST_PLAYBOOK} over SSH once the network stage configured the node: blacklist "
+                        f"nouveau, read its PCI bus and NVSwitches, check {gpus.count} x {gpus.type} are there",
+                        skip=ctx.options.environment.out_of_band_only(inv).get(hostname),
+                    )
+                )
                 what = (
                     f"render + validate {gpus.count} x {gpus.type}: operator node labels; "
                     f"{fabric_manager_decision(inv, node)}; {NOT_APPLIED}{why}"
@@ -119,6 +177,7 @@ class NvidiaStage(ClusterRenderStage):
         inv = ctx.inventory
         bundle = render_nvidia(inv)
         validate_or_refuse(inv, bundle, self.name)
+        host = self.host_side(ctx)
         out = ctx.state_dir / OUT_DIR
         gpus = len(gpu_nodes(inv))
         message = (
@@ -127,4 +186,49 @@ class NvidiaStage(ClusterRenderStage):
             if gpus
             else f"no GPU nodes: no GPU Operator release (index written to {out})"
         )
-        return write_not_applied(ctx, bundle, out, why=WHY, message=message, checks=checked_by(bundle, *CHECKS))
+        ran = [n for n, r in host.items() if r.applied and r.ok]
+        if ran:
+            message += f"; host side applied on {', '.join(ran)} (playbooks/{HOST_PLAYBOOK})"
+        result = write_not_applied(ctx, bundle, out, why=WHY, message=message, checks=checked_by(bundle, *CHECKS))
+        for node, res in host.items():
+            if not res.ok:
+                result.nodes[node] = res
+            else:
+                result.nodes[node].message = f"{result.nodes[node].message}; {res.message}"
+        result.ok = all(r.ok for r in result.nodes.values())
+        return result
+
+    def host_side(self, ctx: StageContext) -> dict[str, NodeResult]:
+        """Run the host side on the installed GPU nodes; per GPU node, what it found or why it did not run.
+
+        ``applied`` marks the nodes it ran on; a node whose devices differ from the inventory is not ok.
+        """
+        run, not_run = host_targets(ctx)
+        out = {
+            n: NodeResult(n, ok=True, message=f"host side not run: {why}", applied=False) for n, why in not_run.items()
+        }
+        if not run:
+            return out
+        played = NvidiaHostPlay().run(dataclasses.replace(ctx, nodes=run))
+        emulated = ctx.options.environment.emulated_devices(ctx.inventory)
+        for node in run:
+            res = played.nodes[node]
+            if not res.ok:
+                out[node] = res
+                continue
+            report = res.data.get(HOST_FACTS) or {}
+            verdict = assess_report(ctx.inventory, ctx.node(node), report, emulated=emulated.get(node))
+            # one record, with the report the play recorded: the journal keeps a stage's latest facts per node
+            facts = {HOST_FACTS: report, "nvidia_host": verdict.as_dict()}
+            if report.get("driver_version"):  # the driver the node runs (rackctl status shows it)
+                facts["driver_version"] = report["driver_version"]
+            ctx.record_facts(node, facts)
+            text = verdict.summary()
+            out[node] = NodeResult(
+                node,
+                ok=verdict.ok,
+                message=f"host side applied ({res.data.get('changed', 0)} changed): {text}" if verdict.ok else text,
+                changed=res.changed,
+                data={**res.data, "host": verdict.as_dict()},
+            )
+        return out

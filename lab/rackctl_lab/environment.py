@@ -82,3 +82,8 @@ class LabEnvironment:
     def out_of_band_only(self, inventory: Inventory) -> dict[str, str]:
         reason = "the lab's head node is this machine: rackctl does not configure it over SSH"
         return dict.fromkeys(self.preinstalled(inventory), reason)
+
+    def emulated_devices(self, inventory: Inventory) -> dict[str, str]:
+        # The emulated iDRACs report the inventory's GPUs; the qemu VMs behind them have none.
+        reason = "a lab VM: its GPUs and NVSwitches exist only in its emulated iDRAC"
+        return {n.hostname: reason for n in inventory.nodes if inventory.gpus_of(n).count > 0}

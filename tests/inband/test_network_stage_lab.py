@@ -6,6 +6,7 @@ pushed, and chronyd (``LabTimeServer``), all in the lab's namespace. Then ``rack
 (the runner, the journal, the lab environment) and, over SSH on each node: /etc/hosts, chrony
 synchronised to the head node, the kernel settings, apt seeing only the mirror, containerd pulling an
 image from the head node's registry and running it. A second run changes nothing (ansible-runner's recap).
+After the stage, on the same nodes: the nvidia stage's host side (role nvidia_host) for real on both VMs.
 
 Runs VMs: only under ``flock /tmp/rackctl-lab.lock`` (the ``installed_lab`` fixture takes it).
 """
@@ -29,12 +30,9 @@ from bootstrap.mirror.site_vars import site_vars
 from bootstrap.resources import roles_dir
 from bootstrap.stages.base import RunOptions, StageContext, get_stage
 from bootstrap.stages.playbook import runs_dir
-from bootstrap.stages.runner import Runner, select
+from bootstrap.stages.runner import EXIT_NOT_APPLIED, Runner, select
 from tests.inband.conftest import InstalledLab
 
-# Not in `make test` yet (issue 10 stays open): on the lab's Debian 12 VMs the storage VLAN device stays
-# "netdev ready" without its address after `netplan apply`, so the apply waits, times out and rolls back.
-# Run with `make test-pending`; see docs/architecture.md, "Proofs still pending".
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 
@@ -229,3 +227,28 @@ def test_the_molecule_scenarios_pass_against_the_lab_nodes(served_lab: ServedLab
     # molecule logs each action (scenario ➜ action) on stderr and its summary on stdout
     assert "idempotence" in full.stderr + full.stdout, full.stderr[-3000:]
     assert "verify" in verify.stderr + verify.stdout and "idempotence" not in verify.stderr, verify.stderr[-3000:]
+
+
+def test_after_it_the_nvidia_stage_runs_its_host_side_on_the_gpu_vms(served_lab: ServedLab, first_run) -> None:
+    """``up --stages nvidia``: nouveau blacklisted in the VMs' initramfs, their real PCI bus read back (no
+    GPU, no NVSwitch: a lab VM, said so), the GPU Operator only rendered: exit 5, no node moved."""
+    lab = served_lab.lab
+    selection = select(lab.inventory, stages=["nvidia"], limit=lab.nodes)
+    start = time.monotonic()
+    outcome = Runner(lab.inventory, lab.state_dir, selection, options=RunOptions(environment=lab.environment)).run()
+    served_lab.timings["nvidia_host_s"] = time.monotonic() - start
+    print(f"timings: {served_lab.timings}")
+    assert outcome.exit_code == EXIT_NOT_APPLIED, outcome.as_dict()
+    stage = outcome.stages[0]
+    with Journal(lab.state_dir, readonly=True) as journal:
+        for node in lab.nodes:
+            result = stage.nodes[node]
+            assert result["status"] == "rendered" and "host side applied" in result["message"], result
+            assert "0 NVIDIA GPU(s) on the PCI bus" in result["message"] and "a lab VM" in result["message"]
+            assert journal.state(node) is NodeState.PROVISIONED
+            facts = journal.latest_facts(node)["nvidia"]
+            assert facts["nvidia_host"]["gpus_found"] == 0 and not facts["nvidia_host"]["needs_fabric_manager"]
+            assert any("/vendor:0x1af4" in line for line in facts["nvidia_host_report"]["pci_sysfs"])  # virtio
+            initramfs = lab.ssh(node, "lsinitramfs /boot/initrd.img-$(uname -r)", timeout=120).stdout
+            assert "rackctl-blacklist-nouveau.conf" in initramfs
+    assert "Fabric Manager not needed (XE9680 would have them" in stage.nodes["gpu-02"]["message"]
