@@ -20,4 +20,4 @@ echo "== kube-apiserver 1.20.2 for tests/cluster/test_real_apiserver.py (built f
 RACKCTL_KUBE_APISERVER="$(scripts/build-kube-apiserver.sh)"
 export RACKCTL_KUBE_APISERVER RACKCTL_REQUIRE_APISERVER=1
 echo "== pytest"
-.venv/bin/pytest -q "$@"
+.venv/bin/pytest -q --durations=25 "$@"
