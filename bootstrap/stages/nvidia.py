@@ -2,10 +2,11 @@
 
 It writes the nvidia part of ``rackctl render cluster`` to ``<state-dir>/nvidia`` (one directory, by
 rename): the GPU Operator chart values (``charts/gpu-operator/values.yaml``), its rendered manifests when
-the chart is at hand, the per-node operator labels (``nvidia/node-labels.yaml``: host driver, MIG config)
-and the per-node Fabric Manager decision (``nvidia/fabric-manager.yaml``: who runs it, the pinned host
-packages). The decision comes from the inventory; whether a node really has NVSwitches is detected on the
-node (:mod:`bootstrap.nvidia.detect`) when the stage applies. Checks: the profile rules (MIG strategy and
+the chart is at hand (``up --charts DIR``; ``--crds DIR`` for the custom-resource checks), the per-node
+operator labels (``nvidia/node-labels.yaml``: host driver, MIG config) and the per-node Fabric Manager
+decision (``nvidia/fabric-manager.yaml``: who runs it, the pinned host packages). The decision comes from
+the inventory; whether a node really has NVSwitches is detected on the node (:mod:`bootstrap.nvidia.detect`)
+when the stage applies. Checks: the profile rules (MIG strategy and
 operator driver agree cluster-wide, MIG only on MIG-capable GPUs) and the driver / Fabric Manager version
 match; a problem fails the stage as bad input (exit 2), naming the inventory field.
 
@@ -15,12 +16,15 @@ every node is reported "rendered + validated, not applied", with the kubernetes 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import yaml
 
 from bootstrap.cluster.gpu_operator import driver_version, gpu_nodes, gpu_operator
 from bootstrap.cluster.render import Bundle, RenderedFile, render_cluster
 from bootstrap.inventory.models import Inventory, Node
 from bootstrap.stages.base import NOT_APPLIED, PlannedAction, StageContext, StageResult, register_stage
+from bootstrap.stages.cluster_inputs import cluster_inputs
 from bootstrap.stages.cluster_render import ClusterRenderStage, checked_by, validate_or_refuse, write_not_applied
 
 #: Where the stage writes its artefacts, under the state directory.
@@ -50,9 +54,12 @@ def fabric_manager_decision(inv: Inventory, node: Node) -> str:
     return f"Fabric Manager if NVSwitches are detected on the node ({expected} for {node.model}): {who}"
 
 
-def render_nvidia(inv: Inventory) -> Bundle:
-    """The GPU Operator part of the cluster bundle, with the per-node labels and Fabric Manager plan."""
-    full = render_cluster(inv)
+def render_nvidia(inv: Inventory, charts_dir: Path | None = None) -> Bundle:
+    """The GPU Operator part of the cluster bundle, with the per-node labels and Fabric Manager plan.
+
+    ``charts_dir``: the chart archives (``up --charts``); the GPU Operator's is rendered, its CRDs kept.
+    """
+    full = render_cluster(inv, charts_dir)
     gpu = gpu_operator(inv)
     part = Bundle(full.kubernetes_version, full.kubeadm_api, problems=list(gpu.problems))
     part.corrections = list(gpu.corrections)
@@ -74,7 +81,8 @@ def render_nvidia(inv: Inventory) -> Bundle:
         part.not_rendered.append(
             {
                 "what": f"chart manifests (helm template) of {gpu.release.chart} {gpu.release.version}",
-                "why": "no chart archive at hand; the stage installs the chart with Helm when it applies",
+                "why": (f"no chart archive for it in {charts_dir}" if charts_dir else "no --charts directory was given")
+                + "; the stage installs the chart with Helm when it applies",
             }
         )
     return part
@@ -109,7 +117,8 @@ class NvidiaStage(ClusterRenderStage):
             PlannedAction(
                 self.name,
                 None,
-                f"render + validate {release} into {ctx.state_dir / OUT_DIR}; {NOT_APPLIED}",
+                f"render + validate {release} into {ctx.state_dir / OUT_DIR}"
+                f"{cluster_inputs(ctx.options.extra).described() if with_gpus else ''}; {NOT_APPLIED}",
                 applies=False,
             )
         )
@@ -117,8 +126,9 @@ class NvidiaStage(ClusterRenderStage):
 
     def run(self, ctx: StageContext) -> StageResult:
         inv = ctx.inventory
-        bundle = render_nvidia(inv)
-        validate_or_refuse(inv, bundle, self.name)
+        inputs = cluster_inputs(ctx.options.extra)
+        bundle = render_nvidia(inv, inputs.charts)
+        validate_or_refuse(inv, bundle, self.name, inputs.crds)
         out = ctx.state_dir / OUT_DIR
         gpus = len(gpu_nodes(inv))
         message = (
