@@ -149,7 +149,8 @@ def cli(ctx: click.Context, env_name: str | None) -> None:
     """rackctl: a rack of Dell PowerEdge servers from bare metal to serving LLMs.
 
     Exit codes: 0 ok, 1 something failed, 2 invalid input, 3 missing tool on this machine,
-    4 stage not implemented yet, 5 not applied (stages only rendered + validated), 130 interrupted.
+    4 stage not implemented yet, 5 not applied (only rendered + validated: stages, driver upgrade),
+    130 interrupted.
     """
     ctx.ensure_object(dict)["env_name"] = env_name
 

@@ -27,7 +27,7 @@ from bootstrap.day2.driver import plan_upgrade, render
 from bootstrap.day2.kube import cluster_for
 from bootstrap.day2.redeploy import plan_redeploy, run_redeploy
 from bootstrap.day2.status import COLUMNS, collect
-from bootstrap.errors import EXIT_NOT_IMPLEMENTED, EXIT_OK, InvalidInput, Problem
+from bootstrap.errors import EXIT_NOT_APPLIED, EXIT_OK, InvalidInput, Problem
 from bootstrap.inventory import load_inventory
 from bootstrap.rollout import max_unavailable_count
 from bootstrap.selection import STAGES_OPTION, check_stages, select_nodes, split_csv
@@ -273,7 +273,8 @@ def driver_upgrade_cmd(
 ) -> None:
     """Check V against Triton's CUDA and the GPU Operator's matrix, plan the upgrade and render it.
 
-    Applying it needs GPUs and Kubernetes: this rackctl renders the plan and says it was not applied (exit 4).
+    Applying it needs GPUs and Kubernetes: this rackctl renders the plan after its checks and says it was not
+    applied (exit 5, not applied); with --plan it renders nothing and exits 0.
     """
 
     inventory = load_inventory(inventory_path)
@@ -281,12 +282,21 @@ def driver_upgrade_cmd(
     for message in plan.warnings:
         warn(message, as_json)
     status = "planned, not applied"
+    exit_code = EXIT_OK
     if not plan_only:
         ensure_writable_state_dir(state_dir)
         render(inventory, plan, state_dir, environment_for(inventory))
         status = "planned/rendered, not applied"
+        exit_code = EXIT_NOT_APPLIED
     reason = "executing it needs GPUs and a Kubernetes cluster; this rackctl does not apply driver upgrades yet"
-    data = {"ok": plan_only, "status": status, "reason": reason, "plan": plan.as_dict(), "applied": False}
+    data = {
+        "ok": plan_only,
+        "status": status,
+        "applied": False,
+        "reason": reason,
+        "exit_code": exit_code,
+        "plan": plan.as_dict(),
+    }
 
     def human(d: dict[str, Any]) -> None:
         p = d["plan"]
@@ -299,11 +309,13 @@ def driver_upgrade_cmd(
             console.print(f"  {escape(node)}: " + " -> ".join(escape(s) for s in steps))
         for what, path in p["rendered"].items():
             console.print(f"rendered {what}: {escape(path)}")
-        console.print(f"[yellow]{escape(d['status'])}: {escape(d['reason'])}[/yellow]")
+        console.print(f"[yellow]{escape(d['status'])} (applied: false): {escape(d['reason'])}[/yellow]")
+        if d["exit_code"] == EXIT_NOT_APPLIED:
+            console.print(f"[yellow]exit {EXIT_NOT_APPLIED}: checked and rendered only, nothing applied[/yellow]")
 
     emit(data, as_json, human)
-    if not plan_only:
-        sys.exit(EXIT_NOT_IMPLEMENTED)
+    if exit_code != EXIT_OK:
+        sys.exit(exit_code)
 
 
 def _count_or_percent(value: str | None) -> int | str | None:

@@ -27,6 +27,7 @@ from bootstrap.journal.states import NodeState, check_transition
 from bootstrap.journal.store import JOURNAL_FILE, Journal
 from bootstrap.selection import STAGES_OPTION, split_csv
 from bootstrap.stages.base import STAGE_ORDER, NullProgress, RunOptions
+from bootstrap.stages.cluster_inputs import EXTRA_KEY, checked_inputs
 from bootstrap.stages.progress import RichProgress
 from bootstrap.stages.runner import Runner, plan, select
 
@@ -44,6 +45,26 @@ def _selection_options(func: Any) -> Any:
     )(func)
     return click.option(
         "--force", is_flag=True, help="Re-run completed stages and steps; allows reimaging provisioned nodes."
+    )(func)
+
+
+def _cluster_input_options(func: Any) -> Any:
+    """``--charts DIR`` and ``--crds DIR``: what the kubernetes and nvidia stages render and check with."""
+    func = click.option(
+        "--crds",
+        "crd_dir",
+        type=click.Path(path_type=Path),
+        default=None,
+        metavar="DIR",
+        help="CRD YAML (the pinned charts' crds/) to check custom resources against (kubernetes, nvidia stages).",
+    )(func)
+    return click.option(
+        "--charts",
+        "charts_dir",
+        type=click.Path(path_type=Path),
+        default=None,
+        metavar="DIR",
+        help="Pinned chart archives (<chart>-<version>.tgz) to render with our values (kubernetes, nvidia stages).",
     )(func)
 
 
@@ -103,6 +124,7 @@ def _show_outcome(data: dict[str, Any]) -> None:
 
 @click.command("plan")
 @_selection_options
+@_cluster_input_options
 @inventory_option
 @state_dir_option
 @json_option
@@ -113,22 +135,28 @@ def plan_cmd(
     limit: str | None,
     from_stage: str | None,
     force: bool,
+    charts_dir: Path | None = None,
+    crd_dir: Path | None = None,
     inventory_path: Path,
     state_dir: Path,
     as_json: bool,
 ) -> None:
     """Show what `rackctl up` would do per stage and node; changes nothing."""
+    inputs = checked_inputs(charts_dir, crd_dir)
     inventory = load_inventory(inventory_path)
     selection = select(
         inventory, stages=split_csv(stages, STAGES_OPTION), limit=split_csv(limit), from_stage=from_stage, force=force
     )
-    options = RunOptions(dry_run=True, force=force, environment=environment_for(inventory))
+    options = RunOptions(
+        dry_run=True, force=force, environment=environment_for(inventory), extra={EXTRA_KEY: inputs.as_extra()}
+    )
     data = plan(inventory, state_dir, selection, options)
     emit(data, as_json, _show_plan)
 
 
 @click.command("up")
 @_selection_options
+@_cluster_input_options
 @click.option("--dry-run", is_flag=True, help="Only show the plan (same as `rackctl plan`).")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before destructive stages or steps.")
 @click.option("--insecure", is_flag=True, help="Do not verify BMC TLS certificates (lab only; verified by default).")
@@ -151,6 +179,8 @@ def up_cmd(
     yes: bool,
     insecure: bool,
     apply_firmware: bool = False,
+    charts_dir: Path | None = None,
+    crd_dir: Path | None = None,
     inventory_path: Path,
     state_dir: Path,
     as_json: bool,
@@ -161,8 +191,10 @@ def up_cmd(
     nodes finished it) or on Ctrl-C (exit 130); bad input is exit 2, a missing tool exit 3. A stage that
     could only render and validate (kubernetes, nvidia, triton today) is shown "rendered, not applied",
     moves no node, and the run ends with exit 5 when nothing failed. Run it again to resume: completed
-    steps are not repeated, failed nodes are retried from where they failed.
+    steps are not repeated, failed nodes are retried from where they failed. --charts/--crds are used by
+    the kubernetes and nvidia stages as by `rackctl render cluster`.
     """
+    inputs = checked_inputs(charts_dir, crd_dir)
     inventory = load_inventory(inventory_path)
     selection = select(
         inventory, stages=split_csv(stages, STAGES_OPTION), limit=split_csv(limit), from_stage=from_stage, force=force
@@ -173,7 +205,7 @@ def up_cmd(
         yes=yes,
         insecure=insecure,
         environment=environment_for(inventory),
-        extra={"firmware": {"apply": apply_firmware}},
+        extra={"firmware": {"apply": apply_firmware}, EXTRA_KEY: inputs.as_extra()},
     )
     if dry_run:
         data = plan(inventory, state_dir, selection, options)
@@ -184,6 +216,7 @@ def up_cmd(
     )
     command += " --force" if force else ""
     command += " --apply-firmware" if apply_firmware else ""
+    command += "".join(f" --{key} {path}" for key, path in inputs.as_extra().items())
     if as_json:
         outcome = Runner(
             inventory, state_dir, selection, options=options, progress=NullProgress(), command=command

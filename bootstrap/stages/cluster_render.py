@@ -46,9 +46,12 @@ class ClusterRenderStage(Stage):
         require_validators()
 
 
-def validate_or_refuse(inv: Inventory, bundle: Bundle, stage: str) -> None:
-    """Every problem of ``bundle`` at once (each naming the inventory field), as bad input: nothing written."""
-    problems = validate_bundle(inv, bundle)
+def validate_or_refuse(inv: Inventory, bundle: Bundle, stage: str, crd_dir: Path | None = None) -> None:
+    """Every problem of ``bundle`` at once (each naming the inventory field), as bad input: nothing written.
+
+    ``crd_dir``: CRD YAML to check custom resources against (``up --crds``, as ``render cluster --crds``).
+    """
+    problems = validate_bundle(inv, bundle, crd_dir)
     if problems:
         raise InvalidInput(
             f"stage {stage}: what it renders has {len(problems)} problem(s); nothing was written or applied",

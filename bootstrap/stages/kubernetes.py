@@ -3,8 +3,9 @@
 It writes what ``rackctl render cluster`` writes (:func:`bootstrap.cluster.render.render_cluster`: kubeadm
 configs per node, kube-vip static pods or keepalived/haproxy, chart values, node labels, Triton manifests,
 ``index.json``) to ``<state-dir>/cluster``, as one directory swapped in by rename, after validating it the
-same way (typed kubeadm models, ``kubernetes-validate --strict`` for the target version). A problem fails
-the stage as bad input (exit 2), naming the inventory field, and nothing is written.
+same way (typed kubeadm models, ``kubernetes-validate --strict`` for the target version), with the chart
+archives and CRDs of ``up --charts/--crds`` when given (:mod:`bootstrap.stages.cluster_inputs`). A problem
+fails the stage as bad input (exit 2), naming the inventory field, and nothing is written.
 
 Applying (``kubeadm init`` on the first control plane, control-plane and worker joins, the Helm installs)
 is not built: the result is "rendered + validated, not applied" for every node, the runner journals it
@@ -17,6 +18,7 @@ from bootstrap.cluster import charts, kubeadm
 from bootstrap.cluster.render import render_cluster
 from bootstrap.inventory.models import Inventory, Node
 from bootstrap.stages.base import NOT_APPLIED, PlannedAction, StageContext, StageResult, register_stage
+from bootstrap.stages.cluster_inputs import cluster_inputs
 from bootstrap.stages.cluster_render import ClusterRenderStage, checked_by, validate_or_refuse, write_not_applied
 
 #: Where the stage writes the bundle, under the state directory.
@@ -70,7 +72,7 @@ class KubernetesStage(ClusterRenderStage):
                 self.name,
                 None,
                 f"render + validate chart values ({charts_text}), node labels and taints into "
-                f"{ctx.state_dir / OUT_DIR}; {NOT_APPLIED}",
+                f"{ctx.state_dir / OUT_DIR}{cluster_inputs(ctx.options.extra).described()}; {NOT_APPLIED}",
                 applies=False,
             )
         )
@@ -78,8 +80,9 @@ class KubernetesStage(ClusterRenderStage):
 
     def run(self, ctx: StageContext) -> StageResult:
         inv = ctx.inventory
-        bundle = render_cluster(inv)
-        validate_or_refuse(inv, bundle, self.name)
+        inputs = cluster_inputs(ctx.options.extra)
+        bundle = render_cluster(inv, inputs.charts)
+        validate_or_refuse(inv, bundle, self.name, inputs.crds)
         out = ctx.state_dir / OUT_DIR
         message = (
             f"{len(bundle.files)} files for Kubernetes {bundle.kubernetes_version} ({bundle.kubeadm_api}) "

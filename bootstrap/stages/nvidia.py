@@ -2,10 +2,11 @@
 
 It writes the nvidia part of ``rackctl render cluster`` to ``<state-dir>/nvidia`` (one directory, by
 rename): the GPU Operator chart values (``charts/gpu-operator/values.yaml``), its rendered manifests when
-the chart is at hand, the per-node operator labels (``nvidia/node-labels.yaml``: host driver, MIG config)
-and the per-node Fabric Manager decision (``nvidia/fabric-manager.yaml``: who runs it, the pinned host
-packages). The decision comes from the inventory; whether a node really has NVSwitches is detected on the
-node by the host side below (:mod:`bootstrap.nvidia.host`). Checks: the profile rules (MIG strategy and
+the chart is at hand (``up --charts DIR``; ``--crds DIR`` for the custom-resource checks), the per-node
+operator labels (``nvidia/node-labels.yaml``: host driver, MIG config) and the per-node Fabric Manager
+decision (``nvidia/fabric-manager.yaml``: who runs it, the pinned host packages). The decision comes from
+the inventory; whether a node really has NVSwitches is detected on the node by the host side below
+(:mod:`bootstrap.nvidia.host`). Checks: the profile rules (MIG strategy and
 operator driver agree cluster-wide, MIG only on MIG-capable GPUs) and the driver / Fabric Manager version
 match; a problem fails the stage as bad input (exit 2), naming the inventory field.
 
@@ -23,6 +24,7 @@ did not run.
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import yaml
 
@@ -32,6 +34,7 @@ from bootstrap.inventory.models import Inventory, Node
 from bootstrap.journal.states import NodeState, rank
 from bootstrap.nvidia.host import assess_report
 from bootstrap.stages.base import NOT_APPLIED, NodeResult, PlannedAction, StageContext, StageResult, register_stage
+from bootstrap.stages.cluster_inputs import cluster_inputs
 from bootstrap.stages.cluster_render import ClusterRenderStage, checked_by, validate_or_refuse, write_not_applied
 from bootstrap.stages.playbook import PlaybookStage
 
@@ -67,9 +70,12 @@ def fabric_manager_decision(inv: Inventory, node: Node) -> str:
     return f"Fabric Manager if NVSwitches are detected on the node ({expected} for {node.model}): {who}"
 
 
-def render_nvidia(inv: Inventory) -> Bundle:
-    """The GPU Operator part of the cluster bundle, with the per-node labels and Fabric Manager plan."""
-    full = render_cluster(inv)
+def render_nvidia(inv: Inventory, charts_dir: Path | None = None) -> Bundle:
+    """The GPU Operator part of the cluster bundle, with the per-node labels and Fabric Manager plan.
+
+    ``charts_dir``: the chart archives (``up --charts``); the GPU Operator's is rendered, its CRDs kept.
+    """
+    full = render_cluster(inv, charts_dir)
     gpu = gpu_operator(inv)
     part = Bundle(full.kubernetes_version, full.kubeadm_api, problems=list(gpu.problems))
     part.corrections = list(gpu.corrections)
@@ -91,7 +97,8 @@ def render_nvidia(inv: Inventory) -> Bundle:
         part.not_rendered.append(
             {
                 "what": f"chart manifests (helm template) of {gpu.release.chart} {gpu.release.version}",
-                "why": "no chart archive at hand; the stage installs the chart with Helm when it applies",
+                "why": (f"no chart archive for it in {charts_dir}" if charts_dir else "no --charts directory was given")
+                + "; the stage installs the chart with Helm when it applies",
             }
         )
     return part
@@ -167,7 +174,8 @@ class NvidiaStage(ClusterRenderStage):
             PlannedAction(
                 self.name,
                 None,
-                f"render + validate {release} into {ctx.state_dir / OUT_DIR}; {NOT_APPLIED}",
+                f"render + validate {release} into {ctx.state_dir / OUT_DIR}"
+                f"{cluster_inputs(ctx.options.extra).described() if with_gpus else ''}; {NOT_APPLIED}",
                 applies=False,
             )
         )
@@ -175,8 +183,9 @@ class NvidiaStage(ClusterRenderStage):
 
     def run(self, ctx: StageContext) -> StageResult:
         inv = ctx.inventory
-        bundle = render_nvidia(inv)
-        validate_or_refuse(inv, bundle, self.name)
+        inputs = cluster_inputs(ctx.options.extra)
+        bundle = render_nvidia(inv, inputs.charts)
+        validate_or_refuse(inv, bundle, self.name, inputs.crds)
         host = self.host_side(ctx)
         out = ctx.state_dir / OUT_DIR
         gpus = len(gpu_nodes(inv))

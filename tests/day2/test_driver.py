@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from bootstrap.cli import cli
 from bootstrap.day2.driver import check_version, plan_upgrade, render
 from bootstrap.environment import HostEnvironment
-from bootstrap.errors import InvalidInput
+from bootstrap.errors import EXIT_NOT_APPLIED, InvalidInput
 from bootstrap.inventory import Inventory, load_inventory
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -137,16 +137,31 @@ def test_the_command_says_planned_and_rendered_not_applied(tmp_path: Path) -> No
     )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert data["status"] == "planned, not applied" and data["applied"] is False
+    assert data["status"] == "planned, not applied" and data["applied"] is False and data["exit_code"] == 0
     assert not (state / "day2").exists()  # --plan renders nothing
     result = CliRunner().invoke(
         cli, ["driver", "upgrade", "--version", "580.95.05", "-i", str(inventory), "--state-dir", str(state), "--json"]
     )
-    assert result.exit_code == 4, result.output
+    assert result.exit_code == EXIT_NOT_APPLIED, result.output
     data = json.loads(result.stdout)
     assert data["status"] == "planned/rendered, not applied" and data["applied"] is False
+    assert data["exit_code"] == EXIT_NOT_APPLIED and "Kubernetes" in data["reason"]
     assert Path(data["plan"]["rendered"]["extravars"]).is_file()
     result = CliRunner().invoke(
         cli, ["driver", "upgrade", "--version", "580.95.05", "--max-unavailable", "0%", "-i", str(inventory), "--json"]
     )
     assert result.exit_code == 2 and json.loads(result.stdout)["errors"][0]["path"] == "--max-unavailable"
+
+
+def test_the_human_output_says_not_applied_and_why_with_exit_5(tmp_path: Path) -> None:
+    inventory = write(tmp_path)
+    state = tmp_path / "state"
+    result = CliRunner().invoke(
+        cli, ["driver", "upgrade", "--version", "580.95.05", "-i", str(inventory), "--state-dir", str(state)]
+    )
+    assert result.exit_code == EXIT_NOT_APPLIED, result.output
+    text = " ".join(result.output.split())
+    assert "planned/rendered, not applied (applied: false)" in text
+    assert "needs GPUs and a Kubernetes cluster" in text and "nothing applied" in text
+    assert "Traceback" not in result.output
+    assert (state / "day2" / "driver-580.95.05" / "gpu-operator-values.yml").is_file()
