@@ -146,6 +146,8 @@ class NvidiaStage(ClusterRenderStage):
     def plan(self, ctx: StageContext) -> list[PlannedAction]:
         inv = ctx.inventory
         with_gpus = {n.hostname for n in gpu_nodes(inv)}
+        # the plan is made before the stages ahead of this one ran: only the environment can rule a node out
+        out_of_band = ctx.options.environment.out_of_band_only(inv)
         actions = []
         for hostname in ctx.nodes:
             node = ctx.node(hostname)
@@ -158,7 +160,7 @@ class NvidiaStage(ClusterRenderStage):
                         hostname,
                         f"playbooks/{HOST_PLAYBOOK} over SSH once the network stage configured the node: blacklist "
                         f"nouveau, read its PCI bus and NVSwitches, check {gpus.count} x {gpus.type} are there",
-                        skip=ctx.options.environment.out_of_band_only(inv).get(hostname),
+                        skip=out_of_band.get(hostname),
                     )
                 )
                 what = (
