@@ -5,7 +5,7 @@ built and N powered-off nodes are provisioned at once by the real flow. Per node
 
 - network boot -> ramdisk: power-on request until the deploy kernel prints on the serial console;
 - image write: ramdisk start until the ramdisk's callback (block map check, holes zeroed, mapped ranges
-  streamed, each hashed, gunzipped and written);
+  streamed, each read whole and hashed, then inflated (pigz) and written with O_DIRECT);
 - disk boot -> SSH: disk boot request until SSH answers with the pinned host key;
 - a timeline: when the serial console first shows the firmware, iPXE, the node's boot script, the deploy
   kernel, the ramdisk's DHCP, write start and end, the disk boot's firmware, kernel and userspace, beside

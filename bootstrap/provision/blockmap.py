@@ -8,8 +8,9 @@ non-zero :data:`BLOCK_SIZE` blocks and writes, beside the gzipped image:
   hole between them (``zero OFFSET LENGTH``), plus the image size.
 
 The deploy ramdisk gets the map's sha256 on its kernel command line, checks the downloaded map against it,
-zeroes the holes, and for every range reads exactly ``GZ_LENGTH`` bytes of the stream, checks their sha256,
-gunzips them (gzip's CRC32 and length trailer) and writes them at ``OFFSET``. Every served byte is thereby
+zeroes the holes, and for every range reads exactly ``GZ_LENGTH`` bytes of the stream into memory, checks
+their sha256, then inflates them (gzip's CRC32 and length trailer) and writes them at ``OFFSET``. A range
+holds at most :data:`MAX_RANGE_BYTES`, which bounds that memory. Every served byte is thereby
 checked against a digest rooted in the command line before the node calls back ``ok``.
 """
 
@@ -29,6 +30,9 @@ from bootstrap.fsutil import atomic_write_text
 BLOCK_SIZE = 4096
 #: Header of the map file; the ramdisk ignores lines it does not know (``#`` comments included).
 MAP_VERSION = "rackctl-bmap 1"
+#: The most bytes one mapped range holds: the deploy ramdisk reads a range's gzip member whole into memory to
+#: check its sha256 before writing it, so longer runs are split (a multiple of every block size used).
+MAX_RANGE_BYTES = 64 << 20
 _CHUNK = 4 << 20
 _ZERO_CHUNK = bytes(_CHUNK)
 _ZERO_BLOCK = bytes(BLOCK_SIZE)
@@ -136,15 +140,26 @@ def mapped_ranges(raw: Path, block_size: int = BLOCK_SIZE) -> list[tuple[int, in
     return runs
 
 
-def build_block_map(raw: Path, image: Path, level: int = 6) -> BlockMap:
-    """Map ``raw`` and write ``<image>.ranges`` and ``<image>.bmap`` (each via a temporary file + rename)."""
+def split_runs(runs: list[tuple[int, int]], limit: int = MAX_RANGE_BYTES) -> list[tuple[int, int]]:
+    """``runs`` with every run longer than ``limit`` cut into consecutive runs of at most ``limit`` bytes."""
+    out: list[tuple[int, int]] = []
+    for offset, length in runs:
+        out.extend((start, min(limit, offset + length - start)) for start in range(offset, offset + length, limit))
+    return out
+
+
+def build_block_map(raw: Path, image: Path, level: int = 6, max_range: int = MAX_RANGE_BYTES) -> BlockMap:
+    """Map ``raw`` and write ``<image>.ranges`` and ``<image>.bmap`` (each via a temporary file + rename).
+
+    Runs of data longer than ``max_range`` bytes become several ranges.
+    """
     size = raw.stat().st_size
     stream = ranges_path(image)
     tmp = Path(tempfile.mkstemp(prefix=f".{stream.name}.", dir=stream.parent)[1])
     ranges = []
     try:
         with raw.open("rb") as src, tmp.open("wb") as out:
-            for offset, length in mapped_ranges(raw):
+            for offset, length in split_runs(mapped_ranges(raw), max_range):
                 before = out.tell()
                 proc = subprocess.Popen(["pigz", "-c", f"-{level}", "-n"], stdin=subprocess.PIPE, stdout=out)
                 assert proc.stdin is not None

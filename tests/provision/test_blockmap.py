@@ -26,10 +26,13 @@ from bootstrap.provision.blockmap import (
     map_path,
     mapped_ranges,
     ranges_path,
+    split_runs,
 )
 from bootstrap.provision.ramdisk import _asset
 
 MIB = 1 << 20
+#: what the "reused" node disk holds before the writer runs
+OLD_BYTE = b"\xaa"
 
 
 def _raw(folder: Path) -> Path:
@@ -105,8 +108,8 @@ def _run_writer(tmp_path: Path, image: Path, stream: Path, disk_size: int) -> su
         if not Path(tool).exists():
             pytest.skip(f"{tool} is not installed")
     disk = tmp_path / "node-disk"
-    with disk.open("wb") as fh:  # a reused disk: garbage everywhere, also where the image has zeros
-        fh.write(os.urandom(disk_size))
+    with disk.open("wb") as fh:  # a reused disk: old data everywhere, also where the image has zeros
+        fh.write(OLD_BYTE * disk_size)
     size = BlockMap.from_text(map_path(image).read_text()).image_size
     script = _writer_script(map_path(image), stream, disk, size)
     return subprocess.run(
@@ -140,6 +143,8 @@ def test_a_corrupt_range_fails_the_write_naming_the_range(tmp_path: Path) -> Non
     done = _run_writer(tmp_path, image, flipped, 10 * MIB)
     assert done.returncode == 4, done.stdout + done.stderr
     assert f"range 3 (bytes {4 * MIB}+{2 * MIB})" in done.stdout, done.stdout
+    # checked before it is written: not a byte of the corrupt member reached the disk
+    assert (tmp_path / "node-disk").read_bytes()[4 * MIB : 6 * MIB] == OLD_BYTE * (2 * MIB)
     # a member that decompresses fine but is not the one the map names: only its digest can tell
     text = map_path(image).read_text()
     map_path(image).write_text(text.replace(bmap.ranges[1].gz_sha256, "0" * 64))
@@ -157,3 +162,33 @@ def test_bytes_after_the_last_range_fail_the_write(tmp_path: Path) -> None:
         fh.write(b"trailing")
     done = _run_writer(tmp_path, image, longer, 10 * MIB)
     assert done.returncode == 4 and "bytes after its last range" in done.stdout, done.stdout
+
+
+def test_long_runs_are_split_so_that_a_range_fits_in_the_ramdisks_memory(tmp_path: Path) -> None:
+    assert split_runs([(0, 4096), (MIB, 5 * MIB)], 2 * MIB) == [
+        (0, 4096),
+        (MIB, 2 * MIB),
+        (3 * MIB, 2 * MIB),
+        (5 * MIB, MIB),
+    ]
+    raw = _raw(tmp_path)
+    image = tmp_path / "disk.raw.gz"
+    bmap = build_block_map(raw, image, max_range=MIB)
+    assert [(r.offset, r.length) for r in bmap.ranges if r.offset >= 4 * MIB][:2] == [(4 * MIB, MIB), (5 * MIB, MIB)]
+    assert max(r.length for r in bmap.ranges) == MIB
+    done = _run_writer(tmp_path, image, ranges_path(image), 10 * MIB)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "node-disk").read_bytes()[: 8 * MIB] == raw.read_bytes()
+
+
+def test_a_stream_that_ends_inside_a_member_fails_naming_the_range(tmp_path: Path) -> None:
+    raw = _raw(tmp_path)
+    image = tmp_path / "disk.raw.gz"
+    bmap = build_block_map(raw, image)
+    short = tmp_path / "short.ranges"
+    cut = sum(r.gz_length for r in bmap.ranges[:2]) + 10
+    short.write_bytes(ranges_path(image).read_bytes()[:cut])
+    done = _run_writer(tmp_path, image, short, 10 * MIB)
+    assert done.returncode == 4, done.stdout + done.stderr
+    want = f"range 3 (bytes {4 * MIB}+{2 * MIB}): the stream ended after 10 of its {bmap.ranges[2].gz_length} bytes"
+    assert want in done.stdout, done.stdout
