@@ -99,9 +99,20 @@ def _show_plan(data: dict[str, Any]) -> None:
             table.add_row(stage["name"], act.get("node") or "(all)", action, note)
     console.print(table)
     if data.get("not_applied"):
+        names = data["not_applied"]
+        partly = [
+            s["name"]
+            for s in data["stages"]
+            if s["name"] in names and any(a.get("applies", True) and not a.get("skip") for a in s["actions"])
+        ]
+        what = (
+            f"; of {', '.join(partly)}, only the actions not marked 'not applied' are applied"
+            if partly
+            else ": nothing of theirs is applied"
+        )
         console.print(
-            f"[yellow]`rackctl up` would only render and validate {', '.join(data['not_applied'])}: nothing of "
-            f"theirs is applied, and the run would end with exit {EXIT_NOT_APPLIED}.[/yellow]"
+            f"[yellow]`rackctl up` would only render and validate {', '.join(names)}{what}, and the run would end "
+            f"with exit {EXIT_NOT_APPLIED}.[/yellow]"
         )
     if data.get("stops_at"):
         console.print(f"[yellow]`rackctl up` would stop at stage {data['stops_at']!r} (not implemented yet).[/yellow]")

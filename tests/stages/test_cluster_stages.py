@@ -137,6 +137,11 @@ def test_cli_json_human_plan_and_journal_say_not_applied(
     assert "Fabric Manager if NVSwitches are detected on the node (expected for XE9680)" in gpu["gpu-xe9680-01"]
     assert "(not expected for R760xa)" in gpu["gpu-l40s-01"] and "no GPUs" in gpu["cp-02"]
     assert "applying nvidia needs it joined" in gpu["gpu-xe9680-01"]
+    host = [a for a in planned["stages"][1]["actions"] if "playbooks/nvidia_host.yml" in a["action"]]
+    assert {a["node"] for a in host} == {"gpu-l40s-01", "gpu-xe9680-01"} and all(a["applies"] for a in host)
+    code, text = invoke("plan", *base, "--stages", "kubernetes,nvidia")
+    summary = " ".join(text.split())
+    assert code == 0 and "would only render and validate kubernetes, nvidia; of nvidia, only the actions" in summary
     actions = {a["node"]: a for a in planned["stages"][0]["actions"]}
     assert "kubeadm init on the first control plane" in actions["head-01"]["action"]
     assert "control-plane join" in actions["cp-02"]["action"]
