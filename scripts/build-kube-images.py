@@ -149,7 +149,10 @@ def main(argv: list[str]) -> int:
     for spec in argv[1:]:
         ref, _, bins = spec.partition("=")
         if ":" not in ref or not bins:
-            print(f"bad image spec {spec!r}: want NAME:TAG=ITEM[,ITEM...] (run with no arguments for the syntax)", file=sys.stderr)
+            print(
+                f"bad image spec {spec!r}: want NAME:TAG=ITEM[,ITEM...] (run with no arguments for the syntax)",
+                file=sys.stderr,
+            )
             return 2
         items = bins.split(",")
         trees = [Path(i[1:]) for i in items if i.startswith("+")]
