@@ -18,7 +18,7 @@ NVSWITCH_DEVICE_IDS = frozenset({"1ac0", "1ac1", "1ac2", "1af1", "22a3", "22a4"}
 NVSWITCH_PROC = Path("/proc/driver/nvidia-nvswitch/devices")
 
 # `lspci -n` line: "<slot> <class>: <vendor>:<device> (rev xx)", e.g. "07:00.0 0680: 10de:22a3 (rev a1)".
-_LSPCI_RE = re.compile(r"^(?P<slot>\S+)\s+(?P<cls>[0-9a-f]{4}):\s+(?P<vendor>[0-9a-f]{4}):(?P<device>[0-9a-f]{4})")
+LSPCI_RE = re.compile(r"^(?P<slot>\S+)\s+(?P<cls>[0-9a-f]{4}):\s+(?P<vendor>[0-9a-f]{4}):(?P<device>[0-9a-f]{4})")
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ def nvswitch_pci_slots(lspci_n: str) -> list[str]:
     """PCI slots of NVSwitches in ``lspci -n`` output."""
     slots = []
     for line in lspci_n.splitlines():
-        match = _LSPCI_RE.match(line.strip().lower())
+        match = LSPCI_RE.match(line.strip().lower())
         if match and match["vendor"] == NVIDIA_VENDOR and match["device"] in NVSWITCH_DEVICE_IDS:
             slots.append(match["slot"])
     return slots

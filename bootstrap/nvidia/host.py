@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bootstrap.inventory.models import Inventory, Node
-from bootstrap.nvidia.detect import NVIDIA_VENDOR, NvSwitchReport, nvswitch_pci_slots, proc_devices
+from bootstrap.nvidia.detect import LSPCI_RE, NVIDIA_VENDOR, NvSwitchReport, nvswitch_pci_slots, proc_devices
 
 #: PCI classes of GPUs: 0300 VGA controller, 0302 3D controller (data-center GPUs without display).
 GPU_CLASSES = frozenset({"0300", "0302"})
@@ -29,8 +29,6 @@ _SYSFS_RE = re.compile(
     r"^.*/(?P<slot>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])/(?P<attr>vendor|device|class):0x(?P<value>[0-9a-f]+)$",
     re.IGNORECASE,
 )
-#: ``0000:07:00.0 0680: 10de:22a3 (rev a1)``
-_LSPCI_RE = re.compile(r"^(?P<slot>\S+)\s+(?P<cls>[0-9a-f]{4}):\s+(?P<vendor>[0-9a-f]{4}):(?P<device>[0-9a-f]{4})")
 
 
 @dataclass(frozen=True)
@@ -69,7 +67,7 @@ def from_lspci(text: str) -> list[PciFunction]:
     """PCI functions from ``lspci -n`` output (``slot class: vendor:device (rev xx)``)."""
     out = []
     for line in text.splitlines():
-        match = _LSPCI_RE.match(line.strip().lower())
+        match = LSPCI_RE.match(line.strip().lower())
         if match:
             out.append(PciFunction(match["slot"], match["cls"], match["vendor"], match["device"]))
     return out
