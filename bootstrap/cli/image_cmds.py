@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 import click
+from rich.table import Table
 
 from bootstrap.cli.common import (
     console,
@@ -20,8 +22,9 @@ from bootstrap.cli.common import (
     state_dir_option,
 )
 from bootstrap.inventory import load_inventory
+from bootstrap.provision.cache import prune
 from bootstrap.provision.image import PACKAGES, build_image, default_mirror
-from bootstrap.provision.ramdisk import PROFILES, build_ramdisk, resolve_kernel_package
+from bootstrap.provision.ramdisk import PROFILES, build_ramdisk, cache_root, resolve_kernel_package
 
 #: where `rackctl provision` (the provision stage) looks for vmlinuz, initrd.img and disk.raw.gz by default
 ARTEFACTS = "artefacts"
@@ -135,6 +138,52 @@ def build_cmd(
         image = build_image(keys, suite=suite, mirror=mirror, size_mib=size_mib, trim=trim, out=out)
     emit({"ok": True, **image.as_dict()}, as_json, lambda d: console.print(
         f"image {escape(d['path'])}\nsha256 {d['sha256']} ({d['size']} bytes uncompressed)"))  # fmt: skip
+
+
+@image_group.command("prune")
+@click.option(
+    "--keep",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="Built entries to keep per kind (OS images, debootstrap trees per suite, ramdisks per profile).",
+)
+@click.option("--plan", "plan_only", is_flag=True, help="List what would be removed; remove nothing.")
+@json_option
+@handle_errors()
+def prune_cmd(keep: int, plan_only: bool, as_json: bool) -> None:
+    """Remove old built images and ramdisks from the cache, keeping the most recently used of each kind.
+
+    Each new admin key, recipe or kernel builds a new entry, so the cache only grows. Do not prune while an
+    install is served from an entry that may go (``--plan`` shows which).
+    """
+    cache = cache_root()
+    gone, kept = prune(cache, keep, apply=not plan_only)
+    now = time.time()
+    data = {
+        "ok": True,
+        "plan": plan_only,
+        "cache": str(cache),
+        "keep": keep,
+        "removed" if not plan_only else "would_remove": [e.as_dict(now) for e in gone],
+        "freed_bytes" if not plan_only else "would_free_bytes": sum(e.size for e in gone),
+        "kept": [e.as_dict(now) for e in kept],
+    }
+    emit(data, as_json, _show_prune)
+
+
+def _show_prune(data: dict[str, Any]) -> None:
+    gone = data.get("removed", data.get("would_remove", []))
+    freed = data.get("freed_bytes", data.get("would_free_bytes", 0))
+    table = Table(title=f"{'would remove' if data['plan'] else 'removed'} from {escape(data['cache'])}")
+    for col in ("kind", "entry", "MB", "last used (days ago)"):
+        table.add_column(col)
+    for e in gone:
+        table.add_row(e["group"], escape(Path(e["path"]).name), f"{e['bytes'] / 1e6:.0f}", str(e["age_days"]))
+    console.print(table)
+    verb = "would free" if data["plan"] else "freed"
+    console.print(f"{verb} {freed / 1e6:.0f} MB; kept {len(data['kept'])} entries (the {data['keep']} most recently "
+                  "used of each kind)")  # fmt: skip
 
 
 def out_dir_of(out: Path | None, state_dir: Path) -> Path:

@@ -27,7 +27,7 @@ from pathlib import Path
 from bootstrap.errors import EnvironmentMissing, InvalidInput, Problem
 from bootstrap.fsutil import atomic_write_text
 from bootstrap.provision.blockmap import build_block_map, ensure_block_map, map_path, ranges_path
-from bootstrap.provision.ramdisk import _run, cache_lock, cache_root, remove_tree
+from bootstrap.provision.ramdisk import _run, cache_lock, cache_root, mark_used, remove_tree
 
 PACKAGES = ("systemd-sysv", "udev", "openssh-server", "linux-image-amd64", "python3", "iproute2", "kmod", "fdisk")
 #: Kernel module trees dropped from the lab image (the VMs have virtio only); keeps net/, fs/, crypto/ etc.
@@ -182,6 +182,7 @@ def debootstrap_tree(suite: str, mirror: str, cache: Path) -> Path:
     """A minbase root tree with :data:`PACKAGES`, cached by suite, mirror and packages."""
     target = cache / "image" / f"rootfs-{suite}-{_key(suite, mirror, PACKAGES)}"
     if (target / ".rackctl-complete").exists():
+        mark_used(target)
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".rootfs.", dir=target.parent))
@@ -373,6 +374,7 @@ def build_image(
         if not meta.exists():
             _build_into(target, admin_keys, suite=suite, mirror=mirror, size_mib=size_mib, trim=trim, cache=cache)
         ensure_block_map(target / "disk.raw.gz")  # images cached before block maps existed get theirs now
+        mark_used(target)
     info = json.loads(meta.read_text())
     image = DiskImage(target / "disk.raw.gz", info["sha256"], int(info["size"]))
     if out is not None:

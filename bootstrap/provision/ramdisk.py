@@ -114,6 +114,12 @@ def cache_lock(folder: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+def mark_used(entry: Path) -> None:
+    """Record that a build reused the cache entry ``entry`` (its mtime): ``rackctl image prune`` keeps the recent."""
+    with contextlib.suppress(OSError):  # a read-only cache still serves; it is only pruned less well
+        os.utime(entry)
+
+
 def remove_tree(path: Path) -> None:
     """Delete a build directory, first unmounting anything a tool left mounted below it (never follow mounts)."""
     resolved = str(path.resolve())
@@ -280,6 +286,7 @@ def build_ramdisk(
     with cache_lock(cache / "ramdisk"):
         if not manifest.exists():
             _build_into(kernel, profile, modules, target)
+        mark_used(target)
     data = json.loads(manifest.read_text())
     ramdisk = Ramdisk(
         kernel=target / "vmlinuz",
