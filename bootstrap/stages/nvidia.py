@@ -138,10 +138,13 @@ def host_targets(ctx: StageContext) -> tuple[list[str], dict[str, str]]:
 
 @register_stage
 class NvidiaStage(ClusterRenderStage):
-    """GPU Operator and Fabric Manager: rendered and validated into ``<state-dir>/nvidia``, not applied."""
+    """The GPU nodes' host side, applied; GPU Operator and Fabric Manager rendered into ``<state-dir>/nvidia``."""
 
     name = "nvidia"
-    description = "Render + validate the GPU Operator values and the Fabric Manager plan per node (not applied yet)"
+    description = (
+        "GPU nodes' host side over SSH (nouveau, PCI bus, NVSwitches); render + validate the GPU Operator values "
+        "and the Fabric Manager plan (not applied yet)"
+    )
 
     def plan(self, ctx: StageContext) -> list[PlannedAction]:
         inv = ctx.inventory
