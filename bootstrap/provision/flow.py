@@ -47,6 +47,11 @@ from redfish_tools.resources import Service
 PHASES = ("network-boot", "install", "power-off", "disk-boot", "ssh", "identity")
 #: Seconds between power-state reads while waiting for a node to power itself off (one cheap GET each).
 POWER_POLL_S = 0.5
+#: Right after its callback a node powers itself off within seconds: the wait polls faster for that window.
+POWER_POLL_FAST_S = 0.1
+POWER_FAST_WINDOW_S = 5.0
+#: Seconds between SSH login attempts while the installed system boots (a refused connection costs nothing).
+SSH_RETRY_S = 1.0
 DMI_COMMAND = "cat /sys/class/dmi/id/product_uuid /sys/class/dmi/id/product_serial"
 
 
@@ -249,20 +254,25 @@ class ProvisionSession:
         try:
             with BmcConnection(target, self.policy) as conn:
                 expected = _bmc_identity(conn)
+                login: dict[str, paramiko.SSHClient] = {}  # the ssh phase's login, reused by the identity check
                 phases: list[tuple[str, bool, Callable[[], Any]]] = [
                     ("install", True, lambda: self._install(conn, hostname, boot.token, run, on_phase)),
                     ("disk-boot", False, lambda: self._disk_boot(conn, run)),
-                    ("ssh", False, lambda: self._ssh(boot.ip, run)),
-                    ("identity", False, lambda: self._identity(boot.ip, expected, run)),
+                    ("ssh", False, lambda: self._ssh(boot.ip, run, login)),
+                    ("identity", False, lambda: self._identity(boot.ip, expected, run, login.pop("client", None))),
                 ]
-                for key, destructive, action in phases:
-                    with steps(hostname, key, destructive=destructive) as step:
-                        if step.already_done and key == "install":
-                            run.skipped.append(key)
-                            continue
-                        detail = action()
-                        if detail:
-                            step.detail = detail
+                try:
+                    for key, destructive, action in phases:
+                        with steps(hostname, key, destructive=destructive) as step:
+                            if step.already_done and key == "install":
+                                run.skipped.append(key)
+                                continue
+                            detail = action()
+                            if detail:
+                                step.detail = detail
+                finally:
+                    for client in login.values():
+                        client.close()
             run.ok, run.phase = True, PHASES[-1]
         except NodeFailed as exc:
             run.phase, run.message = exc.phase, exc.message
@@ -311,16 +321,24 @@ class ProvisionSession:
             set_boot_once(conn, "Hdd")
             set_power(conn, "on", timeout=self.settings.power_timeout_s)
 
-    def _ssh(self, ip: str, run: NodeRun) -> dict[str, Any]:
+    def _ssh(self, ip: str, run: NodeRun, login: dict[str, paramiko.SSHClient]) -> dict[str, Any]:
+        """Wait for a login with the pinned host key; the open client is left in ``login`` for the next phase."""
         with _phase(run, "ssh"):
             client = self._wait_ssh(ip)
             fingerprint = client.get_transport().get_remote_server_key().fingerprint  # type: ignore[union-attr]
-            client.close()
+            login["client"] = client
         return {"host_key": fingerprint}
 
-    def _identity(self, ip: str, expected: dict[str, str], run: NodeRun) -> dict[str, str]:
+    def _identity(
+        self, ip: str, expected: dict[str, str], run: NodeRun, client: paramiko.SSHClient | None = None
+    ) -> dict[str, str]:
+        """Read the node's DMI identity over SSH (on ``client``, the ssh phase's login, when it is still open)."""
         with _phase(run, "identity"):
-            client = self._wait_ssh(ip, timeout=60)
+            transport = client.get_transport() if client is not None else None
+            if client is None or transport is None or not transport.is_active():
+                if client is not None:
+                    client.close()
+                client = self._wait_ssh(ip, timeout=60)
             try:
                 command = DMI_COMMAND if self.settings.ssh_user == "root" else f"sudo -n {DMI_COMMAND}"
                 _stdin, stdout, stderr = client.exec_command(command, timeout=30)
@@ -377,7 +395,7 @@ class ProvisionSession:
             except (OSError, paramiko.SSHException, EOFError) as exc:
                 client.close()
                 last = str(exc) or type(exc).__name__
-                time.sleep(3)
+                time.sleep(SSH_RETRY_S)
         raise NodeFailed("ssh", f"no SSH login at {ip} within the timeout (last error: {last})")
 
     def _clean_up(self, target: BmcTarget, hostname: str) -> None:
@@ -410,12 +428,17 @@ def _bmc_identity(conn: BmcConnection) -> dict[str, str]:
 
 
 def _wait_power(conn: BmcConnection, wanted: str, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
+    """Poll until the BMC reports ``wanted``: every :data:`POWER_POLL_FAST_S` for the first
+    :data:`POWER_FAST_WINDOW_S` (a node that called back is powering itself off right now), then every
+    :data:`POWER_POLL_S`."""
+    start = time.monotonic()
+    deadline = start + timeout
     while time.monotonic() < deadline:
         with contextlib.suppress(rf_errors.TransportError, rf_errors.NotReadyError):
             if power_state(conn) == wanted:
                 return True
-        time.sleep(POWER_POLL_S)
+        fast = time.monotonic() - start < POWER_FAST_WINDOW_S
+        time.sleep(POWER_POLL_FAST_S if fast else POWER_POLL_S)
     return False
 
 

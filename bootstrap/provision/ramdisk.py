@@ -56,12 +56,14 @@ BUSYBOX = Path("/bin/busybox")
 #: util-linux's fallocate (busybox's cannot): ``fallocate -z`` zeroes the image's holes on the node's disk with
 #: the kernel's ZERO_RANGE (WRITE ZEROES on the device), copied with the libraries it links (libc only).
 FALLOCATE = Path("/usr/bin/fallocate")
-#: pigz's inflate (zlib's) writes the image's ranges about twice as fast as busybox's gunzip in a TCG guest,
-#: coreutils' sha256sum hashes them about twice as fast as busybox's (both copied with their libraries).
+#: zstd decompresses the image's ranges (zstd frames, see :mod:`bootstrap.provision.blockmap`); pigz (zlib's
+#: inflate, about twice as fast as busybox's gunzip in a TCG guest) the whole gzipped image of maps-less
+#: installs; coreutils' sha256sum hashes about twice as fast as busybox's. All copied with their libraries.
+ZSTD = Path("/usr/bin/zstd")
 PIGZ = Path("/usr/bin/pigz")
 SHA256SUM = Path("/usr/bin/sha256sum")
 #: Native tools in the ramdisk besides busybox, each with the Debian package that has it.
-NATIVE_TOOLS: dict[Path, str] = {FALLOCATE: "util-linux", PIGZ: "pigz", SHA256SUM: "coreutils"}
+NATIVE_TOOLS: dict[Path, str] = {FALLOCATE: "util-linux", PIGZ: "pigz", SHA256SUM: "coreutils", ZSTD: "zstd"}
 
 
 def cache_root() -> Path:

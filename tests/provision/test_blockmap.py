@@ -20,6 +20,7 @@ import pytest
 
 from bootstrap.provision.blockmap import (
     BLOCK_SIZE,
+    MAP_VERSION,
     BlockMap,
     build_block_map,
     ensure_block_map,
@@ -63,15 +64,16 @@ def test_map_text_round_trips_and_holes_cover_the_rest(tmp_path: Path) -> None:
     assert pieces[0][0] == 0 and sum(length for _, length in pieces) == raw.stat().st_size
     assert all(a + la == b for (a, la), (b, _) in itertools.pairwise(pieces))  # contiguous, no overlap
     assert bmap.mapped_bytes == 2 * MIB + 3 * BLOCK_SIZE
-    # the ranges stream is the gzip members, in order, each with the length and digest the map gives it
+    assert (bmap.version, bmap.codec) == (MAP_VERSION, "zstd") and bmap.current
+    # the ranges stream is the zstd frames, in order, each with the length and digest the map gives it
     stream = ranges_path(image).read_bytes()
     assert len(stream) == bmap.stream_bytes
     pos = 0
     for r in bmap.ranges:
-        member = stream[pos : pos + r.gz_length]
-        assert hashlib.sha256(member).hexdigest() == r.gz_sha256
-        assert gzip.decompress(member) == raw.read_bytes()[r.offset : r.offset + r.length]
-        pos += r.gz_length
+        member = stream[pos : pos + r.packed_length]
+        assert hashlib.sha256(member).hexdigest() == r.packed_sha256
+        assert _unzstd(member) == raw.read_bytes()[r.offset : r.offset + r.length]
+        pos += r.packed_length
 
 
 def test_ensure_builds_the_map_from_the_gzipped_image_once(tmp_path: Path) -> None:
@@ -85,10 +87,36 @@ def test_ensure_builds_the_map_from_the_gzipped_image_once(tmp_path: Path) -> No
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no work files left behind
 
 
+def test_a_map_of_gzip_members_from_before_version_2_is_rebuilt_as_zstd_frames(tmp_path: Path) -> None:
+    raw = _raw(tmp_path)
+    image = tmp_path / "disk.raw.gz"
+    image.write_bytes(gzip.compress(raw.read_bytes()))
+    # what a cache built before version 2 holds: no codec line, gzip members (the ramdisk refuses such a map)
+    old = "# rackctl-bmap 1: ranges are gzip members of the .ranges stream, in this order\n"
+    old += f"image_size {8 * MIB}\nblock_size {BLOCK_SIZE}\nrange 0 {8 * MIB} 10 {'0' * 64}\n"
+    map_path(image).write_text(old)
+    ranges_path(image).write_bytes(b"0123456789")
+    assert not BlockMap.from_text(old).current and BlockMap.from_text(old).codec == "gzip"
+    bmap = ensure_block_map(image)
+    assert bmap.current and len(bmap.ranges) == 4
+    assert "codec zstd" in map_path(image).read_text().splitlines()
+    first = bmap.ranges[0]
+    assert _unzstd(ranges_path(image).read_bytes()[: first.packed_length]) == raw.read_bytes()[: first.length]
+
+
+def _unzstd(frame: bytes) -> bytes:
+    """Decompress one zstd frame with the zstd CLI (the tool the ramdisk runs)."""
+    return subprocess.run(["zstd", "-q", "-dc"], input=frame, capture_output=True, check=True).stdout
+
+
 # -- the ramdisk's writer, run by busybox on this machine -----------------------------------------------------
 def _writer_script(bmap: Path, stream: Path, disk: Path, size: int) -> str:
     init = _asset("init").decode()
-    functions = "".join(
+    helpers = "".join(
+        re.search(rf"^{name}\(\) {{ .* }}.*\n", init, re.M).group(0)  # type: ignore[union-attr]
+        for name in ("log", "cs", "secs")
+    )
+    functions = helpers + "".join(
         re.search(rf"^{name}\(\) {{.*?^}}\n", init, re.M | re.S).group(0)  # type: ignore[union-attr]
         for name in ("zero_holes", "write_ranges")
     )
@@ -123,7 +151,10 @@ def test_ramdisk_writer_makes_a_reused_disk_read_exactly_as_the_image(tmp_path: 
     bmap = build_block_map(raw, image)
     done = _run_writer(tmp_path, image, ranges_path(image), 10 * MIB)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.split() == [str(len(bmap.ranges)), str(bmap.mapped_bytes)]
+    assert done.stdout.splitlines()[-1].split() == [str(len(bmap.ranges)), str(bmap.mapped_bytes)]
+    # the writer says where its time went (the bench prints it per node)
+    figures = r"rackctl-ramdisk: ranges: receive \d+\.\d\ds, sha256 \d+\.\d\ds, decompress \+ write \d+\.\d\ds"
+    assert re.search(figures, done.stdout), done.stdout
     written = (tmp_path / "node-disk").read_bytes()
     assert written[: 8 * MIB] == raw.read_bytes()  # holes zeroed, ranges in place
     assert written[-MIB:] == bytes(MIB)  # stale signatures at the disk's end are gone
@@ -133,21 +164,21 @@ def test_a_corrupt_range_fails_the_write_naming_the_range(tmp_path: Path) -> Non
     raw = _raw(tmp_path)
     image = tmp_path / "disk.raw.gz"
     bmap = build_block_map(raw, image)
-    # a bit flipped in transit inside range 3's gzip member
+    # a bit flipped in transit inside range 3's zstd frame
     stream = ranges_path(image).read_bytes()
-    start = sum(r.gz_length for r in bmap.ranges[:2])
-    member = bytearray(stream[start : start + bmap.ranges[2].gz_length])
+    start = sum(r.packed_length for r in bmap.ranges[:2])
+    member = bytearray(stream[start : start + bmap.ranges[2].packed_length])
     member[len(member) // 2] ^= 0xFF
     flipped = tmp_path / "flipped.ranges"
     flipped.write_bytes(stream[:start] + bytes(member) + stream[start + len(member) :])
     done = _run_writer(tmp_path, image, flipped, 10 * MIB)
     assert done.returncode == 4, done.stdout + done.stderr
     assert f"range 3 (bytes {4 * MIB}+{2 * MIB})" in done.stdout, done.stdout
-    # checked before it is written: not a byte of the corrupt member reached the disk
+    # checked before it is written: not a byte of the corrupt frame reached the disk
     assert (tmp_path / "node-disk").read_bytes()[4 * MIB : 6 * MIB] == OLD_BYTE * (2 * MIB)
-    # a member that decompresses fine but is not the one the map names: only its digest can tell
+    # a frame that decompresses fine but is not the one the map names: only its digest can tell
     text = map_path(image).read_text()
-    map_path(image).write_text(text.replace(bmap.ranges[1].gz_sha256, "0" * 64))
+    map_path(image).write_text(text.replace(bmap.ranges[1].packed_sha256, "0" * 64))
     done = _run_writer(tmp_path, image, ranges_path(image), 10 * MIB)
     assert done.returncode == 4 and "range 2 " in done.stdout and "sha256 mismatch" in done.stdout, done.stdout
 
@@ -181,14 +212,14 @@ def test_long_runs_are_split_so_that_a_range_fits_in_the_ramdisks_memory(tmp_pat
     assert (tmp_path / "node-disk").read_bytes()[: 8 * MIB] == raw.read_bytes()
 
 
-def test_a_stream_that_ends_inside_a_member_fails_naming_the_range(tmp_path: Path) -> None:
+def test_a_stream_that_ends_inside_a_frame_fails_naming_the_range(tmp_path: Path) -> None:
     raw = _raw(tmp_path)
     image = tmp_path / "disk.raw.gz"
     bmap = build_block_map(raw, image)
     short = tmp_path / "short.ranges"
-    cut = sum(r.gz_length for r in bmap.ranges[:2]) + 10
+    cut = sum(r.packed_length for r in bmap.ranges[:2]) + 10
     short.write_bytes(ranges_path(image).read_bytes()[:cut])
     done = _run_writer(tmp_path, image, short, 10 * MIB)
     assert done.returncode == 4, done.stdout + done.stderr
-    want = f"range 3 (bytes {4 * MIB}+{2 * MIB}): the stream ended after 10 of its {bmap.ranges[2].gz_length} bytes"
+    want = f"range 3 (bytes {4 * MIB}+{2 * MIB}): the stream ended after 10 of its {bmap.ranges[2].packed_length} bytes"
     assert want in done.stdout, done.stdout

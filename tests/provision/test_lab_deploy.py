@@ -80,7 +80,7 @@ def test_ramdisk_deploys_the_image_and_the_disk_boots_with_the_pinned_key(
     # gpu-02 is served the ranges stream with one byte flipped inside its largest range (a wrong URL is
     # covered by test_flow_failures): the install must fail, naming that range
     largest = max(range(len(bmap.ranges)), key=lambda i: bmap.ranges[i].length)
-    flip = sum(r.gz_length for r in bmap.ranges[:largest]) + bmap.ranges[largest].gz_length // 2
+    flip = sum(r.packed_length for r in bmap.ranges[:largest]) + bmap.ranges[largest].packed_length // 2
     corrupt = bytearray(ranges_path(image.path).read_bytes())
     corrupt[flip] ^= 0x01
     (tree.http_root / "images" / "corrupt.ranges").write_bytes(bytes(corrupt))
