@@ -101,7 +101,9 @@ class KubeObjects:
             meta["ownerReferences"] = [owner]
         spec = {"nodeName": node, "containers": [{"name": "c", "image": "pause"}]}
         self.call(
-            "POST", f"/api/v1/namespaces/{namespace}/pods", {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+            "POST",
+            f"/api/v1/namespaces/{namespace}/pods",
+            {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec},
         )
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         status = {
@@ -146,9 +148,7 @@ class KubeObjects:
 
         Namespaces stay (Terminating needs the namespace controller); their names are unique per test."""
         for namespace in self.namespaces:
-            self.server.request(
-                "DELETE", f"/api/v1/namespaces/{namespace}/pods", params={"gracePeriodSeconds": "0"}
-            )
+            self.server.request("DELETE", f"/api/v1/namespaces/{namespace}/pods", params={"gracePeriodSeconds": "0"})
         for node in self.nodes:
             self.server.request("DELETE", f"/api/v1/nodes/{node}")
 

@@ -27,6 +27,7 @@ from bootstrap.cli.common import (
     state_dir_option,
     warn,
 )
+from bootstrap.day2.kube import ClusterGate, cluster_for
 from bootstrap.errors import EXIT_FAILED, EXIT_INTERRUPTED
 from bootstrap.firmware.apply import ApplySettings, FirmwareRollout, RolloutReport
 from bootstrap.firmware.health import OsHealth
@@ -34,7 +35,6 @@ from bootstrap.firmware.plan import FirmwarePlan, plan_firmware
 from bootstrap.firmware.read import read_installed
 from bootstrap.inventory import Inventory, load_inventory
 from bootstrap.journal.store import Journal
-from bootstrap.rollout.gate import NoKubernetes
 from bootstrap.selection import select_nodes
 from bootstrap.stages.insecure import insecure_warning
 from bootstrap.stages.oob import policy_for, targets_for
@@ -145,7 +145,7 @@ def firmware_apply_cmd(  # noqa: PLR0917 - click passes options as arguments
 ) -> None:
     """Roll the baseline out: control planes one at a time, workers in batches (max_unavailable).
 
-    Per node: cordon/drain (where Kubernetes runs), Lifecycle Controller ready, the iDRAC first, then host
+    Per node: cordon/drain (when <state-dir>/kubeconfig exists and the node is a Kubernetes node), Lifecycle Controller ready, the iDRAC first, then host
     components staged and applied by one reboot, BMC and OS healthy, versions read back, uncordon. Stops
     when failures reach the inventory's failure_threshold. Journalled under --state-dir: run it again to
     resume; a component already at its target is never flashed again.
@@ -169,7 +169,7 @@ def firmware_apply_cmd(  # noqa: PLR0917 - click passes options as arguments
             journal,
             run_id,
             targets,
-            gate=NoKubernetes(),
+            gate=ClusterGate(cluster_for(state_dir)),
             conn_policy=policy_for(state_dir),
             os_health=OsHealth(inventory, journal, environment),
             settings=ApplySettings(poll_s=poll),

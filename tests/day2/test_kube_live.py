@@ -77,7 +77,9 @@ def test_a_budget_that_allows_no_disruption_blocks_the_drain_and_is_named(kube: 
     ns = kube.namespace()
     rs = kube.controller(ns, "ReplicaSet", "db", {"app": "db"})
     kube.pod(ns, "db-0", node, labels={"app": "db", "tier": "data"}, owner=rs)
-    kube.pod(ns, "cache-0", node, labels={"app": "cache"}, owner=kube.controller(ns, "ReplicaSet", "c", {"app": "cache"}))
+    kube.pod(
+        ns, "cache-0", node, labels={"app": "cache"}, owner=kube.controller(ns, "ReplicaSet", "c", {"app": "cache"})
+    )
     # The disruption controller would compute this status; the test writes it: one healthy pod needed, 0 allowed.
     kube.budget(ns, "db-pdb", {"app": "db"}, healthy=1, allowed=0)
     gate = ClusterGate(Kubectl(kubeconfig, timeout_s=30, drain_timeout_s=2))
