@@ -145,10 +145,11 @@ def firmware_apply_cmd(  # noqa: PLR0917 - click passes options as arguments
 ) -> None:
     """Roll the baseline out: control planes one at a time, workers in batches (max_unavailable).
 
-    Per node: cordon/drain (when <state-dir>/kubeconfig exists and the node is a Kubernetes node), Lifecycle Controller ready, the iDRAC first, then host
-    components staged and applied by one reboot, BMC and OS healthy, versions read back, uncordon. Stops
-    when failures reach the inventory's failure_threshold. Journalled under --state-dir: run it again to
-    resume; a component already at its target is never flashed again.
+    Per node: cordon/drain (with <state-dir>/kubeconfig, for Kubernetes nodes), Lifecycle Controller ready,
+    the iDRAC first, then host components staged and applied by one reboot, BMC and OS healthy, versions
+    read back, uncordon (a node that fails stays cordoned). Stops when failures reach the inventory's
+    failure_threshold. Journalled under --state-dir: run it again to resume; a component already at its
+    target is never flashed again.
     """
     inventory = load_inventory(inventory_path)
     plan = read_plan(inventory, state_dir, limit, as_json, settle_s=0.0 if dry_run else SETTLE_S)

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 import yaml
 
-
 EXAMPLE = Path(__file__).parents[2] / "inventory" / "examples" / "dvd-inference.yml"
 
 
