@@ -121,6 +121,7 @@ def _nodes_from_kubeconfig(kubeconfig: Path) -> Any:
             text=True,
             timeout=KUBECTL_TIMEOUT_S,
             check=False,
+            stdin=subprocess.DEVNULL,  # kubectl must never prompt for a username
         )
     except subprocess.TimeoutExpired:
         raise InvalidInput(

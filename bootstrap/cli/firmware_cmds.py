@@ -28,7 +28,7 @@ from bootstrap.cli.common import (
     warn,
 )
 from bootstrap.day2.kube import ClusterGate, cluster_for
-from bootstrap.errors import EXIT_FAILED, EXIT_INTERRUPTED
+from bootstrap.errors import EXIT_FAILED, EXIT_INTERRUPTED, RackctlError
 from bootstrap.firmware.apply import ApplySettings, FirmwareRollout, RolloutReport
 from bootstrap.firmware.health import OsHealth
 from bootstrap.firmware.plan import FirmwarePlan, plan_firmware
@@ -185,6 +185,9 @@ def firmware_apply_cmd(  # noqa: PLR0917 - click passes options as arguments
             else:
                 err_console.print("[red]interrupted[/red]: run `rackctl firmware apply` again to resume")
             sys.exit(EXIT_INTERRUPTED)
+        except RackctlError as exc:  # e.g. the Kubernetes API not answering before any node was touched
+            journal.finish_run(run_id, "failed", exc.message)
+            raise
         journal.finish_run(run_id, "completed" if report.ok else "failed", report.reason)
     data = {"applied": True, "run": run_id, **report.as_dict(), "plan": plan.as_dict()}
     emit(data, as_json, lambda _d: _show_report(report))

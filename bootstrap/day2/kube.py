@@ -13,6 +13,7 @@ import json
 import math
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -118,11 +119,15 @@ class Kubectl:
         limit = timeout_s or self.timeout_s
         what = " ".join(args)
         try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=limit, check=False)
+            # stdin closed: kubectl must never prompt (it asks for a username when the kubeconfig has none)
+            done = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=limit, check=False, stdin=subprocess.DEVNULL
+            )
         except subprocess.TimeoutExpired:
             raise KubeError(f"kubectl {what} did not finish within {limit:.0f} s ({self.reason})") from None
         if done.returncode != 0:
-            raise KubeError(redact(f"kubectl {what} failed: {_last_lines(done.stderr or done.stdout)}"))
+            answer = _last_lines(done.stderr or done.stdout)
+            raise KubeError(redact(f"kubectl {what} failed ({self.reason}): {answer}"))
         return done.stdout
 
     def _json(self, *args: str) -> dict[str, Any]:
@@ -281,11 +286,19 @@ class ClusterGate:
     judged by Kubernetes: the gate says so, and counts it Ready (the rollout still checks its BMC and OS).
     """
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Cluster, *, max_age_s: float = 5.0) -> None:
         self.cluster = cluster
+        self.max_age_s = max_age_s
+        self._nodes: tuple[float, dict[str, KubeNode]] | None = None
+
+    def _read(self) -> dict[str, KubeNode]:
+        """The cluster's nodes, read at most every ``max_age_s`` (a rollout asks about every node at once)."""
+        if self._nodes is None or time.monotonic() - self._nodes[0] > self.max_age_s:
+            self._nodes = (time.monotonic(), self.cluster.nodes())
+        return self._nodes[1]
 
     def _known(self, node: str) -> bool:
-        return node in self.cluster.nodes()
+        return node in self._read()
 
     def cordon(self, node: str) -> str:
         if not self.cluster.deployed:
@@ -306,5 +319,5 @@ class ClusterGate:
     def ready(self, node: str) -> bool:
         if not self.cluster.deployed:
             return True
-        found = self.cluster.nodes().get(node)
+        found = self._read().get(node)
         return found is None or found.ready

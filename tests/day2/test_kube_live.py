@@ -140,7 +140,7 @@ def test_labels_applied_then_restored_on_the_node_after_it_rejoins(kube: KubeObj
 
 def test_errors_name_the_operation_and_carry_no_secret(kube: KubeObjects, kubeconfig: Path) -> None:
     cluster = Kubectl(kubeconfig, timeout_s=10)
-    with pytest.raises(KubeError, match=r"kubectl uncordon kt-missing failed: .*not found"):
+    with pytest.raises(KubeError, match=r"kubectl uncordon kt-missing failed \(kubeconfig .*\): .*not found"):
         cluster.uncordon("kt-missing")
     key = kube.server.pki.client_key.read_text()
     wrong = kubeconfig.parent / "wrong"

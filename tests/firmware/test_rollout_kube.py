@@ -123,3 +123,24 @@ def test_apply_drains_each_kubernetes_node_while_it_updates_and_leaves_a_failed_
             assert journal.status(failing).state.value == "maintenance"
     finally:
         lab.rack.stop()
+
+
+def test_apply_with_the_kubernetes_api_down_flashes_nothing_and_says_so(tmp_path: Path, kube: KubeObjects) -> None:
+    lab = start_lab(tmp_path, 3)
+    try:
+        state = tmp_path / "state"
+        kubeconfig = kube.server.write_kubeconfig(state / "kubeconfig")
+        kubeconfig.write_text(kubeconfig.read_text().replace(kube.server.url, "https://127.0.0.1:1"))  # nothing there
+        result = CliRunner().invoke(
+            cli, ["firmware", "apply", "-i", str(lab.inventory), "--state-dir", str(state), "--poll", "0.1", "--json"]
+        )
+        data = json.loads(result.output)
+        assert result.exit_code != 0 and data["ok"] is False, data
+        assert data["error"].startswith(f"kubectl get nodes -o json failed (kubeconfig {kubeconfig})"), data
+        assert "127.0.0.1:1" in data["error"] and "connection refused" in data["error"], data
+        assert all(lab.updates(n) == [] for n in lab.order)  # nothing flashed
+        with Journal(state, readonly=True) as journal:
+            runs = journal.runs()
+        assert [(r.status, r.command) for r in runs] == [("failed", "firmware apply")]
+    finally:
+        lab.rack.stop()
