@@ -151,12 +151,21 @@ class Kubectl:
                 timeout_s=wait + self.timeout_s,
             )
         except KubeError as exc:
-            blocking = self._blocking(node)
             raise KubeError(
-                f"drain {node} failed within {wait} s, {node} is left cordoned"
-                + (f"; blocked by {blocking}" if blocking else "")
-                + f" ({exc.message})"
+                f"drain {node} failed within {wait} s, {self._after_failed_drain(node)} ({exc.message})"
             ) from None
+
+    def _after_failed_drain(self, node: str) -> str:
+        """Where a failed drain left ``node``, in words: cordoned or not, and what blocked it."""
+        try:
+            found = self.nodes().get(node)
+        except KubeError:
+            return f"{node}'s state unknown (the API did not answer)"
+        if found is None:
+            return f"{node} is no Kubernetes node"
+        where = f"{node} is left cordoned" if found.unschedulable else f"{node} is not cordoned"
+        blocking = self._blocking(node)
+        return where + (f"; blocked by {blocking}" if blocking else "")
 
     def _blocking(self, node: str) -> str:
         """The pods left on ``node`` (not DaemonSet pods) and the disruption budgets that hold them, in words."""

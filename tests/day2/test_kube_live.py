@@ -149,3 +149,10 @@ def test_errors_name_the_operation_and_carry_no_secret(kube: KubeObjects, kubeco
         Kubectl(wrong, timeout_s=10).nodes()
     assert "kubectl get nodes -o json failed" in info.value.message
     assert key.splitlines()[1] not in info.value.message
+
+
+def test_draining_a_node_kubernetes_does_not_know_says_so(kube: KubeObjects, kubeconfig: Path) -> None:
+    with pytest.raises(KubeError) as info:
+        Kubectl(kubeconfig, timeout_s=10, drain_timeout_s=2).drain("kt-nowhere")
+    assert info.value.message.startswith("drain kt-nowhere failed within 2 s, kt-nowhere is no Kubernetes node (")
+    assert "not found" in info.value.message
