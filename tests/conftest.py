@@ -1,8 +1,18 @@
-"""Session-wide test setup."""
+"""Session-wide test setup, and the real kube-apiserver that tests of every directory share."""
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.cluster import apiserver
+from tests.cluster.apiserver import ApiServer
+from tests.kube_objects import KubeObjects
 
 
 def pytest_configure() -> None:
@@ -14,3 +24,45 @@ def pytest_configure() -> None:
     """
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+# -- the real kube-apiserver, one per session for every test directory ---------------------------------
+@pytest.fixture(scope="session")
+def kube_apiserver(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
+    """A real kube-apiserver 1.20.2 + etcd on loopback for the whole session (tests/cluster/apiserver.py).
+
+    Skips when the binary was not built (scripts/build-kube-apiserver.sh); with RACKCTL_REQUIRE_APISERVER=1
+    (scripts/test.sh, CI) that is a failure instead. Logs go to stderr when a test of the session failed.
+    """
+    binary = apiserver.find_binary()
+    if binary is None or not binary.is_file():
+        reason = (
+            f"no kube-apiserver {apiserver.VERSION} binary ({binary or 'not in the cache'}): "
+            f"run {apiserver.BUILD_SCRIPT} (builds it from Debian's source, ~7 min cold)"
+        )
+        if os.environ.get("RACKCTL_REQUIRE_APISERVER"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    server = apiserver.start(binary, tmp_path_factory.mktemp("kube-apiserver"))
+    try:
+        yield server
+    finally:
+        server.stop()
+        if request.session.testsfailed:
+            sys.stderr.write(f"\n--- kube-apiserver/etcd logs ({server.workdir})\n{server.logs()[-8000:]}\n")
+
+
+@pytest.fixture
+def kube(kube_apiserver: ApiServer) -> Iterator[KubeObjects]:
+    """Objects the test makes on the real API server (nodes, pods, budgets); removed after the test."""
+    objects = KubeObjects(kube_apiserver)
+    try:
+        yield objects
+    finally:
+        objects.cleanup()
+
+
+@pytest.fixture
+def kubeconfig(kube_apiserver: ApiServer, tmp_path: Path) -> Path:
+    """An admin kubeconfig for the real API server (client cert, CA pinned)."""
+    return kube_apiserver.write_kubeconfig(tmp_path / "kube" / "kubeconfig")

@@ -14,6 +14,7 @@ from rich.progress import Progress
 from bootstrap.cli.common import console, emit, err_console, escape, handle_errors, inventory_option, json_option
 from bootstrap.errors import EXIT_FAILED, EnvironmentMissing, InvalidInput, Problem
 from bootstrap.inventory.loader import load_inventory
+from redfish_tools.secrets import redact
 
 #: How long ``kubectl get nodes`` may take before validate-cluster gives up.
 KUBECTL_TIMEOUT_S = 60
@@ -113,17 +114,28 @@ def _nodes_from_kubeconfig(kubeconfig: Path) -> Any:
             "kubectl is not installed",
             problems=[Problem("kubectl", "not on PATH", "install kubectl, or give --nodes-json FILE")],
         )
-    done = subprocess.run(
-        [kubectl, "--kubeconfig", str(kubeconfig), "get", "nodes", "-o", "json"],
-        capture_output=True,
-        text=True,
-        timeout=KUBECTL_TIMEOUT_S,
-        check=False,
-    )
+    try:
+        done = subprocess.run(
+            [kubectl, "--kubeconfig", str(kubeconfig), "get", "nodes", "-o", "json"],
+            capture_output=True,
+            text=True,
+            timeout=KUBECTL_TIMEOUT_S,
+            check=False,
+            stdin=subprocess.DEVNULL,  # kubectl must never prompt for a username
+        )
+    except subprocess.TimeoutExpired:
+        raise InvalidInput(
+            "kubectl get nodes failed",
+            problems=[
+                Problem("--kubeconfig", f"no answer within {KUBECTL_TIMEOUT_S} s", "check the kubeconfig and API VIP")
+            ],
+        ) from None
     if done.returncode != 0:
         raise InvalidInput(
             "kubectl get nodes failed",
-            problems=[Problem("--kubeconfig", done.stderr.strip()[-500:], "check the kubeconfig and the API VIP")],
+            problems=[
+                Problem("--kubeconfig", redact(done.stderr.strip()[-500:]), "check the kubeconfig and the API VIP")
+            ],
         )
     return json.loads(done.stdout)
 

@@ -27,14 +27,14 @@ from bootstrap.cli.common import (
     state_dir_option,
     warn,
 )
-from bootstrap.errors import EXIT_FAILED, EXIT_INTERRUPTED
+from bootstrap.day2.kube import ClusterGate, cluster_for
+from bootstrap.errors import EXIT_FAILED, EXIT_INTERRUPTED, RackctlError
 from bootstrap.firmware.apply import ApplySettings, FirmwareRollout, RolloutReport
 from bootstrap.firmware.health import OsHealth
 from bootstrap.firmware.plan import FirmwarePlan, plan_firmware
 from bootstrap.firmware.read import read_installed
 from bootstrap.inventory import Inventory, load_inventory
 from bootstrap.journal.store import Journal
-from bootstrap.rollout.gate import NoKubernetes
 from bootstrap.selection import select_nodes
 from bootstrap.stages.insecure import insecure_warning
 from bootstrap.stages.oob import policy_for, targets_for
@@ -145,10 +145,11 @@ def firmware_apply_cmd(  # noqa: PLR0917 - click passes options as arguments
 ) -> None:
     """Roll the baseline out: control planes one at a time, workers in batches (max_unavailable).
 
-    Per node: cordon/drain (where Kubernetes runs), Lifecycle Controller ready, the iDRAC first, then host
-    components staged and applied by one reboot, BMC and OS healthy, versions read back, uncordon. Stops
-    when failures reach the inventory's failure_threshold. Journalled under --state-dir: run it again to
-    resume; a component already at its target is never flashed again.
+    Per node: cordon/drain (with <state-dir>/kubeconfig, for Kubernetes nodes), Lifecycle Controller ready,
+    the iDRAC first, then host components staged and applied by one reboot, BMC and OS healthy, versions
+    read back, uncordon (a node that fails stays cordoned). Stops when failures reach the inventory's
+    failure_threshold. Journalled under --state-dir: run it again to resume; a component already at its
+    target is never flashed again.
     """
     inventory = load_inventory(inventory_path)
     plan = read_plan(inventory, state_dir, limit, as_json, settle_s=0.0 if dry_run else SETTLE_S)
@@ -169,7 +170,7 @@ def firmware_apply_cmd(  # noqa: PLR0917 - click passes options as arguments
             journal,
             run_id,
             targets,
-            gate=NoKubernetes(),
+            gate=ClusterGate(cluster_for(state_dir)),
             conn_policy=policy_for(state_dir),
             os_health=OsHealth(inventory, journal, environment),
             settings=ApplySettings(poll_s=poll),
@@ -184,6 +185,9 @@ def firmware_apply_cmd(  # noqa: PLR0917 - click passes options as arguments
             else:
                 err_console.print("[red]interrupted[/red]: run `rackctl firmware apply` again to resume")
             sys.exit(EXIT_INTERRUPTED)
+        except RackctlError as exc:  # e.g. the Kubernetes API not answering before any node was touched
+            journal.finish_run(run_id, "failed", exc.message)
+            raise
         journal.finish_run(run_id, "completed" if report.ok else "failed", report.reason)
     data = {"applied": True, "run": run_id, **report.as_dict(), "plan": plan.as_dict()}
     emit(data, as_json, lambda _d: _show_report(report))

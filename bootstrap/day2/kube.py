@@ -10,13 +10,16 @@ etcd static pod of another control plane).
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from bootstrap.errors import EnvironmentMissing, RackctlError
+from redfish_tools.secrets import redact
 
 #: where the kubernetes stage leaves the admin kubeconfig
 KUBECONFIG = "kubeconfig"
@@ -92,31 +95,86 @@ class NotDeployed:
 
 
 class Kubectl:
-    """A real cluster through ``kubectl --kubeconfig``."""
+    """A real cluster through ``kubectl --kubeconfig``.
+
+    ``timeout_s`` bounds each request; ``drain_timeout_s`` bounds a drain (kubectl's own ``--timeout``: the
+    evictions and the wait for the evicted pods to be gone). A drain that fails or times out leaves the node
+    cordoned (kubectl cordons first) and its :class:`KubeError` names the node and what blocked it: the pods
+    still there and the PodDisruptionBudgets that allow them no disruption.
+    """
 
     deployed = True
 
-    def __init__(self, kubeconfig: Path, *, timeout_s: float = 600.0) -> None:
+    def __init__(self, kubeconfig: Path, *, timeout_s: float = 60.0, drain_timeout_s: float = 600.0) -> None:
         self.kubeconfig = kubeconfig
         self.timeout_s = timeout_s
+        self.drain_timeout_s = drain_timeout_s
         self.reason = f"kubeconfig {kubeconfig}"
 
-    def _run(self, *args: str) -> str:
+    def _run(self, *args: str, timeout_s: float | None = None) -> str:
         kubectl = shutil.which("kubectl")
         if kubectl is None:
             raise EnvironmentMissing("kubectl is not on PATH; install it (see `rackctl doctor`)")
-        cmd = [kubectl, "--kubeconfig", str(self.kubeconfig), *args]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout_s, check=False)
+        cmd = [kubectl, "--kubeconfig", str(self.kubeconfig), f"--request-timeout={_seconds(self.timeout_s)}s", *args]
+        limit = timeout_s or self.timeout_s
+        what = " ".join(args)
+        try:
+            # stdin closed: kubectl must never prompt (it asks for a username when the kubeconfig has none)
+            done = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=limit, check=False, stdin=subprocess.DEVNULL
+            )
+        except subprocess.TimeoutExpired:
+            raise KubeError(f"kubectl {what} did not finish within {limit:.0f} s ({self.reason})") from None
         if done.returncode != 0:
-            raise KubeError(f"kubectl {' '.join(args)} failed: {done.stderr.strip() or done.stdout.strip()}")
+            answer = _last_lines(done.stderr or done.stdout)
+            raise KubeError(redact(f"kubectl {what} failed ({self.reason}): {answer}"))
         return done.stdout
 
+    def _json(self, *args: str) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(self._run(*args, "-o", "json"))
+        return data
+
     def nodes(self) -> dict[str, KubeNode]:
-        items = json.loads(self._run("get", "nodes", "-o", "json")).get("items", [])
+        items = self._json("get", "nodes").get("items", [])
         return {n.name: n for n in (kube_node(item) for item in items)}
 
     def drain(self, node: str) -> None:
-        self._run("drain", node, "--ignore-daemonsets", "--delete-emptydir-data", f"--timeout={int(self.timeout_s)}s")
+        """Cordon ``node`` and evict its pods (DaemonSet pods stay), waiting until they are gone."""
+        wait = _seconds(self.drain_timeout_s)
+        try:
+            self._run(
+                "drain",
+                node,
+                "--ignore-daemonsets",
+                "--delete-emptydir-data",
+                f"--timeout={wait}s",
+                timeout_s=wait + self.timeout_s,
+            )
+        except KubeError as exc:
+            raise KubeError(
+                f"drain {node} failed within {wait} s, {self._after_failed_drain(node)} ({exc.message})"
+            ) from None
+
+    def _after_failed_drain(self, node: str) -> str:
+        """Where a failed drain left ``node``, in words: cordoned or not, and what blocked it."""
+        try:
+            found = self.nodes().get(node)
+        except KubeError:
+            return f"{node}'s state unknown (the API did not answer)"
+        if found is None:
+            return f"{node} is no Kubernetes node"
+        where = f"{node} is left cordoned" if found.unschedulable else f"{node} is not cordoned"
+        blocking = self._blocking(node)
+        return where + (f"; blocked by {blocking}" if blocking else "")
+
+    def _blocking(self, node: str) -> str:
+        """The pods left on ``node`` (not DaemonSet pods) and the disruption budgets that hold them, in words."""
+        try:
+            pods = self._json("get", "pods", "--all-namespaces", f"--field-selector=spec.nodeName={node}")
+            budgets = self._json("get", "poddisruptionbudgets", "--all-namespaces")
+        except (KubeError, ValueError):
+            return ""
+        return "; ".join(blocking_pods(pods.get("items", []), budgets.get("items", [])))
 
     def delete_node(self, node: str) -> None:
         self._run("delete", "node", node, "--ignore-not-found")
@@ -125,6 +183,8 @@ class Kubectl:
         self._run("uncordon", node)
 
     def remove_etcd_member(self, node: str, *, via: str) -> None:
+        """Remove ``node`` from etcd through the etcd static pod on control plane ``via`` (``kubectl exec``:
+        needs a kubelet, so the tests against a bare API server do not exercise it)."""
         etcdctl = [
             "exec",
             "-n",
@@ -145,6 +205,59 @@ class Kubectl:
     def label(self, node: str, labels: dict[str, str]) -> None:
         if labels:
             self._run("label", "node", node, "--overwrite", *(f"{k}={v}" for k, v in sorted(labels.items())))
+
+
+def _seconds(value: float) -> int:
+    """Whole seconds for kubectl, at least 1 (``--timeout=0s`` would mean "wait forever")."""
+    return max(1, math.ceil(value))
+
+
+def _last_lines(text: str, keep: int = 4) -> str:
+    """kubectl's answer in short: its error lines (else every line), each once (a retried eviction repeats
+    its line), the last ``keep`` of them."""
+    lines = list(dict.fromkeys(line.strip() for line in text.strip().splitlines() if line.strip()))
+    errors = [line for line in lines if line.lower().startswith("error")]
+    return " | ".join((errors or lines)[-keep:]) or "no output"
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """Whether a label selector (matchLabels, matchExpressions) selects ``labels``; an empty one selects all."""
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr.get("key", ""), expr.get("operator", ""), expr.get("values") or []
+        ok = {
+            "In": key in labels and labels[key] in values,
+            "NotIn": labels.get(key) not in values,
+            "Exists": key in labels,
+            "DoesNotExist": key not in labels,
+        }.get(op, False)
+        if not ok:
+            return False
+    return True
+
+
+def blocking_pods(pods: list[dict[str, Any]], budgets: list[dict[str, Any]]) -> list[str]:
+    """Pods a drain could not evict (not DaemonSet pods, not finished) with the budgets that hold them."""
+    out = []
+    for pod in pods:
+        meta = pod.get("metadata", {})
+        owners = meta.get("ownerReferences") or []
+        if any(o.get("controller") and o.get("kind") == "DaemonSet" for o in owners):
+            continue
+        if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        namespace, labels = meta.get("namespace", ""), meta.get("labels") or {}
+        held = [
+            f"PodDisruptionBudget {namespace}/{b['metadata']['name']} allows "
+            f"{b.get('status', {}).get('disruptionsAllowed', 0)} disruption(s)"
+            for b in budgets
+            if b.get("metadata", {}).get("namespace") == namespace
+            and _selects(b.get("spec", {}).get("selector") or {}, labels)
+            and int(b.get("status", {}).get("disruptionsAllowed", 0)) < 1
+        ]
+        out.append(f"pod {namespace}/{meta.get('name', '?')}" + (f" ({', '.join(held)})" if held else ""))
+    return out
 
 
 def kube_node(item: dict[str, Any]) -> KubeNode:
@@ -176,25 +289,44 @@ def cluster_for(state_dir: Path) -> Cluster:
 
 class ClusterGate:
     """The rollout scheduler's ``NodeGate`` (``bootstrap.rollout.gate``) over a :class:`Cluster`: firmware and
-    driver rollouts drain through the same Kubernetes seam as ``apply`` and ``redeploy``."""
+    driver rollouts drain through the same Kubernetes seam as ``apply`` and ``redeploy``.
 
-    def __init__(self, cluster: Cluster) -> None:
+    A node Kubernetes does not know (not joined, or a head node outside the cluster) is neither drained nor
+    judged by Kubernetes: the gate says so, and counts it Ready (the rollout still checks its BMC and OS).
+    """
+
+    def __init__(self, cluster: Cluster, *, max_age_s: float = 5.0) -> None:
         self.cluster = cluster
+        self.max_age_s = max_age_s
+        self._nodes: tuple[float, dict[str, KubeNode]] | None = None
+
+    def _read(self) -> dict[str, KubeNode]:
+        """The cluster's nodes, read at most every ``max_age_s`` (a rollout asks about every node at once)."""
+        if self._nodes is None or time.monotonic() - self._nodes[0] > self.max_age_s:
+            self._nodes = (time.monotonic(), self.cluster.nodes())
+        return self._nodes[1]
+
+    def _known(self, node: str) -> bool:
+        return node in self._read()
 
     def cordon(self, node: str) -> str:
         if not self.cluster.deployed:
             return f"no Kubernetes: not drained ({self.cluster.reason})"
+        if not self._known(node):
+            return "not a Kubernetes node: not drained"
         self.cluster.drain(node)
         return "cordoned and drained"
 
     def uncordon(self, node: str) -> str:
         if not self.cluster.deployed:
             return f"no Kubernetes: not uncordoned ({self.cluster.reason})"
+        if not self._known(node):
+            return "not a Kubernetes node: not uncordoned"
         self.cluster.uncordon(node)
         return "uncordoned"
 
     def ready(self, node: str) -> bool:
         if not self.cluster.deployed:
             return True
-        found = self.cluster.nodes().get(node)
-        return bool(found and found.ready)
+        found = self._read().get(node)
+        return found is None or found.ready

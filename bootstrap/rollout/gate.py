@@ -1,9 +1,10 @@
-"""Taking a node out of service and back, around disruptive work (firmware, drivers, redeploys): the seam
-the Kubernetes stages fill later.
+"""Taking a node out of service and back, around disruptive work (firmware, drivers, redeploys).
 
-:class:`NodeGate` is what a rollout asks: cordon and drain, uncordon, and whether a node is Ready. Until
-the kubernetes stage exists there is no cluster to ask, so :class:`NoKubernetes` answers: every call says
-so in the words that go into the journal, and nothing is claimed that was not done.
+:class:`NodeGate` is what a rollout asks: cordon and drain, uncordon, and whether a node is Ready.
+``rackctl firmware apply`` uses ``bootstrap.day2.kube.ClusterGate`` (``kubectl`` once the kubernetes stage
+left a kubeconfig). Where there is no cluster to ask (the ``firmware`` stage of ``rackctl up``, the bench)
+:class:`NoKubernetes` answers: every call says so in the words that go into the journal, and nothing is
+claimed that was not done.
 """
 
 from __future__ import annotations

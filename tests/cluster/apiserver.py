@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import json
 import os
 import shutil
 import socket
@@ -173,6 +174,30 @@ class ApiServer:
     def post(self, path: str, obj: dict[str, Any], *, dry_run: bool) -> requests.Response:
         params = {"fieldManager": "rackctl-test"} | ({"dryRun": "All"} if dry_run else {})
         return self.session.post(self.url + path, json=obj, params=params, timeout=60, verify=str(self.pki.ca))
+
+    def request(self, method: str, path: str, **kwargs: Any) -> requests.Response:
+        """Any call (PUT, PATCH, DELETE, ...) with the admin client cert and the CA pinned."""
+        return self.session.request(method, self.url + path, timeout=60, verify=str(self.pki.ca), **kwargs)
+
+    def write_kubeconfig(self, path: Path) -> Path:
+        """An admin kubeconfig for ``kubectl``: the fixture's client cert, the CA pinned (no skip-verify)."""
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "test", "cluster": {"server": self.url, "certificate-authority": str(self.pki.ca)}}],
+            "users": [
+                {
+                    "name": "admin",
+                    "user": {"client-certificate": str(self.pki.client_cert), "client-key": str(self.pki.client_key)},
+                }
+            ],
+            "contexts": [{"name": "admin@test", "context": {"cluster": "test", "user": "admin"}}],
+            "current-context": "admin@test",
+        }
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(config, indent=2))
+        path.chmod(0o600)
+        return path
 
     def logs(self) -> str:
         return "\n".join(

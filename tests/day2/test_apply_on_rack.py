@@ -145,8 +145,9 @@ def test_status_shows_every_column_and_a_dead_bmc_as_degraded(rack: Rack, tmp_pa
 
 
 class RecordingCluster:
-    """Test double for a deployed Kubernetes (no API server can run here): readiness from a dict, and a
-    record of every change asked of it."""
+    """Test double for a deployed Kubernetes: these tests remove etcd members, which ``kubectl exec`` into an
+    etcd pod does and a bare API server cannot (no kubelet; tests/day2/test_kube_live.py runs the rest of
+    ``Kubectl`` against a real one). Readiness from a dict, and a record of every change asked of it."""
 
     deployed = True
     reason = "test double"

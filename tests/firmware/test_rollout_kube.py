@@ -1,0 +1,146 @@
+"""``rackctl firmware apply`` with a kubeconfig under --state-dir: emulated iDRACs, a real kube-apiserver.
+
+Each Kubernetes node is cordoned and drained before its first update and uncordoned after its versions read
+back; a node whose update fails stays cordoned, with the record saying so. Observed from the API server while
+the rollout runs (a watcher reads the Nodes and the emulators' own update records) and from the report.
+No kubelet runs: the test marks the Nodes Ready and finalises evicted pods itself (tests/kube_objects.py).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from fwlab import BASELINE_VERSIONS, FwLab, api, start_lab
+
+from bootstrap.cli import cli
+from bootstrap.journal.store import Journal
+from tests.kube_objects import KubeObjects, PodFinaliser
+
+pytestmark = pytest.mark.skipif(not Path("/usr/bin/kubectl").exists(), reason="kubectl (kubernetes-client) missing")
+
+
+def _at_baseline(firmware: dict[str, str]) -> bool:
+    nics = {v for k, v in firmware.items() if k.startswith("NIC:")}
+    return (
+        firmware.get("iDRAC") == BASELINE_VERSIONS["idrac"]
+        and firmware.get("BIOS") == BASELINE_VERSIONS["bios"]
+        and nics == {BASELINE_VERSIONS["nic"]}
+    )
+
+
+class Watcher:
+    """Samples, every ``poll_s``: the Nodes' ``unschedulable``, each iDRAC's update records and firmware, the
+    Nodes again. A node is mid-update when its iDRAC accepted an update and is not at the baseline yet; a
+    sample where both Node reads say schedulable for a node mid-update is a violation."""
+
+    def __init__(self, lab: FwLab, kube: KubeObjects, nodes: list[str], poll_s: float = 0.1) -> None:
+        self.lab, self.kube, self.nodes, self.poll_s = lab, kube, nodes, poll_s
+        self.mid_update: dict[str, int] = dict.fromkeys(nodes, 0)
+        self.violations: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _cordoned(self) -> dict[str, bool]:
+        items = self.kube.call("GET", "/api/v1/nodes")["items"]
+        return {i["metadata"]["name"]: bool(i["spec"].get("unschedulable")) for i in items}
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            before = self._cordoned()
+            states = {n: self.lab.rack.state(n) for n in self.nodes}
+            after = self._cordoned()
+            for name, state in states.items():
+                if state["firmware_updates"] and not _at_baseline(state["firmware"]):
+                    self.mid_update[name] += 1
+                    if not (before[name] or after[name]):
+                        self.violations.append(f"{name} schedulable while its update runs ({state['firmware']})")
+            self._stop.wait(self.poll_s)
+
+    def __enter__(self) -> Watcher:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+
+def test_apply_drains_each_kubernetes_node_while_it_updates_and_leaves_a_failed_one_cordoned(
+    tmp_path: Path, kube: KubeObjects
+) -> None:
+    lab = start_lab(tmp_path, 5)
+    try:
+        head, *kube_nodes = lab.order  # the head node is no Kubernetes node here
+        failing, worker = kube_nodes[-1], kube_nodes[-2]
+        for name in kube_nodes:
+            kube.node(name, gpus=4 if name in (failing, worker) else 0)  # Ready, as the kubelet would report
+        ns = kube.namespace("fw")
+        kube.pod(
+            ns,
+            "triton-0",
+            worker,
+            labels={"app": "triton"},
+            owner=kube.controller(ns, "ReplicaSet", "t", {"app": "triton"}),
+        )
+        lab.rack.set_faults(failing, api.FaultSpec(fail_update_components=("BIOS",), fail_update_count=1))
+        state = tmp_path / "state"
+        kube.server.write_kubeconfig(state / "kubeconfig")
+        with PodFinaliser(kube, kube_nodes) as kubelet, Watcher(lab, kube, kube_nodes) as watcher:
+            result = CliRunner().invoke(
+                cli,
+                ["firmware", "apply", "-i", str(lab.inventory), "--state-dir", str(state), "--poll", "0.1", "--json"],
+                catch_exceptions=False,
+            )
+        data: dict[str, Any] = json.loads(result.output)
+        assert result.exit_code != 0 and failing in data["reason"], data["reason"]
+        nodes = {n["node"]: n for n in data["nodes"]}
+
+        # while each node's update ran, the API server had it unschedulable (seen mid-update by the watcher)
+        assert watcher.violations == []
+        assert all(watcher.mid_update[n] > 0 for n in kube_nodes), watcher.mid_update
+        assert kubelet.finalised == [f"{ns}/triton-0"]  # the worker's pod was evicted by the drain
+        assert kube.pods_on(worker) == []
+
+        cordoned = {n: bool(kube.get_node(n)["spec"].get("unschedulable")) for n in kube_nodes}
+        assert cordoned == {n: n == failing for n in kube_nodes}  # schedulable again, but the failed node
+        for name in kube_nodes[:-1]:
+            assert nodes[name]["status"] == "done"
+            assert nodes[name]["records"]["cordon"] == "cordoned and drained"
+            assert nodes[name]["records"]["uncordon"] == "uncordoned"
+        assert nodes[failing]["status"] == "failed"
+        assert nodes[failing]["records"]["cordon"] == "cordoned and drained"
+        assert nodes[failing]["records"]["uncordon"] == "left cordoned: firmware update failed"
+        assert nodes[head]["records"]["cordon"] == "not a Kubernetes node: not drained"
+        assert nodes[head]["records"]["uncordon"] == "not a Kubernetes node: not uncordoned"
+        with Journal(state, readonly=True) as journal:
+            uncordon = [s for s in journal.steps() if s.node == failing and s.step == "uncordon"]
+            assert uncordon[-1].detail["gate"] == "left cordoned: firmware update failed"
+            assert journal.status(failing).state.value == "maintenance"
+    finally:
+        lab.rack.stop()
+
+
+def test_apply_with_the_kubernetes_api_down_flashes_nothing_and_says_so(tmp_path: Path, kube: KubeObjects) -> None:
+    lab = start_lab(tmp_path, 3)
+    try:
+        state = tmp_path / "state"
+        kubeconfig = kube.server.write_kubeconfig(state / "kubeconfig")
+        kubeconfig.write_text(kubeconfig.read_text().replace(kube.server.url, "https://127.0.0.1:1"))  # nothing there
+        result = CliRunner().invoke(
+            cli, ["firmware", "apply", "-i", str(lab.inventory), "--state-dir", str(state), "--poll", "0.1", "--json"]
+        )
+        data = json.loads(result.output)
+        assert result.exit_code != 0 and data["ok"] is False, data
+        assert data["error"].startswith(f"kubectl get nodes -o json failed (kubeconfig {kubeconfig})"), data
+        assert "127.0.0.1:1" in data["error"] and "connection refused" in data["error"], data
+        assert all(lab.updates(n) == [] for n in lab.order)  # nothing flashed
+        with Journal(state, readonly=True) as journal:
+            runs = journal.runs()
+        assert [(r.status, r.command) for r in runs] == [("failed", "firmware apply")]
+    finally:
+        lab.rack.stop()
