@@ -120,7 +120,7 @@ WantedBy=multi-user.target
 class DiskImage:
     """A built image: gzipped raw disk, sha256 and size of the *uncompressed* disk.
 
-    Beside it: its block map (``<path>.bmap``) and the gzip members of its mapped ranges (``<path>.ranges``),
+    Beside it: its block map (``<path>.bmap``) and the zstd frames of its mapped ranges (``<path>.ranges``),
     which is what the deploy ramdisk downloads and writes (:mod:`bootstrap.provision.blockmap`).
     """
 
