@@ -107,9 +107,13 @@ def report_message(report: dict[str, Any], source: str) -> str:
     if missing:
         available = report.get("available") or {}
         has = [f"{p} {v}" for p, v in available.items() if v]
+        other = list(report.get("other_versions") or [])
         return (
             f"kubeadm/kubelet/kubectl not installed: the node's package sources ({source}) have no "
-            f"{'/'.join(missing)} {version}" + (f" (they have {', '.join(has)})" if has else "") + "; nothing changed"
+            f"{'/'.join(missing)} {version}"
+            + (f" (they have {', '.join(has)})" if has else "")
+            + (f"; already on the node, left as it is: {', '.join(other)}" if other else "")
+            + "; nothing changed"
         )
     installed = report.get("installed") or {}
     text = f"kubeadm/kubelet/kubectl {version} installed and held ({', '.join(f'{p} {v}' for p, v in installed.items())})"
