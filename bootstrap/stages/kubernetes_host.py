@@ -116,9 +116,14 @@ def report_message(report: dict[str, Any], source: str) -> str:
             + "; nothing changed"
         )
     installed = report.get("installed") or {}
-    text = f"kubeadm/kubelet/kubectl {version} installed and held ({', '.join(f'{p} {v}' for p, v in installed.items())})"
+    text = (
+        f"kubeadm/kubelet/kubectl {version} installed and held ({', '.join(f'{p} {v}' for p, v in installed.items())})"
+    )
     if report.get("config_validated"):
-        text += f"; kubeadm config validate --config {report.get('config')} passed on the node"
+        said = " ".join(str(line).strip() for line in report.get("validate_output") or [] if str(line).strip())
+        text += f"; kubeadm config validate --config {report.get('config')} passed on the node" + (
+            f" ({said})" if said else ""
+        )
     else:
         text += "; the kubeadm config was not validated on the node (kubeadm config validate needs 1.26)"
     return text
