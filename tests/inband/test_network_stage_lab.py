@@ -269,7 +269,8 @@ echo "stand-in kubeadm: $4 names a kubeadm API, not validated by a real kubeadm"
 KUBEADM
 build() {{  # package version folder
   root=/tmp/standin/$1-$2
-  mkdir -p $root/DEBIAN $root/usr/bin
+  mkdir -p $root/DEBIAN $root/usr/bin $root/usr/share/doc/$1
+  echo "STAND-IN $1 $2: a rackctl lab test's package, not Kubernetes" > $root/usr/share/doc/$1/STAND-IN
   {{ echo "Package: $1"; echo "Version: $2"; echo "Architecture: all"
      echo "Maintainer: rackctl tests <tests@rackctl.test>"
      echo "Description: STAND-IN $1 (rackctl lab test: no Kubernetes package can be fetched here)"
