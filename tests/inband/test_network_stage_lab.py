@@ -6,7 +6,9 @@ pushed, and chronyd (``LabTimeServer``), all in the lab's namespace. Then ``rack
 (the runner, the journal, the lab environment) and, over SSH on each node: /etc/hosts, chrony
 synchronised to the head node, the kernel settings, apt seeing only the mirror, containerd pulling an
 image from the head node's registry and running it. A second run changes nothing (ansible-runner's recap).
-After the stage, on the same nodes: the nvidia stage's host side (role nvidia_host) for real on both VMs.
+After the stage, on the same nodes: the nvidia stage's host side (role nvidia_host) for real on both VMs,
+and the kubernetes stage's (role kubernetes_packages): nothing installed from the mirror, which has no
+kubeadm, then install, hold and refusal with stand-in packages built on the VMs (see ``STANDIN_BUILD``).
 
 Runs VMs: only under ``flock /tmp/rackctl-lab.lock`` (the ``installed_lab`` fixture takes it).
 """
