@@ -297,7 +297,8 @@ apt-get -qq update
 """
 STANDIN_CLEANUP = (
     "apt-mark unhold kubeadm kubelet kubectl >/dev/null 2>&1; dpkg --purge kubeadm kubelet kubectl >/dev/null 2>&1; "
-    f"rm -rf {STANDIN_REPO} {STANDIN_SOURCES} /tmp/standin /etc/rackctl/kubeadm.yaml; apt-get -qq update"
+    f"rm -rf {STANDIN_REPO} {STANDIN_SOURCES} /tmp/standin /etc/rackctl/kubeadm.yaml; "
+    "rmdir --ignore-fail-on-non-empty /etc/rackctl; apt-get -qq update"
 )
 
 
