@@ -258,6 +258,7 @@ def test_after_it_the_nvidia_stage_runs_its_host_side_on_the_gpu_vms(served_lab:
 #: carry no Kubernetes: the stand-in kubeadm only answers `kubeadm config validate --config FILE` by
 #: checking that FILE names a kubeadm API, and says so in its output. What is real: apt resolving
 #: `<version>-*` from the node's sources, the install, the holds, the refusal, the role's idempotence.
+PACKAGES = ("kubeadm", "kubelet", "kubectl")
 STANDIN_REPO = "/srv/rackctl-standin-kubernetes"
 STANDIN_SOURCES = "/etc/apt/sources.list.d/standin-kubernetes.sources"
 STANDIN_BUILD = r"""set -e
@@ -350,7 +351,7 @@ def test_after_it_the_kubernetes_stage_pins_and_holds_the_packages_where_the_sou
                 )
                 assert "not validated by a real kubeadm" in result["message"]  # the stand-in says what it is
                 held = lab.ssh(node, "dpkg --get-selections kubeadm kubelet kubectl").stdout.split()
-                assert held == ["kubeadm", "hold", "kubectl", "hold", "kubelet", "hold"], held
+                assert dict(zip(held[::2], held[1::2], strict=True)) == dict.fromkeys(PACKAGES, "hold"), held
                 versions = lab.ssh(node, "dpkg-query -W -f '${Version} ' kubeadm kubelet kubectl").stdout.split()
                 assert versions == [f"{version}-1.1"] * 3, versions
                 config = lab.ssh(node, "cat /etc/rackctl/kubeadm.yaml").stdout
