@@ -7,9 +7,15 @@ same way (typed kubeadm models, ``kubernetes-validate --strict`` for the target 
 archives and CRDs of ``up --charts/--crds`` when given (:mod:`bootstrap.stages.cluster_inputs`). A problem
 fails the stage as bad input (exit 2), naming the inventory field, and nothing is written.
 
-Applying (``kubeadm init`` on the first control plane, control-plane and worker joins, the Helm installs)
-is not built: the result is "rendered + validated, not applied" for every node, the runner journals it
-``rendered`` and moves no node (see :mod:`bootstrap.stages.runner`).
+Then the host side runs for real on every node the network stage configured
+(:mod:`bootstrap.stages.kubernetes_host`: kubeadm/kubelet/kubectl at exactly the cluster's version from the
+site's package source, held, the node's kubeadm config validated by that kubeadm; where the sources lack
+them nothing changes and the node says which are missing).
+
+Applying the rest (``kubeadm init`` on the first control plane, control-plane and worker joins, the Helm
+installs) is not built: the result is "rendered + validated, not applied" for every node, with what its host
+side did or why it did not run; the runner journals it ``rendered`` and moves no node (see
+:mod:`bootstrap.stages.runner`). A node where the host side failed fails.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from bootstrap.inventory.models import Inventory, Node
 from bootstrap.stages.base import NOT_APPLIED, PlannedAction, StageContext, StageResult, register_stage
 from bootstrap.stages.cluster_inputs import cluster_inputs
 from bootstrap.stages.cluster_render import ClusterRenderStage, checked_by, validate_or_refuse, write_not_applied
+from bootstrap.stages.kubernetes_host import HOST_PLAYBOOK, host_side, source_described
 
 #: Where the stage writes the bundle, under the state directory.
 OUT_DIR = "cluster"
@@ -55,17 +62,36 @@ def releases(inv: Inventory) -> list[charts.Release]:
 
 @register_stage
 class KubernetesStage(ClusterRenderStage):
-    """HA Kubernetes with kubeadm: rendered and validated into ``<state-dir>/cluster``, not applied."""
+    """HA Kubernetes with kubeadm: the nodes' packages applied; the rest rendered and validated, not applied."""
 
     name = "kubernetes"
-    description = "Render + validate kubeadm configs, the API VIP, chart values and node labels (not applied yet)"
+    description = (
+        "kubeadm/kubelet/kubectl pinned and held on the nodes over SSH; render + validate kubeadm configs, the API "
+        "VIP, chart values and node labels (init/join not applied yet)"
+    )
 
     def plan(self, ctx: StageContext) -> list[PlannedAction]:
         inv = ctx.inventory
-        actions = [
-            PlannedAction(self.name, hostname, f"{node_action(inv, ctx.node(hostname))}; {NOT_APPLIED}", applies=False)
-            for hostname in ctx.nodes
-        ]
+        version = inv.cluster.resolved_versions().kubernetes
+        # the plan is made before the stages ahead of this one ran: only the environment can rule a node out
+        out_of_band = ctx.options.environment.out_of_band_only(inv)
+        actions = []
+        for hostname in ctx.nodes:
+            actions.append(
+                PlannedAction(
+                    self.name,
+                    hostname,
+                    f"playbooks/{HOST_PLAYBOOK} over SSH once the network stage configured the node: kubeadm, "
+                    f"kubelet, kubectl {version} from {source_described(inv)}, held, and kubeadm config validate "
+                    "on the node's rendered config (nothing changed if the sources lack them)",
+                    skip=out_of_band.get(hostname),
+                )
+            )
+            actions.append(
+                PlannedAction(
+                    self.name, hostname, f"{node_action(inv, ctx.node(hostname))}; {NOT_APPLIED}", applies=False
+                )
+            )
         charts_text = ", ".join(f"{r.chart} {r.version}" for r in releases(inv))
         actions.append(
             PlannedAction(
@@ -88,4 +114,15 @@ class KubernetesStage(ClusterRenderStage):
             f"{len(bundle.files)} files for Kubernetes {bundle.kubernetes_version} ({bundle.kubeadm_api}) "
             f"written to {out}"
         )
-        return write_not_applied(ctx, bundle, out, why=WHY, message=message, checks=checked_by(bundle))
+        result = write_not_applied(ctx, bundle, out, why=WHY, message=message, checks=checked_by(bundle))
+        host = host_side(ctx, out)  # after the bundle is written: the role validates each node's config
+        ran = [n for n, r in host.items() if r.applied and r.ok]
+        if ran:
+            result.message += f"; host side applied on {', '.join(ran)} (playbooks/{HOST_PLAYBOOK})"
+        for node, res in host.items():
+            if not res.ok:
+                result.nodes[node] = res
+            else:
+                result.nodes[node].message = f"{result.nodes[node].message}; {res.message}"
+        result.ok = all(r.ok for r in result.nodes.values())
+        return result

@@ -6,7 +6,9 @@ pushed, and chronyd (``LabTimeServer``), all in the lab's namespace. Then ``rack
 (the runner, the journal, the lab environment) and, over SSH on each node: /etc/hosts, chrony
 synchronised to the head node, the kernel settings, apt seeing only the mirror, containerd pulling an
 image from the head node's registry and running it. A second run changes nothing (ansible-runner's recap).
-After the stage, on the same nodes: the nvidia stage's host side (role nvidia_host) for real on both VMs.
+After the stage, on the same nodes: the nvidia stage's host side (role nvidia_host) for real on both VMs,
+and the kubernetes stage's (role kubernetes_packages): nothing installed from the mirror, which has no
+kubeadm, then install, hold and refusal with stand-in packages built on the VMs (see ``STANDIN_BUILD``).
 
 Runs VMs: only under ``flock /tmp/rackctl-lab.lock`` (the ``installed_lab`` fixture takes it).
 """
@@ -249,3 +251,142 @@ def test_after_it_the_nvidia_stage_runs_its_host_side_on_the_gpu_vms(served_lab:
             initramfs = lab.ssh(node, "lsinitramfs /boot/initrd.img-$(uname -r)", timeout=120).stdout
             assert "rackctl-blacklist-nouveau.conf" in initramfs
     assert "Fabric Manager not needed (XE9680 would have them" in stage.nodes["gpu-02"]["message"]
+
+
+#: A throwaway flat apt repository the test builds ON the VMs: STAND-INS named kubeadm/kubelet/kubectl,
+#: because no Kubernetes package can be fetched here (Debian has none; pkgs.k8s.io is not reachable). They
+#: carry no Kubernetes: the stand-in kubeadm only answers `kubeadm config validate --config FILE` by
+#: checking that FILE names a kubeadm API, and says so in its output. What is real: apt resolving
+#: `<version>-*` from the node's sources, the install, the holds, the refusal, the role's idempotence.
+PACKAGES = ("kubeadm", "kubelet", "kubectl")
+STANDIN_REPO = "/srv/rackctl-standin-kubernetes"
+STANDIN_SOURCES = "/etc/apt/sources.list.d/standin-kubernetes.sources"
+STANDIN_BUILD = r"""set -e
+rm -rf {repo} /tmp/standin && mkdir -p {repo} /tmp/standin/bin
+cat > /tmp/standin/bin/kubeadm <<'KUBEADM'
+#!/bin/sh
+# STAND-IN kubeadm (rackctl lab test): answers only `kubeadm config validate --config FILE`
+[ "$1 $2 $3" = "config validate --config" ] || exit 1
+grep -q "^apiVersion: kubeadm.k8s.io/" "$4" || exit 1
+echo "stand-in kubeadm: $4 names a kubeadm API, not validated by a real kubeadm"
+KUBEADM
+build() {{  # package version folder
+  root=/tmp/standin/$1-$2
+  mkdir -p $root/DEBIAN $root/usr/bin $root/usr/share/doc/$1
+  echo "STAND-IN $1 $2: a rackctl lab test's package, not Kubernetes" > $root/usr/share/doc/$1/STAND-IN
+  {{ echo "Package: $1"; echo "Version: $2"; echo "Architecture: all"
+     echo "Maintainer: rackctl tests <tests@rackctl.test>"
+     echo "Description: STAND-IN $1 (rackctl lab test: no Kubernetes package can be fetched here)"
+  }} > $root/DEBIAN/control
+  if [ $1 = kubeadm ]; then install -m 0755 /tmp/standin/bin/kubeadm $root/usr/bin/kubeadm; fi
+  dpkg-deb -Zgzip --root-owner-group --build $root $3/$1_$2_all.deb >/dev/null
+}}
+for p in kubeadm kubelet kubectl; do build $p {version} {repo}; done
+build kubelet {older} /tmp/standin
+cd {repo}
+for f in *.deb; do
+  dpkg-deb -f $f
+  echo "Filename: ./$f"
+  echo "Size: $(stat -c %s $f)"
+  echo "SHA256: $(sha256sum $f | cut -d' ' -f1)"
+  echo
+done > Packages
+{{ echo "Date: $(date -Ru)"; echo "SHA256:"
+   echo " $(sha256sum Packages | cut -d' ' -f1) $(stat -c %s Packages) Packages"; }} > Release
+printf 'Types: deb\nURIs: file:{repo}/\nSuites: ./\nTrusted: yes\n' > {sources}
+apt-get -qq update
+"""
+STANDIN_CLEANUP = (
+    "apt-mark unhold kubeadm kubelet kubectl >/dev/null 2>&1; dpkg --purge kubeadm kubelet kubectl >/dev/null 2>&1; "
+    f"rm -rf {STANDIN_REPO} {STANDIN_SOURCES} /tmp/standin /etc/rackctl/kubeadm.yaml; "
+    "rmdir --ignore-fail-on-non-empty /etc/rackctl; apt-get -qq update"
+)
+
+
+def test_after_it_the_kubernetes_stage_pins_and_holds_the_packages_where_the_sources_have_them(
+    served_lab: ServedLab, first_run
+) -> None:
+    """``up --stages kubernetes``: the lab mirror (Debian bookworm) has no kubeadm/kubelet, so nothing changes
+    and each node says so (exit 5). Then, with the stand-in repository above on the VMs: kubeadm/kubelet/kubectl
+    at exactly the inventory's version installed and held, the node's kubeadm config put on it and handed to
+    (the stand-in) kubeadm; a second run changes nothing, and a node with another kubelet held is refused."""
+    lab = served_lab.lab
+    version = lab.inventory.cluster.resolved_versions().kubernetes
+    major, minor, patch = version.split(".")
+    older = f"{major}.{minor}.{int(patch) - 1 if int(patch) else 0}-1.1" if int(patch) else f"{major}.{minor}.0-0.1"
+    selection = select(lab.inventory, stages=["kubernetes"], limit=lab.nodes)
+    start = time.monotonic()
+    outcome = Runner(lab.inventory, lab.state_dir, selection, options=RunOptions(environment=lab.environment)).run()
+    served_lab.timings["kubernetes_missing_s"] = time.monotonic() - start
+    assert outcome.exit_code == EXIT_NOT_APPLIED, outcome.as_dict()
+    for node in lab.nodes:
+        result = outcome.stages[0].nodes[node]
+        assert result["status"] == "rendered" and "host side applied (0 changed)" in result["message"], result
+        assert (
+            "not installed: the node's package sources (the head node's mirror) have no kubeadm/kubelet"
+            in (result["message"])
+        )
+        assert "kubeadm" not in lab.ssh(node, "dpkg --get-selections").stdout
+    try:
+        for node in lab.nodes:
+            build = STANDIN_BUILD.format(
+                repo=STANDIN_REPO, version=f"{version}-1.1", older=older, sources=STANDIN_SOURCES
+            )
+            lab.ssh(node, build, timeout=180)
+        start = time.monotonic()
+        outcome = Runner(lab.inventory, lab.state_dir, selection, options=RunOptions(environment=lab.environment)).run()
+        served_lab.timings["kubernetes_install_s"] = time.monotonic() - start
+        assert outcome.exit_code == EXIT_NOT_APPLIED, outcome.as_dict()  # init/join are not built
+        with Journal(lab.state_dir, readonly=True) as journal:
+            for node in lab.nodes:
+                result = outcome.stages[0].nodes[node]
+                assert result["status"] == "rendered", result
+                assert (
+                    f"kubeadm/kubelet/kubectl {version} installed and held (kubeadm {version}-1.1"
+                    in (result["message"])
+                )
+                assert (
+                    "kubeadm config validate --config /etc/rackctl/kubeadm.yaml passed on the node"
+                    in (result["message"])
+                )
+                assert "not validated by a real kubeadm" in result["message"]  # the stand-in says what it is
+                held = lab.ssh(node, "dpkg --get-selections kubeadm kubelet kubectl").stdout.split()
+                assert dict(zip(held[::2], held[1::2], strict=True)) == dict.fromkeys(PACKAGES, "hold"), held
+                versions = lab.ssh(node, "dpkg-query -W -f '${Version} ' kubeadm kubelet kubectl").stdout.split()
+                assert versions == [f"{version}-1.1"] * 3, versions
+                config = lab.ssh(node, "cat /etc/rackctl/kubeadm.yaml").stdout
+                assert config == (lab.state_dir / "cluster" / "kubeadm" / f"{node}.yaml").read_text()
+                report = journal.latest_facts(node)["kubernetes"]["kubernetes_packages_report"]
+                assert report["held"] and report["missing"] == [] and report["config_validated"]
+                assert journal.state(node) is NodeState.PROVISIONED  # not joined: init/join are not built
+
+        # another kubelet, held, on the second node: refused there; the first changes nothing on a second run
+        other = lab.nodes[1]
+        lab.ssh(
+            other, f"apt-mark unhold kubelet && dpkg -i /tmp/standin/kubelet_{older}_all.deb && apt-mark hold kubelet"
+        )
+        with Journal(lab.state_dir) as journal:
+            run_id = journal.begin_run("test: kubernetes stage again")
+            ctx = StageContext(
+                "kubernetes",
+                lab.inventory,
+                list(lab.nodes),
+                journal,
+                lab.state_dir,
+                run_id,
+                options=RunOptions(environment=lab.environment),
+            )
+            start = time.monotonic()
+            result = get_stage("kubernetes").run(ctx)
+            served_lab.timings["kubernetes_again_s"] = time.monotonic() - start
+        print(f"timings: {served_lab.timings}")
+        first = result.nodes[lab.nodes[0]]
+        assert first.ok and "host side applied (0 changed)" in first.message, first
+        refused = result.nodes[other]
+        assert not refused.ok and f"kubelet {older} (hold) installed" in refused.message, refused
+        assert f"Kubernetes version is {version}" in refused.message and "does not upgrade" in refused.message
+        assert not result.ok
+        assert lab.ssh(other, "dpkg-query -W -f '${Version}' kubelet").stdout == older  # left as it was
+    finally:
+        for node in lab.nodes:
+            lab.ssh(node, STANDIN_CLEANUP, check=False, timeout=180)

@@ -23,7 +23,7 @@ from bootstrap.errors import EXIT_ENVIRONMENT, EXIT_INVALID, EXIT_NOT_APPLIED
 from bootstrap.inventory import Inventory
 from bootstrap.journal.states import NodeState
 from bootstrap.journal.store import STAGE_STEP, Journal
-from bootstrap.stages import cluster_render, nvidia
+from bootstrap.stages import cluster_render, kubernetes_host, nvidia
 from bootstrap.stages.base import NOT_APPLIED, register_stage
 from bootstrap.stages.kubernetes import KubernetesStage
 from bootstrap.stages.nvidia import NvidiaStage
@@ -42,10 +42,16 @@ def journal_only(ctx: Any) -> tuple[list[str], dict[str, str]]:
     return [], {n: "test nodes exist only in the journal" for n in ctx.nodes if n in gpu}
 
 
+def journal_only_all(ctx: Any) -> tuple[list[str], dict[str, str]]:
+    """The kubernetes host side's targets here: none, the nodes exist only in the journal."""
+    return [], dict.fromkeys(ctx.nodes, "test nodes exist only in the journal")
+
+
 @pytest.fixture
 def real_cluster_stages(registry: dict, monkeypatch: pytest.MonkeyPatch) -> dict:
     """The registry with the real kubernetes, nvidia and triton stages (the others test stages)."""
     monkeypatch.setattr(nvidia, "host_targets", journal_only)
+    monkeypatch.setattr(kubernetes_host, "host_targets", journal_only_all)
     for cls in (KubernetesStage, NvidiaStage, TritonStage):
         register_stage(cls)
     rec = Recorder()
@@ -141,8 +147,11 @@ def test_cli_json_human_plan_and_journal_say_not_applied(
     assert {a["node"] for a in host} == {"gpu-l40s-01", "gpu-xe9680-01"} and all(a["applies"] for a in host)
     code, text = invoke("plan", *base, "--stages", "kubernetes,nvidia")
     summary = " ".join(text.split())
-    assert code == 0 and "would only render and validate kubernetes, nvidia; of nvidia, only the actions" in summary
-    actions = {a["node"]: a for a in planned["stages"][0]["actions"]}
+    assert code == 0 and "would only render and validate kubernetes, nvidia; of kubernetes, nvidia, only the" in summary
+    kube_host = [a for a in planned["stages"][0]["actions"] if "playbooks/kubernetes_host.yml" in a["action"]]
+    assert {a["node"] for a in kube_host} == set(hostnames) and all(a["applies"] for a in kube_host)
+    assert all("kubeadm, kubelet, kubectl 1." in a["action"] and ", held," in a["action"] for a in kube_host)
+    actions = {a["node"]: a for a in planned["stages"][0]["actions"] if a not in kube_host}
     assert "kubeadm init on the first control plane" in actions["head-01"]["action"]
     assert "control-plane join" in actions["cp-02"]["action"]
     assert "worker join" in actions["gpu-xe9680-01"]["action"]
@@ -159,7 +168,7 @@ def test_cli_json_human_plan_and_journal_say_not_applied(
     # fresh nodes (registered): the stages still render, saying why they could not apply there
     kube = data["stages"][0]["nodes"]["cp-02"]
     assert kube["status"] == "rendered" and kube["applied"] is False
-    assert kube["message"].endswith("the node is registered; applying kubernetes needs it provisioned")
+    assert "the node is registered; applying kubernetes needs it provisioned; host side not run" in kube["message"]
     assert set(data["nodes"].values()) == {"registered"}
 
     code, shown = invoke("journal", "show", "--state-dir", str(tmp_path), "--json")

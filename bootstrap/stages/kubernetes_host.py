@@ -1,0 +1,158 @@
+"""The kubernetes stage's host side: kubeadm/kubelet/kubectl pinned and held on the nodes, over SSH.
+
+``playbooks/kubernetes_host.yml`` (role ``kubernetes_packages``) runs on every node of the stage that is
+installed, configured by the network stage and reachable in-band here. It installs the three packages at
+exactly ``cluster.versions.kubernetes`` (``<version>-*`` resolved by apt to the full Debian version) from
+the node's package source, holds them, and validates the node's rendered kubeadm config
+(``<state-dir>/cluster/kubeadm/<node>.yaml``) with that kubeadm (``kubeadm config validate``, from 1.26).
+Where the node's sources lack them it changes nothing and says which are missing; a different version
+already installed fails the node (an upgrade is a separate operation).
+
+Where the packages come from is the site's package source (``site_services.packages``): the head node's
+mirror or a site mirror carries them or not (nothing else is added); with the public archives the role
+adds the upstream repository ``pkgs.k8s.io/core:/stable:/v<major.minor>/deb/``, signed by the key that
+repository publishes (``Release.key``, fetched over HTTPS as upstream's instructions do).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from bootstrap.inventory.models import Inventory
+from bootstrap.journal.states import NodeState, rank
+from bootstrap.stages.base import NodeResult, StageContext
+from bootstrap.stages.playbook import PlaybookStage
+
+#: The host side, run over SSH on installed nodes, and the fact it returns.
+HOST_PLAYBOOK = "kubernetes_host.yml"
+HOST_FACTS = "kubernetes_packages_report"
+#: The stage that configures a node in-band (package source, containerd); the host side runs after it.
+NETWORK_STAGE = "network"
+#: The upstream Kubernetes package repository (one per minor version) and where a node keeps its key.
+UPSTREAM_REPO = "https://pkgs.k8s.io/core:/stable:/v{minor}/deb/"
+UPSTREAM_KEY_ON_NODE = "/etc/apt/keyrings/kubernetes-apt-keyring.asc"
+PACKAGES = ("kubeadm", "kubelet", "kubectl")
+
+
+def minor_of(version: str) -> str:
+    """``1.33.5`` -> ``1.33``."""
+    return ".".join(version.split(".")[:2])
+
+
+def package_repo(inv: Inventory) -> dict[str, str] | None:
+    """The Kubernetes repository the role adds, or None where the site's own source is the only one.
+
+    Public archives: the upstream repository of the cluster's minor version. A mirror (the head node's or
+    the site's) is the site's one source: it carries the packages or the node reports them missing.
+    """
+    if inv.site_services.packages.source != "public":
+        return None
+    uri = UPSTREAM_REPO.format(minor=minor_of(inv.cluster.resolved_versions().kubernetes))
+    return {"uri": uri, "key_url": f"{uri}Release.key", "signed_by": UPSTREAM_KEY_ON_NODE}
+
+
+def source_described(inv: Inventory) -> str:
+    """Where the node's packages come from, in words."""
+    repo = package_repo(inv)
+    if repo is not None:
+        return f"the public archives and {repo['uri']}"
+    src = inv.site_services.packages
+    return "the head node's mirror" if src.source == "mirror" else f"the site mirror {src.uri}"
+
+
+class KubernetesHostPlay(PlaybookStage):
+    """The kubernetes stage's host side: ``playbooks/kubernetes_host.yml`` (run by the stage, not registered)."""
+
+    name = "kubernetes"
+    description = "kubeadm/kubelet/kubectl at exactly the cluster's version, held; kubeadm config validated"
+    playbook = HOST_PLAYBOOK
+    facts_var = HOST_FACTS
+
+    def __init__(self, cluster_dir: Path) -> None:
+        self.cluster_dir = cluster_dir
+
+    def extravars(self, ctx: StageContext) -> dict[str, Any]:
+        return {
+            "kubernetes_packages_repo": package_repo(ctx.inventory),
+            "kubernetes_packages_cluster_dir": str(self.cluster_dir.resolve()),
+            **super().extravars(ctx),
+        }
+
+
+def host_targets(ctx: StageContext) -> tuple[list[str], dict[str, str]]:
+    """The nodes the host side runs on now (installed, the network stage completed, reachable in-band
+    here), and the other nodes of the stage, each with why it does not run there."""
+    excluded = ctx.options.environment.out_of_band_only(ctx.inventory)
+    run: list[str] = []
+    not_run: dict[str, str] = {}
+    for node in ctx.nodes:
+        state = ctx.state(node)
+        if node in excluded:
+            not_run[node] = excluded[node]
+        elif rank(state) < rank(NodeState.PROVISIONED):
+            not_run[node] = f"the node is not installed ({state.value})"
+        elif ctx.journal.stage_done(node, NETWORK_STAGE) is None:
+            not_run[node] = f"the {NETWORK_STAGE} stage has not completed on the node (run it first)"
+        else:
+            run.append(node)
+    return run, not_run
+
+
+def report_message(report: dict[str, Any], source: str) -> str:
+    """One node's outcome in words, from ``kubernetes_packages_report``."""
+    version = report.get("version", "?")
+    missing = list(report.get("missing") or [])
+    if missing:
+        available = report.get("available") or {}
+        has = [f"{p} {v}" for p, v in available.items() if v]
+        other = list(report.get("other_versions") or [])
+        return (
+            f"kubeadm/kubelet/kubectl not installed: the node's package sources ({source}) have no "
+            f"{'/'.join(missing)} {version}"
+            + (f" (they have {', '.join(has)})" if has else "")
+            + (f"; already on the node, left as it is: {', '.join(other)}" if other else "")
+            + "; nothing changed"
+        )
+    installed = report.get("installed") or {}
+    text = (
+        f"kubeadm/kubelet/kubectl {version} installed and held ({', '.join(f'{p} {v}' for p, v in installed.items())})"
+    )
+    if report.get("config_validated"):
+        said = " ".join(str(line).strip() for line in report.get("validate_output") or [] if str(line).strip())
+        text += f"; kubeadm config validate --config {report.get('config')} passed on the node" + (
+            f" ({said})" if said else ""
+        )
+    else:
+        text += "; the kubeadm config was not validated on the node (kubeadm config validate needs 1.26)"
+    return text
+
+
+def host_side(ctx: StageContext, cluster_dir: Path) -> dict[str, NodeResult]:
+    """Run the host side on the nodes it can run on; per node, what it did or why it did not run.
+
+    ``applied`` marks the nodes it ran on; a node where the role failed (a different version installed,
+    kubeadm rejecting the config, unreachable) is not ok and carries Ansible's message.
+    """
+    run, not_run = host_targets(ctx)
+    out = {n: NodeResult(n, ok=True, message=f"host side not run: {why}", applied=False) for n, why in not_run.items()}
+    if not run:
+        return out
+    played = KubernetesHostPlay(cluster_dir).run(dataclasses.replace(ctx, nodes=run))
+    source = source_described(ctx.inventory)
+    for node in run:
+        res = played.nodes[node]
+        if not res.ok:
+            out[node] = res
+            continue
+        report = res.data.get(HOST_FACTS) or {}
+        text = report_message(report, source)
+        out[node] = NodeResult(
+            node,
+            ok=True,
+            message=f"host side applied ({res.data.get('changed', 0)} changed): {text}",
+            changed=res.changed,
+            data=res.data,
+        )
+    return out
