@@ -12,8 +12,12 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 # Debian's python3.11: the tritonserver python backend stub embeds Debian's libpython3.11, so the venv
 # that runs model code must be built from /usr/bin/python3.11 (see docs/architecture.md, "Triton").
 packages=(python3 python3-venv python3-dev gcc)
-while read -r pkg; do
-  [ -n "$pkg" ] && [ "${pkg#\#}" = "$pkg" ] && packages+=("$pkg")
+while read -r pkg rest; do
+  [ -n "$pkg" ] && [ "${pkg#\#}" = "$pkg" ] || continue
+  # "PKG unless-command CMD": only where CMD is not on PATH already (e.g. a kubectl from another package,
+  # such as the Google Cloud CLI's, which conflicts with Debian's kubernetes-client)
+  if [ "${rest%% *}" = "unless-command" ] && command -v "${rest#unless-command }" >/dev/null; then continue; fi
+  packages+=("$pkg")
 done < scripts/apt-packages.txt
 missing=()
 for pkg in "${packages[@]}"; do
