@@ -50,7 +50,8 @@ if [ $rc -eq 5 ]; then
   # exit 5 (EXIT_NOT_APPLIED): every stage ran and nothing failed, but kubernetes, nvidia and triton only
   # rendered and validated their artefacts; no cluster was formed. The demo shows that much, and says so.
   echo "demo: rackctl up ran every stage; kubernetes, nvidia and triton were rendered + validated, NOT applied"
-  echo "demo: (of the nvidia stage, only its host side ran on the VMs: nouveau blacklisted, the PCI bus read: no GPU)"
+  echo "demo: (only the host sides ran on the VMs: kubernetes looked for kubeadm/kubelet/kubectl in the node's package"
+  echo "demo:  source (the lab's Debian mirror has none: nothing installed); nvidia blacklisted nouveau, read the PCI bus: no GPU)"
   echo "demo: (exit 5: no Kubernetes cluster was formed; artefacts under $RACKCTL_STATE_DIR/{cluster,nvidia,triton})"
   exit 0
 fi
