@@ -16,7 +16,7 @@ from bootstrap.cluster.render import Bundle, write_bundle
 from bootstrap.cluster.validate import validate_bundle
 from bootstrap.errors import EnvironmentMissing, InvalidInput, Problem
 from bootstrap.inventory.models import Inventory
-from bootstrap.stages.base import Rendered, Stage, StageContext, StageResult
+from bootstrap.stages.base import NodeResult, Rendered, Stage, StageContext, StageResult
 
 
 def require_validators() -> None:
@@ -83,3 +83,18 @@ def write_not_applied(
     rendered = Rendered(out, checks, why, unchecked(bundle))
     per_node = {node: f"{why}; {reason}" for node, reason in ctx.cannot_apply.items()}
     return StageResult.not_applied(ctx.nodes, rendered, message=message, why_per_node=per_node)
+
+
+def with_host_side(result: StageResult, host: dict[str, NodeResult], playbook: str) -> StageResult:
+    """``result`` (rendered, not applied) with what the stage's host side did on each node: the nodes it ran on
+    named in the message, a failed node's result in place of its "not applied" one, the others' words appended."""
+    ran = [n for n, r in host.items() if r.applied and r.ok]
+    if ran:
+        result.message += f"; host side applied on {', '.join(ran)} (playbooks/{playbook})"
+    for node, res in host.items():
+        if not res.ok:
+            result.nodes[node] = res
+        else:
+            result.nodes[node].message = f"{result.nodes[node].message}; {res.message}"
+    result.ok = all(r.ok for r in result.nodes.values())
+    return result

@@ -25,7 +25,13 @@ from bootstrap.cluster.render import render_cluster
 from bootstrap.inventory.models import Inventory, Node
 from bootstrap.stages.base import NOT_APPLIED, PlannedAction, StageContext, StageResult, register_stage
 from bootstrap.stages.cluster_inputs import cluster_inputs
-from bootstrap.stages.cluster_render import ClusterRenderStage, checked_by, validate_or_refuse, write_not_applied
+from bootstrap.stages.cluster_render import (
+    ClusterRenderStage,
+    checked_by,
+    validate_or_refuse,
+    with_host_side,
+    write_not_applied,
+)
 from bootstrap.stages.kubernetes_host import HOST_PLAYBOOK, host_side, source_described
 
 #: Where the stage writes the bundle, under the state directory.
@@ -116,13 +122,4 @@ class KubernetesStage(ClusterRenderStage):
         )
         result = write_not_applied(ctx, bundle, out, why=WHY, message=message, checks=checked_by(bundle))
         host = host_side(ctx, out)  # after the bundle is written: the role validates each node's config
-        ran = [n for n, r in host.items() if r.applied and r.ok]
-        if ran:
-            result.message += f"; host side applied on {', '.join(ran)} (playbooks/{HOST_PLAYBOOK})"
-        for node, res in host.items():
-            if not res.ok:
-                result.nodes[node] = res
-            else:
-                result.nodes[node].message = f"{result.nodes[node].message}; {res.message}"
-        result.ok = all(r.ok for r in result.nodes.values())
-        return result
+        return with_host_side(result, host, HOST_PLAYBOOK)

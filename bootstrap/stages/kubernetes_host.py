@@ -21,15 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from bootstrap.inventory.models import Inventory
-from bootstrap.journal.states import NodeState, rank
 from bootstrap.stages.base import NodeResult, StageContext
-from bootstrap.stages.playbook import PlaybookStage
+from bootstrap.stages.playbook import PlaybookStage, host_side_targets
 
 #: The host side, run over SSH on installed nodes, and the fact it returns.
 HOST_PLAYBOOK = "kubernetes_host.yml"
 HOST_FACTS = "kubernetes_packages_report"
-#: The stage that configures a node in-band (package source, containerd); the host side runs after it.
-NETWORK_STAGE = "network"
 #: The upstream Kubernetes package repository (one per minor version) and where a node keeps its key.
 UPSTREAM_REPO = "https://pkgs.k8s.io/core:/stable:/v{minor}/deb/"
 UPSTREAM_KEY_ON_NODE = "/etc/apt/keyrings/kubernetes-apt-keyring.asc"
@@ -82,22 +79,9 @@ class KubernetesHostPlay(PlaybookStage):
 
 
 def host_targets(ctx: StageContext) -> tuple[list[str], dict[str, str]]:
-    """The nodes the host side runs on now (installed, the network stage completed, reachable in-band
-    here), and the other nodes of the stage, each with why it does not run there."""
-    excluded = ctx.options.environment.out_of_band_only(ctx.inventory)
-    run: list[str] = []
-    not_run: dict[str, str] = {}
-    for node in ctx.nodes:
-        state = ctx.state(node)
-        if node in excluded:
-            not_run[node] = excluded[node]
-        elif rank(state) < rank(NodeState.PROVISIONED):
-            not_run[node] = f"the node is not installed ({state.value})"
-        elif ctx.journal.stage_done(node, NETWORK_STAGE) is None:
-            not_run[node] = f"the {NETWORK_STAGE} stage has not completed on the node (run it first)"
-        else:
-            run.append(node)
-    return run, not_run
+    """The nodes the host side runs on now, and the other nodes of the stage, each with why it does not run
+    there (:func:`bootstrap.stages.playbook.host_side_targets`)."""
+    return host_side_targets(ctx, ctx.nodes)
 
 
 def report_message(report: dict[str, Any], source: str) -> str:

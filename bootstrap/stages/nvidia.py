@@ -31,12 +31,17 @@ import yaml
 from bootstrap.cluster.gpu_operator import driver_version, gpu_nodes, gpu_operator
 from bootstrap.cluster.render import Bundle, RenderedFile, render_cluster
 from bootstrap.inventory.models import Inventory, Node
-from bootstrap.journal.states import NodeState, rank
 from bootstrap.nvidia.host import assess_report
 from bootstrap.stages.base import NOT_APPLIED, NodeResult, PlannedAction, StageContext, StageResult, register_stage
 from bootstrap.stages.cluster_inputs import cluster_inputs
-from bootstrap.stages.cluster_render import ClusterRenderStage, checked_by, validate_or_refuse, write_not_applied
-from bootstrap.stages.playbook import PlaybookStage
+from bootstrap.stages.cluster_render import (
+    ClusterRenderStage,
+    checked_by,
+    validate_or_refuse,
+    with_host_side,
+    write_not_applied,
+)
+from bootstrap.stages.playbook import PlaybookStage, host_side_targets
 
 #: Where the stage writes its artefacts, under the state directory.
 OUT_DIR = "nvidia"
@@ -48,8 +53,6 @@ WHY = (
 #: The host side, run over SSH on installed GPU nodes, and the fact it returns.
 HOST_PLAYBOOK = "nvidia_host.yml"
 HOST_FACTS = "nvidia_host_report"
-#: The stage that configures a node in-band (package source, networks); the host side runs after it.
-NETWORK_STAGE = "network"
 #: The checks the stage makes besides the bundle validators.
 CHECKS = (
     "nvidia.profiles rules (MIG strategy and operator driver agree cluster-wide; MIG only on MIG GPUs)",
@@ -114,26 +117,10 @@ class NvidiaHostPlay(PlaybookStage):
 
 
 def host_targets(ctx: StageContext) -> tuple[list[str], dict[str, str]]:
-    """The GPU nodes the host side runs on now (installed, the network stage completed, reachable in-band here),
-    and the GPU nodes it cannot run on, each with why."""
-    inv = ctx.inventory
-    gpu = {n.hostname for n in gpu_nodes(inv)}
-    excluded = ctx.options.environment.out_of_band_only(inv)
-    run: list[str] = []
-    not_run: dict[str, str] = {}
-    for node in ctx.nodes:
-        if node not in gpu:
-            continue
-        state = ctx.state(node)
-        if node in excluded:
-            not_run[node] = excluded[node]
-        elif rank(state) < rank(NodeState.PROVISIONED):
-            not_run[node] = f"the node is not installed ({state.value})"
-        elif ctx.journal.stage_done(node, NETWORK_STAGE) is None:
-            not_run[node] = f"the {NETWORK_STAGE} stage has not completed on the node (run it first)"
-        else:
-            run.append(node)
-    return run, not_run
+    """The GPU nodes the host side runs on now, and the GPU nodes it cannot run on, each with why
+    (:func:`bootstrap.stages.playbook.host_side_targets`)."""
+    gpu = {n.hostname for n in gpu_nodes(ctx.inventory)}
+    return host_side_targets(ctx, [n for n in ctx.nodes if n in gpu])
 
 
 @register_stage
@@ -200,17 +187,8 @@ class NvidiaStage(ClusterRenderStage):
             if gpus
             else f"no GPU nodes: no GPU Operator release (index written to {out})"
         )
-        ran = [n for n, r in host.items() if r.applied and r.ok]
-        if ran:
-            message += f"; host side applied on {', '.join(ran)} (playbooks/{HOST_PLAYBOOK})"
         result = write_not_applied(ctx, bundle, out, why=WHY, message=message, checks=checked_by(bundle, *CHECKS))
-        for node, res in host.items():
-            if not res.ok:
-                result.nodes[node] = res
-            else:
-                result.nodes[node].message = f"{result.nodes[node].message}; {res.message}"
-        result.ok = all(r.ok for r in result.nodes.values())
-        return result
+        return with_host_side(result, host, HOST_PLAYBOOK)
 
     def host_side(self, ctx: StageContext) -> dict[str, NodeResult]:
         """Run the host side on the installed GPU nodes; per GPU node, what it found or why it did not run.

@@ -17,15 +17,39 @@ the run's limit but never moved in the journal. A run:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
 from bootstrap.ansible_driver import HostOutcome, PlaybookResult, run_playbook
 from bootstrap.inband.render import write_ansible_inventory
+from bootstrap.journal.states import NodeState, rank
 from bootstrap.stages.base import NodeResult, PlannedAction, Stage, StageContext, StageResult
 
 #: what a failed run's message keeps of ansible's output
 MESSAGE_LIMIT = 400
+#: The stage that configures a node in-band (package source, networks, containerd); later stages' host
+#: sides run only after it completed on the node.
+NETWORK_STAGE = "network"
+
+
+def host_side_targets(ctx: StageContext, nodes: Iterable[str]) -> tuple[list[str], dict[str, str]]:
+    """Of ``nodes``, those a later stage's host side can run on now (installed, the network stage completed,
+    reachable in-band here), and the others, each with why it does not run there."""
+    excluded = ctx.options.environment.out_of_band_only(ctx.inventory)
+    run: list[str] = []
+    not_run: dict[str, str] = {}
+    for node in nodes:
+        state = ctx.state(node)
+        if node in excluded:
+            not_run[node] = excluded[node]
+        elif rank(state) < rank(NodeState.PROVISIONED):
+            not_run[node] = f"the node is not installed ({state.value})"
+        elif ctx.journal.stage_done(node, NETWORK_STAGE) is None:
+            not_run[node] = f"the {NETWORK_STAGE} stage has not completed on the node (run it first)"
+        else:
+            run.append(node)
+    return run, not_run
 
 
 def runs_dir(state_dir: Path) -> Path:

@@ -12,14 +12,12 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from bootstrap.journal.states import NodeState
-from bootstrap.journal.store import STAGE_STEP, Journal
+from bootstrap.journal.store import Journal
 from bootstrap.stages.base import RunOptions
 from bootstrap.stages.kubernetes_host import package_repo, report_message
 from bootstrap.stages.runner import EXIT_NOT_APPLIED, Runner, plan, select
-from tests.ansible.test_playbook_stage import Recorder, rack  # noqa: F401 - the fixture
+from tests.ansible.test_playbook_stage import Recorder, networked, rack  # noqa: F401 - the fixtures
 
 NODES = ["gpu-01", "gpu-02"]
 SOURCES = Path("/etc/apt/sources.list.d/rackctl-kubernetes.sources")
@@ -37,18 +35,6 @@ def installed_here(package: str) -> str:
         ["dpkg-query", "-W", "-f=${Version} ${Status}", package], capture_output=True, text=True, check=False
     ).stdout
     return out.split(" ")[0] if out.endswith(" installed") else ""
-
-
-@pytest.fixture
-def networked(rack):  # noqa: F811
-    """The rack with the network stage recorded as completed on both nodes (the host side runs after it)."""
-    _, state, _ = rack
-    with Journal(state) as journal:
-        run_id = journal.begin_run("test: network stage")
-        for node in NODES:
-            journal.record_step(run_id, node, "network", STAGE_STEP, status="completed", destructive=False)
-        journal.finish_run(run_id, "completed")
-    return rack
 
 
 def run_kubernetes(rack_: tuple, limit: list[str] = NODES):
@@ -69,7 +55,7 @@ def test_the_plan_lists_the_host_side_per_node(rack) -> None:  # noqa: F811
         assert any(not a["applies"] and "kubeadm" in a["action"] for a in actions)  # init/join only render
 
 
-def test_where_the_sources_lack_the_packages_nothing_changes_and_the_node_says_so(networked) -> None:
+def test_where_the_sources_lack_the_packages_nothing_changes_and_the_node_says_so(networked) -> None:  # noqa: F811
     inventory, state, _ = networked
     version = inventory.cluster.resolved_versions().kubernetes
     before = selections()

@@ -12,13 +12,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from bootstrap.journal.states import NodeState
-from bootstrap.journal.store import STAGE_STEP, Journal
+from bootstrap.journal.store import Journal
 from bootstrap.stages.base import RunOptions
 from bootstrap.stages.runner import EXIT_NOT_APPLIED, Runner, plan, select
-from tests.ansible.test_playbook_stage import Recorder, RelayEnvironment, rack  # noqa: F401 - the fixture
+from tests.ansible.test_playbook_stage import (  # noqa: F401 - the fixtures
+    Recorder,
+    RelayEnvironment,
+    networked,
+    rack,
+)
 
 NODES = ["gpu-01", "gpu-02"]
 
@@ -28,18 +31,6 @@ class EmulatedGpus(RelayEnvironment):
 
     def emulated_devices(self, inventory: object) -> dict[str, str]:
         return dict.fromkeys(NODES, "test nodes: their GPUs exist only in the inventory")
-
-
-@pytest.fixture
-def networked(rack):  # noqa: F811
-    """The rack with the network stage recorded as completed on both nodes (the host side runs after it)."""
-    _, state, _ = rack
-    with Journal(state) as journal:
-        run_id = journal.begin_run("test: network stage")
-        for node in NODES:
-            journal.record_step(run_id, node, "network", STAGE_STEP, status="completed", destructive=False)
-        journal.finish_run(run_id, "completed")
-    return rack
 
 
 def options(environment: RelayEnvironment, tmp_path: Path) -> RunOptions:
@@ -63,7 +54,7 @@ def test_the_plan_lists_the_host_side_per_gpu_node(rack) -> None:  # noqa: F811
     assert any(not a["applies"] for a in actions)  # the GPU Operator part only renders
 
 
-def test_where_devices_are_emulated_the_host_side_applies_and_the_rest_is_rendered(networked, tmp_path) -> None:
+def test_where_devices_are_emulated_the_host_side_applies_and_the_rest_is_rendered(networked, tmp_path) -> None:  # noqa: F811
     inventory, state, relay = networked
     environment = EmulatedGpus(relay.key, relay.port_map)
     outcome = run_nvidia(networked, environment, tmp_path)
@@ -98,7 +89,7 @@ def test_where_devices_are_emulated_the_host_side_applies_and_the_rest_is_render
     assert "host side applied (0 changed)" in again.stages[0].nodes["gpu-01"]["message"]
 
 
-def test_on_a_real_site_a_gpu_node_without_its_gpus_fails_naming_the_field(networked, tmp_path) -> None:
+def test_on_a_real_site_a_gpu_node_without_its_gpus_fails_naming_the_field(networked, tmp_path) -> None:  # noqa: F811
     _, state, environment = networked
     outcome = run_nvidia(networked, environment, tmp_path)
     gpu01 = outcome.stages[0].nodes["gpu-01"]

@@ -19,7 +19,7 @@ from bootstrap.environment import HostEnvironment
 from bootstrap.inband.render import inventory_dir
 from bootstrap.inventory import load_inventory
 from bootstrap.journal.states import NodeState
-from bootstrap.journal.store import Journal
+from bootstrap.journal.store import STAGE_STEP, Journal
 from bootstrap.provision.hostkeys import ensure_host_key, known_hosts_path, write_known_hosts
 from bootstrap.stages.base import STAGE_ORDER, RunOptions, StageContext, get_stage
 from bootstrap.stages.playbook import PlaybookStage, runs_dir
@@ -98,6 +98,18 @@ def rack(tmp_path: Path):
     yield inventory, state, RelayEnvironment(client, port_map)
     for sshd in sshds.values():
         sshd.stop()
+
+
+@pytest.fixture
+def networked(rack):
+    """The rack with the network stage recorded as completed on both nodes (the host side runs after it)."""
+    _, state, _ = rack
+    with Journal(state) as journal:
+        run_id = journal.begin_run("test: network stage")
+        for node in NODES:
+            journal.record_step(run_id, node, "network", STAGE_STEP, status="completed", destructive=False)
+        journal.finish_run(run_id, "completed")
+    return rack
 
 
 def test_os_check_sits_between_provision_and_network() -> None:

@@ -30,7 +30,7 @@ from bootstrap.mirror.layout import MirrorLayout
 from bootstrap.mirror.manifest import build_manifest, parse_request
 from bootstrap.mirror.site_vars import site_vars
 from bootstrap.resources import roles_dir
-from bootstrap.stages.base import RunOptions, StageContext, get_stage
+from bootstrap.stages.base import RunOptions, StageContext, StageResult, get_stage
 from bootstrap.stages.playbook import runs_dir
 from bootstrap.stages.runner import EXIT_NOT_APPLIED, Runner, select
 from tests.inband.conftest import InstalledLab
@@ -161,23 +161,22 @@ def test_containerd_pulls_from_the_head_registry_and_runs_it(served_lab: ServedL
         lab.ssh(node, f"ctr -n rackctl-test images rm {image}")
 
 
-def test_a_second_run_changes_nothing_on_any_host(served_lab: ServedLab, first_run) -> None:
+def run_stage_directly(served_lab: ServedLab, stage: str, timing: str) -> StageResult:
+    """Run ``stage`` itself on every lab node (no runner: the journal moves no node), timed as ``timing``."""
     lab = served_lab.lab
-    stage = get_stage("network")
     start = time.monotonic()
     with Journal(lab.state_dir) as journal:
-        run_id = journal.begin_run("test: second network run")
-        ctx = StageContext(
-            "network",
-            lab.inventory,
-            list(lab.nodes),
-            journal,
-            lab.state_dir,
-            run_id,
-            options=RunOptions(environment=lab.environment),
-        )
-        result = stage.run(ctx)
-    served_lab.timings["second_run_s"] = time.monotonic() - start
+        run_id = journal.begin_run(f"test: {stage} stage again")
+        options = RunOptions(environment=lab.environment)
+        ctx = StageContext(stage, lab.inventory, list(lab.nodes), journal, lab.state_dir, run_id, options=options)
+        result = get_stage(stage).run(ctx)
+    served_lab.timings[timing] = time.monotonic() - start
+    return result
+
+
+def test_a_second_run_changes_nothing_on_any_host(served_lab: ServedLab, first_run) -> None:
+    lab = served_lab.lab
+    result = run_stage_directly(served_lab, "network", "second_run_s")
     print(f"timings: {served_lab.timings}")
     assert result.ok, result
     for node in lab.nodes:
@@ -365,20 +364,7 @@ def test_after_it_the_kubernetes_stage_pins_and_holds_the_packages_where_the_sou
         lab.ssh(
             other, f"apt-mark unhold kubelet && dpkg -i /tmp/standin/kubelet_{older}_all.deb && apt-mark hold kubelet"
         )
-        with Journal(lab.state_dir) as journal:
-            run_id = journal.begin_run("test: kubernetes stage again")
-            ctx = StageContext(
-                "kubernetes",
-                lab.inventory,
-                list(lab.nodes),
-                journal,
-                lab.state_dir,
-                run_id,
-                options=RunOptions(environment=lab.environment),
-            )
-            start = time.monotonic()
-            result = get_stage("kubernetes").run(ctx)
-            served_lab.timings["kubernetes_again_s"] = time.monotonic() - start
+        result = run_stage_directly(served_lab, "kubernetes", "kubernetes_again_s")
         print(f"timings: {served_lab.timings}")
         first = result.nodes[lab.nodes[0]]
         assert first.ok and "host side applied (0 changed)" in first.message, first
