@@ -12,6 +12,10 @@ The whole fixture runs under the machine-wide lab lock (``/tmp/rackctl-lab.lock`
 :mod:`tests.inband.lablock`), and tears everything down (VMs, daemons, namespace) after the last test of
 ``tests/inband`` (package scope: ``tests/inband`` is a package for that reason), so the VM tests of later
 directories, which build labs of their own, find the machine free.
+
+On top of it, also package-scoped so that every module works on the same nodes: ``served_lab`` (the head
+node's mirror, registry and time server up in the lab's namespace) and ``first_run`` (the network stage
+applied once through the runner). Modules that need the nodes networked ask for ``first_run``.
 """
 
 from __future__ import annotations
@@ -31,6 +35,14 @@ from bootstrap.inventory import load_inventory
 from bootstrap.inventory.models import Inventory
 from bootstrap.journal.states import NodeState
 from bootstrap.journal.store import Journal
+from bootstrap.mirror.build import build_mirror
+from bootstrap.mirror.images import push_images, required_images
+from bootstrap.mirror.layout import MirrorLayout
+from bootstrap.mirror.manifest import build_manifest, parse_request
+from bootstrap.mirror.site_vars import site_vars
+from bootstrap.resources import roles_dir
+from bootstrap.stages.base import RunOptions
+from bootstrap.stages.runner import Runner, select
 from tests.inband.lablock import lab_lock
 
 WORKERS = ["gpu-01", "gpu-02"]
@@ -169,3 +181,66 @@ def installed_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installe
             raise
         finally:
             lab_down_all(folder / ".lab")
+
+
+@dataclass
+class ServedLab:
+    """The installed lab with the head node's site services up (``served_lab``)."""
+
+    lab: InstalledLab
+    mirror_uri: str
+    registry: str
+    check_image: str
+    head_ip: str
+    timings: dict[str, float]
+    #: the head node's nginx access log (what the nodes fetched from the mirror)
+    mirror_log: Path
+
+
+@pytest.fixture(scope="package")
+def served_lab(installed_lab: InstalledLab) -> Iterator[ServedLab]:
+    """The installed lab with the head node's mirror, registry (check image pushed) and time server up."""
+    from rackctl_lab.head_services import LabHeadServices
+    from rackctl_lab.head_time import LabTimeServer
+
+    lab = installed_lab
+    timings: dict[str, float] = {}
+    start = time.monotonic()
+    layout = MirrorLayout(lab.state_dir)
+    manifest = build_manifest(lab.inventory, roles_dir())
+    if "netplan.io" not in manifest.pinned():  # the networks role installs it without declaring it (yet)
+        manifest.requests.append(parse_request("netplan.io", "networks", "tests: netplan.io"))
+    build_mirror(layout, manifest, key_uid="rackctl lab mirror <mirror@lab.rackctl.test>")
+    timings["mirror_build_s"] = time.monotonic() - start
+    network = lab.environment.network  # type: ignore[attr-defined]
+    services = LabHeadServices(lab.inventory, lab.state_dir, lab.lab_dir, network)
+    clock = LabTimeServer(network, lab.lab_dir)
+    try:
+        services.start()
+        clock.start()
+        registry = site_vars(lab.inventory, lab.state_dir, lab.environment)["rackctl_registry"]
+        pushed = push_images(layout, required_images(lab.inventory), registry, wrap=lab.environment.wrap_command)
+        assert all(p["ok"] for p in pushed), pushed
+        yield ServedLab(
+            lab,
+            services.mirror_uri,
+            registry["address"],
+            pushed[0]["image"],
+            network.ip,
+            timings,
+            services.run_dir / "mirror-access.log",
+        )
+    finally:
+        clock.stop()
+        services.stop()
+
+
+@pytest.fixture(scope="package")
+def first_run(served_lab: ServedLab):
+    """``rackctl up --stages network`` on both workers, once for the package (its outcome)."""
+    lab = served_lab.lab
+    selection = select(lab.inventory, stages=["network"], limit=lab.nodes)
+    start = time.monotonic()
+    outcome = Runner(lab.inventory, lab.state_dir, selection, options=RunOptions(environment=lab.environment)).run()
+    served_lab.timings["first_run_s"] = time.monotonic() - start
+    return outcome

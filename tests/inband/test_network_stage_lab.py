@@ -16,76 +16,18 @@ Runs VMs: only under ``flock /tmp/rackctl-lab.lock`` (the ``installed_lab`` fixt
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from bootstrap.journal.states import NodeState
 from bootstrap.journal.store import Journal
-from bootstrap.mirror.build import build_mirror
-from bootstrap.mirror.images import push_images, required_images
-from bootstrap.mirror.layout import MirrorLayout
-from bootstrap.mirror.manifest import build_manifest, parse_request
-from bootstrap.mirror.site_vars import site_vars
-from bootstrap.resources import roles_dir
 from bootstrap.stages.base import RunOptions, StageContext, StageResult, get_stage
 from bootstrap.stages.playbook import runs_dir
 from bootstrap.stages.runner import EXIT_NOT_APPLIED, Runner, select
-from tests.inband.conftest import InstalledLab
+from tests.inband.conftest import ServedLab
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
-
-
-@dataclass
-class ServedLab:
-    lab: InstalledLab
-    mirror_uri: str
-    registry: str
-    check_image: str
-    head_ip: str
-    timings: dict[str, float]
-
-
-@pytest.fixture(scope="module")
-def served_lab(installed_lab: InstalledLab) -> Iterator[ServedLab]:
-    """The installed lab with the head node's mirror, registry (check image pushed) and time server up."""
-    from rackctl_lab.head_services import LabHeadServices
-    from rackctl_lab.head_time import LabTimeServer
-
-    lab = installed_lab
-    timings: dict[str, float] = {}
-    start = time.monotonic()
-    layout = MirrorLayout(lab.state_dir)
-    manifest = build_manifest(lab.inventory, roles_dir())
-    if "netplan.io" not in manifest.pinned():  # the networks role installs it without declaring it (yet)
-        manifest.requests.append(parse_request("netplan.io", "networks", "tests: netplan.io"))
-    build_mirror(layout, manifest, key_uid="rackctl lab mirror <mirror@lab.rackctl.test>")
-    timings["mirror_build_s"] = time.monotonic() - start
-    network = lab.environment.network  # type: ignore[attr-defined]
-    services = LabHeadServices(lab.inventory, lab.state_dir, lab.lab_dir, network)
-    clock = LabTimeServer(network, lab.lab_dir)
-    try:
-        services.start()
-        clock.start()
-        registry = site_vars(lab.inventory, lab.state_dir, lab.environment)["rackctl_registry"]
-        pushed = push_images(layout, required_images(lab.inventory), registry, wrap=lab.environment.wrap_command)
-        assert all(p["ok"] for p in pushed), pushed
-        yield ServedLab(lab, services.mirror_uri, registry["address"], pushed[0]["image"], network.ip, timings)
-    finally:
-        clock.stop()
-        services.stop()
-
-
-@pytest.fixture(scope="module")
-def first_run(served_lab: ServedLab):
-    lab = served_lab.lab
-    selection = select(lab.inventory, stages=["network"], limit=lab.nodes)
-    start = time.monotonic()
-    outcome = Runner(lab.inventory, lab.state_dir, selection, options=RunOptions(environment=lab.environment)).run()
-    served_lab.timings["first_run_s"] = time.monotonic() - start
-    return outcome
 
 
 def test_the_stage_succeeds_on_every_node_and_the_journal_says_so(served_lab: ServedLab, first_run) -> None:
@@ -146,6 +88,8 @@ def test_apt_sees_only_the_head_nodes_mirror(served_lab: ServedLab, first_run) -
         assert sources and all(s == mirror for s in sources), policy
         chrony = lab.ssh(node, "apt-cache policy chrony").stdout
         assert "Installed: (none)" not in chrony and mirror in chrony, chrony
+    # the packages came over the head node's nginx (the roles' installs, e.g. chrony's .deb)
+    assert "/pool/main/c/chrony/chrony_" in served_lab.mirror_log.read_text()
 
 
 def test_containerd_pulls_from_the_head_registry_and_runs_it(served_lab: ServedLab, first_run) -> None:

@@ -1,15 +1,17 @@
-"""The ``networks`` role applied for real to the installed lab's two workers, over SSH (ansible-runner).
+"""The ``networks`` role on the installed lab's two workers, over SSH (ansible-runner): what it left, and its rollback.
 
 Real parts only: the lab's VMs (Debian 12, kernel 6.1 with 8021q and bonding), their NICs on one Linux
 bridge per network in the lab's namespace (storage: MTU 9000, tagged VLAN 20), netplan.io on the nodes
-and python3-apt (installed from Debian's .debs by :mod:`tests.inband.debs` until the head node's mirror lands), the
-rendered Ansible inventory and ``playbooks/networks.yml`` through :func:`bootstrap.ansible_driver.run_playbook`.
+from the head node's mirror, the rendered Ansible inventory and ``playbooks/networks.yml`` through
+:func:`bootstrap.ansible_driver.run_playbook`.
 
-One test (the VMs are expensive), in order: apply; addresses, VLANs, MTUs and the bond are as the
-inventory says; a jumbo ping with DF crosses the storage network and fails when an MTU on the path is
-wrong (the node's VLAN device, or the switch port); a second run changes nothing (ansible-runner's stats);
-a wrong management address injected into one node's rendered config is rolled back by that node itself
-while the other node finishes.
+The role is applied by the network stage (``first_run``, package-scoped in ``tests/inband/conftest.py``),
+whose tests also prove that its first run changes every node and its second changes nothing. This test
+does not apply it again (a TCG VM makes every Ansible task cost seconds): on the networked nodes, the
+addresses, VLANs, MTUs and the bond are as the inventory says; a jumbo ping with DF crosses the storage
+network and fails when an MTU on the path is wrong (the node's VLAN device, or the switch port); then a
+wrong management address injected into one node's rendered config is rolled back by that node itself
+while the other node finishes with no change.
 """
 
 from __future__ import annotations
@@ -25,9 +27,6 @@ from bootstrap.ansible_driver import PlaybookResult, run_playbook
 from bootstrap.inband.render import write_ansible_inventory
 from tests.inband.debs import preinstall
 
-# Not in `make test` yet (issue 10 stays open): on the lab's Debian 12 VMs the storage VLAN device stays
-# "netdev ready" without its address after `netplan apply`, so the apply waits, times out and rolls back.
-# Run with `make test-pending`; see docs/architecture.md, "Proofs still pending".
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 PING_JUMBO = "ping -c 2 -W 2 -M do -s 8972 -I stor0.20 {dst}"  # 8972 + 28 header bytes = 9000, don't fragment
@@ -64,24 +63,14 @@ def _addresses(link: dict) -> list[str]:
     return [f"{a['local']}/{a['prefixlen']}" for a in link.get("addr_info", []) if a.get("family") == "inet"]
 
 
-def test_networks_role_applies_checks_is_idempotent_and_rolls_back(installed_lab) -> None:
+def test_the_networks_are_as_the_inventory_says_and_a_wrong_address_rolls_back(installed_lab, first_run) -> None:
     lab = installed_lab
+    assert first_run.ok and first_run.stages[0].status == "completed", first_run.as_dict()
     started = time.monotonic()
     for host in lab.nodes:
-        # python3-apt: what ansible's apt module runs on; dbus: networkctl (netplan apply) talks to networkd over it
-        # iputils-ping: the jumbo ping below (not in the minimal image)
-        preinstall(lab, host, ["netplan.io", "python3-apt", "dbus", "iputils-ping"])
+        preinstall(lab, host, ["iputils-ping"])  # the jumbo ping below (not in the minimal image)
     prepared = time.monotonic()
     hosts = write_ansible_inventory(lab.inventory, lab.state_dir, lab.environment)
-    for host in lab.nodes:
-        # whatever ran before (the network stage's test applies the same netplan): the role finds no file of
-        # its own and must apply it (the running links stay as they are until then)
-        lab.ssh(host, "rm -f /etc/netplan/60-rackctl.yaml")
-
-    first = _run(lab, "networks-1", hosts)
-    applied = time.monotonic()
-    assert first.ok, _report(first) + _diagnose(lab)
-    assert all(first.hosts[h].changed > 0 for h in lab.nodes)
 
     # gpu-01: management on its port, storage as VLAN 20 on stor0, both at the inventory's MTU
     diagnosis = _diagnose(lab)
@@ -125,11 +114,6 @@ def test_networks_role_applies_checks_is_idempotent_and_rolls_back(installed_lab
         network.ip_in("link", "set", "dev", tap, "mtu", "9000")
     lab.ssh("gpu-01", PING_JUMBO.format(dst="10.200.2.13"))
 
-    # second run: nothing to change on any host
-    second = _run(lab, "networks-2", hosts)
-    assert second.ok, _report(second)
-    assert {h: second.hosts[h].changed for h in lab.nodes} == {h: 0 for h in lab.nodes}
-
     # a wrong management address reaches gpu-01 (injected into its rendered host vars, past the rules)
     document = yaml.safe_load(hosts.read_text())
     gpu01 = document["all"]["hosts"]["gpu-01"]["networks_netplan_config"]["network"]["ethernets"]["mgmt0"]
@@ -155,6 +139,6 @@ def test_networks_role_applies_checks_is_idempotent_and_rolls_back(installed_lab
     assert lab.ssh("gpu-01", "hostname", address="10.200.1.12").stdout.strip() == "gpu-01"
     assert "10.200.1.12/24" in lab.ssh("gpu-01", "cat /etc/netplan/60-rackctl.yaml").stdout
     print(
-        f"networks role: netplan.io preinstall {prepared - started:.0f}s, first run {applied - prepared:.0f}s, "
-        f"rollback run {rolled - before:.0f}s; lab install {lab.timings}"
+        f"networks role: ping preinstall {prepared - started:.0f}s, rollback run {rolled - before:.0f}s; "
+        f"lab install {lab.timings}"
     )
