@@ -18,6 +18,8 @@ from bootstrap.inventory.trtllm import version_info
 LAUNCH_SCRIPT = Path(__file__).parent / "templates" / "k8s" / "rackctl_launch.py"
 LAUNCH_MOUNT = "/opt/rackctl"
 DEFAULT_K8S_VERSION = "1.30"
+#: Triton's readiness endpoint: a pod receives traffic only once every model is loaded.
+READY_PATH = "/v2/health/ready"
 
 
 def _labels(spec: ModelSpec) -> dict[str, str]:
@@ -91,8 +93,8 @@ def deployment(spec: ModelSpec, claim: str) -> dict[str, Any]:
             {"name": "metrics", "containerPort": dep.metrics_port},
         ],
         "resources": {"limits": {"nvidia.com/gpu": gpus}, "requests": {"nvidia.com/gpu": gpus}},
-        "startupProbe": _probe("/v2/health/ready", 10, 90),
-        "readinessProbe": _probe("/v2/health/ready", 5, 3),
+        "startupProbe": _probe(READY_PATH, 10, 90),
+        "readinessProbe": _probe(READY_PATH, 5, 3),
         "livenessProbe": _probe("/v2/health/live", 10, 3),
         "volumeMounts": [
             {
@@ -129,6 +131,32 @@ def deployment(spec: ModelSpec, claim: str) -> dict[str, Any]:
             },
         },
     }
+
+
+def rolling_update_problems(deployment: dict[str, Any]) -> list[str]:
+    """Why a rollout of ``deployment`` could drop the service (empty when it cannot).
+
+    A new pod must be ready before an old one stops: ``RollingUpdate`` with ``maxSurge`` >= 1 and
+    ``maxUnavailable`` 0, and readiness judged by ``/v2/health/ready`` (a pod whose models are still loading
+    gets no traffic).
+    """
+    spec = deployment.get("spec", {})
+    strategy = spec.get("strategy") or {}
+    rolling = strategy.get("rollingUpdate") or {}
+    where = f"Deployment {deployment.get('metadata', {}).get('name')}"
+    problems = []
+    if strategy.get("type", "RollingUpdate") != "RollingUpdate":
+        problems.append(f"{where}: strategy {strategy.get('type')} stops every pod before starting new ones")
+    surge, unavailable = str(rolling.get("maxSurge", "25%")), str(rolling.get("maxUnavailable", "25%"))
+    if surge in ("0", "0%"):
+        problems.append(f"{where}: maxSurge {surge} starts no new pod before an old one stops (needs >= 1)")
+    if unavailable not in ("0", "0%"):
+        problems.append(f"{where}: maxUnavailable {unavailable} lets old pods stop before new ones are ready (needs 0)")
+    containers = spec.get("template", {}).get("spec", {}).get("containers") or []
+    probes = [c.get("readinessProbe", {}).get("httpGet", {}).get("path") for c in containers]
+    if READY_PATH not in probes:
+        problems.append(f"{where}: no readinessProbe on {READY_PATH} (found {probes})")
+    return problems
 
 
 def services(spec: ModelSpec) -> list[dict[str, Any]]:
