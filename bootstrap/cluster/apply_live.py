@@ -3,7 +3,10 @@
 :func:`apply_objects` applies with ``kubectl apply --server-side --field-manager=rackctl``: Namespaces first,
 then the rest; an object whose kind the cluster does not serve (a ServiceMonitor without the Prometheus
 operator's CRDs) is not sent and is reported by name with the reason. Each object is reported ``created``,
-``changed`` or ``unchanged`` (its ``resourceVersion`` read before and after: a no-op apply writes nothing).
+``changed`` or ``unchanged``: the object read before and after, compared without ``resourceVersion``,
+``managedFields`` and ``status`` (a 1.20 API server bumps ``resourceVersion`` on some no-op applies, rewriting
+only ``managedFields``; ``metadata.generation`` is compared, so a spec change that would roll a Deployment
+shows).
 
 :func:`watch_rollouts` polls Deployments until each has rolled out as ``kubectl rollout status`` judges it
 (the controller observed the current generation; updated, ready and available replicas all equal to the
@@ -84,8 +87,20 @@ def unserved(api: LiveApi, objects: list[dict[str, Any]]) -> dict[str, str]:
     return out
 
 
-def _versions(api: LiveApi, manifest: Path) -> dict[str, str]:
-    return {object_name(o): str(o.get("metadata", {}).get("resourceVersion")) for o in api.get_manifest(manifest)}
+#: What a write may move without the object changing: a 1.20 API server rewrites ``managedFields`` (and so
+#: bumps ``resourceVersion``) on some no-op applies; ``status`` is the controllers'.
+VOLATILE_METADATA = ("resourceVersion", "managedFields")
+
+
+def content(obj: dict[str, Any]) -> dict[str, Any]:
+    """An object as the server has it, less what moves without a change (:data:`VOLATILE_METADATA`, status);
+    ``metadata.generation`` stays, so a spec change shows."""
+    meta = {k: v for k, v in obj.get("metadata", {}).items() if k not in VOLATILE_METADATA}
+    return {**{k: v for k, v in obj.items() if k != "status"}, "metadata": meta}
+
+
+def _contents(api: LiveApi, manifest: Path) -> dict[str, dict[str, Any]]:
+    return {object_name(o): content(o) for o in api.get_manifest(manifest)}
 
 
 def _apply_batch(api: LiveApi, objects: list[dict[str, Any]], workdir: Path, report: ApplyReport) -> None:
@@ -93,9 +108,9 @@ def _apply_batch(api: LiveApi, objects: list[dict[str, Any]], workdir: Path, rep
         return
     manifest = workdir / f"batch-{len(report.applied)}.yaml"
     manifest.write_text(yaml.safe_dump_all(objects, sort_keys=False))
-    before = _versions(api, manifest)
+    before = _contents(api, manifest)
     api.apply_server_side(manifest, field_manager=FIELD_MANAGER)
-    after = _versions(api, manifest)
+    after = _contents(api, manifest)
     for obj in objects:
         name = object_name(obj)
         status = "created" if name not in before else "unchanged" if before[name] == after.get(name) else "changed"

@@ -88,9 +88,9 @@ def deployment(spec: ModelSpec, claim: str) -> dict[str, Any]:
         "image": version_info(spec.trtllm_version).image,
         "command": launch_command(spec),
         "ports": [
-            {"name": "http", "containerPort": dep.http_port},
-            {"name": "grpc", "containerPort": dep.grpc_port},
-            {"name": "metrics", "containerPort": dep.metrics_port},
+            {"name": "http", "containerPort": dep.http_port, "protocol": "TCP"},
+            {"name": "grpc", "containerPort": dep.grpc_port, "protocol": "TCP"},
+            {"name": "metrics", "containerPort": dep.metrics_port, "protocol": "TCP"},
         ],
         "resources": {"limits": {"nvidia.com/gpu": gpus}, "requests": {"nvidia.com/gpu": gpus}},
         "startupProbe": _probe(READY_PATH, 10, 90),
@@ -160,7 +160,11 @@ def rolling_update_problems(deployment: dict[str, Any]) -> list[str]:
 
 
 def services(spec: ModelSpec) -> list[dict[str, Any]]:
-    """A Service for HTTP + gRPC, and one for metrics the ServiceMonitor selects."""
+    """A Service for HTTP + gRPC, and one for metrics the ServiceMonitor selects.
+
+    Every port names its ``protocol`` (the default, TCP): ``(port, protocol)`` keys the list for server-side
+    apply, and a 1.20 API server refuses an applied port without it ("associative list with keys has an
+    element that omits key field protocol"); container ports likewise."""
     dep = spec.deployment
     serving = {
         "apiVersion": "v1",
@@ -169,8 +173,8 @@ def services(spec: ModelSpec) -> list[dict[str, Any]]:
         "spec": {
             "selector": _labels(spec),
             "ports": [
-                {"name": "http", "port": dep.http_port, "targetPort": "http"},
-                {"name": "grpc", "port": dep.grpc_port, "targetPort": "grpc"},
+                {"name": "http", "port": dep.http_port, "targetPort": "http", "protocol": "TCP"},
+                {"name": "grpc", "port": dep.grpc_port, "targetPort": "grpc", "protocol": "TCP"},
             ],
         },
     }
@@ -180,7 +184,7 @@ def services(spec: ModelSpec) -> list[dict[str, Any]]:
         "metadata": _meta(spec, f"triton-{spec.name}-metrics", **{"rackctl.io/metrics": "triton"}),
         "spec": {
             "selector": _labels(spec),
-            "ports": [{"name": "metrics", "port": dep.metrics_port, "targetPort": "metrics"}],
+            "ports": [{"name": "metrics", "port": dep.metrics_port, "targetPort": "metrics", "protocol": "TCP"}],
         },
     }
     return [serving, metrics]
