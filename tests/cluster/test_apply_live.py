@@ -103,6 +103,32 @@ def test_labels_and_taints_applied_idempotent_owned_ones_removed_user_ones_kept(
     assert got["metadata"]["annotations"][MANAGED_TAINTS] == ""
 
 
+def test_a_node_changed_between_read_and_patch_is_read_again_not_overwritten(
+    kube: KubeObjects, kubeconfig: Path
+) -> None:
+    """A concurrent writer (the test, through the API) changes the Node right after rackctl read it: the patch
+    carries the stale resourceVersion, the server refuses it (409), rackctl reads again and keeps the change."""
+    node = _name("lt-race")
+    kube.node(node)
+
+    class RacedKubectl(Kubectl):
+        reads = 0
+
+        def get_object(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+            found = super().get_object(kind, name, namespace)
+            self.reads += 1
+            if self.reads == 1:  # someone else labels the Node meanwhile
+                kube.call("PATCH", f"/api/v1/nodes/{node}", {"metadata": {"labels": {"rack": "r9"}}}, headers=MERGE)
+            return found
+
+    api = RacedKubectl(kubeconfig, timeout_s=30)
+    out = apply_labels(api, node, Wanted({"rackctl.io/role": "worker"}, [GPU_TAINT]))
+    assert api.reads == 2 and out.joined
+    got = kube.get_node(node)
+    assert got["metadata"]["labels"]["rack"] == "r9" and got["metadata"]["labels"]["rackctl.io/role"] == "worker"
+    assert "nvidia.com/gpu=present:NoSchedule" in _taints(got)
+
+
 def test_a_node_the_cluster_does_not_know_is_reported_not_joined(kube: KubeObjects, kubeconfig: Path) -> None:
     node = _name("lt-absent")
     out = apply_labels(Kubectl(kubeconfig, timeout_s=30), node, Wanted({"a": "b"}, []))
