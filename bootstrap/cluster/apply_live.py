@@ -29,7 +29,7 @@ import yaml
 #: The field manager every rackctl apply uses (visible in each object's ``managedFields``).
 FIELD_MANAGER = "rackctl"
 #: Where the CRDs of a group rackctl renders objects of come from (said when they are missing).
-CRD_SOURCES = {"monitoring.coreos.com": " (the Prometheus operator's CRDs, installed with kube-prometheus-stack)"}
+CRD_SOURCES = {"monitoring.coreos.com": "; kube-prometheus-stack installs the Prometheus operator's CRDs"}
 
 
 class LiveApi(Protocol):

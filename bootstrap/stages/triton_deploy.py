@@ -51,10 +51,11 @@ def model_objects(out_dir: Path, spec: ModelSpec) -> list[dict[str, Any]]:
     return objects
 
 
-def _failed(ctx: StageContext, message: str, data: dict[str, Any]) -> StageResult:
-    """The stage failed on the cluster: every selected node shares it (the stage is cluster-wide)."""
+def _failed(ctx: StageContext, message: str, data: dict[str, Any], summary: str = "") -> StageResult:
+    """The stage failed on the cluster: every selected node shares ``message`` (the stage is cluster-wide);
+    ``summary``: the stage's own message, when it says more than the nodes' (what was applied)."""
     nodes = {n: NodeResult(n, ok=False, message=message, data=data) for n in ctx.nodes}
-    return StageResult(ok=False, nodes=nodes, message=message)
+    return StageResult(ok=False, nodes=nodes, message=summary)
 
 
 def deploy(
@@ -79,13 +80,15 @@ def deploy(
         done = "; ".join(f"{n}: {r.summary()}" for n, r in reports.items())
         return _failed(ctx, f"deploy failed: {exc.message}" + (f" (before that: {done})" if done else ""), {})
     lines = {name: f"{name}: {rollouts[keys[name]].message(timeout_s)}; {reports[name].summary()}" for name in keys}
+    verdicts = "; ".join(f"{name}: {rollouts[keys[name]].message(timeout_s)}" for name in keys)
     data = {
         "deploy": {name: {"ready": rollouts[keys[name]].done, **reports[name].as_dict()} for name in keys},
         "field_manager": FIELD_MANAGER,
     }
     summary = "; ".join(lines.values())
     if not all(r.done for r in rollouts.values()):
-        return _failed(ctx, summary, data)
+        applied = "; ".join(f"{name}: {reports[name].summary()}" for name in keys)
+        return _failed(ctx, verdicts, data, summary=f"applied to the cluster ({cluster.reason}): {applied}")
     rendered = Rendered(out_dir, (*checks, "the cluster's admission (kubectl apply --server-side)"), WHY_LIVE)
     message = (
         f"{len(specs)} model(s) deployed to the cluster ({cluster.reason}, field manager {FIELD_MANAGER}): {summary}"
