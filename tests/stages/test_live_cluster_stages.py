@@ -24,7 +24,7 @@ from click.testing import CliRunner
 from bootstrap.cli import cli
 from bootstrap.errors import EXIT_FAILED, EXIT_NOT_APPLIED
 from bootstrap.journal.store import Journal
-from tests.cluster.apiserver import ApiServer
+from tests.cluster.apiserver import ApiServer, free_port
 from tests.kube_objects import MERGE, DeploymentReadier, KubeObjects, crd_absent
 
 pytestmark = pytest.mark.skipif(not Path("/usr/bin/kubectl").exists(), reason="kubectl missing")
@@ -170,3 +170,21 @@ def test_plan_names_the_live_actions_when_a_kubeconfig_is_there(live: tuple[Path
     texts = [a["action"] for a in actions if a["node"] is None]
     assert any(t.startswith("node labels and taints of the rendered nodes/labels.yaml applied") for t in texts)
     assert any(t.startswith("kubectl apply --server-side --field-manager=rackctl of the manifests") for t in texts)
+
+
+def test_a_kubeconfig_whose_api_does_not_answer_fails_the_nodes_naming_it(
+    kube_apiserver: ApiServer, tmp_path: Path
+) -> None:
+    state_dir = tmp_path / "state"
+    config = json.loads(kube_apiserver.write_kubeconfig(state_dir / "kubeconfig").read_text())
+    port = free_port()  # nothing listens there
+    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{port}"
+    (state_dir / "kubeconfig").write_text(json.dumps(config))
+    code, doc = _up(_inventory(tmp_path, "unused"), state_dir, "--triton-timeout", "2")
+    assert code == EXIT_FAILED, doc
+    k8s = _stage(doc, "kubernetes")
+    assert k8s["status"] == "failed"
+    message = k8s["nodes"]["head-01"]["message"]
+    assert message.startswith("labels/taints not applied: kubectl get node head-01")
+    assert f"127.0.0.1:{port}" in message and "connection refused" in message.lower()
+    assert _stage(doc, "triton")["status"] == "not_run"  # the run stopped at the failed stage
