@@ -14,12 +14,15 @@ What those would do, a test does itself through the API, and says so where it ca
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from tests.cluster.apiserver import ApiServer
+from tests.cluster.apiserver_apply import apply_crds
 
 MERGE = {"Content-Type": "application/merge-patch+json"}
 
@@ -183,3 +186,84 @@ class PodFinaliser:
                         if resp.status_code in (200, 202):
                             self.finalised.append(f"{meta['namespace']}/{meta['name']}")
             self._stop.wait(self.poll_s)
+
+
+def mark_deployment_ready(kube: KubeObjects, namespace: str, name: str) -> None:
+    """Stands in for the Deployment controller and the kubelet: the Deployment's status as they would write it
+    once every replica of the current generation runs and passes its readiness probe."""
+    path = f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}"
+    dep = kube.call("GET", path)
+    replicas = int(dep["spec"].get("replicas", 1))
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    condition = {"status": "True", "lastUpdateTime": now, "lastTransitionTime": now}
+    status = {
+        "observedGeneration": dep["metadata"]["generation"],
+        "replicas": replicas,
+        "updatedReplicas": replicas,
+        "readyReplicas": replicas,
+        "availableReplicas": replicas,
+        "conditions": [
+            {"type": "Available", "reason": "MinimumReplicasAvailable", "message": "set by the test", **condition},
+            {"type": "Progressing", "reason": "NewReplicaSetAvailable", "message": "set by the test", **condition},
+        ],
+    }
+    kube.call("PATCH", f"{path}/status", {"status": status}, headers=MERGE)
+
+
+class DeploymentReadier:
+    """Stands in for the Deployment controller and the kubelet while a stage runs: marks the Deployments of
+    ``names`` in ``namespace`` ready (:func:`mark_deployment_ready`) as soon as they exist. Records them."""
+
+    def __init__(self, kube: KubeObjects, namespace: str, names: list[str], *, poll_s: float = 0.2) -> None:
+        self.kube, self.namespace, self.names, self.poll_s = kube, namespace, names, poll_s
+        self.readied: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="deployment-readier", daemon=True)
+
+    def __enter__(self) -> DeploymentReadier:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set() and len(self.readied) < len(self.names):
+            for name in self.names:
+                path = f"/apis/apps/v1/namespaces/{self.namespace}/deployments/{name}"
+                if name not in self.readied and self.kube.server.request("GET", path).status_code == 200:
+                    mark_deployment_ready(self.kube, self.namespace, name)
+                    self.readied.append(name)
+            self._stop.wait(self.poll_s)
+
+
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
+
+def _await_crd_gone(server: ApiServer, name: str, timeout_s: float = 60) -> None:
+    end = time.monotonic() + timeout_s
+    while server.request("GET", f"{CRDS}/{name}").status_code != 404:
+        if time.monotonic() > end:
+            raise AssertionError(f"CRD {name} still there after {timeout_s} s")
+        time.sleep(0.2)
+
+
+@contextlib.contextmanager
+def crd_absent(server: ApiServer, name: str) -> Iterator[None]:
+    """The session's API server without CRD ``name`` for the block (other tests of the session create it);
+    afterwards as it was before (put back and Established, or absent)."""
+    resp = server.request("GET", f"{CRDS}/{name}")
+    saved = resp.json() if resp.status_code == 200 else None
+    if saved is not None:
+        server.request("DELETE", f"{CRDS}/{name}")
+        _await_crd_gone(server, name)
+    try:
+        yield
+    finally:
+        server.request("DELETE", f"{CRDS}/{name}")  # the block may have created it
+        _await_crd_gone(server, name)
+        if saved is not None:
+            meta = {k: saved["metadata"][k] for k in ("name", "labels", "annotations") if k in saved["metadata"]}
+            body = {"apiVersion": saved["apiVersion"], "kind": saved["kind"], "metadata": meta, "spec": saved["spec"]}
+            apply_crds(server, [body])

@@ -176,6 +176,14 @@ def plan_cmd(
     is_flag=True,
     help="Let the firmware stage roll the baseline out (as `rackctl firmware apply`); without it, it only compares.",
 )
+@click.option(
+    "--triton-timeout",
+    type=click.FloatRange(min=1),
+    default=None,
+    metavar="SECONDS",
+    help="Where a cluster exists: how long the triton stage waits for each model's Deployment to be ready "
+    "(default 600).",
+)
 @inventory_option
 @state_dir_option
 @json_option
@@ -190,6 +198,7 @@ def up_cmd(
     yes: bool,
     insecure: bool,
     apply_firmware: bool = False,
+    triton_timeout: float | None = None,
     charts_dir: Path | None = None,
     crd_dir: Path | None = None,
     inventory_path: Path,
@@ -216,7 +225,11 @@ def up_cmd(
         yes=yes,
         insecure=insecure,
         environment=environment_for(inventory),
-        extra={"firmware": {"apply": apply_firmware}, EXTRA_KEY: inputs.as_extra()},
+        extra={
+            "firmware": {"apply": apply_firmware},
+            EXTRA_KEY: inputs.as_extra(),
+            "triton": {"rollout_timeout_s": triton_timeout},
+        },
     )
     if dry_run:
         data = plan(inventory, state_dir, selection, options)
@@ -227,6 +240,7 @@ def up_cmd(
     )
     command += " --force" if force else ""
     command += " --apply-firmware" if apply_firmware else ""
+    command += f" --triton-timeout {triton_timeout:g}" if triton_timeout else ""
     command += "".join(f" --{key} {path}" for key, path in inputs.as_extra().items())
     if as_json:
         outcome = Runner(

@@ -206,6 +206,38 @@ class Kubectl:
         if labels:
             self._run("label", "node", node, "--overwrite", *(f"{k}={v}" for k, v in sorted(labels.items())))
 
+    # -- live apply (bootstrap.cluster.apply_live, bootstrap.cluster.node_labels) ----------------------------
+    def get_object(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        """One object as JSON, or ``None`` when the server has no such object."""
+        where = ["-n", namespace] if namespace else []
+        text = self._run("get", kind, name, *where, "--ignore-not-found", "-o", "json")
+        found: dict[str, Any] | None = json.loads(text) if text.strip() else None
+        return found
+
+    def get_manifest(self, manifest: Path) -> list[dict[str, Any]]:
+        """The objects of ``manifest`` as the server has them (those it lacks left out)."""
+        text = self._run("get", "-f", str(manifest), "--ignore-not-found", "-o", "json")
+        data: dict[str, Any] = json.loads(text) if text.strip() else {}
+        items: list[dict[str, Any]] = data.get("items", []) if data.get("kind") == "List" else [data] if data else []
+        return items
+
+    def merge_patch(self, kind: str, name: str, patch: dict[str, Any], namespace: str | None = None) -> None:
+        """A JSON merge patch (``metadata.resourceVersion`` in it makes the server refuse a stale one)."""
+        where = ["-n", namespace] if namespace else []
+        self._run("patch", kind, name, *where, "--type=merge", "-p", json.dumps(patch))
+
+    def apply_server_side(self, manifest: Path, *, field_manager: str) -> str:
+        """``kubectl apply --server-side --field-manager=…`` of ``manifest``; kubectl's output."""
+        return self._run("apply", "--server-side", f"--field-manager={field_manager}", "-f", str(manifest))
+
+    def served_kinds(self, api_version: str) -> set[str]:
+        """The kinds the server serves under ``api_version`` (``v1``, ``apps/v1``); empty when it serves none."""
+        if api_version not in set(self._run("api-versions").split()):
+            return set()
+        path = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+        resources = json.loads(self._run("get", "--raw", path)).get("resources", [])
+        return {r["kind"] for r in resources if "/" not in r.get("name", "")}
+
 
 def _seconds(value: float) -> int:
     """Whole seconds for kubectl, at least 1 (``--timeout=0s`` would mean "wait forever")."""

@@ -12,6 +12,10 @@ Then the host side runs for real on every node the network stage configured
 site's package source, held, the node's kubeadm config validated by that kubeadm; where the sources lack
 them nothing changes and the node says which are missing).
 
+Where a cluster already exists (``<state-dir>/kubeconfig``), the nodes' labels and taints are applied to it
+(:mod:`bootstrap.stages.kubernetes_labels`): per node "labels/taints applied: ..." or "not joined: Node <name>
+not in the cluster".
+
 Applying the rest (``kubeadm init`` on the first control plane, control-plane and worker joins, the Helm
 installs) is not built: the result is "rendered + validated, not applied" for every node, with what its host
 side did or why it did not run; the runner journals it ``rendered`` and moves no node (see
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 from bootstrap.cluster import charts, kubeadm
 from bootstrap.cluster.render import render_cluster
+from bootstrap.day2.kube import KUBECONFIG, Kubectl, cluster_for
 from bootstrap.inventory.models import Inventory, Node
 from bootstrap.stages.base import NOT_APPLIED, PlannedAction, StageContext, StageResult, register_stage
 from bootstrap.stages.cluster_inputs import cluster_inputs
@@ -33,6 +38,7 @@ from bootstrap.stages.cluster_render import (
     write_not_applied,
 )
 from bootstrap.stages.kubernetes_host import HOST_PLAYBOOK, host_side, source_described
+from bootstrap.stages.kubernetes_labels import with_live_labels
 
 #: Where the stage writes the bundle, under the state directory.
 OUT_DIR = "cluster"
@@ -98,6 +104,16 @@ class KubernetesStage(ClusterRenderStage):
                     self.name, hostname, f"{node_action(inv, ctx.node(hostname))}; {NOT_APPLIED}", applies=False
                 )
             )
+        if cluster_for(ctx.state_dir).deployed:
+            actions.append(
+                PlannedAction(
+                    self.name,
+                    None,
+                    f"node labels and taints of the rendered nodes/labels.yaml applied to every selected node the "
+                    f"cluster of {ctx.state_dir / KUBECONFIG} knows (rackctl's own removed when the inventory drops "
+                    "them; other labels left alone)",
+                )
+            )
         charts_text = ", ".join(f"{r.chart} {r.version}" for r in releases(inv))
         actions.append(
             PlannedAction(
@@ -122,4 +138,8 @@ class KubernetesStage(ClusterRenderStage):
         )
         result = write_not_applied(ctx, bundle, out, why=WHY, message=message, checks=checked_by(bundle))
         host = host_side(ctx, out)  # after the bundle is written: the role validates each node's config
-        return with_host_side(result, host, HOST_PLAYBOOK)
+        result = with_host_side(result, host, HOST_PLAYBOOK)
+        cluster = cluster_for(ctx.state_dir)
+        if isinstance(cluster, Kubectl):  # a cluster exists: its nodes get their labels and taints now
+            result = with_live_labels(ctx, result, cluster, bundle)
+        return result

@@ -547,7 +547,7 @@ class Runner:
             return self._outcome(journal, run_id, "failed", EXIT_FAILED, f"stage {name!r} crashed: {text}; see {log}")
         failed = self._apply_results(journal, run_id, stage, to_run, result, outcome=outcome, cannot_apply=cannot_apply)
         ok = result.ok and not failed
-        per_node = "; ".join(f"{n}: {outcome.nodes[n]['message'] or 'failed'}" for n in failed)
+        per_node = _per_node_failures(outcome, failed)
         outcome.message = "; ".join(m for m in (redact(result.message), per_node) if m)
         not_applied = [n for n in to_run if outcome.nodes.get(n, {}).get("status") == STEP_RENDERED]
         if ok and not_applied:
@@ -702,6 +702,15 @@ def _not_applied_message(result: Any, outcome: StageOutcome, nodes: list[str]) -
     if outcome.artefacts:
         parts.append(f"artefacts: {outcome.artefacts}")
     return "; ".join(p for p in parts if p)
+
+
+def _per_node_failures(outcome: StageOutcome, failed: list[str]) -> str:
+    """The failed nodes' messages, each message once with the nodes that share it (a cluster-wide stage fails
+    every node with the same words)."""
+    by_message: dict[str, list[str]] = {}
+    for node in failed:
+        by_message.setdefault(outcome.nodes[node]["message"] or "failed", []).append(node)
+    return "; ".join(f"{', '.join(nodes)}: {message}" for message, nodes in by_message.items())
 
 
 def _redacted(value: Any) -> Any:

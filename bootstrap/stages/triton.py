@@ -1,14 +1,17 @@
-"""The triton stage: render and check every model repository and its Kubernetes manifests; deploys nothing yet.
+"""The triton stage: render and check every model repository and its manifests; deploy them to a live cluster.
 
 A cluster-wide stage: it needs the inventory's ``models:``, not the nodes' state, so it runs on any
 node state (``--stages triton`` works before the cluster exists). The artefacts go under
-``<state-dir>/triton``. Deploying them needs the kubernetes and nvidia stages applied and a deploy step
-that is not built: the result is "rendered + validated, not applied" (journalled ``rendered``, no node
-moves), and each node's reason names the earlier stages the journal shows as not applied on it.
+``<state-dir>/triton``. Without a cluster (no ``<state-dir>/kubeconfig``) the result is "rendered +
+validated, not applied" (journalled ``rendered``, no node moves), and each node's reason names the earlier
+stages the journal shows as not applied on it. Where a cluster exists, the manifests are deployed to it and
+the rollouts watched (:mod:`bootstrap.stages.triton_deploy`): a model not ready in time fails the stage; all
+ready still ends "not applied", the model repositories not copied and the smoke not run.
 """
 
 from __future__ import annotations
 
+from bootstrap.day2.kube import KUBECONFIG, Kubectl, cluster_for
 from bootstrap.journal.states import NodeState, rank
 from bootstrap.stages.base import (
     NOT_APPLIED,
@@ -21,6 +24,7 @@ from bootstrap.stages.base import (
     StageResult,
     register_stage,
 )
+from bootstrap.stages.triton_deploy import deploy, rollout_timeout
 from bootstrap.triton.stage import run_triton_stage
 
 #: Why nothing is deployed (shown as "rendered + validated, not applied: <why>").
@@ -51,7 +55,10 @@ class TritonStage(Stage):
     """Triton + TensorRT-LLM model repositories and manifests for the inventory's models."""
 
     name = "triton"
-    description = "Render + check the Triton model repositories and their Kubernetes manifests (not deployed yet)"
+    description = (
+        "Render + check the Triton model repositories and their Kubernetes manifests; where a cluster exists "
+        "(<state-dir>/kubeconfig), apply them and watch the rollouts (repositories not copied, smoke not run)"
+    )
     lifecycle = Lifecycle(NodeState.REGISTERED)
     applies = False
 
@@ -59,12 +66,24 @@ class TritonStage(Stage):
         models = [m.name for m in ctx.inventory.models]
         if not models:
             return [PlannedAction(self.name, None, "nothing to do: no models declared", skip="no models")]
-        return [
+        actions = [
             PlannedAction(
                 self.name, None, f"render + check repository and manifests of {m}; {NOT_APPLIED}", applies=False
             )
             for m in models
         ]
+        if cluster_for(ctx.state_dir).deployed:
+            actions.append(
+                PlannedAction(
+                    self.name,
+                    None,
+                    f"kubectl apply --server-side --field-manager=rackctl of the manifests of {', '.join(models)} to "
+                    f"the cluster of {ctx.state_dir / KUBECONFIG} (Namespace first; kinds without their CRD left "
+                    f"out), then each Deployment watched until ready, up to {rollout_timeout(ctx.options.extra):g} s "
+                    "(model repositories not copied, smoke not run)",
+                )
+            )
+        return actions
 
     def run(self, ctx: StageContext) -> StageResult:
         if not ctx.inventory.models:
@@ -80,6 +99,9 @@ class TritonStage(Stage):
                 ok=False, nodes={n: NodeResult(n, ok=False, message=message) for n in ctx.nodes}, message=message
             )
         checks = (*CHECKS, "tritonserver load check") if result["load_checks"] else CHECKS
+        cluster = cluster_for(ctx.state_dir)
+        if isinstance(cluster, Kubectl):  # a cluster exists: deploy to it
+            return deploy(ctx, cluster, list(ctx.inventory.models), ctx.state_dir / "triton", checks)
         engines = "TensorRT-LLM engines: checked where they live (`rackctl triton check --path-map`)"
         rendered = Rendered(ctx.state_dir / "triton", checks, WHY, (engines,))
         message = f"{len(ctx.inventory.models)} model(s) rendered and checked under {result['out_dir']}"

@@ -18,6 +18,8 @@ from bootstrap.inventory.trtllm import version_info
 LAUNCH_SCRIPT = Path(__file__).parent / "templates" / "k8s" / "rackctl_launch.py"
 LAUNCH_MOUNT = "/opt/rackctl"
 DEFAULT_K8S_VERSION = "1.30"
+#: Triton's readiness endpoint: a pod receives traffic only once every model is loaded.
+READY_PATH = "/v2/health/ready"
 
 
 def _labels(spec: ModelSpec) -> dict[str, str]:
@@ -86,13 +88,13 @@ def deployment(spec: ModelSpec, claim: str) -> dict[str, Any]:
         "image": version_info(spec.trtllm_version).image,
         "command": launch_command(spec),
         "ports": [
-            {"name": "http", "containerPort": dep.http_port},
-            {"name": "grpc", "containerPort": dep.grpc_port},
-            {"name": "metrics", "containerPort": dep.metrics_port},
+            {"name": "http", "containerPort": dep.http_port, "protocol": "TCP"},
+            {"name": "grpc", "containerPort": dep.grpc_port, "protocol": "TCP"},
+            {"name": "metrics", "containerPort": dep.metrics_port, "protocol": "TCP"},
         ],
         "resources": {"limits": {"nvidia.com/gpu": gpus}, "requests": {"nvidia.com/gpu": gpus}},
-        "startupProbe": _probe("/v2/health/ready", 10, 90),
-        "readinessProbe": _probe("/v2/health/ready", 5, 3),
+        "startupProbe": _probe(READY_PATH, 10, 90),
+        "readinessProbe": _probe(READY_PATH, 5, 3),
         "livenessProbe": _probe("/v2/health/live", 10, 3),
         "volumeMounts": [
             {
@@ -131,8 +133,38 @@ def deployment(spec: ModelSpec, claim: str) -> dict[str, Any]:
     }
 
 
+def rolling_update_problems(deployment: dict[str, Any]) -> list[str]:
+    """Why a rollout of ``deployment`` could drop the service (empty when it cannot).
+
+    A new pod must be ready before an old one stops: ``RollingUpdate`` with ``maxSurge`` >= 1 and
+    ``maxUnavailable`` 0, and readiness judged by ``/v2/health/ready`` (a pod whose models are still loading
+    gets no traffic).
+    """
+    spec = deployment.get("spec", {})
+    strategy = spec.get("strategy") or {}
+    rolling = strategy.get("rollingUpdate") or {}
+    where = f"Deployment {deployment.get('metadata', {}).get('name')}"
+    problems = []
+    if strategy.get("type", "RollingUpdate") != "RollingUpdate":
+        problems.append(f"{where}: strategy {strategy.get('type')} stops every pod before starting new ones")
+    surge, unavailable = str(rolling.get("maxSurge", "25%")), str(rolling.get("maxUnavailable", "25%"))
+    if surge in ("0", "0%"):
+        problems.append(f"{where}: maxSurge {surge} starts no new pod before an old one stops (needs >= 1)")
+    if unavailable not in ("0", "0%"):
+        problems.append(f"{where}: maxUnavailable {unavailable} lets old pods stop before new ones are ready (needs 0)")
+    containers = spec.get("template", {}).get("spec", {}).get("containers") or []
+    probes = [c.get("readinessProbe", {}).get("httpGet", {}).get("path") for c in containers]
+    if READY_PATH not in probes:
+        problems.append(f"{where}: no readinessProbe on {READY_PATH} (found {probes})")
+    return problems
+
+
 def services(spec: ModelSpec) -> list[dict[str, Any]]:
-    """A Service for HTTP + gRPC, and one for metrics the ServiceMonitor selects."""
+    """A Service for HTTP + gRPC, and one for metrics the ServiceMonitor selects.
+
+    Every port names its ``protocol`` (the default, TCP): ``(port, protocol)`` keys the list for server-side
+    apply, and a 1.20 API server refuses an applied port without it ("associative list with keys has an
+    element that omits key field protocol"); container ports likewise."""
     dep = spec.deployment
     serving = {
         "apiVersion": "v1",
@@ -141,8 +173,8 @@ def services(spec: ModelSpec) -> list[dict[str, Any]]:
         "spec": {
             "selector": _labels(spec),
             "ports": [
-                {"name": "http", "port": dep.http_port, "targetPort": "http"},
-                {"name": "grpc", "port": dep.grpc_port, "targetPort": "grpc"},
+                {"name": "http", "port": dep.http_port, "targetPort": "http", "protocol": "TCP"},
+                {"name": "grpc", "port": dep.grpc_port, "targetPort": "grpc", "protocol": "TCP"},
             ],
         },
     }
@@ -152,7 +184,7 @@ def services(spec: ModelSpec) -> list[dict[str, Any]]:
         "metadata": _meta(spec, f"triton-{spec.name}-metrics", **{"rackctl.io/metrics": "triton"}),
         "spec": {
             "selector": _labels(spec),
-            "ports": [{"name": "metrics", "port": dep.metrics_port, "targetPort": "metrics"}],
+            "ports": [{"name": "metrics", "port": dep.metrics_port, "targetPort": "metrics", "protocol": "TCP"}],
         },
     }
     return [serving, metrics]

@@ -1,0 +1,196 @@
+"""Apply rendered manifests to a live cluster and watch Deployments roll out (the triton stage, with a kubeconfig).
+
+:func:`apply_objects` applies with ``kubectl apply --server-side --field-manager=rackctl``: Namespaces first,
+then the rest; an object whose kind the cluster does not serve (a ServiceMonitor without the Prometheus
+operator's CRDs) is not sent and is reported by name with the reason. Each object is reported ``created``,
+``changed`` or ``unchanged``: the object read before and after, compared without ``resourceVersion``,
+``managedFields`` and ``status`` (a 1.20 API server bumps ``resourceVersion`` on some no-op applies, rewriting
+only ``managedFields``; ``metadata.generation`` is compared, so a spec change that would roll a Deployment
+shows).
+
+:func:`watch_rollouts` polls Deployments until each has rolled out as ``kubectl rollout status`` judges it
+(the controller observed the current generation; updated, ready and available replicas all equal to the
+wanted count, no old replica left) or the timeout passes; a Deployment not rolled out is reported with its
+replica counts and its conditions, or, when it has no status at all, that no Deployment controller has
+observed it.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import yaml
+
+#: The field manager every rackctl apply uses (visible in each object's ``managedFields``).
+FIELD_MANAGER = "rackctl"
+#: Where the CRDs of a group rackctl renders objects of come from (said when they are missing).
+CRD_SOURCES = {"monitoring.coreos.com": "; kube-prometheus-stack installs the Prometheus operator's CRDs"}
+
+
+class LiveApi(Protocol):
+    """The part of :class:`bootstrap.day2.kube.Kubectl` this module uses."""
+
+    def get_object(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None: ...
+
+    def get_manifest(self, manifest: Path) -> list[dict[str, Any]]: ...
+
+    def apply_server_side(self, manifest: Path, *, field_manager: str) -> str: ...
+
+    def served_kinds(self, api_version: str) -> set[str]: ...
+
+
+def object_name(obj: dict[str, Any]) -> str:
+    """``Kind/namespace/name`` (``Kind/name`` for cluster-scoped objects)."""
+    meta = obj.get("metadata", {})
+    where = f"{meta['namespace']}/" if meta.get("namespace") else ""
+    return f"{obj.get('kind')}/{where}{meta.get('name')}"
+
+
+@dataclass
+class ApplyReport:
+    """What :func:`apply_objects` did: per object ``created``/``changed``/``unchanged``, and what it left out."""
+
+    applied: dict[str, str] = field(default_factory=dict)
+    not_applied: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def changed(self) -> bool:
+        return any(status != "unchanged" for status in self.applied.values())
+
+    def summary(self) -> str:
+        counts = {s: sum(1 for v in self.applied.values() if v == s) for s in ("created", "changed", "unchanged")}
+        text = f"{len(self.applied)} object(s) applied (" + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + ")"
+        if self.not_applied:
+            text += "; not applied: " + "; ".join(f"{name} ({why})" for name, why in self.not_applied.items())
+        return text
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"applied": self.applied, "not_applied": self.not_applied}
+
+
+def unserved(api: LiveApi, objects: list[dict[str, Any]]) -> dict[str, str]:
+    """The objects whose kind the cluster does not serve, each with why (the CRD is missing)."""
+    served: dict[str, set[str]] = {}
+    out = {}
+    for obj in objects:
+        version, kind = str(obj.get("apiVersion")), str(obj.get("kind"))
+        if version not in served:
+            served[version] = api.served_kinds(version)
+        if kind not in served[version]:
+            hint = CRD_SOURCES.get(version.split("/", maxsplit=1)[0], "")
+            out[object_name(obj)] = f"the cluster serves no {kind} in {version}: its CRD is not installed{hint}"
+    return out
+
+
+#: What a write may move without the object changing: a 1.20 API server rewrites ``managedFields`` (and so
+#: bumps ``resourceVersion``) on some no-op applies; ``status`` is the controllers'.
+VOLATILE_METADATA = ("resourceVersion", "managedFields")
+
+
+def content(obj: dict[str, Any]) -> dict[str, Any]:
+    """An object as the server has it, less what moves without a change (:data:`VOLATILE_METADATA`, status);
+    ``metadata.generation`` stays, so a spec change shows."""
+    meta = {k: v for k, v in obj.get("metadata", {}).items() if k not in VOLATILE_METADATA}
+    return {**{k: v for k, v in obj.items() if k != "status"}, "metadata": meta}
+
+
+def _contents(api: LiveApi, manifest: Path) -> dict[str, dict[str, Any]]:
+    return {object_name(o): content(o) for o in api.get_manifest(manifest)}
+
+
+def _apply_batch(api: LiveApi, objects: list[dict[str, Any]], workdir: Path, report: ApplyReport) -> None:
+    if not objects:
+        return
+    manifest = workdir / f"batch-{len(report.applied)}.yaml"
+    manifest.write_text(yaml.safe_dump_all(objects, sort_keys=False))
+    before = _contents(api, manifest)
+    api.apply_server_side(manifest, field_manager=FIELD_MANAGER)
+    after = _contents(api, manifest)
+    for obj in objects:
+        name = object_name(obj)
+        status = "created" if name not in before else "unchanged" if before[name] == after.get(name) else "changed"
+        report.applied[name] = status
+
+
+def apply_objects(api: LiveApi, objects: list[dict[str, Any]]) -> ApplyReport:
+    """Apply ``objects`` server-side as rackctl: Namespaces first, then the others the cluster serves."""
+    report = ApplyReport(not_applied=unserved(api, objects))
+    sendable = [o for o in objects if object_name(o) not in report.not_applied]
+    with tempfile.TemporaryDirectory(prefix="rackctl-apply-") as tmp:
+        _apply_batch(api, [o for o in sendable if o.get("kind") == "Namespace"], Path(tmp), report)
+        _apply_batch(api, [o for o in sendable if o.get("kind") != "Namespace"], Path(tmp), report)
+    return report
+
+
+@dataclass
+class Rollout:
+    """Where one Deployment's rollout stands."""
+
+    namespace: str
+    name: str
+    wanted: int = 0
+    ready: int = 0
+    done: bool = False
+    why: str = "not read yet"
+
+    def message(self, timeout_s: float) -> str:
+        if self.done:
+            return f"deployed, ready {self.ready}/{self.wanted}"
+        return f"applied, not ready within {timeout_s:g} s: {self.why}"
+
+
+def rollout_state(deployment: dict[str, Any] | None, namespace: str, name: str) -> Rollout:
+    """Judge a Deployment as ``kubectl rollout status`` does; ``why`` says what is missing."""
+    if deployment is None:
+        return Rollout(namespace, name, why=f"Deployment {namespace}/{name} is not in the cluster")
+    meta, spec, status = deployment.get("metadata", {}), deployment.get("spec", {}), deployment.get("status", {})
+    wanted = int(spec.get("replicas", 1))
+    generation, observed = int(meta.get("generation", 0)), int(status.get("observedGeneration", 0))
+    counts = {k: int(status.get(f"{k}Replicas", 0)) for k in ("updated", "ready", "available")}
+    total = int(status.get("replicas", 0))
+    out = Rollout(namespace, name, wanted=wanted, ready=counts["ready"])
+    if observed < generation:
+        out.why = (
+            f"no Deployment controller has observed generation {generation} yet (observedGeneration {observed}; "
+            "is kube-controller-manager running?)"
+        )
+        return out
+    out.done = (
+        counts["updated"] == wanted and total == wanted and counts["available"] == wanted and counts["ready"] == wanted
+    )
+    conditions = [
+        f"{c.get('type')}={c.get('status')} ({c.get('reason', '')}: {c.get('message', '')})"
+        for c in status.get("conditions") or []
+    ]
+    out.why = (
+        f"updated {counts['updated']}, ready {counts['ready']}, available {counts['available']} of {wanted} "
+        f"replica(s), {total} in all; conditions: {'; '.join(conditions) or 'none'}"
+    )
+    return out
+
+
+def watch_rollouts(
+    api: LiveApi,
+    deployments: list[tuple[str, str]],
+    *,
+    timeout_s: float,
+    poll_s: float = 1.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[tuple[str, str], Rollout]:
+    """Poll each ``(namespace, name)`` Deployment until all rolled out or ``timeout_s`` passed."""
+    deadline = clock() + timeout_s
+    states: dict[tuple[str, str], Rollout] = {}
+    while True:
+        for namespace, name in deployments:
+            if not states.get((namespace, name), Rollout(namespace, name)).done:
+                found = api.get_object("deployment", name, namespace)
+                states[namespace, name] = rollout_state(found, namespace, name)
+        if all(s.done for s in states.values()) or clock() >= deadline:
+            return states
+        sleep(min(poll_s, max(0.0, deadline - clock())))

@@ -1,0 +1,99 @@
+"""The triton stage's live part: deploy the rendered manifests where a cluster already exists.
+
+With ``<state-dir>/kubeconfig`` (:func:`bootstrap.day2.kube.cluster_for`), each model's rendered manifests
+(``<state-dir>/triton/<model>/k8s/*.yaml``, what ``rackctl triton render`` writes) are checked to roll
+updates without dropping the service (:func:`bootstrap.triton.manifests.rolling_update_problems`), applied
+server-side as rackctl (:func:`bootstrap.cluster.apply_live.apply_objects`: Namespace first, kinds the
+cluster lacks left out and named), then every model's Deployment is watched up to the timeout
+(``up --triton-timeout``, ``RunOptions.extra["triton"]["rollout_timeout_s"]``).
+
+Outcome: a model not rolled out within the timeout fails the stage ("applied, not ready within T s: <why>"),
+as does an apply the server refused. Every model ready is still not "done": the model repositories are not
+copied onto the nodes' volumes and ``rackctl triton smoke`` is not run (not built; they need Triton pods
+running), so the stage ends rendered, not applied, with what was deployed in its message.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bootstrap.cluster.apply_live import FIELD_MANAGER, ApplyReport, apply_objects, watch_rollouts
+from bootstrap.day2.kube import Kubectl, KubeError
+from bootstrap.inventory.served_models import ModelSpec
+from bootstrap.stages.base import NodeResult, Rendered, StageContext, StageResult
+from bootstrap.triton.manifests import rolling_update_problems
+
+#: ``RunOptions.extra`` key and the default rollout timeout.
+EXTRA_KEY = "triton"
+DEFAULT_TIMEOUT_S = 600.0
+#: What the live deploy still leaves undone (shown as "rendered + validated, not applied: <why>").
+WHY_LIVE = (
+    "model repositories not copied; smoke not run: copying each model repository onto the nodes' volumes and "
+    "`rackctl triton smoke` against the Service are not built (they need running Triton pods)"
+)
+MANIFESTS = ("deployment.yaml", "servicemonitor.yaml")
+
+
+def rollout_timeout(extra: dict[str, Any]) -> float:
+    """The rollout timeout of this run (``up --triton-timeout``)."""
+    return float((extra.get(EXTRA_KEY) or {}).get("rollout_timeout_s") or DEFAULT_TIMEOUT_S)
+
+
+def model_objects(out_dir: Path, spec: ModelSpec) -> list[dict[str, Any]]:
+    """The objects of one model's rendered manifests, as written."""
+    objects = []
+    for name in MANIFESTS:
+        path = out_dir / spec.name / "k8s" / name
+        objects += [o for o in yaml.safe_load_all(path.read_text()) if o]
+    return objects
+
+
+def _failed(ctx: StageContext, message: str, data: dict[str, Any], summary: str = "") -> StageResult:
+    """The stage failed on the cluster: every selected node shares ``message`` (the stage is cluster-wide);
+    ``summary``: the stage's own message, when it says more than the nodes' (what was applied)."""
+    nodes = {n: NodeResult(n, ok=False, message=message, data=data) for n in ctx.nodes}
+    return StageResult(ok=False, nodes=nodes, message=summary)
+
+
+def deploy(
+    ctx: StageContext, cluster: Kubectl, specs: list[ModelSpec], out_dir: Path, checks: tuple[str, ...]
+) -> StageResult:
+    """Apply every model's manifests to ``cluster``, watch the rollouts, and report per model; ``checks``: what
+    checked the rendered artefacts before."""
+    timeout_s = rollout_timeout(ctx.options.extra)
+    per_model = {spec.name: model_objects(out_dir, spec) for spec in specs}
+    deployments = {name: next(o for o in objs if o["kind"] == "Deployment") for name, objs in per_model.items()}
+    unsafe = [p for dep in deployments.values() for p in rolling_update_problems(dep)]
+    if unsafe:
+        return _failed(ctx, "refused before applying (a rackctl bug): " + "; ".join(unsafe), {})
+    reports: dict[str, ApplyReport] = {}
+    try:
+        for name, objects in per_model.items():
+            reports[name] = apply_objects(cluster, objects)
+            ctx.progress.log(f"triton: {name}: {reports[name].summary()}")
+        keys = {name: (d["metadata"]["namespace"], d["metadata"]["name"]) for name, d in deployments.items()}
+        rollouts = watch_rollouts(cluster, list(keys.values()), timeout_s=timeout_s)
+    except KubeError as exc:
+        done = "; ".join(f"{n}: {r.summary()}" for n, r in reports.items())
+        return _failed(ctx, f"deploy failed: {exc.message}" + (f" (before that: {done})" if done else ""), {})
+    lines = {name: f"{name}: {rollouts[keys[name]].message(timeout_s)}; {reports[name].summary()}" for name in keys}
+    verdicts = "; ".join(f"{name}: {rollouts[keys[name]].message(timeout_s)}" for name in keys)
+    data = {
+        "deploy": {name: {"ready": rollouts[keys[name]].done, **reports[name].as_dict()} for name in keys},
+        "field_manager": FIELD_MANAGER,
+    }
+    summary = "; ".join(lines.values())
+    if not all(r.done for r in rollouts.values()):
+        applied = "; ".join(f"{name}: {reports[name].summary()}" for name in keys)
+        return _failed(ctx, verdicts, data, summary=f"applied to the cluster ({cluster.reason}): {applied}")
+    rendered = Rendered(out_dir, (*checks, "the cluster's admission (kubectl apply --server-side)"), WHY_LIVE)
+    message = (
+        f"{len(specs)} model(s) deployed to the cluster ({cluster.reason}, field manager {FIELD_MANAGER}): {summary}"
+    )
+    result = StageResult.not_applied(ctx.nodes, rendered, message=message)
+    for res in result.nodes.values():
+        res.data = data
+    return result
