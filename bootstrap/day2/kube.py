@@ -4,7 +4,8 @@
 ``kubernetes`` stage writes ``<state-dir>/kubeconfig`` when it exists), so that ``status`` says "not
 deployed" with the reason and ``redeploy``/``apply`` skip drains and say why. :class:`Kubectl` drives a
 real cluster with ``kubectl`` and that kubeconfig (drain, delete, labels, etcd member removal through the
-etcd static pod of another control plane).
+etcd static pod of another control plane; reading and merge-patching other objects, such as the GPU Operator's
+ClusterPolicy, for :mod:`bootstrap.day2.driver_operator`).
 """
 
 from __future__ import annotations
@@ -205,6 +206,21 @@ class Kubectl:
     def label(self, node: str, labels: dict[str, str]) -> None:
         if labels:
             self._run("label", "node", node, "--overwrite", *(f"{k}={v}" for k, v in sorted(labels.items())))
+
+    def get(self, resource: str, name: str) -> dict[str, Any] | None:
+        """One object of ``resource`` (``plural.group``) by name, or ``None`` when there is none."""
+        found = self._run("get", resource, name, "--ignore-not-found", "-o", "json").strip()
+        data: dict[str, Any] | None = json.loads(found) if found else None
+        return data
+
+    def objects(self, resource: str) -> list[dict[str, Any]]:
+        """Every object of a cluster-scoped ``resource`` (``plural.group``)."""
+        items: list[dict[str, Any]] = self._json("get", resource).get("items", [])
+        return items
+
+    def merge_patch(self, resource: str, name: str, patch: dict[str, Any]) -> None:
+        """A JSON merge patch (RFC 7386) of one cluster-scoped object: only the keys in ``patch`` change."""
+        self._run("patch", resource, name, "--type=merge", "-p", json.dumps(patch, sort_keys=True))
 
 
 def _seconds(value: float) -> int:
