@@ -25,11 +25,11 @@ from bootstrap.cli.common import (
 from bootstrap.day2.apply import plan_apply, run_apply
 from bootstrap.day2.driver import DriverPlan, plan_upgrade, render
 from bootstrap.day2.driver_operator import NodeUpgrade, OperatorUpgrade, upgrade_with_operator
-from bootstrap.day2.kube import Kubectl, cluster_for
 from bootstrap.day2.redeploy import plan_redeploy, run_redeploy
 from bootstrap.day2.status import COLUMNS, collect
 from bootstrap.errors import EXIT_FAILED, EXIT_NOT_APPLIED, EXIT_OK, InvalidInput, Problem
 from bootstrap.inventory import load_inventory
+from bootstrap.kube import Kubectl, cluster_for
 from bootstrap.rollout import max_unavailable_count
 from bootstrap.selection import STAGES_OPTION, check_stages, select_nodes, split_csv
 from bootstrap.stages.base import STAGE_ORDER, NullProgress, ProgressReporter, RunOptions

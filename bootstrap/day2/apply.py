@@ -14,7 +14,6 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from bootstrap.day2.kube import Cluster
 from bootstrap.day2.quorum import check_member_leaves
 from bootstrap.day2.reconcile import CHANGE_STAGES, NodeChange, ReconcilePlan, classify
 from bootstrap.day2.snapshot import applied_snapshots, inventory_snapshot, record_applied, record_removed
@@ -23,6 +22,7 @@ from bootstrap.inventory.models import Inventory
 from bootstrap.inventory.secrets import resolve_credentials
 from bootstrap.journal.states import NodeState, rank
 from bootstrap.journal.store import Journal
+from bootstrap.kube import Cluster
 from bootstrap.stages.base import STAGE_ORDER, ProgressReporter, RunOptions
 from bootstrap.stages.oob import policy_for
 from bootstrap.stages.runner import Runner, RunOutcome, Selection

@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from bootstrap.day2.driver_matrix import OPERATOR_UPGRADE_POLICY
-from bootstrap.day2.kube import KubeNode
 from bootstrap.errors import RackctlError
+from bootstrap.kube import KubeNode
 
 #: the GPU Operator's custom resource and its definition
 CLUSTER_POLICY = "clusterpolicies.nvidia.com"
@@ -74,7 +74,7 @@ class OperatorNotDeployed(RackctlError):
 
 
 class OperatorApi(Protocol):
-    """What the operator path needs of Kubernetes (:class:`bootstrap.day2.kube.Kubectl` has it)."""
+    """What the operator path needs of Kubernetes (:class:`bootstrap.kube.Kubectl` has it)."""
 
     def nodes(self) -> dict[str, KubeNode]: ...
 

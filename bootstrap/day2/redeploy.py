@@ -25,12 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bootstrap.day2.kube import Cluster, user_labels
 from bootstrap.day2.quorum import QuorumCheck, check_member_leaves
 from bootstrap.errors import EXIT_OK, InvalidInput, Problem
 from bootstrap.inventory.models import Inventory, Node
 from bootstrap.journal.states import NodeState, rank
 from bootstrap.journal.store import Journal
+from bootstrap.kube import Cluster, user_labels
 from bootstrap.stages.base import STAGE_ORDER, ProgressReporter, RunOptions
 from bootstrap.stages.runner import Runner, Selection
 

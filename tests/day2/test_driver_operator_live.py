@@ -30,7 +30,7 @@ from click.testing import CliRunner
 from bootstrap.cli import cli
 from bootstrap.day2.driver_matrix import OPERATOR_UPGRADE_POLICY
 from bootstrap.day2.driver_operator import CLUSTER_POLICY, STATE_LABEL, OperatorNotDeployed, upgrade_with_operator
-from bootstrap.day2.kube import Kubectl
+from bootstrap.kube import Kubectl
 from tests.cluster.apiserver import ApiServer
 from tests.kube_objects import MERGE, KubeObjects
 

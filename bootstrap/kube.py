@@ -1,4 +1,6 @@
-"""How day-2 commands see and act on Kubernetes: one small seam, two implementations.
+"""How rackctl sees and acts on Kubernetes: one small seam, two implementations, used by the day-2 commands
+and the ``firmware`` stage (a module of its own, below both: ``bootstrap.day2`` runs stages, so the seam
+cannot live in it without an import cycle).
 
 :class:`NotDeployed` when the cluster has no Kubernetes yet (no kubeconfig under the state directory: the
 ``kubernetes`` stage writes ``<state-dir>/kubeconfig`` when it exists), so that ``status`` says "not
