@@ -274,7 +274,15 @@ def driver_group() -> None:
     metavar="S",
     help="Operator path: how long to watch the GPU Operator's rollout before giving up (it goes on by itself).",
 )
-@click.option("--poll", "poll_s", type=click.FloatRange(min=0.1), default=5.0, show_default=True, metavar="S")
+@click.option(
+    "--poll",
+    "poll_s",
+    type=click.FloatRange(min=0.1),
+    default=5.0,
+    show_default=True,
+    metavar="S",
+    help="Operator path: how often to read the GPU nodes' upgrade states.",
+)
 @inventory_option
 @state_dir_option
 @json_option

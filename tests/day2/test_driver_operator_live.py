@@ -211,6 +211,9 @@ def test_the_operator_rolls_the_driver_and_rackctl_watches_every_node_to_upgrade
     _policy(kube)
     _gpu_nodes(kube)  # still upgrade-done from the earlier upgrade: must not count as this one's
     state = _state_dir(tmp_path, kubeconfig)
+    planned = _upgrade(state, "--json", "--plan")  # the dry run: checks and plan, the ClusterPolicy untouched
+    assert planned.exit_code == 0 and json.loads(planned.stdout)["applied"] is False, planned.output
+    assert kube.call("GET", f"{POLICIES}/cluster-policy")["spec"]["driver"]["version"] == OLD
     with UpgradeControllerStandIn(kube) as operator:
         result = _upgrade(state, "--json")
         returned = time.monotonic()
