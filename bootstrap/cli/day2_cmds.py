@@ -23,12 +23,13 @@ from bootstrap.cli.common import (
     warn,
 )
 from bootstrap.day2.apply import plan_apply, run_apply
-from bootstrap.day2.driver import plan_upgrade, render
-from bootstrap.day2.kube import cluster_for
+from bootstrap.day2.driver import DriverPlan, plan_upgrade, render
+from bootstrap.day2.driver_operator import NodeUpgrade, OperatorUpgrade, upgrade_with_operator
 from bootstrap.day2.redeploy import plan_redeploy, run_redeploy
 from bootstrap.day2.status import COLUMNS, collect
-from bootstrap.errors import EXIT_NOT_APPLIED, EXIT_OK, InvalidInput, Problem
+from bootstrap.errors import EXIT_FAILED, EXIT_NOT_APPLIED, EXIT_OK, InvalidInput, Problem
 from bootstrap.inventory import load_inventory
+from bootstrap.kube import Kubectl, cluster_for
 from bootstrap.rollout import max_unavailable_count
 from bootstrap.selection import STAGES_OPTION, check_stages, select_nodes, split_csv
 from bootstrap.stages.base import STAGE_ORDER, NullProgress, ProgressReporter, RunOptions
@@ -264,23 +265,54 @@ def driver_group() -> None:
     metavar="N|P%",
     help="Host path: GPU nodes down at once, a count or a percentage (default: firmware.rollout.max_unavailable).",
 )
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=1),
+    default=7200.0,
+    show_default=True,
+    metavar="S",
+    help="Operator path: how long to watch the GPU Operator's rollout before giving up (it goes on by itself).",
+)
+@click.option(
+    "--poll",
+    "poll_s",
+    type=click.FloatRange(min=0.1),
+    default=5.0,
+    show_default=True,
+    metavar="S",
+    help="Operator path: how often to read the GPU nodes' upgrade states.",
+)
 @inventory_option
 @state_dir_option
 @json_option
 @handle_errors()
 def driver_upgrade_cmd(
-    *, version: str, plan_only: bool, max_unavailable: str | None, inventory_path: Path, state_dir: Path, as_json: bool
+    *,
+    version: str,
+    plan_only: bool,
+    max_unavailable: str | None,
+    timeout_s: float,
+    poll_s: float,
+    inventory_path: Path,
+    state_dir: Path,
+    as_json: bool,
 ) -> None:
-    """Check V against Triton's CUDA and the GPU Operator's matrix, plan the upgrade and render it.
+    """Check V against Triton's CUDA and the GPU Operator's matrix, plan the upgrade, then apply it.
 
-    Applying it needs GPUs and Kubernetes: this rackctl renders the plan after its checks and says it was not
-    applied (exit 5, not applied); with --plan it renders nothing and exits 0.
+    Operator path with <state-dir>/kubeconfig: sets the driver version in the GPU Operator's ClusterPolicy and
+    watches its rolling upgrade per node to the end (exit 0 done, 1 failed or timed out). Otherwise it renders
+    the plan after its checks and says it was not applied (exit 5); with --plan it renders nothing and exits 0.
     """
 
     inventory = load_inventory(inventory_path)
     plan = plan_upgrade(inventory, version, max_unavailable=_count_or_percent(max_unavailable))
     for message in plan.warnings:
         warn(message, as_json)
+    if plan.path == "operator" and not plan_only:
+        cluster = cluster_for(state_dir)
+        if isinstance(cluster, Kubectl):
+            sys.exit(_driver_via_operator(plan, cluster, timeout_s=timeout_s, poll_s=poll_s, as_json=as_json))
     status = "planned, not applied"
     exit_code = EXIT_OK
     if not plan_only:
@@ -289,6 +321,13 @@ def driver_upgrade_cmd(
         status = "planned/rendered, not applied"
         exit_code = EXIT_NOT_APPLIED
     reason = "executing it needs GPUs and a Kubernetes cluster; this rackctl does not apply driver upgrades yet"
+    if plan.path == "operator":
+        cluster = cluster_for(state_dir)
+        reason = (
+            "--plan: only checked and planned (without --plan the GPU Operator's ClusterPolicy is changed)"
+            if cluster.deployed
+            else f"executing it needs GPUs and a Kubernetes cluster with the GPU Operator: {cluster.reason}"
+        )
     data = {
         "ok": plan_only,
         "status": status,
@@ -316,6 +355,36 @@ def driver_upgrade_cmd(
     emit(data, as_json, human)
     if exit_code != EXIT_OK:
         sys.exit(exit_code)
+
+
+def _driver_via_operator(plan: DriverPlan, cluster: Kubectl, *, timeout_s: float, poll_s: float, as_json: bool) -> int:
+    """The operator path, executed: patch the ClusterPolicy, watch per node (progress on stderr); the exit code."""
+
+    def changed(node: NodeUpgrade, upgrade: OperatorUpgrade) -> None:
+        if not as_json:
+            done = sum(u.done for u in upgrade.nodes.values())
+            err_console.print(f"{escape(node.node)}: {escape(node.shown())} ({done}/{len(upgrade.nodes)} done)")
+
+    if not as_json:
+        err_console.print(
+            f"driver {escape(plan.version)}: setting it in the GPU Operator's ClusterPolicy ({cluster.reason})"
+        )
+    result = upgrade_with_operator(
+        cluster, list(plan.steps), plan.version, timeout_s=timeout_s, poll_s=poll_s, on_change=changed
+    )
+    code = EXIT_OK if result.ok else EXIT_FAILED
+    status = "applied" if result.ok else f"applied, {result.outcome}"
+    data = {"ok": result.ok, "status": status, "applied": True, "exit_code": code, "plan": plan.as_dict()}
+    data["operator"] = result.as_dict()
+
+    def human(d: dict[str, Any]) -> None:
+        for name, node in d["operator"]["nodes"].items():
+            console.print(f"  {escape(name)}: {escape(node['shown'])} (seen: {escape(' -> '.join(node['observed']))})")
+        colour = "green" if d["ok"] else "red"
+        console.print(f"[{colour}]{escape(d['operator']['message'])}[/{colour}]")
+
+    emit(data, as_json, human)
+    return code
 
 
 def _count_or_percent(value: str | None) -> int | str | None:

@@ -27,7 +27,6 @@ from bootstrap.cli.common import (
     state_dir_option,
     warn,
 )
-from bootstrap.day2.kube import ClusterGate, cluster_for
 from bootstrap.errors import EXIT_FAILED, EXIT_INTERRUPTED, RackctlError
 from bootstrap.firmware.apply import ApplySettings, FirmwareRollout, RolloutReport
 from bootstrap.firmware.health import OsHealth
@@ -35,6 +34,7 @@ from bootstrap.firmware.plan import FirmwarePlan, plan_firmware
 from bootstrap.firmware.read import read_installed
 from bootstrap.inventory import Inventory, load_inventory
 from bootstrap.journal.store import Journal
+from bootstrap.kube import ClusterGate, cluster_for
 from bootstrap.selection import select_nodes
 from bootstrap.stages.insecure import insecure_warning
 from bootstrap.stages.oob import policy_for, targets_for

@@ -33,7 +33,7 @@ CRD_SOURCES = {"monitoring.coreos.com": "; kube-prometheus-stack installs the Pr
 
 
 class LiveApi(Protocol):
-    """The part of :class:`bootstrap.day2.kube.Kubectl` this module uses."""
+    """The part of :class:`bootstrap.kube.Kubectl` this module uses."""
 
     def get_object(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None: ...
 

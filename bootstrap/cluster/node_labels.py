@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import yaml
 
-from bootstrap.day2.kube import KubeError
+from bootstrap.kube import KubeError
 
 #: The Node annotations that record what rackctl applied (comma-separated label keys / ``key:effect``).
 MANAGED_LABELS = "rackctl.io/managed-labels"
@@ -32,7 +32,7 @@ ATTEMPTS = 3
 
 
 class NodeApi(Protocol):
-    """The part of :class:`bootstrap.day2.kube.Kubectl` this module uses."""
+    """The part of :class:`bootstrap.kube.Kubectl` this module uses."""
 
     def get_object(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None: ...
 

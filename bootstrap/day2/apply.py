@@ -14,7 +14,6 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from bootstrap.day2.kube import Cluster
 from bootstrap.day2.quorum import check_member_leaves
 from bootstrap.day2.reconcile import CHANGE_STAGES, NodeChange, ReconcilePlan, classify
 from bootstrap.day2.snapshot import applied_snapshots, inventory_snapshot, record_applied, record_removed
@@ -23,6 +22,7 @@ from bootstrap.inventory.models import Inventory
 from bootstrap.inventory.secrets import resolve_credentials
 from bootstrap.journal.states import NodeState, rank
 from bootstrap.journal.store import Journal
+from bootstrap.kube import Cluster
 from bootstrap.stages.base import STAGE_ORDER, ProgressReporter, RunOptions
 from bootstrap.stages.oob import policy_for
 from bootstrap.stages.runner import Runner, RunOutcome, Selection
@@ -225,12 +225,16 @@ def _remove(
         if joined and cluster.deployed:
             control_plane = (sections.get("kubernetes") or {}).get("role") in ("control-plane", "head")
             members = [n for n, rec in applied.items() if _is_cp(rec) and not rec.get("removed")]
+            kube_nodes = cluster.nodes()
             if control_plane:
-                ready = {n: k.ready for n, k in cluster.nodes().items()}
-                check_member_leaves(node, members, ready)
+                check_member_leaves(node, members, {n: k.ready for n, k in kube_nodes.items()})
+            known = node in kube_nodes
             with journal.step(run_id, node, APPLY_STAGE, "drain") as step:
                 if not step.already_done:
-                    cluster.drain(node)
+                    if known:
+                        cluster.drain(node)
+                    else:  # joined once, but no Node now (deleted, or its kubelet never registered it)
+                        step.detail = {"skipped": "no Kubernetes node of this name"}
             if control_plane:
                 with journal.step(run_id, node, APPLY_STAGE, "etcd-remove") as step:
                     if not step.already_done:
@@ -240,7 +244,15 @@ def _remove(
             with journal.step(run_id, node, APPLY_STAGE, "delete-node") as step:
                 if not step.already_done:
                     cluster.delete_node(node)
-            did.append("drained" + (", removed from etcd" if control_plane else "") + " and deleted from Kubernetes")
+            if known:
+                did.append(
+                    "drained" + (", removed from etcd" if control_plane else "") + " and deleted from Kubernetes"
+                )
+            else:
+                did.append(
+                    "not a Kubernetes node (no Node of this name): nothing to drain"
+                    + (", removed from etcd" if control_plane else "")
+                )
         else:
             did.append(f"no drain: {'not joined to Kubernetes' if not joined else cluster.reason}")
         with journal.step(run_id, node, APPLY_STAGE, "power-off") as step:

@@ -1,4 +1,5 @@
-"""``rackctl driver upgrade --version V``: checks, the plan, and what it renders. Nothing is applied.
+"""``rackctl driver upgrade --version V``: checks, the plan, and what it renders (the operator path is executed
+by :mod:`bootstrap.day2.driver_operator` once the cluster has a kubeconfig).
 
 Checks before anything (:func:`check_version`, matrix in :mod:`bootstrap.day2.driver_matrix`): the version
 is well formed; allowed by the driver requirements of the inventory's Triton release (its CUDA, or an older
@@ -12,7 +13,8 @@ refusal. The path comes from ``cluster.gpu_driver``:
   version, reboot, verify GPUs and Fabric Manager, uncordon; rendered as the Ansible inventory plus the
   vars of ``playbooks/driver-upgrade.yml`` (role ``nvidia_driver_upgrade``).
 
-Executing either needs GPUs and a Kubernetes cluster; this rackctl says so and applies nothing.
+Executing needs GPUs and a Kubernetes cluster: the operator path runs when ``<state-dir>/kubeconfig`` exists
+(:mod:`bootstrap.day2.driver_operator`); otherwise, and on the host path, this module only renders.
 """
 
 from __future__ import annotations

@@ -12,7 +12,9 @@ starting over:
    starts a new lifecycle epoch, so the provision stage's install step runs again, once);
 4. the implemented stages from ``provision`` on, for this node alone (``up`` stops at the first stage not
    implemented yet, exit 4, and says so; stages that only render and validate end it with exit 5, said too);
-5. the recorded labels restored.
+5. the recorded labels restored once its Kubernetes node is back; while it is not (its kubelet has not
+   registered it again), the labels stay recorded, the redeploy stays open and says so, and running it
+   again restores them (it resumes: nothing is reinstalled).
 
 The redeploy marker (facts of stage ``redeploy``: ``started`` with the epoch it began in) is what makes a
 second run resume: while it says ``started`` the reimage move is not made again once the epoch moved on,
@@ -25,12 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bootstrap.day2.kube import Cluster, user_labels
 from bootstrap.day2.quorum import QuorumCheck, check_member_leaves
 from bootstrap.errors import EXIT_OK, InvalidInput, Problem
 from bootstrap.inventory.models import Inventory, Node
 from bootstrap.journal.states import NodeState, rank
 from bootstrap.journal.store import Journal
+from bootstrap.kube import Cluster, user_labels
 from bootstrap.stages.base import STAGE_ORDER, ProgressReporter, RunOptions
 from bootstrap.stages.runner import Runner, Selection
 
@@ -144,7 +146,10 @@ def plan_redeploy(
         )
     )
     plan.steps.append(("stages", f"bring it through {', '.join(stages_after(until))} (up --limit {hostname})", None))
-    plan.steps.append(("restore-labels", "restore the recorded labels", None if k8s else why_not))
+    # a resumed redeploy restores what the first run recorded, though the node is no longer "joined" by then
+    recorded = bool(ongoing and ongoing.get("labels"))
+    restore_skip = None if (k8s or (recorded and cluster.deployed)) else (cluster.reason if recorded else why_not)
+    plan.steps.append(("restore-labels", "restore the recorded labels once its node is back", restore_skip))
     return plan
 
 
@@ -196,6 +201,7 @@ def run_redeploy(
             did.append(f"recorded {len(labels)} label(s)" if skip["record-labels"] is None else "no labels to record")
         else:
             did.append(f"resumed the redeploy started by run {ongoing.get('run')}")
+        present = skip["drain"] is None and hostname in cluster.nodes()
         for step, action in (
             ("drain", lambda: cluster.drain(hostname)),
             ("etcd-remove", lambda: cluster.remove_etcd_member(hostname, via=_peer(inventory, hostname))),
@@ -205,6 +211,9 @@ def run_redeploy(
                 continue
             if skip[step] is not None:
                 did.append(f"{step}: skipped ({skip[step]})")
+                continue
+            if step == "drain" and not present:  # joined once, but no Node now: nothing to drain
+                did.append(f"drain: skipped (no Kubernetes node {hostname})")
                 continue
             with journal.step(run_id, hostname, REDEPLOY_STAGE, f"{step}-{ongoing['epoch']}") as handle:
                 if not handle.already_done:
@@ -241,13 +250,24 @@ def run_redeploy(
     if outcome.exit_code != EXIT_OK and outcome.status not in ("not_implemented", "not_applied"):
         result["message"] = f"redeploy of {hostname} stopped: {outcome.message}; run it again to resume"
         return result
-    with Journal(state_dir) as journal:
-        labels = dict(ongoing.get("labels") or {})
-        if labels and skip["restore-labels"] is None and cluster.deployed:
+    labels = dict(ongoing.get("labels") or {})
+    pending = ""
+    if labels and skip["restore-labels"] is None and cluster.deployed:
+        if hostname in cluster.nodes():
             cluster.label(hostname, labels)
             did.append(f"restored {len(labels)} label(s)")
-        # through every implemented stage: this redeploy is over (a later one reimages again)
-        journal.record_facts(hostname, REDEPLOY_STAGE, {**ongoing, "status": "completed"})
+        else:  # its kubelet has not registered it again yet: keep the labels, and this redeploy open
+            pending = (
+                f"its {len(labels)} recorded label(s) are not restored yet: {hostname} is not a Kubernetes node "
+                f"again (its kubelet registers it when it rejoins); run `rackctl redeploy {hostname}` again once "
+                f"it is back to restore them (it resumes: nothing is reinstalled)"
+            )
+            did.append(f"labels pending: {hostname} has not rejoined Kubernetes yet")
+            result["labels_pending"] = labels
+    if not pending:
+        with Journal(state_dir) as journal:
+            # through every implemented stage: this redeploy is over (a later one reimages again)
+            journal.record_facts(hostname, REDEPLOY_STAGE, {**ongoing, "status": "completed"})
     if outcome.status == "not_implemented":
         result["message"] = (
             f"{hostname} reinstalled and brought through the implemented stages; {outcome.message}; "
@@ -260,6 +280,8 @@ def run_redeploy(
         )
     else:
         result["message"] = f"{hostname} redeployed"
+    if pending:
+        result["message"] += f"; {pending}"
     return result
 
 

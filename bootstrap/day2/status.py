@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bootstrap.day2.kube import Cluster
 from bootstrap.inventory.models import Inventory, Node
 from bootstrap.inventory.profiles import version_tuple
 from bootstrap.journal.store import Journal, StepRecord
+from bootstrap.kube import Cluster
 from bootstrap.stages.oob import policy_for, targets_for
 from redfish_tools.connection import BmcConnection, ConnectionPolicy
 from redfish_tools.fleet import NodeResult, run_fleet

@@ -1,9 +1,9 @@
 """Taking a node out of service and back, around disruptive work (firmware, drivers, redeploys).
 
 :class:`NodeGate` is what a rollout asks: cordon and drain, uncordon, and whether a node is Ready.
-``rackctl firmware apply`` uses ``bootstrap.day2.kube.ClusterGate`` (``kubectl`` once the kubernetes stage
-left a kubeconfig). Where there is no cluster to ask (the ``firmware`` stage of ``rackctl up``, the bench)
-:class:`NoKubernetes` answers: every call says so in the words that go into the journal, and nothing is
+``rackctl firmware apply`` and ``rackctl up --apply-firmware`` use ``bootstrap.kube.ClusterGate`` (``kubectl``
+once the kubernetes stage left a kubeconfig). Where there is no cluster to ask (the bench, the scheduler's
+tests) :class:`NoKubernetes` answers: every call says so in the words that go into the journal, and nothing is
 claimed that was not done.
 """
 

@@ -5,7 +5,10 @@ Without the flag (the default) it uses the facts the discover stage recorded (no
 with BIOS or iDRAC below the baseline fails with the versions named and the command that updates it
 (``rackctl firmware apply``), so ``up`` stops there rather than run the rest on old firmware. Nothing is
 ever flashed during ``up`` without the flag. With it, the stage runs the same rollout as ``rackctl
-firmware apply`` (:mod:`bootstrap.firmware.apply`) on the stage's nodes, journalled in the run.
+firmware apply`` (:mod:`bootstrap.firmware.apply`) on the stage's nodes, journalled in the run, through the
+same Kubernetes gate (:class:`bootstrap.kube.ClusterGate`): with ``<state-dir>/kubeconfig`` each Kubernetes node
+is cordoned and drained before its update and uncordoned after; without it the journal says "no Kubernetes:
+not drained" (the first ``up`` runs before the cluster exists).
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ class FirmwareStage(Stage):
         from bootstrap.firmware.health import OsHealth  # noqa: PLC0415
         from bootstrap.firmware.plan import plan_firmware  # noqa: PLC0415
         from bootstrap.firmware.read import read_installed  # noqa: PLC0415
-        from bootstrap.rollout.gate import NoKubernetes  # noqa: PLC0415
+        from bootstrap.kube import ClusterGate, cluster_for  # noqa: PLC0415
         from bootstrap.stages.oob import policy_for, targets_for  # noqa: PLC0415
 
         inventory = ctx.inventory
@@ -69,7 +72,7 @@ class FirmwareStage(Stage):
             ctx.journal,
             ctx.run_id,
             {t.name: t for t in targets},
-            gate=NoKubernetes(),
+            gate=ClusterGate(cluster_for(ctx.state_dir)),
             conn_policy=policy,
             os_health=OsHealth(inventory, ctx.journal, ctx.options.environment),
             settings=ApplySettings(poll_s=float((ctx.options.extra.get("firmware") or {}).get("poll_s", 5.0))),

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from bootstrap.cluster import charts, kubeadm
 from bootstrap.cluster.render import render_cluster
-from bootstrap.day2.kube import KUBECONFIG, Kubectl, cluster_for
 from bootstrap.inventory.models import Inventory, Node
+from bootstrap.kube import KUBECONFIG, Kubectl, cluster_for
 from bootstrap.stages.base import NOT_APPLIED, PlannedAction, StageContext, StageResult, register_stage
 from bootstrap.stages.cluster_inputs import cluster_inputs
 from bootstrap.stages.cluster_render import (

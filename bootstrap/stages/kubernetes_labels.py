@@ -1,6 +1,6 @@
 """The kubernetes stage's live part: node labels and taints applied where a cluster already exists.
 
-When ``<state-dir>/kubeconfig`` is there (the stage's contract, :func:`bootstrap.day2.kube.cluster_for`),
+When ``<state-dir>/kubeconfig`` is there (the stage's contract, :func:`bootstrap.kube.cluster_for`),
 every selected node the cluster knows gets the labels and taints of the rendered ``nodes/labels.yaml``
 (:mod:`bootstrap.cluster.node_labels`); a node it does not know says "not joined: Node <name> not in the
 cluster". Each node's outcome is appended to its message, kept in its result's ``data`` and recorded as the
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from bootstrap.cluster.node_labels import LABELS_FILE, apply_labels, wanted_from_file
 from bootstrap.cluster.render import Bundle
-from bootstrap.day2.kube import Kubectl, KubeError
+from bootstrap.kube import Kubectl, KubeError
 from bootstrap.stages.base import NodeResult, StageContext, StageResult
 
 #: The journal fact each node's outcome is recorded under.

@@ -11,8 +11,8 @@ ready still ends "not applied", the model repositories not copied and the smoke 
 
 from __future__ import annotations
 
-from bootstrap.day2.kube import KUBECONFIG, Kubectl, cluster_for
 from bootstrap.journal.states import NodeState, rank
+from bootstrap.kube import KUBECONFIG, Kubectl, cluster_for
 from bootstrap.stages.base import (
     NOT_APPLIED,
     Lifecycle,

@@ -1,6 +1,6 @@
 """The triton stage's live part: deploy the rendered manifests where a cluster already exists.
 
-With ``<state-dir>/kubeconfig`` (:func:`bootstrap.day2.kube.cluster_for`), each model's rendered manifests
+With ``<state-dir>/kubeconfig`` (:func:`bootstrap.kube.cluster_for`), each model's rendered manifests
 (``<state-dir>/triton/<model>/k8s/*.yaml``, what ``rackctl triton render`` writes) are checked to roll
 updates without dropping the service (:func:`bootstrap.triton.manifests.rolling_update_problems`), applied
 server-side as rackctl (:func:`bootstrap.cluster.apply_live.apply_objects`: Namespace first, kinds the
@@ -21,8 +21,8 @@ from typing import Any
 import yaml
 
 from bootstrap.cluster.apply_live import FIELD_MANAGER, ApplyReport, apply_objects, watch_rollouts
-from bootstrap.day2.kube import Kubectl, KubeError
 from bootstrap.inventory.served_models import ModelSpec
+from bootstrap.kube import Kubectl, KubeError
 from bootstrap.stages.base import NodeResult, Rendered, StageContext, StageResult
 from bootstrap.triton.manifests import rolling_update_problems
 

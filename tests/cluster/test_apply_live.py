@@ -1,7 +1,7 @@
 """Node labels/taints and Triton manifests applied to a real kube-apiserver 1.20.2 through ``kubectl``.
 
 Real parts: the API server (tests/cluster/apiserver.py), the ``kubectl`` on PATH (the Google Cloud CLI's
-v1.32 client), :class:`bootstrap.day2.kube.Kubectl`. No kubelet, scheduler or controller-manager runs: where
+v1.32 client), :class:`bootstrap.kube.Kubectl`. No kubelet, scheduler or controller-manager runs: where
 the Deployment controller and the kubelet would write a Deployment's status, the test writes it through the
 status subresource and says so (:func:`tests.kube_objects.mark_deployment_ready`).
 """
@@ -18,8 +18,8 @@ import yaml
 from bootstrap.cluster.apply_live import FIELD_MANAGER, apply_objects, content, rollout_state, watch_rollouts
 from bootstrap.cluster.node_labels import MANAGED_LABELS, MANAGED_TAINTS, Wanted, apply_labels, wanted_from_file
 from bootstrap.cluster.render import render_cluster
-from bootstrap.day2.kube import Kubectl
 from bootstrap.inventory import load_inventory
+from bootstrap.kube import Kubectl
 from bootstrap.stages.kubernetes_labels import labels_text
 from bootstrap.triton.manifests import build_manifests, deployment, rolling_update_problems
 from tests.cluster.apiserver_apply import apply_crds

@@ -15,11 +15,11 @@ from click.testing import CliRunner
 
 from bootstrap.cli import cli
 from bootstrap.day2.apply import plan_apply, run_apply
-from bootstrap.day2.kube import KubeNode
 from bootstrap.environment import HostEnvironment
 from bootstrap.inventory import load_inventory
 from bootstrap.journal.states import NodeState
 from bootstrap.journal.store import Journal
+from bootstrap.kube import KubeNode
 from bootstrap.stages.base import NullProgress, RunOptions
 from tests.day2.conftest import Rack
 from tests.redfish.rf_lab import api

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bootstrap.day2.kube import ClusterGate, Kubectl, KubeError, NotDeployed, cluster_for, kube_node, user_labels
+from bootstrap.kube import ClusterGate, Kubectl, KubeError, NotDeployed, cluster_for, kube_node, user_labels
 
 ITEM = {
     "metadata": {

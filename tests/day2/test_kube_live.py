@@ -1,4 +1,4 @@
-"""``Kubectl`` (bootstrap/day2/kube.py) against a real kube-apiserver 1.20.2 with Debian's kubectl 1.20.
+"""``Kubectl`` (bootstrap/kube.py) against a real kube-apiserver 1.20.2 with Debian's kubectl 1.20.
 
 No kubelet or controller-manager runs (tests/cluster/apiserver.py). Where their part is needed the test plays
 it through the API and says so: Node status (Ready, allocatable ``nvidia.com/gpu``), pods bound to nodes and
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bootstrap.day2.kube import ClusterGate, Kubectl, KubeError, user_labels
+from bootstrap.kube import ClusterGate, Kubectl, KubeError, user_labels
 from tests.kube_objects import KubeObjects, PodFinaliser
 
 pytestmark = pytest.mark.skipif(not Path("/usr/bin/kubectl").exists(), reason="kubectl (kubernetes-client) missing")

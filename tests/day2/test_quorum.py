@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 import yaml
 
-from bootstrap.day2.kube import KubeNode
 from bootstrap.day2.quorum import QuorumRefused, check_member_leaves
 from bootstrap.day2.redeploy import plan_redeploy
 from bootstrap.environment import HostEnvironment
 from bootstrap.inventory import Inventory, load_inventory
 from bootstrap.journal.states import MAIN_LINE, NodeState
 from bootstrap.journal.store import Journal
+from bootstrap.kube import KubeNode
 from bootstrap.stages.base import RunOptions
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "inventory" / "examples" / "dvd-inference.yml"
@@ -128,7 +128,7 @@ def test_the_only_control_plane_is_never_taken_out(tmp_path: Path) -> None:
 
 
 def test_without_kubernetes_no_quorum_question_arises(tmp_path: Path) -> None:
-    from bootstrap.day2.kube import NotDeployed
+    from bootstrap.kube import NotDeployed
 
     inventory = shaped(tmp_path, 3)
     state = joined(tmp_path, inventory)

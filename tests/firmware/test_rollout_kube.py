@@ -1,4 +1,5 @@
-"""``rackctl firmware apply`` with a kubeconfig under --state-dir: emulated iDRACs, a real kube-apiserver.
+"""``rackctl firmware apply`` and ``rackctl up --apply-firmware`` with a kubeconfig under --state-dir: emulated
+iDRACs, a real kube-apiserver.
 
 Each Kubernetes node is cordoned and drained before its first update and uncordoned after its versions read
 back; a node whose update fails stays cordoned, with the record saying so. Observed from the API server while
@@ -18,7 +19,10 @@ from click.testing import CliRunner
 from fwlab import BASELINE_VERSIONS, FwLab, api, start_lab
 
 from bootstrap.cli import cli
+from bootstrap.inventory import load_inventory
 from bootstrap.journal.store import Journal
+from bootstrap.stages.base import RunOptions
+from bootstrap.stages.runner import Runner, select
 from tests.kube_objects import KubeObjects, PodFinaliser
 
 pytestmark = pytest.mark.skipif(not Path("/usr/bin/kubectl").exists(), reason="kubectl (kubernetes-client) missing")
@@ -142,5 +146,44 @@ def test_apply_with_the_kubernetes_api_down_flashes_nothing_and_says_so(tmp_path
         with Journal(state, readonly=True) as journal:
             runs = journal.runs()
         assert [(r.status, r.command) for r in runs] == [("failed", "firmware apply")]
+    finally:
+        lab.rack.stop()
+
+
+def test_up_apply_firmware_drains_through_the_same_gate(tmp_path: Path, kube: KubeObjects) -> None:
+    """The ``firmware`` stage of ``up --apply-firmware`` with a kubeconfig: cordon and drain around each update."""
+    lab = start_lab(tmp_path, 4)
+    try:
+        lab.write(rollout={"max_unavailable": 1, "failure_threshold": 1})
+        worker = lab.order[-1]
+        for name in lab.order:
+            kube.node(name, gpus=4 if name == worker else 0)  # Ready, as the kubelet would report
+        ns = kube.namespace("up")
+        rs = kube.controller(ns, "ReplicaSet", "t", {"app": "triton"})
+        ds = kube.controller(ns, "DaemonSet", "exporter", {"app": "exporter"})
+        kube.pod(ns, "triton-0", worker, labels={"app": "triton"}, owner=rs)
+        kube.pod(ns, "exporter-0", worker, labels={"app": "exporter"}, owner=ds)
+        state = tmp_path / "state"
+        kube.server.write_kubeconfig(state / "kubeconfig")
+        inventory = load_inventory(lab.inventory)
+        # what `up --apply-firmware` runs (the CLI sets exactly this option), polling faster than the default 5 s
+        options = RunOptions(extra={"firmware": {"apply": True, "poll_s": 0.1}})
+        stages = select(inventory, stages=["preflight", "discover", "firmware"])
+        with PodFinaliser(kube, lab.order) as kubelet, Watcher(lab, kube, lab.order) as watcher:
+            outcome = Runner(inventory, state, stages, options=options).run()
+        assert outcome.ok, outcome.as_dict()
+        assert watcher.violations == []
+        assert all(watcher.mid_update[n] > 0 for n in lab.order), watcher.mid_update
+        assert kubelet.finalised == [f"{ns}/triton-0"]  # evicted by the drain; the DaemonSet pod stays
+        assert [p["metadata"]["name"] for p in kube.pods_on(worker)] == ["exporter-0"]
+        assert all(not kube.get_node(n)["spec"].get("unschedulable") for n in lab.order)
+        for name in lab.order:
+            assert _at_baseline(lab.firmware(name)), lab.firmware(name)
+        with Journal(state, readonly=True) as journal:
+            gates = {
+                (s.node, s.step): s.detail.get("gate") for s in journal.steps() if s.step in ("cordon", "uncordon")
+            }
+        assert {gates[(n, "cordon")] for n in lab.order} == {"cordoned and drained"}
+        assert {gates[(n, "uncordon")] for n in lab.order} == {"uncordoned"}
     finally:
         lab.rack.stop()

@@ -1,10 +1,13 @@
-"""How day-2 commands see and act on Kubernetes: one small seam, two implementations.
+"""How rackctl sees and acts on Kubernetes: one small seam, two implementations, used by the day-2 commands
+and the ``firmware`` stage (a module of its own, below both: ``bootstrap.day2`` runs stages, so the seam
+cannot live in it without an import cycle).
 
 :class:`NotDeployed` when the cluster has no Kubernetes yet (no kubeconfig under the state directory: the
 ``kubernetes`` stage writes ``<state-dir>/kubeconfig`` when it exists), so that ``status`` says "not
 deployed" with the reason and ``redeploy``/``apply`` skip drains and say why. :class:`Kubectl` drives a
 real cluster with ``kubectl`` and that kubeconfig (drain, delete, labels, etcd member removal through the
-etcd static pod of another control plane).
+etcd static pod of another control plane; reading and merge-patching other objects, such as the GPU Operator's
+ClusterPolicy, for :mod:`bootstrap.day2.driver_operator`).
 """
 
 from __future__ import annotations
@@ -219,6 +222,11 @@ class Kubectl:
         text = self._run("get", "-f", str(manifest), "--ignore-not-found", "-o", "json")
         data: dict[str, Any] = json.loads(text) if text.strip() else {}
         items: list[dict[str, Any]] = data.get("items", []) if data.get("kind") == "List" else [data] if data else []
+        return items
+
+    def objects(self, resource: str) -> list[dict[str, Any]]:
+        """Every object of a cluster-scoped ``resource`` (``plural.group``)."""
+        items: list[dict[str, Any]] = self._json("get", resource).get("items", [])
         return items
 
     def merge_patch(self, kind: str, name: str, patch: dict[str, Any], namespace: str | None = None) -> None:

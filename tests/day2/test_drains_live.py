@@ -1,0 +1,169 @@
+"""``rackctl apply`` and ``rackctl redeploy`` draining for real: emulated iDRACs, the real kube-apiserver 1.20.2.
+
+What is real: the CLI, kubectl with ``<state-dir>/kubeconfig``, the API server (cordon, evictions, Node
+deletion, labels) and the emulated iDRACs (power off, PXE boot).
+
+What stands in, and says so (tests/kube_objects.py): Node registration and status (the kubelet), pods bound
+and Running (scheduler, kubelet), the end of a graceful pod deletion after an eviction
+(:class:`PodFinaliser`: the kubelet). The journal is moved to ``joined`` by the test, as if the kubernetes stage
+had joined the nodes (it renders only today). A redeployed node's Node is registered again by the test, as
+its kubelet would on joining. The provision stage of the redeploy is the PXE double of
+``redeploy_worker.py`` (no VMs). Not here: a control plane's etcd member removal (``kubectl exec`` into the
+etcd pod needs a kubelet): ``test_apply_on_rack.py`` keeps that to its recording double.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+from bootstrap.journal.states import NodeState
+from bootstrap.journal.store import Journal
+from tests.day2.conftest import Rack
+from tests.day2.test_redeploy_on_rack import finish, pxe_boots, worker
+from tests.kube_objects import KubeObjects, PodFinaliser
+
+pytestmark = [
+    pytest.mark.lab,
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl missing"),
+]
+
+OOB = "preflight,discover,bios"
+REMOVED, NEVER_REGISTERED = "gpu-l40s-01", "gpu-xe9680-01"
+NODE = "gpu-l40s-01"  # the redeployed worker
+USER_LABELS = {"rack": "r7", "gpu.example/pool": "inference"}
+
+
+def _joined(state: Path, nodes: list[str]) -> None:
+    """The journal as if the kubernetes stage had joined ``nodes`` (it only renders today)."""
+    with Journal(state) as journal:
+        for name in nodes:
+            path = {
+                NodeState.CONFIGURED: (NodeState.PROVISIONING, NodeState.PROVISIONED, NodeState.JOINED),
+                NodeState.PROVISIONED: (NodeState.JOINED,),
+            }[journal.state(name)]
+            for to in path:
+                journal.transition(name, to, "test setup: joined by the kubernetes stage (stand-in)")
+
+
+class CordonSampler:
+    """Samples one Node's ``spec.unschedulable`` every 50 ms until it is gone; remembers if it was seen cordoned."""
+
+    def __init__(self, kube: KubeObjects, node: str) -> None:
+        self.kube, self.node = kube, node
+        self.cordoned = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            resp = self.kube.server.request("GET", f"/api/v1/nodes/{self.node}")
+            if resp.status_code == 200 and resp.json()["spec"].get("unschedulable"):
+                self.cordoned = True
+            self._stop.wait(0.05)
+
+    def __enter__(self) -> CordonSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
+def test_apply_cordons_drains_and_deletes_a_removed_worker_and_leaves_the_others_alone(
+    rack: Rack, kube: KubeObjects, tmp_path: Path
+) -> None:
+    state = tmp_path / "state"
+    base = rack.inventory("live-base.yml")
+    code, data = rack.invoke("apply", "-i", str(base), "--state-dir", str(state), "--stages", OOB, "--yes")
+    assert code == 0, data
+    _joined(state, list(rack.specs))
+    kube.server.write_kubeconfig(state / "kubeconfig")
+    staying = [n for n in rack.specs if n not in (REMOVED, NEVER_REGISTERED)]
+    for name in [*staying, REMOVED]:  # registered by their kubelets (the test does it); one never was
+        kube.node(name, gpus=4 if name == REMOVED else 0)
+    ns = kube.namespace("apply")
+    rs = kube.controller(ns, "ReplicaSet", "triton", {"app": "triton"})
+    ds = kube.controller(ns, "DaemonSet", "exporter", {"app": "exporter"})
+    kube.pod(ns, "triton-0", REMOVED, labels={"app": "triton"}, owner=rs)
+    kube.pod(ns, "exporter-0", REMOVED, labels={"app": "exporter"}, owner=ds)
+    kube.pod(ns, "triton-1", staying[-1], labels={"app": "triton"}, owner=rs)
+    code, powered = rack.invoke("power", "on", "--limit", REMOVED, "-i", str(base), "--state-dir", str(state))
+    assert code == 0, powered
+
+    second = rack.inventory("live-second.yml", without=(REMOVED,))
+    with PodFinaliser(kube, [REMOVED]) as kubelet, CordonSampler(kube, REMOVED) as sampler:
+        code, done = rack.invoke("apply", "-i", str(second), "--state-dir", str(state), "--stages", OOB, "--yes")
+    assert code == 0, done
+    assert done["nodes"][REMOVED]["ok"], done["nodes"][REMOVED]
+    assert "drained and deleted from Kubernetes" in done["nodes"][REMOVED]["did"]
+    assert sampler.cordoned  # cordoned before its pods were evicted and the Node deleted
+    assert kubelet.finalised == [f"{ns}/triton-0"]  # evicted; the DaemonSet pod was left alone
+    assert [p["metadata"]["name"] for p in kube.pods_on(REMOVED)] == ["exporter-0"]  # no pod GC runs here
+    assert not kube.node_exists(REMOVED)
+    assert rack.rack.state(REMOVED)["power_state"] == "Off"
+    for name in staying:  # not cordoned, their pods still there
+        assert not kube.get_node(name)["spec"].get("unschedulable"), name
+    assert [p["metadata"]["name"] for p in kube.pods_on(staying[-1])] == ["triton-1"]
+
+    # a joined node whose Node never registered: nothing to drain (kubectl would fail on it), still removed
+    third = rack.inventory("live-third.yml", without=(REMOVED, NEVER_REGISTERED))
+    code, done = rack.invoke("apply", "-i", str(third), "--state-dir", str(state), "--stages", OOB, "--yes")
+    assert code == 0, done
+    assert done["nodes"][NEVER_REGISTERED]["did"].startswith("not a Kubernetes node (no Node of this name)")
+    assert rack.rack.state(NEVER_REGISTERED)["power_state"] == "Off"
+
+
+def test_redeploy_drains_deletes_and_restores_a_workers_labels_once_its_node_is_back(
+    rack: Rack, kube: KubeObjects, tmp_path: Path
+) -> None:
+    inventory = rack.inventory("live-redeploy.yml")
+    state = tmp_path / "state"
+    common = ("-i", str(inventory), "--state-dir", str(state))
+    code, up = finish(
+        worker(rack, "up", "--limit", NODE, "--stages", "preflight,discover,bios,provision", *common, "--yes")
+    )
+    assert code == 0, up
+    _joined(state, [NODE])
+    kube.server.write_kubeconfig(state / "kubeconfig")
+    kube.node(NODE, gpus=8, labels={**USER_LABELS, "node-role.kubernetes.io/worker": ""})
+    ns = kube.namespace("redeploy")
+    rs = kube.controller(ns, "ReplicaSet", "triton", {"app": "triton"})
+    kube.pod(ns, "triton-0", NODE, labels={"app": "triton"}, owner=rs)
+    start = len(rack.rack.request_log(NODE))
+
+    with PodFinaliser(kube, [NODE]) as kubelet, CordonSampler(kube, NODE) as sampler:
+        code, first = finish(worker(rack, "redeploy", NODE, "--until", "os-check", *common, "--yes"))
+    assert code == 4, first  # through provision (the PXE double); os-check is a placeholder here
+    assert first["did"][:4] == [
+        f"recorded {len(USER_LABELS)} label(s)",
+        "drain",
+        "delete-node",
+        "marked for reinstall (new epoch)",
+    ]
+    assert sampler.cordoned and kubelet.finalised == [f"{ns}/triton-0"]
+    assert not kube.node_exists(NODE)
+    assert pxe_boots(rack, start) == 1
+    # its Node is not back (no kubelet rejoined it): the labels stay recorded and the redeploy open
+    assert first["labels_pending"] == USER_LABELS
+    assert "not restored yet" in first["message"] and f"rackctl redeploy {NODE}` again" in first["message"]
+    with Journal(state, readonly=True) as journal:
+        marker = journal.latest_facts(NODE)["redeploy"]
+    assert marker["status"] == "started" and marker["labels"] == USER_LABELS
+
+    kube.node(NODE, gpus=8)  # the reinstalled node's kubelet registers it again on join (the test does it)
+    code, second = finish(worker(rack, "redeploy", NODE, "--until", "os-check", *common, "--yes"))
+    assert code == 4, second
+    assert second["plan"]["resuming"] is True
+    assert f"restored {len(USER_LABELS)} label(s)" in second["did"]
+    assert "labels_pending" not in second
+    labels = kube.get_node(NODE)["metadata"]["labels"]
+    assert {k: labels.get(k) for k in USER_LABELS} == USER_LABELS
+    assert pxe_boots(rack, start) == 1  # resumed: not reinstalled again
+    with Journal(state, readonly=True) as journal:
+        assert journal.latest_facts(NODE)["redeploy"]["status"] == "completed"
