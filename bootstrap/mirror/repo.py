@@ -62,6 +62,7 @@ def build_repo(
     components: list[str],
     key_fpr: str,
     manifest: Mapping[str, Any],
+    origins: Mapping[str, str] | None = None,
 ) -> Path:
     """Build the repository from ``debs`` and swap it into ``layout.repo``; returns the served directory."""
     layout.root.mkdir(parents=True, exist_ok=True)
@@ -78,6 +79,7 @@ def build_repo(
             "components": components,
             "signed_by": key_fpr,
             "packages": dict(sorted(lock.items())),
+            "origins": dict(sorted((origins or {}).items())),
             "manifest": manifest,
         }
         (served / "rackctl-lock.json").write_text(json.dumps(doc, indent=2) + "\n")
