@@ -128,21 +128,23 @@ def _refuse_missing_versions(apt: PrivateApt, manifest: Manifest) -> None:
     titles = {r.name: r for r in manifest.upstreams}
     asked = [r for r in manifest.requests if r.origin in sources and r.version]
     table = apt.madison(sorted({r.name for r in asked}))
-    problems = []
+    lacking: dict[tuple[str, str, str, tuple[str, ...]], list[str]] = {}
     for req in asked:
         assert req.version is not None
-        source, repo = sources[req.origin], titles[req.origin]
-        have = [v for v, where in table[req.name] if source.names(where)]
-        if any(version_matches(req.version, v) for v in have):
-            continue
-        wanted = req.version.removesuffix("-*")
+        have = tuple(v for v, where in table[req.name] if sources[req.origin].names(where))
+        if not any(version_matches(req.version, v) for v in have):
+            key = (req.field or req.role, req.origin, req.version.removesuffix("-*"), have)
+            lacking.setdefault(key, []).append(req.name)
+    problems = []
+    for (where, origin, wanted, have), names in lacking.items():
+        repo = titles[origin]
         listed = ", ".join(have[:8]) + (", ..." if len(have) > 8 else "")
         problems.append(
             Problem(
-                req.field or req.role,
-                f"{req.name} {wanted} is not in {repo.title} ({repo.uri}): "
-                + (f"it has {listed}" if have else f"it has no {req.name} at all"),
-                f"set {req.field or req.role} to a version the repository has" if have else f"check {repo.field}.uri",
+                where,
+                f"{'/'.join(names)} {wanted} not in {repo.title} ({repo.uri}): "
+                + (f"it has {listed}" if have else f"it has no {'/'.join(names)} at all"),
+                f"set {where} to a version the repository has" if have else f"check {repo.field}.uri",
             )
         )
     if problems:

@@ -60,6 +60,11 @@ def fetch_key(repo: ExtraRepo, *, timeout: float = FETCH_TIMEOUT_S) -> bytes:
     try:
         with urllib.request.urlopen(repo.key_url, timeout=timeout) as response:  # noqa: S310 - http(s) from the model
             data: bytes = response.read(MAX_KEY_BYTES + 1)
+    except urllib.error.HTTPError as exc:
+        raise KeyFetchError(
+            f"cannot fetch the signing key of {repo.title}",
+            problems=[Problem(repo.field, f"{repo.key_url}: HTTP {exc.code} {exc.reason}", fix)],
+        ) from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", None) or exc
         raise KeyFetchError(
