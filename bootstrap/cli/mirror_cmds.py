@@ -85,6 +85,9 @@ def build_cmd(  # noqa: PLR0917 - click passes options as arguments
 
     Runs on a connected machine (or the head node itself) with a private apt state; the repository
     under <state-dir>/mirror/repo is replaced whole, signed by the site key (made once, kept 0600).
+    Beside Debian's archive it reads the repositories site_services.packages.upstreams turns on:
+    Kubernetes' pkgs.k8s.io (kubeadm, kubelet, kubectl at exactly cluster.versions.kubernetes) and
+    NVIDIA's CUDA repository (a host driver the inventory pins, Fabric Manager on NVSwitch models).
     """
     inventory = load_inventory(inventory_path)
     _require_mirror_source(inventory)

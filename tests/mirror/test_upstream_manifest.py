@@ -17,6 +17,7 @@ from bootstrap.inventory.package_upstreams import (
 from bootstrap.mirror.manifest import build_manifest, version_matches
 from bootstrap.mirror.upstreams import KUBERNETES_PACKAGES, mirror_upstreams
 from bootstrap.resources import roles_dir
+from bootstrap.stages.kubernetes_host import missing_hint, report_message, source_described
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "inventory" / "examples" / "dvd-inference.yml"
@@ -138,3 +139,18 @@ def test_version_globs_match_the_revision_only() -> None:
     assert not version_matches("1.31.2-*", "1.31.20-1.1")
     assert not version_matches("1.31.2-*", "1.31.2")
     assert version_matches("2.10-3", "2.10-3") and not version_matches("2.10-3", "2.10-30")
+
+
+def test_a_node_lacking_kubeadm_is_told_why_the_mirror_lacks_it() -> None:
+    """The kubernetes stage's host side: 'not installed' carries the cause on a mirror site (the lab's mirror
+    is built without Kubernetes' repository; elsewhere the mirror was not rebuilt since)."""
+    report = {"version": "1.33.5", "missing": ["kubeadm", "kubelet", "kubectl"], "available": {}}
+    lab = load_inventory(REPO / "inventory" / "lab.yml")
+    text = report_message(report, source_described(lab), missing_hint(lab))
+    assert text.startswith("kubeadm/kubelet/kubectl not installed: the node's package sources (the head node's mirror)")
+    assert "built without Kubernetes' repository (site_services.packages.upstreams.kubernetes is false)" in text
+    assert text.endswith("; nothing changed")
+    example = load_inventory(EXAMPLE)
+    assert "`rackctl mirror build` puts them into the mirror" in report_message(report, "x", missing_hint(example))
+    installed = {"version": "1.33.5", "missing": [], "installed": {"kubeadm": "1.33.5-1.1"}}
+    assert "not installed" not in report_message(installed, "x", missing_hint(lab))
