@@ -6,7 +6,9 @@ package built here is a STAND-IN. It carries the real package's name, a pkgs.k8s
 Debian's socat), and nothing else but a file saying it is a stand-in. What is real: ``dpkg-deb`` builds
 the ``.deb`` files, ``dpkg-scanpackages`` indexes them, gpg signs ``Release`` (``InRelease`` and
 ``Release.gpg``) with a throwaway key, and Python's ``http.server`` serves the tree on 127.0.0.1, so
-rackctl's private apt reads it exactly as it reads a flat upstream repository.
+rackctl's private apt reads it exactly as it reads a flat upstream repository. The stand-in
+kubernetes-cni is built without Section and Priority (an upstream's package may lack them; reprepro
+refuses such a package unless given defaults).
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ class StandinPackage:
     name: str
     version: str
     depends: str = ""
+    #: Section and Priority in its control file (a package built without them tests that reprepro gets defaults)
+    classified: bool = True
 
 
 def kubernetes_standins(version: str, other: str) -> list[StandinPackage]:
@@ -45,7 +49,11 @@ def kubernetes_standins(version: str, other: str) -> list[StandinPackage]:
             StandinPackage("kubelet", v, "kubernetes-cni (>= 1.5.0), socat"),
             StandinPackage("kubectl", v),
         ]
-    return [*out, StandinPackage("cri-tools", "1.31.1-1.1"), StandinPackage("kubernetes-cni", "1.5.1-1.1")]
+    return [
+        *out,
+        StandinPackage("cri-tools", "1.31.1-1.1"),
+        StandinPackage("kubernetes-cni", "1.5.1-1.1", classified=False),
+    ]
 
 
 def tools_missing() -> str:
@@ -65,8 +73,7 @@ def build_deb(package: StandinPackage, work: Path, out: Path) -> Path:
         f"Version: {package.version}",
         "Architecture: amd64",
         "Maintainer: rackctl tests <tests@rackctl.invalid>",
-        "Section: admin",
-        "Priority: optional",
+        *(["Section: admin", "Priority: optional"] if package.classified else []),
         *([f"Depends: {package.depends}"] if package.depends else []),
         f"Description: {STANDIN_NOTE}",
         " (rackctl's tests build it with dpkg-deb; pkgs.k8s.io is not reachable here)",

@@ -122,6 +122,12 @@ def packages_index(layout: MirrorLayout) -> dict[str, list[str]]:
     return found
 
 
+def packages_stanza(layout: MirrorLayout, name: str) -> str:
+    """The served ``Packages`` index's stanza of ``name``."""
+    text = (layout.repo / "dists/bookworm/main/binary-amd64/Packages").read_text()
+    return next(s for s in text.split("\n\n") if s.startswith(f"Package: {name}\n"))
+
+
 def state_copy(built: UpstreamMirror, folder: Path) -> Path:
     """A copy of the built state dir (apt lists and cache, site key, repository): a rebuild reads no archive
     index anew (gpg-agent sockets left out)."""
@@ -136,6 +142,8 @@ def test_the_mirror_holds_exactly_the_pinned_version_signed_by_the_site_key(upst
     for name in KUBERNETES:
         assert index[name] == [wanted], index.get(name)  # the pinned version, and not the older one
     assert index["cri-tools"] == ["1.31.1-1.1"] and index["kubernetes-cni"] == ["1.5.1-1.1"]  # their dependencies
+    stanza = packages_stanza(layout, "kubernetes-cni")  # built without Section/Priority: given the defaults
+    assert "Section: misc" in stanza and "Priority: optional" in stanza
     assert {"socat", "hello", "python3-apt"} <= set(index)  # Debian's part, kubelet's socat included
     assert repo_packages(layout, "bookworm", ["main"]) == built.result.lock
     assert not list(layout.repo.rglob(f"kubeadm_{built.older}_*.deb"))
