@@ -96,6 +96,11 @@ def _resolve(layout: MirrorLayout, manifest: Manifest, upstream: Upstream) -> tu
     return apt, Resolution(lock, origins_of(apt, lock))
 
 
+#: apt's words for an index it did not take (apt only warns and keeps the old lists; a weak-algorithm
+#: warning and the like do not leave the index unread)
+_UNREAD_MARKS = ("Failed to fetch", "GPG error", "is not signed", "NO_PUBKEY", "EXPKEYSIG", "not updated")
+
+
 def _update(apt: PrivateApt, manifest: Manifest) -> None:
     """``apt-get update``; an upstream apt cannot read (key, signature, network) is named with apt's words."""
     try:
@@ -104,7 +109,11 @@ def _update(apt: PrivateApt, manifest: Manifest) -> None:
         warnings, error = exc.message, exc
     problems = []
     for repo in manifest.upstreams:
-        said = [line.strip() for line in warnings.splitlines() if repo.uri.rstrip("/") in line]
+        said = [
+            line.strip()
+            for line in warnings.splitlines()
+            if repo.uri.rstrip("/") in line and any(m in line for m in _UNREAD_MARKS)
+        ]
         if said:
             problems.append(
                 Problem(

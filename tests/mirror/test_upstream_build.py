@@ -250,6 +250,23 @@ def test_a_wrong_key_fails_the_build_naming_the_upstream(upstream_mirror: Upstre
     assert MirrorLayout(state).revision() == revision  # the served repository is untouched
 
 
+def test_an_unreachable_upstream_fails_the_build_naming_it(upstream_mirror: UpstreamMirror, tmp_path: Path) -> None:
+    built = upstream_mirror
+    with serve(tmp_path) as gone:  # a port that served once and is closed now
+        pass
+    inventory = standin_inventory(tmp_path / "site", gone, built.standin.public_key)
+    state = state_copy(built, tmp_path / "s")
+    out = CliRunner().invoke(
+        cli,
+        ["mirror", "build", "--json", "-i", str(inventory), "--state-dir", str(state), "--roles", str(built.roles)],
+    )
+    assert out.exit_code == 2, out.output
+    (problem,) = json.loads(out.output)["errors"]
+    assert (
+        problem["path"] == FIELD and "Failed to fetch" in problem["message"] and gone.rstrip("/") in problem["message"]
+    )
+
+
 def test_a_version_the_upstream_lacks_fails_naming_the_field(upstream_mirror: UpstreamMirror, tmp_path: Path) -> None:
     built = upstream_mirror
     major, minor, _ = built.version.split(".")
