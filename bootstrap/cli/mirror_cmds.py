@@ -22,7 +22,7 @@ from bootstrap.cli.common import (
 from bootstrap.errors import EXIT_FAILED, InvalidInput, Problem
 from bootstrap.inventory import load_inventory
 from bootstrap.mirror.apt_fetch import DEBIAN_ARCHIVE, DEBIAN_SECURITY, Upstream
-from bootstrap.mirror.build import build_mirror, resolve
+from bootstrap.mirror.build import DEBIAN_ORIGIN, build_mirror, plan_mirror
 from bootstrap.mirror.check import check_mirror
 from bootstrap.mirror.images import plan_images, push_images, required_images
 from bootstrap.mirror.layout import MirrorLayout
@@ -85,6 +85,9 @@ def build_cmd(  # noqa: PLR0917 - click passes options as arguments
 
     Runs on a connected machine (or the head node itself) with a private apt state; the repository
     under <state-dir>/mirror/repo is replaced whole, signed by the site key (made once, kept 0600).
+    Beside Debian's archive it reads the repositories site_services.packages.upstreams turns on:
+    Kubernetes' pkgs.k8s.io (kubeadm, kubelet, kubectl at exactly cluster.versions.kubernetes) and
+    NVIDIA's CUDA repository (a host driver the inventory pins, Fabric Manager on NVSwitch models).
     """
     inventory = load_inventory(inventory_path)
     _require_mirror_source(inventory)
@@ -99,13 +102,14 @@ def build_cmd(  # noqa: PLR0917 - click passes options as arguments
     source = Upstream(archive=upstream, security=None if security == "none" else security)
     if plan:
         with err_console.status("resolving the manifest...", spinner="dots"):
-            lock = resolve(layout, manifest, source)
+            resolution = plan_mirror(layout, manifest, source)
         data = {
             "ok": True,
             "plan": True,
             "applied": False,
             "manifest": manifest.as_dict(),
-            "lock": lock,
+            "lock": resolution.lock,
+            "origins": resolution.origins,
             "repo": str(layout.repo),
         }
         emit(data, as_json, _show_plan)
@@ -118,16 +122,31 @@ def build_cmd(  # noqa: PLR0917 - click passes options as arguments
     emit({"ok": True, "applied": True, "manifest": manifest.as_dict(), **result.as_dict()}, as_json, _show_build)
 
 
+def _show_upstreams(manifest: dict[str, Any]) -> None:
+    for repo in manifest["upstreams"]:
+        key = f"key_file {repo['key_file']}" if repo["key_file"] else f"key {repo['key_url']} ({repo['fingerprint']})"
+        console.print(f"upstream {escape(repo['name'])}: {escape(repo['title'])}, {escape(repo['uri'])}, {escape(key)}")
+    for note in manifest["upstream_notes"]:
+        console.print(f"upstream {escape(note)}")
+
+
 def _show_plan(data: dict[str, Any]) -> None:
     requested = data["manifest"]["packages"]
+    _show_upstreams(data["manifest"])
     console.print(f"would mirror {len(data['lock'])} packages into {escape(data['repo'])} (nothing downloaded):")
     for name, version in data["lock"].items():
-        mark = " (requested)" if name in requested else ""
-        console.print(f"  {escape(name)} {escape(version)}{mark}")
+        origin = data["origins"].get(name, DEBIAN_ORIGIN)
+        marks = [m for m in ("requested" if name in requested else "", "" if origin == DEBIAN_ORIGIN else origin) if m]
+        mark = f" ({', '.join(marks)})" if marks else ""
+        console.print(f"  {escape(name)} {escape(version)}{escape(mark)}")
 
 
 def _show_build(data: dict[str, Any]) -> None:
     console.print(f"mirrored {data['packages']} packages into {escape(data['repo'])}")
+    _show_upstreams(data["manifest"])
+    for origin in sorted(set(data["origins"].values()) - {DEBIAN_ORIGIN}):
+        names = [f"{n} {data['lock'][n]}" for n, o in data["origins"].items() if o == origin]
+        console.print(f"  from {escape(origin)}: {escape(', '.join(names))}")
     console.print(f"signed by {data['key_fingerprint']} (public key {escape(data['public_key'])})")
 
 

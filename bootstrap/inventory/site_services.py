@@ -15,6 +15,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from bootstrap.inventory.package_upstreams import PackageUpstreams
+
 #: Debian's archive and the keyring every Debian system carries.
 PUBLIC_DEBIAN_URI = "http://deb.debian.org/debian"
 DEBIAN_ARCHIVE_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
@@ -46,6 +48,10 @@ class PackageSource(_Strict):
     pins: dict[str, str] = Field(
         default_factory=dict, description="mirror: package -> exact version to mirror (else the suite's candidate)."
     )
+    upstreams: PackageUpstreams = Field(
+        default_factory=PackageUpstreams,
+        description="mirror: repositories beside Debian's it also carries (Kubernetes', NVIDIA's).",
+    )
 
     @model_validator(mode="after")
     def _site_needs_uri_and_key(self) -> PackageSource:
@@ -53,6 +59,11 @@ class PackageSource(_Strict):
             raise ValueError("source: site needs `uri` (the site mirror's URL) and `key_file` (its public key)")
         if self.source == "mirror" and self.uri is not None:
             raise ValueError("source: mirror is served by the head node; remove `uri` (or use source: site)")
+        if self.source != "mirror" and "upstreams" in self.model_fields_set:
+            raise ValueError(
+                f"upstreams are what `rackctl mirror build` adds to the head node's mirror; with source: {self.source} "
+                "they are not used: remove `upstreams` (or use source: mirror)"
+            )
         return self
 
 

@@ -2,7 +2,8 @@
 
 apt runs with its own sources, lists, cache, preferences and an empty dpkg status, so the closure is
 what a node needs from nothing but its essential set; ``apt-get install -s`` gives the exact versions
-(the lock), ``--download-only`` fetches exactly those ``.deb`` files.
+(the lock), ``--download-only`` fetches exactly those ``.deb`` files. Beside the distribution, flat
+repositories (:class:`FlatSource`: Kubernetes', NVIDIA's) can be read, each trusted through its own keyring.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,8 @@ DEBIAN_ARCHIVE = "http://deb.debian.org/debian"
 DEBIAN_SECURITY = "http://deb.debian.org/debian-security"
 ARCHIVE_KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
 INST_RE = re.compile(r"^Inst (\S+) (?:\[[^\]]*\] )?\((\S+) ")
+#: ``apt-cache madison``: `` name | version | uri suite/component arch Packages`` (flat: ``uri  Packages``)
+MADISON_RE = re.compile(r"^\s*(\S+)\s*\|\s*(\S+)\s*\|\s*(\S+)\s")
 
 
 class FetchError(RackctlError):
@@ -46,14 +49,43 @@ class Upstream:
         return "\n".join(lines) + "\n"
 
 
+@dataclass(frozen=True)
+class FlatSource:
+    """A flat repository (``deb [signed-by=keyring] uri /``) beside the distribution's archive."""
+
+    name: str
+    uri: str
+    keyring: Path
+
+    def line(self) -> str:
+        return f"deb [signed-by={self.keyring}] {self.uri} /"
+
+    def names(self, where: str) -> bool:
+        """Whether ``where`` (a URI as apt prints it) is this repository."""
+        return where.rstrip("/") == self.uri.rstrip("/")
+
+
 class PrivateApt:
     """apt-get with every directory under ``root`` (lists, cache, status, sources, preferences)."""
 
-    def __init__(self, root: Path, upstream: Upstream, suite: str, components: list[str]) -> None:
+    def __init__(
+        self,
+        root: Path,
+        upstream: Upstream,
+        suite: str,
+        components: list[str],
+        extra: Sequence[FlatSource] = (),
+    ) -> None:
         self.root = Path(root)
         self.upstream = upstream
         self.suite = suite
         self.components = components
+        self.extra = list(extra)
+
+    @property
+    def keys(self) -> Path:
+        """Where the extra repositories' keyrings are kept (written by :mod:`bootstrap.mirror.upstream_keys`)."""
+        return self.root / "keys"
 
     @property
     def archives(self) -> Path:
@@ -87,19 +119,39 @@ class PrivateApt:
             )
         for sub in ("empty", "state/lists/partial", "cache/archives/partial"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
-        (self.root / "sources.list").write_text(self.upstream.sources(self.suite, self.components))
+        extra = "".join(f"{source.line()}\n" for source in self.extra)
+        (self.root / "sources.list").write_text(self.upstream.sources(self.suite, self.components) + extra)
         (self.root / "status").touch()
 
-    def run(self, *args: str) -> str:
-        proc = subprocess.run(
-            ["apt-get", *self.options(), *args], capture_output=True, text=True, check=False, env=_apt_env()
+    def _call(self, tool: str, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [tool, *self.options(), *args], capture_output=True, text=True, check=False, env=_apt_env()
         )
+
+    def run(self, *args: str) -> str:
+        proc = self._call("apt-get", *args)
         if proc.returncode != 0:
             raise FetchError(f"apt-get {' '.join(args[:2])} failed:\n{(proc.stderr or proc.stdout)[-3000:]}")
         return proc.stdout
 
-    def update(self) -> None:
-        self.run("update")
+    def update(self) -> str:
+        """``apt-get update``; its warnings (``W:`` lines, e.g. an index it could not fetch), '' if none."""
+        proc = self._call("apt-get", "update")
+        if proc.returncode != 0:
+            raise FetchError(f"apt-get update failed:\n{(proc.stderr or proc.stdout)[-3000:]}")
+        return "\n".join(line for line in proc.stderr.splitlines() if line.startswith("W:"))
+
+    def madison(self, names: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
+        """Every version of each package the lists have, highest first, with the URI it comes from."""
+        found: dict[str, list[tuple[str, str]]] = {n: [] for n in names}
+        if not names:
+            return found
+        proc = self._call("apt-cache", "madison", *names)
+        for line in proc.stdout.splitlines():
+            match = MADISON_RE.match(line)
+            if match and match.group(1) in found:
+                found[match.group(1)].append((match.group(2), match.group(3)))
+        return found
 
     def resolve(self, packages: Mapping[str, str | None]) -> dict[str, str]:
         """The closure of ``packages`` (``name -> version or None``) as ``name -> exact version``."""

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from bootstrap.errors import Problem
 from bootstrap.inventory.environment_checks import OperatorEnvironmentError
 from bootstrap.mirror.layout import MirrorLayout
-from bootstrap.mirror.manifest import Manifest, build_manifest
+from bootstrap.mirror.manifest import Manifest, build_manifest, version_matches
 from bootstrap.resources import roles_dir
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ def check_mirror(layout: MirrorLayout, manifest: Manifest) -> CheckResult:
                     "fix": "run `rackctl mirror build` (the manifest changed)",
                 }
             )
-        elif want is not None and have != want:
+        elif want is not None and not version_matches(want, have):
             result.problems.append(
                 {
                     "package": req.name,

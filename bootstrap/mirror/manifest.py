@@ -2,11 +2,15 @@
 
 The convention: a role that installs Debian packages lists them in its ``defaults/main.yml`` as
 ``<role>_packages`` (names, or ``name=version`` to pin one) and installs exactly that list. The
-manifest is the union over the roles, plus the inventory's ``site_services.packages.pins``.
+manifest is the union over the roles, plus the inventory's ``site_services.packages.pins``, plus what
+the extra upstream repositories provide (:mod:`bootstrap.mirror.upstreams`: kubeadm/kubelet/kubectl at
+the cluster's version, the host driver), whose versions are globs such as ``1.31.2-*``: the upstream
+version the inventory names, at whatever Debian revision the repository gives it.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +19,7 @@ from typing import Any
 import yaml
 
 from bootstrap.errors import InvalidInput, Problem
+from bootstrap.mirror.upstreams import ExtraRepo, mirror_upstreams
 
 PACKAGE_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
 VERSION_RE = re.compile(r"^[A-Za-z0-9.+~:-]+$")
@@ -27,9 +32,21 @@ class Request:
     name: str
     version: str | None
     role: str
+    #: where it comes from: ``debian`` (the distribution) or an extra upstream's name (``kubernetes``, ...)
+    origin: str = "debian"
+    #: the inventory field that decides the version, for messages (None: the role's file or the pins)
+    field: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "version": self.version, "role": self.role}
+        data: dict[str, Any] = {"name": self.name, "version": self.version, "role": self.role, "origin": self.origin}
+        if self.field:
+            data["field"] = self.field
+        return data
+
+
+def version_matches(wanted: str, have: str) -> bool:
+    """``have`` is the exact version ``wanted`` names, or matches it where ``wanted`` is a glob (``1.31.2-*``)."""
+    return fnmatch.fnmatchcase(have, wanted) if "*" in wanted else have == wanted
 
 
 @dataclass
@@ -39,6 +56,9 @@ class Manifest:
     suite: str
     components: list[str]
     requests: list[Request] = field(default_factory=list)
+    #: the extra upstream repositories and, in words, the ones the inventory leaves out
+    upstreams: list[ExtraRepo] = field(default_factory=list)
+    upstream_notes: list[str] = field(default_factory=list)
 
     def pinned(self) -> dict[str, str | None]:
         """Package -> pinned version (None: the suite's candidate), one entry per package."""
@@ -54,6 +74,8 @@ class Manifest:
             "components": self.components,
             "packages": self.pinned(),
             "requests": [r.as_dict() for r in self.requests],
+            "upstreams": [u.as_dict() for u in self.upstreams],
+            "upstream_notes": self.upstream_notes,
         }
 
 
@@ -90,13 +112,21 @@ def role_requests(roles_dir: Path) -> list[Request]:
 
 
 def build_manifest(inventory: Any, roles_dir: Path) -> Manifest:
-    """The manifest for ``inventory``: the roles' packages and the inventory's pins."""
+    """The manifest for ``inventory``: the roles' packages, the inventory's pins and the extra upstreams'."""
     source = inventory.site_services.packages
     requests = role_requests(roles_dir)
     for name, version in source.pins.items():
         requests.append(parse_request(f"{name}={version}", "inventory", f"site_services.packages.pins.{name}"))
+    extra = mirror_upstreams(inventory)
+    requests.extend(Request(p.name, p.version, p.role, p.origin, p.field) for p in extra.packages)
     _refuse_conflicting_pins(requests)
-    return Manifest(suite=source.suite, components=list(source.components), requests=requests)
+    return Manifest(
+        suite=source.suite,
+        components=list(source.components),
+        requests=requests,
+        upstreams=list(extra.repos),
+        upstream_notes=list(extra.notes),
+    )
 
 
 def _refuse_conflicting_pins(requests: list[Request]) -> None:
@@ -106,7 +136,9 @@ def _refuse_conflicting_pins(requests: list[Request]) -> None:
         if req.version:
             pins.setdefault(req.name, []).append(req)
     problems = [
-        Problem(f"{name}", "pinned to " + ", ".join(f"{r.version} ({r.role})" for r in reqs), "pin one version")
+        Problem(
+            f"{name}", "pinned to " + ", ".join(f"{r.version} ({r.field or r.role})" for r in reqs), "pin one version"
+        )
         for name, reqs in pins.items()
         if len({r.version for r in reqs}) > 1
     ]

@@ -37,12 +37,12 @@ def distributions_conf(suite: str, components: list[str], key_fpr: str) -> str:
     )
 
 
-def _reprepro(base: Path, outdir: Path, home: Path, *args: str) -> str:
+def _reprepro(base: Path, outdir: Path, home: Path, *args: str, options: tuple[str, ...] = ()) -> str:
     if shutil.which("reprepro") is None:
         raise EnvironmentMissing("reprepro not found; install the Debian package 'reprepro'")
     env = {**os.environ, "GNUPGHOME": str(home), "LC_ALL": "C"}
     proc = subprocess.run(
-        ["reprepro", "--silent", "-b", str(base), "--outdir", str(outdir), *args],
+        ["reprepro", "--silent", "-b", str(base), "--outdir", str(outdir), *options, *args],
         capture_output=True,
         text=True,
         check=False,
@@ -51,6 +51,31 @@ def _reprepro(base: Path, outdir: Path, home: Path, *args: str) -> str:
     if proc.returncode != 0:
         raise RepoError(f"reprepro {args[0]} failed:\n{(proc.stderr or proc.stdout)[-3000:]}")
     return proc.stdout
+
+
+def _missing_fields(deb: Path) -> tuple[str, ...]:
+    """reprepro refuses a ``.deb`` without Section or Priority: the options that fill in the missing ones
+    (``misc``, ``optional``; an upstream's package may lack them, Debian's never do)."""
+    proc = subprocess.run(
+        ["dpkg-deb", "-f", str(deb), "Section", "Priority"], check=False, capture_output=True, text=True
+    )
+    fields = {
+        line.split(":", 1)[0] for line in proc.stdout.splitlines() if ":" in line and line.split(":", 1)[1].strip()
+    }
+    return (
+        *(() if "Section" in fields else ("--section", "misc")),
+        *(() if "Priority" in fields else ("--priority", "optional")),
+    )
+
+
+def _include(base: Path, served: Path, home: Path, *, suite: str, debs: list[Path], origins: Mapping[str, str]) -> None:
+    """``includedeb`` every package; an extra upstream's ones lacking Section or Priority get the defaults."""
+    groups: dict[tuple[str, ...], list[Path]] = {}
+    for deb in debs:
+        upstream = origins.get(deb.name.split("_", 1)[0], "debian") != "debian"
+        groups.setdefault(_missing_fields(deb) if upstream else (), []).append(deb)
+    for options, group in groups.items():
+        _reprepro(base, served, home, "includedeb", suite, *[str(d) for d in group], options=options)
 
 
 def build_repo(
@@ -62,6 +87,7 @@ def build_repo(
     components: list[str],
     key_fpr: str,
     manifest: Mapping[str, Any],
+    origins: Mapping[str, str] | None = None,
 ) -> Path:
     """Build the repository from ``debs`` and swap it into ``layout.repo``; returns the served directory."""
     layout.root.mkdir(parents=True, exist_ok=True)
@@ -71,13 +97,14 @@ def build_repo(
         (base / "conf").mkdir(parents=True)
         served.mkdir()
         (base / "conf" / "distributions").write_text(distributions_conf(suite, components, key_fpr))
-        _reprepro(base, served, layout.gnupg_home, "includedeb", suite, *[str(d) for d in debs])
+        _include(base, served, layout.gnupg_home, suite=suite, debs=debs, origins=origins or {})
         doc = {
             "version": LOCK_VERSION,
             "suite": suite,
             "components": components,
             "signed_by": key_fpr,
             "packages": dict(sorted(lock.items())),
+            "origins": dict(sorted((origins or {}).items())),
             "manifest": manifest,
         }
         (served / "rackctl-lock.json").write_text(json.dumps(doc, indent=2) + "\n")

@@ -11,7 +11,10 @@ already installed fails the node (an upgrade is a separate operation).
 Where the packages come from is the site's package source (``site_services.packages``): the head node's
 mirror or a site mirror carries them or not (nothing else is added); with the public archives the role
 adds the upstream repository ``pkgs.k8s.io/core:/stable:/v<major.minor>/deb/``, signed by the key that
-repository publishes (``Release.key``, fetched over HTTPS as upstream's instructions do).
+repository publishes (``Release.key``, fetched over HTTPS as upstream's instructions do). The head node's
+mirror carries them when ``rackctl mirror build`` read that repository
+(``site_services.packages.upstreams.kubernetes``, on by default); where a node still lacks them the
+message says which of the two is the cause.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bootstrap.inventory.models import Inventory
+from bootstrap.inventory.package_upstreams import KUBERNETES_REPO
 from bootstrap.stages.base import NodeResult, StageContext
 from bootstrap.stages.playbook import PlaybookStage, host_side_targets
 
@@ -28,7 +32,7 @@ from bootstrap.stages.playbook import PlaybookStage, host_side_targets
 HOST_PLAYBOOK = "kubernetes_host.yml"
 HOST_FACTS = "kubernetes_packages_report"
 #: The upstream Kubernetes package repository (one per minor version) and where a node keeps its key.
-UPSTREAM_REPO = "https://pkgs.k8s.io/core:/stable:/v{minor}/deb/"
+UPSTREAM_REPO = KUBERNETES_REPO
 UPSTREAM_KEY_ON_NODE = "/etc/apt/keyrings/kubernetes-apt-keyring.asc"
 PACKAGES = ("kubeadm", "kubelet", "kubectl")
 
@@ -59,6 +63,19 @@ def source_described(inv: Inventory) -> str:
     return "the head node's mirror" if src.source == "mirror" else f"the site mirror {src.uri}"
 
 
+def missing_hint(inv: Inventory) -> str:
+    """Why the head node's mirror may lack the packages, and the fix ('' for the other sources)."""
+    src = inv.site_services.packages
+    if src.source != "mirror":
+        return ""
+    if src.upstreams.kubernetes.enabled is False:
+        return (
+            "the mirror is built without Kubernetes' repository (site_services.packages.upstreams.kubernetes is "
+            "false): turn it on and run `rackctl mirror build`"
+        )
+    return "`rackctl mirror build` puts them into the mirror from Kubernetes' repository: run it, then this stage again"
+
+
 class KubernetesHostPlay(PlaybookStage):
     """The kubernetes stage's host side: ``playbooks/kubernetes_host.yml`` (run by the stage, not registered)."""
 
@@ -84,8 +101,8 @@ def host_targets(ctx: StageContext) -> tuple[list[str], dict[str, str]]:
     return host_side_targets(ctx, ctx.nodes)
 
 
-def report_message(report: dict[str, Any], source: str) -> str:
-    """One node's outcome in words, from ``kubernetes_packages_report``."""
+def report_message(report: dict[str, Any], source: str, hint: str = "") -> str:
+    """One node's outcome in words, from ``kubernetes_packages_report`` (``hint``: the fix where packages lack)."""
     version = report.get("version", "?")
     missing = list(report.get("missing") or [])
     if missing:
@@ -97,6 +114,7 @@ def report_message(report: dict[str, Any], source: str) -> str:
             f"{'/'.join(missing)} {version}"
             + (f" (they have {', '.join(has)})" if has else "")
             + (f"; already on the node, left as it is: {', '.join(other)}" if other else "")
+            + (f"; {hint}" if hint else "")
             + "; nothing changed"
         )
     installed = report.get("installed") or {}
@@ -124,14 +142,14 @@ def host_side(ctx: StageContext, cluster_dir: Path) -> dict[str, NodeResult]:
     if not run:
         return out
     played = KubernetesHostPlay(cluster_dir).run(dataclasses.replace(ctx, nodes=run))
-    source = source_described(ctx.inventory)
+    source, hint = source_described(ctx.inventory), missing_hint(ctx.inventory)
     for node in run:
         res = played.nodes[node]
         if not res.ok:
             out[node] = res
             continue
         report = res.data.get(HOST_FACTS) or {}
-        text = report_message(report, source)
+        text = report_message(report, source, hint)
         out[node] = NodeResult(
             node,
             ok=True,

@@ -183,7 +183,9 @@ def test_a_manifest_apt_cannot_resolve_is_refused(tmp_path: Path) -> None:
 
 def test_build_refuses_when_nodes_do_not_use_the_mirror(tmp_path: Path) -> None:
     path = lab_inventory_copy(tmp_path)
-    text = path.read_text().replace("packages: {source: mirror, suite: bookworm}", "packages: {source: public}")
+    text = path.read_text().replace(
+        "packages: {source: mirror, suite: bookworm, upstreams: {kubernetes: false}}", "packages: {source: public}"
+    )
     path.write_text(text)
     out = CliRunner().invoke(cli, ["mirror", "build", "-i", str(path), "--state-dir", str(tmp_path / "s")])
     assert out.exit_code == 2

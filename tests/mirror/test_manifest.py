@@ -62,8 +62,8 @@ def test_inventory_pins_join_the_manifest(tmp_path: Path) -> None:
     path = tmp_path / "lab.yml"
     path.write_text(
         source.replace(
-            "packages: {source: mirror, suite: bookworm}",
-            "packages: {source: mirror, suite: bookworm, pins: {hello: '2.10-3'}}",
+            "upstreams: {kubernetes: false}}",
+            "upstreams: {kubernetes: false}, pins: {hello: '2.10-3'}}",
         )
     )
     manifest = build_manifest(load_inventory(path), roles_dir())

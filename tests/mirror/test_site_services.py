@@ -17,7 +17,7 @@ from bootstrap.mirror.site_vars import site_vars
 
 REPO = Path(__file__).resolve().parents[2]
 LAB_SERVICES = """site_services:
-  packages: {source: mirror, suite: bookworm}
+  packages: {source: mirror, suite: bookworm, upstreams: {kubernetes: false}}
   registry:
     source: head
     # the lab issues the registry's certificate from its CA (`rackctl lab` head services)
