@@ -22,6 +22,7 @@ from bootstrap.cli.common import (
     state_dir_option,
     warn,
 )
+from bootstrap.cli.driver_host_run import run_host_upgrade, will_reboot
 from bootstrap.day2.apply import plan_apply, run_apply
 from bootstrap.day2.driver import plan_upgrade, render
 from bootstrap.day2.kube import cluster_for
@@ -273,14 +274,21 @@ def driver_upgrade_cmd(
 ) -> None:
     """Check V against Triton's CUDA and the GPU Operator's matrix, plan the upgrade and render it.
 
-    Applying it needs GPUs and Kubernetes: this rackctl renders the plan after its checks and says it was not
-    applied (exit 5, not applied); with --plan it renders nothing and exits 0.
+    Host path (cluster.gpu_driver: host): executes, node by node in batches: cordon + drain (with
+    <state-dir>/kubeconfig), driver (+ Fabric Manager) at exactly V, held, REBOOT, verify, uncordon; journalled,
+    run it again to resume; exit 0 when every GPU node runs V, 1 on failures. Operator path: this rackctl
+    renders the plan after its checks and says it was not applied (exit 5). --plan renders nothing, exits 0.
     """
 
     inventory = load_inventory(inventory_path)
     plan = plan_upgrade(inventory, version, max_unavailable=_count_or_percent(max_unavailable))
     for message in plan.warnings:
         warn(message, as_json)
+    if plan.path == "host" and not plan_only:  # executes: drains, upgrades and reboots GPU nodes
+        run_host_upgrade(
+            inventory, plan, state_dir, max_unavailable=_count_or_percent(max_unavailable), as_json=as_json
+        )
+        return
     status = "planned, not applied"
     exit_code = EXIT_OK
     if not plan_only:
@@ -289,6 +297,8 @@ def driver_upgrade_cmd(
         status = "planned/rendered, not applied"
         exit_code = EXIT_NOT_APPLIED
     reason = "executing it needs GPUs and a Kubernetes cluster; this rackctl does not apply driver upgrades yet"
+    if plan.path == "host":
+        reason = will_reboot(plan)
     data = {
         "ok": plan_only,
         "status": status,

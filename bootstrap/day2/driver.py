@@ -1,4 +1,4 @@
-"""``rackctl driver upgrade --version V``: checks, the plan, and what it renders. Nothing is applied.
+"""``rackctl driver upgrade --version V``: checks, the plan, and what it renders.
 
 Checks before anything (:func:`check_version`, matrix in :mod:`bootstrap.day2.driver_matrix`): the version
 is well formed; allowed by the driver requirements of the inventory's Triton release (its CUDA, or an older
@@ -10,9 +10,10 @@ refusal. The path comes from ``cluster.gpu_driver``:
   controller under its policy (one node at a time by default); rendered as a Helm values file;
 - ``host``: node by node in batches: drain, driver and Fabric Manager (NVSwitch nodes) at exactly the same
   version, reboot, verify GPUs and Fabric Manager, uncordon; rendered as the Ansible inventory plus the
-  vars of ``playbooks/driver-upgrade.yml`` (role ``nvidia_driver_upgrade``).
+  vars of ``playbooks/driver-upgrade.yml`` (role ``nvidia_driver_upgrade``), and executed by
+  :mod:`bootstrap.day2.driver_host`.
 
-Executing either needs GPUs and a Kubernetes cluster; this rackctl says so and applies nothing.
+This module only checks, plans and renders.
 """
 
 from __future__ import annotations
@@ -189,7 +190,7 @@ def plan_upgrade(inventory: Inventory, version: str, *, max_unavailable: int | s
     for node in gpu_nodes:
         hw = inventory.hardware(node.model)
         fm = bool(hw and hw.fabric_manager)
-        steps = ["cordon and drain (kubernetes.core.k8s_drain)"]
+        steps = ["cordon and drain (rackctl, where Kubernetes knows the node)"]
         steps.append(
             f"install and hold the driver {version}"
             + (f" and nvidia-fabricmanager-{branch_of(version)} at exactly {version}" if fm else "")
