@@ -475,5 +475,6 @@ def reboot_record(report: Mapping[str, Any]) -> str:
     if not report:
         return "unknown (the role reported nothing)"
     if str(report.get("rebooted")).lower() == "true":
-        return f"rebooted (boot id {before[:8]} -> {after[:8]})"
+        took = f" in {report['reboot_s']} s" if report.get("reboot_s") else ""
+        return f"rebooted{took} (boot id {before[:8]} -> {after[:8]})"
     return "not rebooted: the running driver already was the target"
