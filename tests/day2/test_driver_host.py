@@ -344,3 +344,18 @@ def test_the_read_playbook_reports_a_real_nodes_packages_and_no_running_driver(t
     assert bash["selection"] in ("install", "hold") and bash["version"][0].isdigit()
     assert found.packages[FM] == {"version": "", "selection": ""}  # Fabric Manager's package: not installed
     assert found.running == () and not found.at(V)
+
+
+def test_the_human_report_shows_each_node_its_versions_and_where_it_is_left(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bootstrap.cli import common
+    from bootstrap.cli.driver_host_run import show_report
+
+    monkeypatch.setattr(common.console, "width", 400)  # one line per node
+    state = tmp_path / "state"
+    nodes = RecordingNodes({L40S: at(L40S, V), XE: at(XE, V0)}, fail={XE: "verify failed"})
+    show_report(roll(inventory(tmp_path), state, nodes, ClusterGate(cluster_for(state))))
+    text = " ".join(capsys.readouterr().out.split())
+    for words in (L40S, XE, "nothing-to-do", "failed", "left in maintenance", "1 node(s) failed", "running"):
+        assert words in text, (words, text)
