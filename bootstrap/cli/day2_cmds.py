@@ -22,6 +22,7 @@ from bootstrap.cli.common import (
     state_dir_option,
     warn,
 )
+from bootstrap.cli.driver_host_run import run_host_upgrade, will_reboot
 from bootstrap.day2.apply import plan_apply, run_apply
 from bootstrap.day2.driver import DriverPlan, plan_upgrade, render
 from bootstrap.day2.driver_operator import NodeUpgrade, OperatorUpgrade, upgrade_with_operator
@@ -301,8 +302,11 @@ def driver_upgrade_cmd(
     """Check V against Triton's CUDA and the GPU Operator's matrix, plan the upgrade, then apply it.
 
     Operator path with <state-dir>/kubeconfig: sets the driver version in the GPU Operator's ClusterPolicy and
-    watches its rolling upgrade per node to the end (exit 0 done, 1 failed or timed out). Otherwise it renders
-    the plan after its checks and says it was not applied (exit 5); with --plan it renders nothing and exits 0.
+    watches its rolling upgrade per node to the end (exit 0 done, 1 failed or timed out); without one it renders
+    the plan after its checks and says it was not applied (exit 5). Host path (cluster.gpu_driver: host):
+    executes, node by node in batches: cordon + drain (with <state-dir>/kubeconfig), driver (+ Fabric Manager)
+    at exactly V, held, REBOOT, verify, uncordon; journalled, run it again to resume; exit 0 when every GPU node
+    runs V, 1 on failures. --plan renders nothing and exits 0.
     """
 
     inventory = load_inventory(inventory_path)
@@ -313,6 +317,11 @@ def driver_upgrade_cmd(
         cluster = cluster_for(state_dir)
         if isinstance(cluster, Kubectl):
             sys.exit(_driver_via_operator(plan, cluster, timeout_s=timeout_s, poll_s=poll_s, as_json=as_json))
+    if plan.path == "host" and not plan_only:  # executes: drains, upgrades and reboots GPU nodes
+        run_host_upgrade(
+            inventory, plan, state_dir, max_unavailable=_count_or_percent(max_unavailable), as_json=as_json
+        )
+        return
     status = "planned, not applied"
     exit_code = EXIT_OK
     if not plan_only:
@@ -320,7 +329,6 @@ def driver_upgrade_cmd(
         render(inventory, plan, state_dir, environment_for(inventory))
         status = "planned/rendered, not applied"
         exit_code = EXIT_NOT_APPLIED
-    reason = "executing it needs GPUs and a Kubernetes cluster; this rackctl does not apply driver upgrades yet"
     if plan.path == "operator":
         cluster = cluster_for(state_dir)
         reason = (
@@ -328,6 +336,8 @@ def driver_upgrade_cmd(
             if cluster.deployed
             else f"executing it needs GPUs and a Kubernetes cluster with the GPU Operator: {cluster.reason}"
         )
+    else:  # host: only with --plan here (it executes above otherwise)
+        reason = will_reboot(plan)
     data = {
         "ok": plan_only,
         "status": status,

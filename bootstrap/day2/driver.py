@@ -11,10 +11,12 @@ refusal. The path comes from ``cluster.gpu_driver``:
   controller under its policy (one node at a time by default); rendered as a Helm values file;
 - ``host``: node by node in batches: drain, driver and Fabric Manager (NVSwitch nodes) at exactly the same
   version, reboot, verify GPUs and Fabric Manager, uncordon; rendered as the Ansible inventory plus the
-  vars of ``playbooks/driver-upgrade.yml`` (role ``nvidia_driver_upgrade``).
+  vars of ``playbooks/driver-upgrade.yml`` (role ``nvidia_driver_upgrade``), and executed by
+  :mod:`bootstrap.day2.driver_host`.
 
-Executing needs GPUs and a Kubernetes cluster: the operator path runs when ``<state-dir>/kubeconfig`` exists
-(:mod:`bootstrap.day2.driver_operator`); otherwise, and on the host path, this module only renders.
+Executing: the operator path runs when ``<state-dir>/kubeconfig`` exists
+(:mod:`bootstrap.day2.driver_operator`), the host path by :mod:`bootstrap.day2.driver_host`; this module only
+checks, plans and renders.
 """
 
 from __future__ import annotations
@@ -191,7 +193,7 @@ def plan_upgrade(inventory: Inventory, version: str, *, max_unavailable: int | s
     for node in gpu_nodes:
         hw = inventory.hardware(node.model)
         fm = bool(hw and hw.fabric_manager)
-        steps = ["cordon and drain (kubernetes.core.k8s_drain)"]
+        steps = ["cordon and drain (rackctl, where Kubernetes knows the node)"]
         steps.append(
             f"install and hold the driver {version}"
             + (f" and nvidia-fabricmanager-{branch_of(version)} at exactly {version}" if fm else "")

@@ -118,7 +118,7 @@ def test_the_rendered_playbook_run_passes_ansibles_syntax_check(tmp_path: Path) 
 
 
 def test_the_command_says_planned_and_rendered_not_applied(tmp_path: Path) -> None:
-    inventory = write(tmp_path, host_path)
+    inventory = write(tmp_path)  # the operator path (the host path executes: tests/day2/test_driver_host.py)
     state = tmp_path / "state"
     result = CliRunner().invoke(
         cli,
@@ -146,7 +146,7 @@ def test_the_command_says_planned_and_rendered_not_applied(tmp_path: Path) -> No
     data = json.loads(result.stdout)
     assert data["status"] == "planned/rendered, not applied" and data["applied"] is False
     assert data["exit_code"] == EXIT_NOT_APPLIED and "Kubernetes" in data["reason"]
-    assert Path(data["plan"]["rendered"]["extravars"]).is_file()
+    assert Path(data["plan"]["rendered"]["values"]).is_file()
     result = CliRunner().invoke(
         cli, ["driver", "upgrade", "--version", "580.95.05", "--max-unavailable", "0%", "-i", str(inventory), "--json"]
     )

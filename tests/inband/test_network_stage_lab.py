@@ -25,7 +25,7 @@ from bootstrap.journal.store import Journal
 from bootstrap.stages.base import RunOptions, StageContext, StageResult, get_stage
 from bootstrap.stages.playbook import runs_dir
 from bootstrap.stages.runner import EXIT_NOT_APPLIED, Runner, select
-from tests.inband.conftest import ServedLab
+from tests.inband.conftest import InstalledLab, ServedLab
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -320,3 +320,298 @@ def test_after_it_the_kubernetes_stage_pins_and_holds_the_packages_where_the_sou
     finally:
         for node in lab.nodes:
             lab.ssh(node, STANDIN_CLEANUP, check=False, timeout=180)
+
+
+#: The host-driver upgrade's throwaway flat apt repository, built ON the VMs like the one above: STAND-INS
+#: named cuda-drivers-580 and nvidia-fabricmanager-580 at two versions, because there is no GPU here and no
+#: NVIDIA package can be fetched. They carry no driver. The stand-in driver package ships a stand-in
+#: `nvidia-smi` that prints, once per (stand-in) GPU, the version of cuda-drivers-580 that was installed when
+#: the node booted (a boot-time unit writes it under /run, as loading the kernel module would): like the real
+#: one, it reports the new version only after the reboot. The stand-in Fabric Manager is a service that
+#: sleeps. What is real: apt resolving the exact version from the node's sources (or refusing), the install,
+#: the holds, the reboot (boot id), the cordon/drain/uncordon on a real kube-apiserver, the journal.
+DRIVER_V0, DRIVER_V, DRIVER_MISSING = "580.95.05", "580.105.08", "580.126.09"
+DRIVER_PKG, FM_PKG = "cuda-drivers-580", "nvidia-fabricmanager-580"
+DRIVER_REPO = "/srv/rackctl-standin-nvidia"
+DRIVER_SOURCES = "/etc/apt/sources.list.d/standin-nvidia.sources"
+DRIVER_BUILD = r"""set -e
+rm -rf {repo} /tmp/standin-nv && mkdir -p {repo} /tmp/standin-nv
+build() {{  # package version
+  root=/tmp/standin-nv/$1-$2
+  mkdir -p $root/DEBIAN $root/usr/share/doc/$1 $root/usr/lib/systemd/system
+  echo "STAND-IN $1 $2: a rackctl lab test's package, not NVIDIA's (no GPU here)" > $root/usr/share/doc/$1/STAND-IN
+  {{ echo "Package: $1"; echo "Version: $2"; echo "Architecture: all"
+     echo "Maintainer: rackctl tests <tests@rackctl.test>"
+     echo "Description: STAND-IN $1 (rackctl lab test: no GPU and no NVIDIA package here)"
+  }} > $root/DEBIAN/control
+  case $1 in
+  cuda-drivers-*)
+    mkdir -p $root/usr/bin $root/usr/lib/standin-nvidia $root/usr/lib/systemd/system/multi-user.target.wants
+    cat > $root/usr/bin/nvidia-smi <<'SMI'
+#!/bin/sh
+# STAND-IN nvidia-smi (rackctl lab test, no GPU): answers only --query-gpu=driver_version --format=csv,noheader,
+# with the driver version "loaded" at boot (standin-nvidia-driver.service), once per stand-in GPU
+[ "$1 $2" = "--query-gpu=driver_version --format=csv,noheader" ] || {{ echo "stand-in nvidia-smi: $*" >&2; exit 2; }}
+v=$(cat /run/standin-nvidia/driver_version 2>/dev/null) || {{
+  echo "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver (STAND-IN)" >&2; exit 9; }}
+echo "$v"; echo "$v"
+SMI
+    chmod 0755 $root/usr/bin/nvidia-smi
+    cat > $root/usr/lib/standin-nvidia/load <<LOAD
+#!/bin/sh
+# STAND-IN driver load (rackctl lab test): records the installed version at boot, as a loaded module would
+mkdir -p /run/standin-nvidia
+dpkg-query -W -f='\${{Version}}' $1 | sed 's/-[^-]*\$//' > /run/standin-nvidia/driver_version
+LOAD
+    chmod 0755 $root/usr/lib/standin-nvidia/load
+    cat > $root/usr/lib/systemd/system/standin-nvidia-driver.service <<'UNIT'
+[Unit]
+Description=STAND-IN NVIDIA driver load (rackctl lab test)
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/lib/standin-nvidia/load
+[Install]
+WantedBy=multi-user.target
+UNIT
+    ln -s ../standin-nvidia-driver.service $root/usr/lib/systemd/system/multi-user.target.wants/ ;;
+  *)
+    cat > $root/usr/lib/systemd/system/nvidia-fabricmanager.service <<'UNIT'
+[Unit]
+Description=STAND-IN NVIDIA Fabric Manager (rackctl lab test, no NVSwitch)
+[Service]
+ExecStart=/bin/sleep infinity
+[Install]
+WantedBy=multi-user.target
+UNIT
+    ;;
+  esac
+  dpkg-deb -Zgzip --root-owner-group --build $root {repo}/$1_$2_all.deb >/dev/null
+}}
+for v in {v0} {v}; do build {driver} $v-1; build {fm} $v-1; done
+cd {repo}
+for f in *.deb; do
+  dpkg-deb -f $f
+  echo "Filename: ./$f"
+  echo "Size: $(stat -c %s $f)"
+  echo "SHA256: $(sha256sum $f | cut -d' ' -f1)"
+  echo
+done > Packages
+{{ echo "Date: $(date -Ru)"; echo "SHA256:"
+   echo " $(sha256sum Packages | cut -d' ' -f1) $(stat -c %s Packages) Packages"; }} > Release
+printf 'Types: deb\nURIs: file:{repo}/\nSuites: ./\nTrusted: yes\n' > {sources}
+apt-get -qq update
+# the node as an earlier install left it: the old driver installed, held and loaded (as at boot)
+apt-get -qq install -y {packages} >/dev/null
+apt-mark hold {names} >/dev/null
+systemctl daemon-reload && systemctl start standin-nvidia-driver.service
+{fm_start}
+"""
+DRIVER_CLEANUP = (
+    f"apt-mark unhold {DRIVER_PKG} {FM_PKG} >/dev/null 2>&1; "
+    "systemctl disable --now nvidia-fabricmanager >/dev/null 2>&1; "
+    f"dpkg --purge {DRIVER_PKG} {FM_PKG} >/dev/null 2>&1; systemctl daemon-reload; "
+    f"rm -rf {DRIVER_REPO} {DRIVER_SOURCES} /tmp/standin-nv /run/standin-nvidia; apt-get -qq update"
+)
+
+
+def _driver_build(lab: InstalledLab, node: str, fabric_manager: bool) -> None:
+    names = [DRIVER_PKG, FM_PKG] if fabric_manager else [DRIVER_PKG]
+    script = DRIVER_BUILD.format(
+        repo=DRIVER_REPO,
+        sources=DRIVER_SOURCES,
+        driver=DRIVER_PKG,
+        fm=FM_PKG,
+        v0=DRIVER_V0,
+        v=DRIVER_V,
+        packages=" ".join(f"{n}={DRIVER_V0}-1" for n in names),
+        names=" ".join(names),
+        fm_start="systemctl enable --now nvidia-fabricmanager" if fabric_manager else "",
+    )
+    lab.ssh(node, script, timeout=300)
+
+
+def _boot_id(lab: InstalledLab, node: str) -> str:
+    return lab.ssh(node, "cat /proc/sys/kernel/random/boot_id").stdout.strip()
+
+
+def _driver_state(lab: InstalledLab, node: str, packages: list[str]) -> dict[str, object]:
+    """What the node has, read over SSH: each package's version and selection, and the stand-in nvidia-smi."""
+    query = lab.ssh(node, "dpkg-query -W -f '${Package} ${Version} ${db:Status-Want}\\n' " + " ".join(packages))
+    found = {line.split()[0]: tuple(line.split()[1:]) for line in query.stdout.splitlines() if line.strip()}
+    smi = lab.ssh(node, "nvidia-smi --query-gpu=driver_version --format=csv,noheader").stdout.split()
+    return {"packages": found, "smi": smi}
+
+
+def test_after_it_a_host_driver_upgrade_rolls_through_the_gpu_vms_and_stops_at_a_missing_version(
+    served_lab: ServedLab, first_run, kube, kubeconfig: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``driver upgrade`` on the host path (the test's copy of the lab inventory says ``gpu_driver: host``),
+    against the VMs with the stand-in packages above and a real kube-apiserver whose Nodes the test creates
+    through the API (named like the lab's GPU VMs; no kubelet runs, so their Ready condition is written by
+    the test). One: both GPU nodes in one batch (--max-unavailable 2): each cordoned and drained while its
+    upgrade runs, driver (and Fabric Manager on the XE9680) at exactly V, held, rebooted (boot id), V on
+    the stand-in nvidia-smi, uncordoned. Two (the CLI): nothing to do, nothing touched, no reboot. Three
+    (the CLI): a version the nodes' sources lack: the first node of batch 1 refuses with no change, stays
+    cordoned with the record saying so, and the rollout stops before batch 2."""
+    import json
+    import shutil
+    import threading
+
+    import yaml
+    from click.testing import CliRunner
+
+    from bootstrap.cli import cli
+    from bootstrap.day2.driver import plan_upgrade
+    from bootstrap.day2.driver_host import AnsibleDriverNodes, HostDriverRollout
+    from bootstrap.inventory import load_inventory
+    from bootstrap.kube import ClusterGate, Kubectl
+    from bootstrap.rollout import RolloutPolicy
+
+    lab = served_lab.lab
+    data = yaml.safe_load(lab.inventory_path.read_text())
+    data["cluster"]["gpu_driver"] = "host"
+    inventory_path = lab.inventory_path.with_name("lab-driver-host.yml")  # beside lab.yml: same ../.lab paths
+    inventory_path.write_text(yaml.safe_dump(data, sort_keys=False))
+    inventory = load_inventory(inventory_path)
+    fm_nodes = {n for n in lab.nodes if (hw := inventory.hardware(inventory.node(n).model)) and hw.fabric_manager}
+    assert fm_nodes == {"gpu-02"}  # the XE9680
+    packages = {n: [DRIVER_PKG, FM_PKG] if n in fm_nodes else [DRIVER_PKG] for n in lab.nodes}
+    for node in lab.nodes:  # through the API: no kubelet runs here
+        kube.node(node, gpus=inventory.gpus_of(inventory.node(node)).count)
+    kube_copy = lab.state_dir / "kubeconfig"
+    started = time.monotonic()
+    try:
+        threads = [threading.Thread(target=_driver_build, args=(lab, n, n in fm_nodes)) for n in lab.nodes]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for node in lab.nodes:
+            state = _driver_state(lab, node, packages[node])
+            assert state["packages"] == dict.fromkeys(packages[node], (f"{DRIVER_V0}-1", "hold")), state
+            assert state["smi"] == [DRIVER_V0, DRIVER_V0], state
+        served_lab.timings["driver_standin_s"] = time.monotonic() - started
+        boots = {n: _boot_id(lab, n) for n in lab.nodes}
+
+        # -- one: the upgrade, both nodes in one batch -------------------------------------------------
+        plan = plan_upgrade(inventory, DRIVER_V, max_unavailable=2)
+        assert plan.path == "host" and plan.batches == [lab.nodes]
+        cordoned_during: dict[str, bool] = {}
+
+        def on_event(kind: str, node: str, text: str) -> None:
+            if kind == "upgrade":  # the role starts now: what the API server says of the Node
+                cordoned_during[node] = bool(kube.get_node(node)["spec"].get("unschedulable"))
+
+        start = time.monotonic()
+        with Journal(lab.state_dir) as journal:
+            run_id = journal.begin_run("test: driver upgrade, host path")
+            report = HostDriverRollout(
+                inventory,
+                plan,
+                journal,
+                run_id,
+                nodes=AnsibleDriverNodes(inventory, lab.state_dir, lab.environment, DRIVER_V, run_id),
+                gate=ClusterGate(Kubectl(kubeconfig)),
+                policy=RolloutPolicy(max_unavailable=2),
+                on_event=on_event,
+            ).run()
+            steps = [(s.node, s.step, s.status, s.detail) for s in journal.steps(run_id=run_id)]
+            states = {n: journal.state(n) for n in lab.nodes}
+        served_lab.timings["driver_upgrade_s"] = time.monotonic() - start
+        print("driver upgrade:", {o.node: o.records.get("reboot") for o in report.nodes})  # "rebooted in N s"
+        assert report.ok, report.as_dict()
+        assert [list(b.nodes) for b in report.batches] == [lab.nodes]
+        assert cordoned_during == dict.fromkeys(lab.nodes, True)
+        for outcome in report.nodes:
+            node = outcome.node
+            assert outcome.status == "done" and outcome.cordon == "uncordoned", outcome.as_dict()
+            assert outcome.records["cordon"] == "cordoned and drained"
+            assert outcome.records["reboot"].startswith("rebooted"), outcome.records
+            assert outcome.before["running"] == [DRIVER_V0] and outcome.after["running"] == [DRIVER_V]
+            assert not kube.get_node(node)["spec"].get("unschedulable")
+            state = _driver_state(lab, node, packages[node])
+            assert state["packages"] == dict.fromkeys(packages[node], (f"{DRIVER_V}-1", "hold")), state
+            assert state["smi"] == [DRIVER_V, DRIVER_V], state
+            now = _boot_id(lab, node)
+            assert now != boots[node], "the node did not reboot"
+            boots[node] = now
+            assert states[node] is NodeState.PROVISIONED  # back from maintenance
+            mine = [(step, status) for n, step, status, _d in steps if n == node]
+            assert mine == [
+                ("read", "completed"),
+                ("cordon", "started"),
+                ("cordon", "completed"),
+                (f"upgrade:{DRIVER_V}", "started"),
+                (f"upgrade:{DRIVER_V}", "completed"),
+                ("uncordon", "started"),
+                ("uncordon", "completed"),
+            ], mine
+        fm = lab.ssh("gpu-02", "systemctl is-active nvidia-fabricmanager && systemctl is-enabled nvidia-fabricmanager")
+        assert fm.stdout.split() == ["active", "enabled"]
+
+        # -- two: the same version again through the CLI: nothing to do, nothing touched ----------------
+        shutil.copy(kubeconfig, kube_copy)  # the kubernetes stage's contract: <state-dir>/kubeconfig
+        monkeypatch.setenv("RACKCTL_LAB_DIR", str(lab.lab_dir))
+        argv = ["driver", "upgrade", "-i", str(inventory_path), "--state-dir", str(lab.state_dir), "--json"]
+        start = time.monotonic()
+        again = CliRunner().invoke(cli, [*argv, "--version", DRIVER_V])
+        served_lab.timings["driver_again_s"] = time.monotonic() - start
+        assert again.exit_code == 0, again.output
+        result = json.loads(again.stdout)
+        assert result["applied"] and result["batches"] == []
+        for outcome in result["nodes"]:
+            assert outcome["status"] == "nothing-to-do" and outcome["cordon"] == "not touched", outcome
+            assert [s["step"] for s in outcome["steps"]] == ["read"]
+        for node in lab.nodes:
+            assert _boot_id(lab, node) == boots[node]  # no reboot
+        with Journal(lab.state_dir, readonly=True) as journal:
+            assert {s.step for s in journal.steps(run_id=result["run"])} == {"read"}
+
+        # -- three: a version the nodes' sources lack: batch 1 fails, is left cordoned, the rollout stops -
+        start = time.monotonic()
+        missing = CliRunner().invoke(cli, [*argv, "--version", DRIVER_MISSING])
+        served_lab.timings["driver_missing_s"] = time.monotonic() - start
+        print(f"timings: {served_lab.timings}")
+        assert missing.exit_code == 1, missing.output
+        result = json.loads(missing.stdout)
+        first, second = (next(o for o in result["nodes"] if o["node"] == n) for n in lab.nodes)
+        assert result["stopped"] and "failure threshold 1" in result["reason"], result["reason"]
+        assert first["status"] == "failed" and first["cordon"] == "left cordoned", first
+        assert f"no {DRIVER_PKG} at {DRIVER_MISSING}" in first["message"], first["message"]
+        assert "nothing was changed" in first["message"]
+        assert first["records"]["uncordon"].startswith("left cordoned:")
+        assert second["status"] == "pending" and "the rollout stopped" in second["message"], second
+        assert second["cordon"] == "not touched"
+        assert kube.get_node(lab.nodes[0])["spec"].get("unschedulable") is True
+        assert not kube.get_node(lab.nodes[1])["spec"].get("unschedulable")
+        for node in lab.nodes:
+            assert _boot_id(lab, node) == boots[node]  # refused before any change: no reboot
+            state = _driver_state(lab, node, packages[node])
+            assert state["packages"] == dict.fromkeys(packages[node], (f"{DRIVER_V}-1", "hold")), state
+        with Journal(lab.state_dir, readonly=True) as journal:
+            assert journal.state(lab.nodes[0]) is NodeState.MAINTENANCE
+            assert journal.history(lab.nodes[0])[-1].cause == f"driver rollout to {DRIVER_MISSING}, batch 1"
+            left = journal.last_step(lab.nodes[0], "driver", "uncordon")
+            assert left is not None and left.detail["gate"].startswith("left cordoned:"), left
+            assert journal.state(lab.nodes[1]) is NodeState.PROVISIONED
+            assert {s.step for s in journal.steps(run_id=result["run"], node=lab.nodes[1])} == {"read"}
+    finally:
+        served_lab.timings["driver_total_s"] = time.monotonic() - started
+        print(f"timings: {served_lab.timings}")
+        kube_copy.unlink(missing_ok=True)
+        inventory_path.unlink(missing_ok=True)
+        with Journal(lab.state_dir) as journal:  # give the nodes back as the later tests expect them
+            for node in lab.nodes:
+                status = journal.nodes().get(node)
+                if status is not None and status.state is NodeState.MAINTENANCE:
+                    back = status.left_from() or NodeState.PROVISIONED
+                    journal.transition(node, back, "test: the driver upgrade test gives the node back")
+        cleanups = [
+            threading.Thread(target=lab.ssh, args=(n, DRIVER_CLEANUP), kwargs={"check": False, "timeout": 180})
+            for n in lab.nodes
+        ]
+        for thread in cleanups:
+            thread.start()
+        for thread in cleanups:
+            thread.join()
