@@ -9,6 +9,12 @@ image from the head node's registry and running it. A second run changes nothing
 After the stage, on the same nodes: the nvidia stage's host side (role nvidia_host) for real on both VMs,
 and the kubernetes stage's (role kubernetes_packages): nothing installed from the mirror, which has no
 kubeadm, then install, hold and refusal with stand-in packages built on the VMs (see ``STANDIN_BUILD``).
+Last, ``rackctl driver upgrade`` on the host path across both VMs (stand-in NVIDIA packages, real reboots,
+Nodes on the session's real kube-apiserver), then a run that does nothing and one that stops at a version
+the sources lack.
+
+The lab, its site services and the network stage's first run are package fixtures
+(``tests/inband/conftest.py``), shared with the other in-band modules.
 
 Runs VMs: only under ``flock /tmp/rackctl-lab.lock`` (the ``installed_lab`` fixture takes it).
 """
