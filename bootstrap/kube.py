@@ -238,6 +238,23 @@ class Kubectl:
         """``kubectl apply --server-side --field-manager=…`` of ``manifest``; kubectl's output."""
         return self._run("apply", "--server-side", f"--field-manager={field_manager}", "-f", str(manifest))
 
+    def namespaced_objects(self, resource: str, namespace: str, selector: str) -> list[dict[str, Any]]:
+        """The objects of ``resource`` in ``namespace`` that the label ``selector`` selects."""
+        items: list[dict[str, Any]] = self._json("get", resource, "-n", namespace, "-l", selector).get("items", [])
+        return items
+
+    def delete_object(self, kind: str, name: str, namespace: str | None = None) -> None:
+        """Delete one object, its dependents left to the garbage collector (propagation Background); a missing
+        object is no error, and kubectl does not wait for the object to be gone."""
+        where = ["-n", namespace] if namespace else []
+        self._run("delete", kind, name, *where, "--cascade=background", "--ignore-not-found", "--wait=false")
+
+    def logs(self, ref: str, namespace: str, *, tail: int = 400, wait_s: float = 10.0) -> str:
+        """``kubectl logs`` of ``ref`` (``job/NAME`` reads the Job's first pod): its last ``tail`` lines.
+
+        Needs the kubelet of the pod's node (the API server forwards the request to it)."""
+        return self._run("logs", ref, "-n", namespace, f"--tail={tail}", f"--pod-running-timeout={_seconds(wait_s)}s")
+
     def served_kinds(self, api_version: str) -> set[str]:
         """The kinds the server serves under ``api_version`` (``v1``, ``apps/v1``); empty when it serves none."""
         if api_version not in set(self._run("api-versions").split()):

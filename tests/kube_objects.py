@@ -10,6 +10,10 @@ What those would do, a test does itself through the API, and says so where it ca
 - :meth:`KubeObjects.budget` writes a PodDisruptionBudget's status as the disruption controller would;
 - :class:`PodFinaliser` removes pods the API server deleted gracefully (``deletionTimestamp`` set), as the
   kubelet does once their containers have stopped.
+
+Whatever must act while the command under test runs is one stand-in per role, each a :class:`BackgroundPoller`:
+:class:`PodFinaliser`, :class:`DeploymentReadier`, :class:`WorkloadReadier`, :class:`JobControllerStandIn`,
+:class:`DevicePluginStandIn`; :class:`NodeSampler` is the base of the tests' watchers of the Nodes.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Self
 
 from tests.cluster.apiserver import ApiServer
 from tests.cluster.apiserver_apply import apply_crds
@@ -73,8 +77,14 @@ class KubeObjects:
 
     # -- workloads ----------------------------------------------------------------------------------
     def namespace(self, prefix: str = "t") -> str:
-        name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        """A unique namespace, created."""
+        name = self.namespace_name(prefix)
         self.call("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        return name
+
+    def namespace_name(self, prefix: str) -> str:
+        """A unique namespace name that the code under test creates; counted as the test's (:meth:`cleanup`)."""
+        name = f"{prefix}-{uuid.uuid4().hex[:8]}"
         self.namespaces.add(name)
         return name
 
@@ -156,36 +166,66 @@ class KubeObjects:
             self.server.request("DELETE", f"/api/v1/nodes/{node}")
 
 
-class PodFinaliser:
-    """Stands in for the kubelet: removes pods of ``nodes`` that the API server deleted gracefully (an
-    eviction sets ``deletionTimestamp``; the kubelet would stop the containers and delete the pod for good).
-    Records the pods it finalised, in order."""
+class BackgroundPoller:
+    """A daemon thread that calls :meth:`poll` every ``poll_s`` seconds while the ``with`` block runs (until
+    :meth:`finished`); the base of the controllers' and kubelet's parts that must act while a stage runs."""
 
-    def __init__(self, kube: KubeObjects, nodes: list[str], *, poll_s: float = 0.2) -> None:
-        self.kube, self.nodes, self.poll_s = kube, nodes, poll_s
-        self.finalised: list[str] = []
+    thread_name = "poller"
+    #: how long leaving the ``with`` block waits for the thread to end
+    join_s = 10.0
+
+    def __init__(self, poll_s: float) -> None:
+        self.poll_s = poll_s
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="pod-finaliser", daemon=True)
+        self._thread = threading.Thread(target=self._loop, name=self.thread_name, daemon=True)
 
-    def __enter__(self) -> PodFinaliser:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        self._thread.join(timeout=10)
+        self._thread.join(timeout=self.join_s)
+
+    def pause(self, seconds: float) -> bool:
+        """Sleep ``seconds`` inside :meth:`poll`; True when the ``with`` block ended meanwhile (return then)."""
+        return self._stop.wait(seconds)
+
+    def finished(self) -> bool:
+        """Nothing more to do: the thread ends (never, unless a subclass says so)."""
+        return False
+
+    def poll(self) -> None:
+        """One round of the work."""
+        raise NotImplementedError
 
     def _loop(self) -> None:
-        while not self._stop.is_set():
-            for node in self.nodes:
-                for pod in self.kube.pods_on(node):
-                    meta = pod["metadata"]
-                    if meta.get("deletionTimestamp"):
-                        path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}"
-                        resp = self.kube.server.request("DELETE", path, params={"gracePeriodSeconds": "0"})
-                        if resp.status_code in (200, 202):
-                            self.finalised.append(f"{meta['namespace']}/{meta['name']}")
+        while not self._stop.is_set() and not self.finished():
+            self.poll()
             self._stop.wait(self.poll_s)
+
+
+class PodFinaliser(BackgroundPoller):
+    """Stands in for the kubelet: removes pods of ``nodes`` that the API server deleted gracefully (an
+    eviction sets ``deletionTimestamp``; the kubelet would stop the containers and delete the pod for good).
+    Records the pods it finalised, in order."""
+
+    thread_name = "pod-finaliser"
+
+    def __init__(self, kube: KubeObjects, nodes: list[str], *, poll_s: float = 0.2) -> None:
+        super().__init__(poll_s)
+        self.kube, self.nodes = kube, nodes
+        self.finalised: list[str] = []
+
+    def poll(self) -> None:
+        for node in self.nodes:
+            for pod in self.kube.pods_on(node):
+                meta = pod["metadata"]
+                if meta.get("deletionTimestamp"):
+                    path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}"
+                    resp = self.kube.server.request("DELETE", path, params={"gracePeriodSeconds": "0"})
+                    if resp.status_code in (200, 202):
+                        self.finalised.append(f"{meta['namespace']}/{meta['name']}")
 
 
 def mark_deployment_ready(kube: KubeObjects, namespace: str, name: str) -> None:
@@ -210,32 +250,114 @@ def mark_deployment_ready(kube: KubeObjects, namespace: str, name: str) -> None:
     kube.call("PATCH", f"{path}/status", {"status": status}, headers=MERGE)
 
 
-class DeploymentReadier:
+class DeploymentReadier(BackgroundPoller):
     """Stands in for the Deployment controller and the kubelet while a stage runs: marks the Deployments of
-    ``names`` in ``namespace`` ready (:func:`mark_deployment_ready`) as soon as they exist. Records them."""
+    ``names`` in ``namespace`` ready (:meth:`roll_out`) as soon as they exist. Records them."""
+
+    thread_name = "deployment-readier"
 
     def __init__(self, kube: KubeObjects, namespace: str, names: list[str], *, poll_s: float = 0.2) -> None:
-        self.kube, self.namespace, self.names, self.poll_s = kube, namespace, names, poll_s
+        super().__init__(poll_s)
+        self.kube, self.namespace, self.names = kube, namespace, names
         self.readied: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="deployment-readier", daemon=True)
 
-    def __enter__(self) -> DeploymentReadier:
-        self._thread.start()
-        return self
+    def finished(self) -> bool:
+        return len(self.readied) >= len(self.names)
 
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
+    def poll(self) -> None:
+        for name in self.names:
+            path = f"/apis/apps/v1/namespaces/{self.namespace}/deployments/{name}"
+            if name not in self.readied and self.kube.server.request("GET", path).status_code == 200:
+                self.roll_out(name)
+                self.readied.append(name)
 
-    def _loop(self) -> None:
-        while not self._stop.is_set() and len(self.readied) < len(self.names):
-            for name in self.names:
-                path = f"/apis/apps/v1/namespaces/{self.namespace}/deployments/{name}"
-                if name not in self.readied and self.kube.server.request("GET", path).status_code == 200:
-                    mark_deployment_ready(self.kube, self.namespace, name)
-                    self.readied.append(name)
-            self._stop.wait(self.poll_s)
+    def roll_out(self, name: str) -> None:
+        """What the components stood in for write once Deployment ``name`` exists: its status rolled out."""
+        mark_deployment_ready(self.kube, self.namespace, name)
+
+
+WORKLOAD_PLURALS = {"Deployment": "deployments", "DaemonSet": "daemonsets", "StatefulSet": "statefulsets"}
+
+
+def mark_workload_ready(kube: KubeObjects, kind: str, namespace: str, name: str) -> None:
+    """Stands in for the workload's controller and the kubelet: the status of a Deployment
+    (:func:`mark_deployment_ready`), DaemonSet (two nodes run it) or StatefulSet once every replica/pod is ready."""
+    if kind == "Deployment":
+        mark_deployment_ready(kube, namespace, name)
+        return
+    path = f"/apis/apps/v1/namespaces/{namespace}/{WORKLOAD_PLURALS[kind]}/{name}"
+    obj = kube.call("GET", path)
+    generation = obj["metadata"]["generation"]
+    if kind == "DaemonSet":  # two nodes would run it
+        status = {
+            "observedGeneration": generation,
+            "currentNumberScheduled": 2,
+            "desiredNumberScheduled": 2,
+            "numberMisscheduled": 0,
+            "numberReady": 2,
+            "updatedNumberScheduled": 2,
+            "numberAvailable": 2,
+        }
+    else:
+        replicas = obj["spec"]["replicas"]
+        status = {
+            "observedGeneration": generation,
+            "replicas": replicas,
+            "readyReplicas": replicas,
+            "currentReplicas": replicas,
+            "updatedReplicas": replicas,
+            "currentRevision": "r1",
+            "updateRevision": "r1",
+        }
+    kube.call("PATCH", f"{path}/status", {"status": status}, headers=MERGE)
+
+
+class WorkloadReadier(BackgroundPoller):
+    """Stands in for the Deployment, DaemonSet and StatefulSet controllers and the kubelet: marks every such
+    workload of ``namespace`` ready (:func:`mark_workload_ready`) whenever its generation is newer than its
+    status says (a new one, or one an upgrade changed). Records ``Kind/name`` each time."""
+
+    thread_name = "workload-readier"
+
+    def __init__(self, kube: KubeObjects, namespace: str, *, poll_s: float = 0.2) -> None:
+        super().__init__(poll_s)
+        self.kube, self.namespace = kube, namespace
+        self.readied: list[str] = []
+
+    def poll(self) -> None:
+        for kind, plural in WORKLOAD_PLURALS.items():
+            items = self.kube.call("GET", f"/apis/apps/v1/namespaces/{self.namespace}/{plural}")["items"]
+            for obj in items:
+                meta = obj["metadata"]
+                if obj.get("status", {}).get("observedGeneration", 0) < meta["generation"]:
+                    mark_workload_ready(self.kube, kind, self.namespace, meta["name"])
+                    self.readied.append(f"{kind}/{meta['name']}")
+
+
+class NodeSampler(BackgroundPoller):
+    """Reads the Nodes every ``poll_s`` while the ``with`` block runs and hands each sample (node name ->
+    Node object) to :meth:`sample`; the base of the tests' watchers of cordons."""
+
+    thread_name = "node-sampler"
+
+    def __init__(self, kube: KubeObjects, *, poll_s: float) -> None:
+        super().__init__(poll_s)
+        self.kube = kube
+
+    def nodes(self) -> dict[str, dict[str, Any]]:
+        """The Nodes the API server has now, by name."""
+        return {i["metadata"]["name"]: i for i in self.kube.call("GET", "/api/v1/nodes")["items"]}
+
+    def unschedulable(self) -> dict[str, bool]:
+        """Each Node's ``spec.unschedulable`` now, by name."""
+        return {name: bool(node["spec"].get("unschedulable")) for name, node in self.nodes().items()}
+
+    def poll(self) -> None:
+        self.sample(self.nodes())
+
+    def sample(self, nodes: dict[str, dict[str, Any]]) -> None:
+        """One sample of the Nodes."""
+        raise NotImplementedError
 
 
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
@@ -267,3 +389,151 @@ def crd_absent(server: ApiServer, name: str) -> Iterator[None]:
             meta = {k: saved["metadata"][k] for k in ("name", "labels", "annotations") if k in saved["metadata"]}
             body = {"apiVersion": saved["apiVersion"], "kind": saved["kind"], "metadata": meta, "spec": saved["spec"]}
             apply_crds(server, [body])
+
+
+class JobControllerStandIn(BackgroundPoller):
+    """Stands in for the Job controller, the scheduler and the kubelet while a command waits on Jobs in
+    ``namespace``: for each new Job, ``decide(job)`` says what becomes of it, and the thread writes through
+    the API what those components would have written:
+
+    - ``"complete"``: a pod of the Job (labels and owner as the Job controller makes them) bound to a node that
+      matches the Job's ``nodeSelector``, Succeeded; the Job's status ``succeeded: 1`` and condition Complete;
+    - ``"fail"``: the pod Failed (container terminated, exit code 1); the Job's condition Failed
+      (BackoffLimitExceeded);
+    - ``"pending"``: the pod left Pending with the scheduler's PodScheduled=False (``Insufficient
+      nvidia.com/gpu``); the Job active;
+    - ``None``: nothing (as if no controller ran).
+
+    Records every Job as it first saw it (``seen``, by name)."""
+
+    thread_name = "job-controller-stand-in"
+
+    def __init__(
+        self, kube: KubeObjects, namespace: str, decide: Any, nodes: dict[str, dict[str, str]], *, poll_s: float = 0.1
+    ) -> None:
+        super().__init__(poll_s)
+        self.kube, self.namespace, self.decide, self.nodes = kube, namespace, decide, nodes
+        self.seen: dict[str, dict[str, Any]] = {}
+        self.errors: list[str] = []
+
+    def poll(self) -> None:
+        resp = self.kube.server.request("GET", f"/apis/batch/v1/namespaces/{self.namespace}/jobs")
+        for job in resp.json().get("items", []) if resp.status_code == 200 else []:
+            name = job["metadata"]["name"]
+            if name not in self.seen:
+                self.seen[name] = job
+                try:
+                    self._act(job, self.decide(job))
+                except (AssertionError, StopIteration, KeyError) as exc:  # the test reads them
+                    self.errors.append(f"{name}: {exc!r}")
+
+    def _node_for(self, job: dict[str, Any]) -> str:
+        selector = job["spec"]["template"]["spec"].get("nodeSelector", {})
+        return next(n for n, labels in self.nodes.items() if all(labels.get(k) == v for k, v in selector.items()))
+
+    def _act(self, job: dict[str, Any], what: str | None) -> None:
+        if what is None:
+            return
+        meta, template = job["metadata"], job["spec"]["template"]
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        pod_name = f"{meta['name']}-{uuid.uuid4().hex[:5]}"
+        owner = {"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"], "uid": meta["uid"], "controller": True}
+        spec = dict(template["spec"])
+        if what != "pending":
+            spec["nodeName"] = self._node_for(job)
+        pod_meta = {"name": pod_name, "labels": template["metadata"]["labels"], "ownerReferences": [owner]}
+        base = f"/api/v1/namespaces/{self.namespace}/pods"
+        self.kube.call("POST", base, {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": spec})
+        container = spec["containers"][0]["name"]
+        job_status: dict[str, Any] = {"startTime": now}
+        if what == "pending":
+            message = "0/5 nodes are available: 1 Insufficient nvidia.com/gpu, 4 node(s) didn't match node selector."
+            pod_status: dict[str, Any] = {
+                "phase": "Pending",
+                "conditions": [
+                    {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
+                ],
+            }
+            job_status["active"] = 1
+        else:
+            code = 0 if what == "complete" else 1
+            terminated = {"exitCode": code, "reason": "Completed" if code == 0 else "Error", "startedAt": now}
+            terminated |= {"finishedAt": now} | ({} if code == 0 else {"message": "set by the test: exit 1"})
+            pod_status = {
+                "phase": "Succeeded" if code == 0 else "Failed",
+                "startTime": now,
+                "containerStatuses": [
+                    {
+                        "name": container,
+                        "image": spec["containers"][0]["image"],
+                        "imageID": "",
+                        "ready": False,
+                        "restartCount": 0,
+                        "state": {"terminated": terminated},
+                    }
+                ],
+            }
+            condition = (
+                {"type": "Complete", "status": "True"}
+                if code == 0
+                else {
+                    "type": "Failed",
+                    "status": "True",
+                    "reason": "BackoffLimitExceeded",
+                    "message": "Job has reached the specified backoff limit",
+                }
+            )
+            job_status |= {
+                "succeeded" if code == 0 else "failed": 1,
+                "conditions": [{**condition, "lastProbeTime": now, "lastTransitionTime": now}],
+            }
+            if code == 0:
+                job_status["completionTime"] = now
+        self.kube.call("PATCH", f"{base}/{pod_name}/status", {"status": pod_status}, headers=MERGE)
+        path = f"/apis/batch/v1/namespaces/{self.namespace}/jobs/{meta['name']}/status"
+        self.kube.call("PATCH", path, {"status": job_status}, headers=MERGE)
+
+
+class DevicePluginStandIn(BackgroundPoller):
+    """Stands in for the GPU Operator's device plugin and GPU feature discovery on GPU nodes: once the Deployment
+    ``operator`` (``namespace/name``) exists, and ``delay_s`` later (a device plugin starts minutes after the
+    operator's install), writes each node's ``nvidia.com/gpu`` capacity and allocatable (``gpus``: node -> count)
+    through the status subresource and its ``nvidia.com/gpu.product`` label (``products``: node -> label).
+    ``written`` holds the monotonic time of the write, once done."""
+
+    thread_name = "device-plugin-stand-in"
+
+    def __init__(
+        self,
+        kube: KubeObjects,
+        gpus: dict[str, int],
+        products: dict[str, str],
+        *,
+        operator: str = "gpu-operator/gpu-operator",
+        delay_s: float = 2.0,
+        poll_s: float = 0.2,
+    ) -> None:
+        super().__init__(poll_s)
+        self.kube, self.gpus, self.products, self.operator = kube, gpus, products, operator
+        self.delay_s = delay_s
+        self.written: float | None = None
+
+    def finished(self) -> bool:
+        return self.written is not None
+
+    def poll(self) -> None:
+        namespace, name = self.operator.split("/")
+        path = f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}"
+        if self.kube.server.request("GET", path).status_code != 200 or self.pause(self.delay_s):
+            return
+        for node, count in self.gpus.items():
+            gpus = {"nvidia.com/gpu": str(count)}
+            self.kube.call(
+                "PATCH",
+                f"/api/v1/nodes/{node}/status",
+                {"status": {"capacity": gpus, "allocatable": gpus}},
+                headers=MERGE,
+            )
+            labels = {"nvidia.com/gpu.product": self.products[node]}
+            self.kube.call("PATCH", f"/api/v1/nodes/{node}", {"metadata": {"labels": labels}}, headers=MERGE)
+        self.written = time.monotonic()

@@ -25,10 +25,8 @@ from bootstrap.cli.common import (
     err_console,
     escape,
     handle_errors,
-    inventory_option,
     json_option,
-    limit_option,
-    state_dir_option,
+    node_options,
     warn,
 )
 from bootstrap.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
@@ -214,9 +212,7 @@ def _node_outcome(outcome: RunOutcome, node: str) -> dict[str, Any]:
 
 # -- discover ---------------------------------------------------------------------------------------
 @click.command("discover")
-@inventory_option
-@state_dir_option
-@limit_option
+@node_options
 @click.option("--write", is_flag=True, help="Write the discovered MACs into the inventory (atomically).")
 @json_option
 @handle_errors()
@@ -327,9 +323,7 @@ def _finish_outcome(outcome: RunOutcome) -> None:
 # -- power ------------------------------------------------------------------------------------------
 @click.command("power")
 @click.argument("action", type=click.Choice(POWER_ACTIONS))
-@inventory_option
-@state_dir_option
-@limit_option
+@node_options
 @dry_run_option
 @json_option
 @handle_errors()
@@ -355,11 +349,16 @@ def power_cmd(  # noqa: PLR0917 - click passes options as arguments
 
     def show(v: dict[str, Any]) -> str:
         if dry_run:
-            return f"{v['current']}: " + ("no change" if v["would"] == "nothing" else f"would {v['would']}")
+            return _would(v)
         return f"{v['before']} -> {v['after']}" + ("" if v["changed"] else " (no change)")
 
     emit(data, as_json, lambda d: console.print(_node_rows(results, show)))
     _finish(data["ok"])
+
+
+def _would(v: dict[str, Any]) -> str:
+    """A ``--dry-run`` result in words: the current value and what would change."""
+    return f"{v['current']}: " + ("no change" if v["would"] == "nothing" else f"would {v['would']}")
 
 
 # -- boot -------------------------------------------------------------------------------------------
@@ -367,9 +366,7 @@ def power_cmd(  # noqa: PLR0917 - click passes options as arguments
 @click.argument("target", type=click.Choice(BOOT_TARGETS))
 @click.option("--continuous", is_flag=True, help="Keep the override for every boot instead of once.")
 @click.option("--reboot", is_flag=True, help="Restart (or power on) the node afterwards to boot it now.")
-@inventory_option
-@state_dir_option
-@limit_option
+@node_options
 @dry_run_option
 @json_option
 @handle_errors()
@@ -410,7 +407,7 @@ def boot_cmd(  # noqa: PLR0917 - click passes options as arguments
 
     def show(v: dict[str, Any]) -> str:
         if dry_run:
-            return f"{v['current']}: " + ("no change" if v["would"] == "nothing" else f"would {v['would']}")
+            return _would(v)
         return f"{v['target']}/{v['enabled']}" + ("" if v["changed"] else " (no change)")
 
     emit(data, as_json, lambda d: console.print(_node_rows(results, show)))
@@ -523,9 +520,7 @@ def _bios_apply(inventory_path: Path, state_dir: Path, limit: str | None, as_jso
 
 
 @bios_group.command("plan")
-@inventory_option
-@state_dir_option
-@limit_option
+@node_options
 @json_option
 @handle_errors()
 def bios_plan_cmd(inventory_path: Path, state_dir: Path, limit: str | None, as_json: bool) -> None:
@@ -538,9 +533,7 @@ def bios_plan_cmd(inventory_path: Path, state_dir: Path, limit: str | None, as_j
 
 
 @bios_group.command("apply")
-@inventory_option
-@state_dir_option
-@limit_option
+@node_options
 @click.option("--reboot", is_flag=True, help="Reboot now so the job runs; wait for it and read back.")
 @dry_run_option
 @json_option
@@ -565,9 +558,7 @@ def bmc_group() -> None:
 
 
 @bmc_group.command("status")
-@inventory_option
-@state_dir_option
-@limit_option
+@node_options
 @json_option
 @handle_errors()
 def bmc_status_cmd(inventory_path: Path, state_dir: Path, limit: str | None, as_json: bool) -> None:

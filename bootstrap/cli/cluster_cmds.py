@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.progress import Progress
@@ -16,6 +17,13 @@ from bootstrap.errors import EXIT_FAILED, EnvironmentMissing, InvalidInput, Prob
 from bootstrap.inventory.loader import load_inventory
 from redfish_tools.secrets import redact
 
+if TYPE_CHECKING:  # imported where used: the command loads them only when it runs
+    from bootstrap.cluster.workload_checks import Settings
+    from bootstrap.inventory.models import Inventory
+    from bootstrap.nvidia.validators import ClusterReport
+
+#: A Kubernetes namespace name (DNS-1123 label).
+NAMESPACE_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 #: How long ``kubectl get nodes`` may take before validate-cluster gives up.
 KUBECTL_TIMEOUT_S = 60
 
@@ -164,6 +172,33 @@ def _node_files(values: tuple[str, ...], option: str) -> dict[str, Path]:
 @click.option(
     "--dcgm-metrics", type=click.Path(path_type=Path, dir_okay=False, exists=True), help="DCGM exporter text."
 )
+@click.option(
+    "--skip-workloads", is_flag=True, help="Only the read-only checks: no CUDA smoke or NCCL Job (with --kubeconfig)."
+)
+@click.option("--nccl", is_flag=True, help="Also run nccl-tests' all_reduce_perf on every node with SXM GPUs.")
+@click.option(
+    "--nccl-min-busbw",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="GB/s",
+    help="Lowest average all-reduce bus bandwidth that passes [default: 300].",
+)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=1),
+    default=600.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long the workload Jobs may take, together (image pulls included).",
+)
+@click.option("--keep", is_flag=True, help="Leave the workload Jobs (and their pods) in the cluster afterwards.")
+@click.option(
+    "--namespace", default=None, metavar="NAME", help="Namespace of the workload Jobs [default: rackctl-validate]."
+)
+@click.option("--cuda-image", default=None, metavar="IMAGE", help="Image of the CUDA smoke Job (a mirror's copy).")
+@click.option("--nccl-image", default=None, metavar="IMAGE", help="Image of the NCCL Job (a mirror's copy).")
+@click.option("--plan", "plan_only", is_flag=True, help="Print the workload Jobs it would create; create nothing.")
 @json_option
 @handle_errors()
 def validate_cluster_cmd(  # noqa: PLR0917 - click passes options as arguments
@@ -173,14 +208,47 @@ def validate_cluster_cmd(  # noqa: PLR0917 - click passes options as arguments
     smi_files: tuple[str, ...],
     lspci_files: tuple[str, ...],
     dcgm_metrics: Path | None,
+    skip_workloads: bool,
+    nccl: bool,
+    nccl_min_busbw: float | None,
+    timeout_s: float,
+    keep: bool,
+    namespace: str | None,
+    cuda_image: str | None,
+    nccl_image: str | None,
+    plan_only: bool,
     as_json: bool,
 ) -> None:
-    """Every node Ready, GPUs allocatable as the inventory says (per MIG profile), Fabric Manager on NVSwitch nodes."""
+    """Every node Ready, GPUs allocatable as the inventory says (per MIG profile), Fabric Manager on NVSwitch nodes;
+    with --kubeconfig, a CUDA smoke Job per GPU product (and with --nccl an NCCL all-reduce per SXM node)."""
     from bootstrap.nvidia.detect import NvSwitchReport, nvswitch_pci_slots  # noqa: PLC0415
     from bootstrap.nvidia.smi import parse  # noqa: PLC0415
     from bootstrap.nvidia.validators import NodeFacts, validate_cluster  # noqa: PLC0415
 
     inv = load_inventory(inventory_path)
+    if namespace is not None and not NAMESPACE_RE.match(namespace):
+        raise InvalidInput(
+            f"bad --namespace {namespace!r}",
+            problems=[
+                Problem(
+                    "--namespace",
+                    f"got {namespace!r}",
+                    "a DNS label: a-z, 0-9 and '-', at most 63, e.g. rackctl-validate",
+                )
+            ],
+        )
+    settings = _workload_settings(
+        namespace=namespace,
+        timeout_s=timeout_s,
+        nccl=nccl,
+        nccl_min_busbw=nccl_min_busbw,
+        keep=keep,
+        cuda_image=cuda_image,
+        nccl_image=nccl_image,
+    )
+    if plan_only:
+        _plan_workloads(inv, settings, skip_workloads, as_json)
+        return
     if (kubeconfig is None) == (nodes_json is None):
         raise InvalidInput(
             "give exactly one of --kubeconfig or --nodes-json",
@@ -193,10 +261,69 @@ def validate_cluster_cmd(  # noqa: PLR0917 - click passes options as arguments
     for node, path in _node_files(lspci_files, "--lspci").items():
         facts.setdefault(node, NodeFacts()).nvswitch = NvSwitchReport(pci_slots=nvswitch_pci_slots(path.read_text()))
     metrics = dcgm_metrics.read_text() if dcgm_metrics else None
-    report = validate_cluster(inv, nodes, facts, metrics).as_dict()
-    emit(report, as_json, _print_report)
-    if not report["ok"]:
+    report = validate_cluster(inv, nodes, facts, metrics)
+    if kubeconfig is None:
+        report.skipped.append(
+            {"check": "cuda-smoke, nccl-allreduce", "why": "no --kubeconfig: they need a live cluster"}
+        )
+    elif skip_workloads:
+        report.skipped.append({"check": "cuda-smoke, nccl-allreduce", "why": "--skip-workloads"})
+    else:
+        _run_workloads(inv, kubeconfig, nodes, settings, report, as_json)
+    data = report.as_dict()
+    emit(data, as_json, _print_report)
+    if not data["ok"]:
         raise SystemExit(EXIT_FAILED)
+
+
+def _workload_settings(**given: Any) -> Settings:
+    """The workload checks' settings: the options given, the module's defaults for the rest."""
+    from bootstrap.cluster.workload_checks import Settings  # noqa: PLC0415
+
+    return Settings(**{k: v for k, v in given.items() if v is not None})
+
+
+def _plan_workloads(inv: Inventory, settings: Settings, skip_workloads: bool, as_json: bool) -> None:
+    from bootstrap.cluster.workload_checks import plan  # noqa: PLC0415
+
+    if skip_workloads:
+        raise InvalidInput(
+            "--plan with --skip-workloads has nothing to show",
+            problems=[Problem("--plan", "plans the workload Jobs only", "drop --skip-workloads, or --plan")],
+        )
+    the_plan = plan(inv, settings)
+    data = {"ok": True, "plan": True, "applied": False, **the_plan.as_dict(settings), "skipped": the_plan.skipped}
+    emit(data, as_json, _print_plan)
+
+
+def _print_plan(data: dict[str, Any]) -> None:
+    import yaml  # noqa: PLC0415
+
+    console.print(
+        f"would create {len(data['jobs'])} Job(s) in namespace {escape(data['namespace'])} "
+        f"(names end in this run's id, {escape(data['run_id'])}; the next run draws another); nothing created"
+    )
+    for job in data["jobs"]:
+        console.print(f"--- {escape(job['check'])} {escape(job['subject'])} (nodes: {escape(', '.join(job['nodes']))})")
+        console.print(escape(yaml.safe_dump(job["job"], sort_keys=False)), end="")
+    for skip in data["skipped"]:
+        console.print(
+            f"[yellow]skip[/yellow] {escape(skip['check'])} {escape(skip.get('node', ''))}: {escape(skip['why'])}"
+        )
+
+
+def _run_workloads(  # noqa: PLR0917 - the command's state, passed on
+    inv: Inventory, kubeconfig: Path, nodes: dict[str, Any], settings: Settings, report: ClusterReport, as_json: bool
+) -> None:
+    from bootstrap.cluster.workload_checks import add_workloads, run  # noqa: PLC0415
+    from bootstrap.kube import Kubectl  # noqa: PLC0415
+
+    with Progress(console=err_console, transient=True, disable=as_json) as progress:
+        task = progress.add_task("workload checks", total=None)
+        result = run(
+            inv, Kubectl(kubeconfig), nodes, settings, progress=lambda text: progress.update(task, description=text)
+        )
+    add_workloads(report, result)
 
 
 def _print_report(data: dict[str, Any]) -> None:
@@ -206,6 +333,10 @@ def _print_report(data: dict[str, Any]) -> None:
     for skip in data["skipped"]:
         console.print(
             f"[yellow]skip[/yellow] {escape(skip['check'])} {escape(skip.get('node', ''))}: {escape(skip['why'])}"
+        )
+    for job in data.get("workloads", {}).get("jobs", []):
+        console.print(
+            f"[dim]Job {escape(data['workloads']['namespace'])}/{escape(job['name'])}: {escape(job['after'])}[/dim]"
         )
     console.print(f"{data['passed']} passed, {data['failed']} failed")
 

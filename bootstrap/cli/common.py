@@ -66,6 +66,24 @@ def limit_option(func: F) -> F:
     return click.option("--limit", "limit", metavar="NODES", default=None, help=LIMIT_HELP)(func)
 
 
+def node_options(func: F) -> F:
+    """Add ``-i/--inventory``, ``--state-dir`` and ``--limit``, in that order: the nodes a command works on."""
+    return inventory_option(state_dir_option(limit_option(func)))
+
+
+def seconds_option(flag: str, dest: str, *, minimum: float, default: float, help_text: str) -> Callable[[F], F]:
+    """Add ``FLAG S``: a number of seconds, at least ``minimum`` (its default shown in ``--help``)."""
+    return click.option(
+        flag,
+        dest,
+        type=click.FloatRange(min=minimum),
+        default=default,
+        show_default=True,
+        metavar="S",
+        help=help_text,
+    )
+
+
 def out_option(sub: str, what: str) -> Callable[[F], F]:
     """Add ``--out`` (a directory) whose default is ``<state-dir>/<sub>``: resolve it with :func:`out_dir`."""
     return click.option(

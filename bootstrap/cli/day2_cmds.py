@@ -19,6 +19,7 @@ from bootstrap.cli.common import (
     inventory_option,
     json_option,
     limit_option,
+    seconds_option,
     state_dir_option,
     warn,
 )
@@ -266,23 +267,19 @@ def driver_group() -> None:
     metavar="N|P%",
     help="Host path: GPU nodes down at once, a count or a percentage (default: firmware.rollout.max_unavailable).",
 )
-@click.option(
+@seconds_option(
     "--timeout",
     "timeout_s",
-    type=click.FloatRange(min=1),
+    minimum=1,
     default=7200.0,
-    show_default=True,
-    metavar="S",
-    help="Operator path: how long to watch the GPU Operator's rollout before giving up (it goes on by itself).",
+    help_text="Operator path: how long to watch the GPU Operator's rollout before giving up (it goes on by itself).",
 )
-@click.option(
+@seconds_option(
     "--poll",
     "poll_s",
-    type=click.FloatRange(min=0.1),
+    minimum=0.1,
     default=5.0,
-    show_default=True,
-    metavar="S",
-    help="Operator path: how often to read the GPU nodes' upgrade states.",
+    help_text="Operator path: how often to read the GPU nodes' upgrade states.",
 )
 @inventory_option
 @state_dir_option

@@ -8,15 +8,15 @@ node failed or could not be scheduled, 130 on Ctrl-C.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from rich.table import Table
-
-from bootstrap.cli.common import console, emit, environment_for, err_console, escape
+from bootstrap.cli.common import emit, environment_for, err_console
+from bootstrap.cli.rollout_table import show_rollout
 from bootstrap.day2.driver import DriverPlan
-from bootstrap.day2.driver_host import AnsibleDriverNodes, DriverRolloutReport, HostDriverRollout
+from bootstrap.day2.driver_host import AnsibleDriverNodes, DriverNodeOutcome, DriverRolloutReport, HostDriverRollout
 from bootstrap.errors import EXIT_FAILED, EXIT_INTERRUPTED, RackctlError
 from bootstrap.firmware.plan import rollout_policy
 from bootstrap.inventory.models import Inventory
@@ -104,24 +104,12 @@ def run_host_upgrade(
 
 
 def show_report(report: DriverRolloutReport) -> None:
-    table = Table(title=f"driver {report.version} (host path)", show_edge=False, header_style="bold")
-    for col in ("node", "batch", "status", "before", "after", "cordon", "record"):
-        table.add_column(col)
-    for node in report.nodes:
-        style = {"done": "green", "nothing-to-do": "green", "failed": "red"}.get(node.status, "yellow")
-        record = "; ".join(f"{k}: {v}" for k, v in node.records.items())
-        table.add_row(
-            node.node,
-            str(node.batch or "-"),
-            f"[{style}]{node.status}[/{style}] {escape(node.message)}",
-            escape(_versions(node.before)),
-            escape(_versions(node.after)),
-            escape(node.cordon),
-            escape(record),
-        )
-    console.print(table)
-    style = "green" if report.ok else "red"
-    console.print(f"[{style}]{escape(report.reason)}[/{style}]")
+    columns: dict[str, Callable[[DriverNodeOutcome], str]] = {
+        "before": lambda n: _versions(n.before),
+        "after": lambda n: _versions(n.after),
+        "cordon": lambda n: n.cordon,
+    }
+    show_rollout(report, columns, title=f"driver {report.version} (host path)")
 
 
 def _versions(data: dict[str, Any]) -> str:

@@ -21,20 +21,20 @@ from bootstrap.cli.common import (
     err_console,
     escape,
     handle_errors,
-    inventory_option,
     json_option,
-    limit_option,
-    state_dir_option,
+    node_options,
     warn,
 )
+from bootstrap.cli.rollout_table import show_rollout
 from bootstrap.errors import EXIT_FAILED, EXIT_INTERRUPTED, RackctlError
-from bootstrap.firmware.apply import ApplySettings, FirmwareRollout, RolloutReport
+from bootstrap.firmware.apply import ApplySettings, FirmwareNodeOutcome, FirmwareRollout
 from bootstrap.firmware.health import OsHealth
 from bootstrap.firmware.plan import FirmwarePlan, plan_firmware
 from bootstrap.firmware.read import read_installed
 from bootstrap.inventory import Inventory, load_inventory
 from bootstrap.journal.store import Journal
 from bootstrap.kube import ClusterGate, cluster_for
+from bootstrap.rollout.report import RolloutReport
 from bootstrap.selection import select_nodes
 from bootstrap.stages.insecure import insecure_warning
 from bootstrap.stages.oob import policy_for, targets_for
@@ -117,9 +117,7 @@ def firmware_group() -> None:
 
 
 @firmware_group.command("plan")
-@inventory_option
-@state_dir_option
-@limit_option
+@node_options
 @json_option
 @handle_errors()
 def firmware_plan_cmd(inventory_path: Path, state_dir: Path, limit: str | None, as_json: bool) -> None:
@@ -133,9 +131,7 @@ def firmware_plan_cmd(inventory_path: Path, state_dir: Path, limit: str | None, 
 
 
 @firmware_group.command("apply")
-@inventory_option
-@state_dir_option
-@limit_option
+@node_options
 @click.option("--plan", "--dry-run", "dry_run", is_flag=True, help="Show the plan; flash nothing.")
 @click.option("--poll", type=click.FloatRange(0.05, 60), default=5.0, show_default=True, help="Seconds between polls.")
 @json_option
@@ -201,24 +197,12 @@ def _say(kind: str, node: str, text: str) -> None:
     err_console.print(f"[{style}]{kind:7}[/{style}] {escape(prefix + text)}")
 
 
-def _show_report(report: RolloutReport) -> None:
-    table = Table(show_edge=False, header_style="bold")
-    for col in ("node", "batch", "status", "components", "record"):
-        table.add_column(col)
-    for node in report.nodes:
-        comps = ", ".join(f"{c['component']} {c['result']}" for c in node.components) or "-"
-        style = {"done": "green", "nothing-to-do": "green", "failed": "red"}.get(node.status, "yellow")
-        record = "; ".join(f"{k}: {v}" for k, v in node.records.items())
-        table.add_row(
-            node.node,
-            str(node.batch or "-"),
-            f"[{style}]{node.status}[/{style}] {escape(node.message)}",
-            escape(comps),
-            escape(record),
-        )
-    console.print(table)
-    style = "green" if report.ok else "red"
-    console.print(f"[{style}]{escape(report.reason)}[/{style}]")
+def _show_report(report: RolloutReport[FirmwareNodeOutcome]) -> None:
+    show_rollout(report, {"components": _components})
+
+
+def _components(node: FirmwareNodeOutcome) -> str:
+    return ", ".join(f"{c['component']} {c['result']}" for c in node.components) or "-"
 
 
 def register(cli: click.Group) -> None:

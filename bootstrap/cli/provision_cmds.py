@@ -6,29 +6,25 @@ Positional NODES are a synonym of ``--limit`` (same grammar, :mod:`bootstrap.sel
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
 from bootstrap.cli.common import (
-    emit,
     environment_for,
-    err_console,
     handle_errors,
     inventory_option,
     json_option,
     limit_option,
     state_dir_option,
 )
-from bootstrap.cli.run_cmds import _show_outcome, _show_plan
-from bootstrap.errors import EXIT_OK, InvalidInput, Problem
+from bootstrap.cli.run_cmds import run_or_plan
+from bootstrap.errors import InvalidInput, Problem
 from bootstrap.inventory import load_inventory
 from bootstrap.selection import split_csv
-from bootstrap.stages.base import NullProgress, RunOptions
-from bootstrap.stages.progress import RichProgress
-from bootstrap.stages.runner import Runner, plan, select
+from bootstrap.stages.base import RunOptions
+from bootstrap.stages.runner import select
 
 
 @click.command("provision")
@@ -103,20 +99,8 @@ def provision_cmd(
     options = RunOptions(
         dry_run=dry_run, force=force, yes=yes, extra={"provision": extra}, environment=environment_for(inventory)
     )
-    if dry_run:
-        emit({**plan(inventory, state_dir, selection, options), "dry_run": True}, as_json, _show_plan)
-        return
     command = "provision" + (f" --limit {','.join(chosen)}" if chosen else "") + (" --force" if force else "")
-    if as_json:
-        outcome = Runner(
-            inventory, state_dir, selection, options=options, progress=NullProgress(), command=command
-        ).run()
-    else:
-        with RichProgress(err_console) as progress:
-            outcome = Runner(inventory, state_dir, selection, options=options, progress=progress, command=command).run()
-    emit(outcome.as_dict(), as_json, _show_outcome)
-    if outcome.exit_code != EXIT_OK:
-        sys.exit(outcome.exit_code)
+    run_or_plan(inventory, state_dir, selection, options, command=command, as_json=as_json)
 
 
 def register(cli: click.Group) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,15 +22,17 @@ from bootstrap.cli.common import (
     limit_option,
     state_dir_option,
 )
+from bootstrap.cli.validate_options import validate_extra, validate_options
 from bootstrap.errors import EXIT_NOT_APPLIED, EXIT_OK, InvalidInput
-from bootstrap.inventory import load_inventory
+from bootstrap.inventory import Inventory, load_inventory
 from bootstrap.journal.states import NodeState, check_transition
 from bootstrap.journal.store import JOURNAL_FILE, Journal
 from bootstrap.selection import STAGES_OPTION, split_csv
 from bootstrap.stages.base import STAGE_ORDER, NullProgress, RunOptions
 from bootstrap.stages.cluster_inputs import EXTRA_KEY, checked_inputs
+from bootstrap.stages.nvidia_validate import EXTRA_KEY as VALIDATE_KEY
 from bootstrap.stages.progress import RichProgress
-from bootstrap.stages.runner import Runner, plan, select
+from bootstrap.stages.runner import Runner, Selection, plan, select
 
 STAGES_HELP = f"Comma-separated stages to run (default: all, in order: {','.join(STAGE_ORDER)})."
 
@@ -50,22 +53,21 @@ def _selection_options(func: Any) -> Any:
 
 def _cluster_input_options(func: Any) -> Any:
     """``--charts DIR`` and ``--crds DIR``: what the kubernetes and nvidia stages render and check with."""
-    func = click.option(
+    func = _dir_option(
         "--crds",
         "crd_dir",
-        type=click.Path(path_type=Path),
-        default=None,
-        metavar="DIR",
-        help="CRD YAML (the pinned charts' crds/) to check custom resources against (kubernetes, nvidia stages).",
+        "CRD YAML (the pinned charts' crds/) to check custom resources against (kubernetes, nvidia stages).",
     )(func)
-    return click.option(
+    return _dir_option(
         "--charts",
         "charts_dir",
-        type=click.Path(path_type=Path),
-        default=None,
-        metavar="DIR",
-        help="Pinned chart archives (<chart>-<version>.tgz) to render with our values (kubernetes, nvidia stages).",
+        "Pinned chart archives (<chart>-<version>.tgz) to render with our values (kubernetes, nvidia stages).",
     )(func)
+
+
+def _dir_option(flag: str, dest: str, help_text: str) -> Callable[[Any], Any]:
+    """An optional ``FLAG DIR`` (a path, checked later by :func:`checked_inputs`)."""
+    return click.option(flag, dest, type=click.Path(path_type=Path), default=None, metavar="DIR", help=help_text)
 
 
 def _status_style(status: str) -> str:
@@ -184,6 +186,15 @@ def plan_cmd(
     help="Where a cluster exists: how long the triton stage waits for each model's Deployment to be ready "
     "(default 600).",
 )
+@click.option(
+    "--helm-timeout",
+    type=click.FloatRange(min=1),
+    default=None,
+    metavar="SECONDS",
+    help="Where a cluster exists: how long Helm's install/upgrade of each release, and then the wait for its "
+    "workloads to be ready, may take (kubernetes, nvidia stages; default 600 each).",
+)
+@validate_options
 @inventory_option
 @state_dir_option
 @json_option
@@ -199,6 +210,10 @@ def up_cmd(
     insecure: bool,
     apply_firmware: bool = False,
     triton_timeout: float | None = None,
+    helm_timeout: float | None = None,
+    skip_validate: bool = False,
+    validate_timeout: float | None = None,
+    validate_nccl: bool = False,
     charts_dir: Path | None = None,
     crd_dir: Path | None = None,
     inventory_path: Path,
@@ -215,6 +230,9 @@ def up_cmd(
     the kubernetes and nvidia stages as by `rackctl render cluster`.
     """
     inputs = checked_inputs(charts_dir, crd_dir)
+    validation = validate_extra(
+        skip_validate=skip_validate, validate_timeout=validate_timeout, validate_nccl=validate_nccl
+    )
     inventory = load_inventory(inventory_path)
     selection = select(
         inventory, stages=split_csv(stages, STAGES_OPTION), limit=split_csv(limit), from_stage=from_stage, force=force
@@ -229,19 +247,36 @@ def up_cmd(
             "firmware": {"apply": apply_firmware},
             EXTRA_KEY: inputs.as_extra(),
             "triton": {"rollout_timeout_s": triton_timeout},
+            "helm": {"timeout_s": helm_timeout},
+            VALIDATE_KEY: validation.as_extra(),
         },
     )
-    if dry_run:
-        data = plan(inventory, state_dir, selection, options)
-        emit({**data, "dry_run": True}, as_json, _show_plan)
-        return
     command = "up " + " ".join(
         f"--{k.replace('_', '-')} {v}" for k, v in (("stages", stages), ("limit", limit), ("from", from_stage)) if v
     )
     command += " --force" if force else ""
     command += " --apply-firmware" if apply_firmware else ""
     command += f" --triton-timeout {triton_timeout:g}" if triton_timeout else ""
+    command += f" --helm-timeout {helm_timeout:g}" if helm_timeout else ""
+    command += validation.flags()
     command += "".join(f" --{key} {path}" for key, path in inputs.as_extra().items())
+    run_or_plan(inventory, state_dir, selection, options, command=command, as_json=as_json)
+
+
+def run_or_plan(
+    inventory: Inventory,
+    state_dir: Path,
+    selection: Selection,
+    options: RunOptions,
+    *,
+    command: str,
+    as_json: bool,
+) -> None:
+    """``--dry-run``: show the plan. Else run the selection through the :class:`Runner` (rich progress
+    unless ``--json``), show the outcome and exit with its code when that is not 0."""
+    if options.dry_run:
+        emit({**plan(inventory, state_dir, selection, options), "dry_run": True}, as_json, _show_plan)
+        return
     if as_json:
         outcome = Runner(
             inventory, state_dir, selection, options=options, progress=NullProgress(), command=command

@@ -21,6 +21,9 @@ from bootstrap.cli.common import (
     state_dir_option,
 )
 from bootstrap.errors import EXIT_FAILED, InvalidInput, Problem
+from bootstrap.kube import KUBECONFIG
+from bootstrap.kube_proxy import KubectlProxy, parse_service, service_path
+from bootstrap.stages.triton_smoke import PORT, VIA
 from bootstrap.triton.check import check_model_dir, model_dirs
 from bootstrap.triton.manifests import DEFAULT_K8S_VERSION, write_manifests
 from bootstrap.triton.render import render_all
@@ -29,6 +32,8 @@ from bootstrap.triton.stage import load_specs
 
 #: the repositories live under ``<state-dir>/triton`` unless ``--out``/DIRECTORY says otherwise
 TRITON_SUBDIR = "triton"
+#: ``triton smoke`` without ``--url`` or ``--service``
+DEFAULT_URL = "127.0.0.1:8000"
 
 
 def models_option(func: Any) -> Any:
@@ -232,8 +237,50 @@ def load_check_cmd(
         sys.exit(EXIT_FAILED)
 
 
+def _smoke_target(url: str | None, service: str | None, state_dir: Path, kubeconfig: Path | None) -> Path | None:
+    """Check ``--url``/``--service``: at most one; with ``--service`` the kubeconfig to reach the API server."""
+    if url is not None and service is not None:
+        raise InvalidInput(
+            "give --url or --service, not both",
+            problems=[
+                Problem("--url/--service", f"got --url {url!r} and --service {service!r}", "pass only one of them")
+            ],
+        )
+    if service is None:
+        return None
+    parse_service(service)
+    path = kubeconfig or state_dir / KUBECONFIG
+    if not path.is_file():
+        raise InvalidInput(
+            f"no kubeconfig at {path}",
+            problems=[
+                Problem(
+                    "--kubeconfig" if kubeconfig else "--state-dir",
+                    f"{path} is not a file",
+                    "pass --kubeconfig FILE, or the --state-dir whose kubeconfig reaches the cluster",
+                )
+            ],
+        )
+    return path
+
+
 @triton.command("smoke")
-@click.option("--url", default="127.0.0.1:8000", show_default=True, help="Triton HTTP endpoint.")
+@click.option("--url", default=None, help="Triton HTTP endpoint, HOST:PORT[/PREFIX] [default: 127.0.0.1:8000].")
+@click.option(
+    "--service",
+    metavar="NS/NAME",
+    default=None,
+    help="Instead of --url: the Service NS/NAME through the Kubernetes API server's service proxy "
+    "(needs only the kubeconfig; runs `kubectl proxy` for the duration).",
+)
+@click.option("--port", "port_name", default=PORT, show_default=True, help="With --service: the Service port's name.")
+@click.option(
+    "--kubeconfig",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help=f"With --service: the kubeconfig [default: <state-dir>/{KUBECONFIG}].",
+)
+@state_dir_option
 @click.option("--model", default="ensemble", show_default=True, help="Model to send the requests to.")
 @click.option("--prompt", default=DEFAULT_PROMPT, show_default=True)
 @click.option("--max-tokens", type=click.IntRange(1, 65536), default=32, show_default=True)
@@ -242,15 +289,50 @@ def load_check_cmd(
 @json_option
 @handle_errors()
 def smoke_cmd(
-    *, url: str, model: str, prompt: str, max_tokens: int, stream: bool, timeout: float, as_json: bool
+    *,
+    url: str | None,
+    service: str | None,
+    port_name: str,
+    kubeconfig: Path | None,
+    state_dir: Path,
+    model: str,
+    prompt: str,
+    max_tokens: int,
+    stream: bool,
+    timeout: float,
+    as_json: bool,
 ) -> None:
-    """Send a generate (and a streaming) request; report time to first token and total latency."""
-    with err_console.status(f"asking {url}", spinner="dots"):
-        result = run_smoke(url, model=model, prompt=prompt, max_tokens=max_tokens, stream=stream, timeout=timeout)
+    """Send a generate (and a streaming) request; report time to first token and total latency.
+
+    With --service the requests go through the API server's service proxy
+    (/api/v1/namespaces/NS/services/NAME:PORT/proxy/): the times include kubectl proxy and the API server."""
+    config = _smoke_target(url, service, state_dir, kubeconfig)
+    extra: dict[str, Any] = {}
+    if config is not None and service is not None:
+        namespace, name = parse_service(service)
+        with KubectlProxy(config) as proxy, err_console.status(f"asking Service {service}", spinner="dots"):
+            result = run_smoke(
+                proxy.service_url(namespace, name, port_name),
+                model=model,
+                prompt=prompt,
+                max_tokens=max_tokens,
+                stream=stream,
+                timeout=timeout,
+            )
+        path = service_path(namespace, name, port_name) + "/"
+        result.url = path  # kubectl proxy's own address is gone with it
+        extra = {"service": f"{namespace}/{name}:{port_name}", "via": VIA, "kubeconfig": str(config)}
+    else:
+        target = url or DEFAULT_URL
+        with err_console.status(f"asking {target}", spinner="dots"):
+            result = run_smoke(
+                target, model=model, prompt=prompt, max_tokens=max_tokens, stream=stream, timeout=timeout
+            )
 
     def human(data: dict[str, Any]) -> None:
         mark = "[green]ok[/green]" if data["ok"] else "[red]FAILED[/red]"
-        console.print(f"{mark} {escape(data['url'])} model {escape(data['model'])}")
+        where = f"Service {data['service']} ({data['url']}, via {data['via']})" if "service" in data else data["url"]
+        console.print(f"{mark} {escape(where)} model {escape(data['model'])}")
         if data["latency_s"] is not None:
             console.print(f"  generate: {data['latency_s'] * 1000:.1f} ms: {escape(data['text'][:200])!r}")
         if data["ttft_s"] is not None:
@@ -261,7 +343,7 @@ def smoke_cmd(
         for error in data["errors"]:
             console.print(f"  - [red]{escape(error)}[/red]")
 
-    emit(result.as_dict(), as_json, human)
+    emit({**result.as_dict(), **extra}, as_json, human)
     if not result.ok:
         sys.exit(EXIT_FAILED)
 

@@ -8,11 +8,13 @@ operator's CRDs) is not sent and is reported by name with the reason. Each objec
 only ``managedFields``; ``metadata.generation`` is compared, so a spec change that would roll a Deployment
 shows).
 
-:func:`watch_rollouts` polls Deployments until each has rolled out as ``kubectl rollout status`` judges it
-(the controller observed the current generation; updated, ready and available replicas all equal to the
-wanted count, no old replica left) or the timeout passes; a Deployment not rolled out is reported with its
-replica counts and its conditions, or, when it has no status at all, that no Deployment controller has
-observed it.
+:func:`watch_workloads` polls Deployments, DaemonSets and StatefulSets until each has rolled out as
+``kubectl rollout status`` judges it (the controller observed the current generation; for a Deployment
+updated, ready and available replicas all equal to the wanted count, no old replica left; for a DaemonSet
+every scheduled pod updated and available; for a StatefulSet every replica updated and ready) or the timeout
+passes; a workload not rolled out is reported with its counts and its conditions, or, when it has no status
+at all, that no controller of its kind has observed it. :func:`watch_rollouts` is the same for Deployments
+(the triton stage); the Helm installs (:mod:`bootstrap.cluster.helm_install`) watch every kind.
 """
 
 from __future__ import annotations
@@ -127,9 +129,13 @@ def apply_objects(api: LiveApi, objects: list[dict[str, Any]]) -> ApplyReport:
     return report
 
 
+#: The workload kinds :func:`watch_workloads` judges.
+WORKLOAD_KINDS = ("Deployment", "DaemonSet", "StatefulSet")
+
+
 @dataclass
 class Rollout:
-    """Where one Deployment's rollout stands."""
+    """Where one workload's rollout stands (a Deployment unless ``kind`` says otherwise)."""
 
     namespace: str
     name: str
@@ -137,6 +143,7 @@ class Rollout:
     ready: int = 0
     done: bool = False
     why: str = "not read yet"
+    kind: str = "Deployment"
 
     def message(self, timeout_s: float) -> str:
         if self.done:
@@ -144,34 +151,116 @@ class Rollout:
         return f"applied, not ready within {timeout_s:g} s: {self.why}"
 
 
+def _not_observed(kind: str, generation: int, observed: int) -> str:
+    return (
+        f"no {kind} controller has observed generation {generation} yet (observedGeneration {observed}; "
+        "is kube-controller-manager running?)"
+    )
+
+
+def _conditions(status: dict[str, Any]) -> str:
+    found = [
+        f"{c.get('type')}={c.get('status')} ({c.get('reason', '')}: {c.get('message', '')})"
+        for c in status.get("conditions") or []
+    ]
+    return "; ".join(found) or "none"
+
+
+def _generations(obj: dict[str, Any]) -> tuple[int, int]:
+    """``metadata.generation`` and ``status.observedGeneration``."""
+    return int(obj.get("metadata", {}).get("generation", 0)), int(obj.get("status", {}).get("observedGeneration", 0))
+
+
 def rollout_state(deployment: dict[str, Any] | None, namespace: str, name: str) -> Rollout:
     """Judge a Deployment as ``kubectl rollout status`` does; ``why`` says what is missing."""
     if deployment is None:
         return Rollout(namespace, name, why=f"Deployment {namespace}/{name} is not in the cluster")
-    meta, spec, status = deployment.get("metadata", {}), deployment.get("spec", {}), deployment.get("status", {})
+    spec, status = deployment.get("spec", {}), deployment.get("status", {})
     wanted = int(spec.get("replicas", 1))
-    generation, observed = int(meta.get("generation", 0)), int(status.get("observedGeneration", 0))
+    generation, observed = _generations(deployment)
     counts = {k: int(status.get(f"{k}Replicas", 0)) for k in ("updated", "ready", "available")}
     total = int(status.get("replicas", 0))
     out = Rollout(namespace, name, wanted=wanted, ready=counts["ready"])
     if observed < generation:
-        out.why = (
-            f"no Deployment controller has observed generation {generation} yet (observedGeneration {observed}; "
-            "is kube-controller-manager running?)"
-        )
+        out.why = _not_observed("Deployment", generation, observed)
         return out
     out.done = (
         counts["updated"] == wanted and total == wanted and counts["available"] == wanted and counts["ready"] == wanted
     )
-    conditions = [
-        f"{c.get('type')}={c.get('status')} ({c.get('reason', '')}: {c.get('message', '')})"
-        for c in status.get("conditions") or []
-    ]
     out.why = (
         f"updated {counts['updated']}, ready {counts['ready']}, available {counts['available']} of {wanted} "
-        f"replica(s), {total} in all; conditions: {'; '.join(conditions) or 'none'}"
+        f"replica(s), {total} in all; conditions: {_conditions(status)}"
     )
     return out
+
+
+def daemonset_state(daemonset: dict[str, Any] | None, namespace: str, name: str) -> Rollout:
+    """Judge a DaemonSet as ``kubectl rollout status`` does: every scheduled pod updated and available."""
+    if daemonset is None:
+        return Rollout(namespace, name, kind="DaemonSet", why=f"DaemonSet {namespace}/{name} is not in the cluster")
+    status = daemonset.get("status", {})
+    generation, observed = _generations(daemonset)
+    wanted = int(status.get("desiredNumberScheduled", 0))
+    updated, available = int(status.get("updatedNumberScheduled", 0)), int(status.get("numberAvailable", 0))
+    out = Rollout(namespace, name, wanted=wanted, ready=int(status.get("numberReady", 0)), kind="DaemonSet")
+    if observed < generation:
+        out.why = _not_observed("DaemonSet", generation, observed)
+        return out
+    out.done = updated == wanted and available == wanted
+    out.why = (
+        f"updated {updated}, ready {out.ready}, available {available} of {wanted} scheduled pod(s); "
+        f"conditions: {_conditions(status)}"
+    )
+    return out
+
+
+def statefulset_state(statefulset: dict[str, Any] | None, namespace: str, name: str) -> Rollout:
+    """Judge a StatefulSet as ``kubectl rollout status`` does: every replica ready and of the update revision."""
+    if statefulset is None:
+        return Rollout(namespace, name, kind="StatefulSet", why=f"StatefulSet {namespace}/{name} is not in the cluster")
+    spec, status = statefulset.get("spec", {}), statefulset.get("status", {})
+    generation, observed = _generations(statefulset)
+    wanted = int(spec.get("replicas", 1))
+    ready, updated = int(status.get("readyReplicas", 0)), int(status.get("updatedReplicas", 0))
+    out = Rollout(namespace, name, wanted=wanted, ready=ready, kind="StatefulSet")
+    if observed < generation:
+        out.why = _not_observed("StatefulSet", generation, observed)
+        return out
+    revised = status.get("updateRevision") == status.get("currentRevision") or updated == wanted
+    out.done = ready == wanted and revised
+    out.why = f"ready {ready}, updated {updated} of {wanted} replica(s); conditions: {_conditions(status)}"
+    return out
+
+
+_JUDGES = {"Deployment": rollout_state, "DaemonSet": daemonset_state, "StatefulSet": statefulset_state}
+
+
+def workload_state(kind: str, obj: dict[str, Any] | None, namespace: str, name: str) -> Rollout:
+    """Judge one workload of a kind in :data:`WORKLOAD_KINDS`."""
+    return _JUDGES[kind](obj, namespace, name)
+
+
+def watch_workloads(
+    api: LiveApi,
+    workloads: list[tuple[str, str, str]],
+    *,
+    timeout_s: float,
+    poll_s: float = 1.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[tuple[str, str, str], Rollout]:
+    """Poll each ``(kind, namespace, name)`` workload until all rolled out or ``timeout_s`` passed."""
+    deadline = clock() + timeout_s
+    states: dict[tuple[str, str, str], Rollout] = {}
+    while True:
+        for kind, namespace, name in workloads:
+            key = (kind, namespace, name)
+            if key not in states or not states[key].done:
+                found = api.get_object(kind.lower(), name, namespace)
+                states[key] = workload_state(kind, found, namespace, name)
+        if all(s.done for s in states.values()) or clock() >= deadline:
+            return states
+        sleep(min(poll_s, max(0.0, deadline - clock())))
 
 
 def watch_rollouts(
@@ -184,13 +273,12 @@ def watch_rollouts(
     sleep: Callable[[float], None] = time.sleep,
 ) -> dict[tuple[str, str], Rollout]:
     """Poll each ``(namespace, name)`` Deployment until all rolled out or ``timeout_s`` passed."""
-    deadline = clock() + timeout_s
-    states: dict[tuple[str, str], Rollout] = {}
-    while True:
-        for namespace, name in deployments:
-            if not states.get((namespace, name), Rollout(namespace, name)).done:
-                found = api.get_object("deployment", name, namespace)
-                states[namespace, name] = rollout_state(found, namespace, name)
-        if all(s.done for s in states.values()) or clock() >= deadline:
-            return states
-        sleep(min(poll_s, max(0.0, deadline - clock())))
+    states = watch_workloads(
+        api,
+        [("Deployment", ns, name) for ns, name in deployments],
+        timeout_s=timeout_s,
+        poll_s=poll_s,
+        clock=clock,
+        sleep=sleep,
+    )
+    return {(ns, name): state for (_, ns, name), state in states.items()}

@@ -27,7 +27,8 @@ class RenderedChart:
     problems: list[Problem] = field(default_factory=list)
 
 
-def _helm() -> Any:
+def helm_sdk() -> Any:
+    """The ``helm_python`` module (helm-python-sdk); missing is a missing tool naming the extra (exit 3)."""
     try:
         import helm_python  # noqa: PLC0415 - optional (the `cluster` extra), 85 MB native library
     except ImportError:
@@ -58,7 +59,7 @@ def _version_field(release: Release) -> str:
 
 def render_release(release: Release, source: Path) -> RenderedChart:
     """Load the chart, check its version and our values against it, render its templates."""
-    helm = _helm()
+    helm = helm_sdk()
     out = RenderedChart()
     chart = helm.Chart.load_archive(source.read_bytes()) if source.is_file() else helm.Chart.load(source)
     where = f"chart {release.chart} ({source.name})"

@@ -106,9 +106,10 @@ class LocalEtcd(Api):
     data_dir: str = Field(default="/var/lib/etcd", alias="dataDir")
 
 
-# --- v1beta3 -----------------------------------------------------------------------------------------
+# --- shared by v1beta3 and v1beta4 ------------------------------------------------------------------
 
 
+# v1beta3's nodeRegistration; v1beta4 changes only kubeletExtraArgs (NodeRegistrationV4)
 class NodeRegistrationV3(Api):
     name: str
     cri_socket: str = Field(alias="criSocket")
@@ -116,54 +117,6 @@ class NodeRegistrationV3(Api):
     kubelet_extra_args: dict[str, str] | None = Field(default=None, alias="kubeletExtraArgs")
     ignore_preflight_errors: list[str] | None = Field(default=None, alias="ignorePreflightErrors")
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = Field(default=None, alias="imagePullPolicy")
-
-
-class ControlPlaneComponentV3(Api):
-    extra_args: dict[str, str] | None = Field(default=None, alias="extraArgs")
-    extra_volumes: list[HostPathMount] | None = Field(default=None, alias="extraVolumes")
-
-
-class APIServerV3(ControlPlaneComponentV3):
-    cert_sans: list[str] | None = Field(default=None, alias="certSANs")
-    timeout_for_control_plane: Duration | None = Field(default=None, alias="timeoutForControlPlane")
-
-
-class LocalEtcdV3(LocalEtcd):
-    extra_args: dict[str, str] | None = Field(default=None, alias="extraArgs")
-
-
-class EtcdV3(Api):
-    local: LocalEtcdV3
-
-
-class InitConfigurationV3(Api):
-    api_version: Literal["kubeadm.k8s.io/v1beta3"] = Field(alias="apiVersion")
-    kind: Literal["InitConfiguration"]
-    bootstrap_tokens: list[BootstrapToken] | None = Field(default=None, alias="bootstrapTokens")
-    node_registration: NodeRegistrationV3 = Field(alias="nodeRegistration")
-    local_api_endpoint: APIEndpoint = Field(alias="localAPIEndpoint")
-    certificate_key: str | None = Field(default=None, alias="certificateKey")
-    skip_phases: list[str] | None = Field(default=None, alias="skipPhases")
-
-    @field_validator("certificate_key")
-    @classmethod
-    def _key(cls, value: str | None) -> str | None:
-        return value and _secret_or_placeholder(value, _CERT_KEY_RE, CERT_KEY_PLACEHOLDER, "certificate key (64 hex)")
-
-
-class ClusterConfigurationV3(Api):
-    api_version: Literal["kubeadm.k8s.io/v1beta3"] = Field(alias="apiVersion")
-    kind: Literal["ClusterConfiguration"]
-    cluster_name: str = Field(alias="clusterName")
-    kubernetes_version: str = Field(alias="kubernetesVersion", pattern=_SEMVER_RE.pattern)
-    control_plane_endpoint: str = Field(alias="controlPlaneEndpoint")
-    image_repository: str | None = Field(default=None, alias="imageRepository")
-    networking: Networking
-    etcd: EtcdV3
-    api_server: APIServerV3 = Field(alias="apiServer")
-    controller_manager: ControlPlaneComponentV3 = Field(alias="controllerManager")
-    scheduler: ControlPlaneComponentV3
-    certificates_dir: str | None = Field(default=None, alias="certificatesDir")
 
 
 class BootstrapTokenDiscovery(Api):
@@ -185,9 +138,8 @@ class BootstrapTokenDiscovery(Api):
         return values
 
 
-class DiscoveryV3(Api):
+class DiscoveryV4(Api):
     bootstrap_token: BootstrapTokenDiscovery = Field(alias="bootstrapToken")
-    timeout: Duration | None = None
 
 
 class JoinControlPlane(Api):
@@ -200,13 +152,93 @@ class JoinControlPlane(Api):
         return _secret_or_placeholder(value, _CERT_KEY_RE, CERT_KEY_PLACEHOLDER, "certificate key (64 hex)")
 
 
-class JoinConfigurationV3(Api):
-    api_version: Literal["kubeadm.k8s.io/v1beta3"] = Field(alias="apiVersion")
+class _InitConfiguration(Api):
+    """What v1beta3 and v1beta4 ``InitConfiguration`` share (each version narrows the types it changes)."""
+
+    api_version: str = Field(alias="apiVersion")
+    kind: Literal["InitConfiguration"]
+    bootstrap_tokens: list[BootstrapToken] | None = Field(default=None, alias="bootstrapTokens")
+    node_registration: NodeRegistrationV3 = Field(alias="nodeRegistration")
+    local_api_endpoint: APIEndpoint = Field(alias="localAPIEndpoint")
+    certificate_key: str | None = Field(default=None, alias="certificateKey")
+    skip_phases: list[str] | None = Field(default=None, alias="skipPhases")
+
+    @field_validator("certificate_key")
+    @classmethod
+    def _key(cls, value: str | None) -> str | None:
+        return value and _secret_or_placeholder(value, _CERT_KEY_RE, CERT_KEY_PLACEHOLDER, "certificate key (64 hex)")
+
+
+class _ClusterConfiguration(Api):
+    """What v1beta3 and v1beta4 ``ClusterConfiguration`` share; ``etcd`` and the control-plane components
+    are each version's own types (declared here as :class:`Api` to keep the upstream field order)."""
+
+    api_version: str = Field(alias="apiVersion")
+    kind: Literal["ClusterConfiguration"]
+    cluster_name: str = Field(alias="clusterName")
+    kubernetes_version: str = Field(alias="kubernetesVersion", pattern=_SEMVER_RE.pattern)
+    control_plane_endpoint: str = Field(alias="controlPlaneEndpoint")
+    image_repository: str | None = Field(default=None, alias="imageRepository")
+    networking: Networking
+    etcd: Api
+    api_server: Api = Field(alias="apiServer")
+    controller_manager: Api = Field(alias="controllerManager")
+    scheduler: Api
+    certificates_dir: str | None = Field(default=None, alias="certificatesDir")
+
+
+class _JoinConfiguration(Api):
+    """What v1beta3 and v1beta4 ``JoinConfiguration`` share."""
+
+    api_version: str = Field(alias="apiVersion")
     kind: Literal["JoinConfiguration"]
     node_registration: NodeRegistrationV3 = Field(alias="nodeRegistration")
-    discovery: DiscoveryV3
+    discovery: DiscoveryV4
     control_plane: JoinControlPlane | None = Field(default=None, alias="controlPlane")
     skip_phases: list[str] | None = Field(default=None, alias="skipPhases")
+
+
+# --- v1beta3 -----------------------------------------------------------------------------------------
+
+
+class ControlPlaneComponentV3(Api):
+    extra_args: dict[str, str] | None = Field(default=None, alias="extraArgs")
+    extra_volumes: list[HostPathMount] | None = Field(default=None, alias="extraVolumes")
+
+
+class APIServerV3(ControlPlaneComponentV3):
+    cert_sans: list[str] | None = Field(default=None, alias="certSANs")
+    timeout_for_control_plane: Duration | None = Field(default=None, alias="timeoutForControlPlane")
+
+
+class LocalEtcdV3(LocalEtcd):
+    extra_args: dict[str, str] | None = Field(default=None, alias="extraArgs")
+
+
+class EtcdV3(Api):
+    local: LocalEtcdV3
+
+
+class InitConfigurationV3(_InitConfiguration):
+    api_version: Literal["kubeadm.k8s.io/v1beta3"] = Field(alias="apiVersion")
+
+
+class ClusterConfigurationV3(_ClusterConfiguration):
+    api_version: Literal["kubeadm.k8s.io/v1beta3"] = Field(alias="apiVersion")
+    etcd: EtcdV3
+    api_server: APIServerV3 = Field(alias="apiServer")
+    controller_manager: ControlPlaneComponentV3 = Field(alias="controllerManager")
+    scheduler: ControlPlaneComponentV3
+
+
+class DiscoveryV3(DiscoveryV4):
+    # v1beta3's discovery also holds the timeout (v1beta4 moved it to ``timeouts``)
+    timeout: Duration | None = None
+
+
+class JoinConfigurationV3(_JoinConfiguration):
+    api_version: Literal["kubeadm.k8s.io/v1beta3"] = Field(alias="apiVersion")
+    discovery: DiscoveryV3
 
 
 # --- v1beta4 -----------------------------------------------------------------------------------------
@@ -247,51 +279,26 @@ class EtcdV4(Api):
     local: LocalEtcdV4
 
 
-class InitConfigurationV4(Api):
+class InitConfigurationV4(_InitConfiguration):
     api_version: Literal["kubeadm.k8s.io/v1beta4"] = Field(alias="apiVersion")
-    kind: Literal["InitConfiguration"]
-    bootstrap_tokens: list[BootstrapToken] | None = Field(default=None, alias="bootstrapTokens")
     node_registration: NodeRegistrationV4 = Field(alias="nodeRegistration")
-    local_api_endpoint: APIEndpoint = Field(alias="localAPIEndpoint")
-    certificate_key: str | None = Field(default=None, alias="certificateKey")
-    skip_phases: list[str] | None = Field(default=None, alias="skipPhases")
     timeouts: Timeouts | None = None
 
-    @field_validator("certificate_key")
-    @classmethod
-    def _key(cls, value: str | None) -> str | None:
-        return value and _secret_or_placeholder(value, _CERT_KEY_RE, CERT_KEY_PLACEHOLDER, "certificate key (64 hex)")
 
-
-class ClusterConfigurationV4(Api):
+class ClusterConfigurationV4(_ClusterConfiguration):
     api_version: Literal["kubeadm.k8s.io/v1beta4"] = Field(alias="apiVersion")
-    kind: Literal["ClusterConfiguration"]
-    cluster_name: str = Field(alias="clusterName")
-    kubernetes_version: str = Field(alias="kubernetesVersion", pattern=_SEMVER_RE.pattern)
-    control_plane_endpoint: str = Field(alias="controlPlaneEndpoint")
-    image_repository: str | None = Field(default=None, alias="imageRepository")
-    networking: Networking
     etcd: EtcdV4
     api_server: APIServerV4 = Field(alias="apiServer")
     controller_manager: ControlPlaneComponentV4 = Field(alias="controllerManager")
     scheduler: ControlPlaneComponentV4
-    certificates_dir: str | None = Field(default=None, alias="certificatesDir")
     encryption_algorithm: Literal["RSA-2048", "RSA-3072", "RSA-4096", "ECDSA-P256", "ECDSA-P384"] | None = Field(
         default=None, alias="encryptionAlgorithm"
     )
 
 
-class DiscoveryV4(Api):
-    bootstrap_token: BootstrapTokenDiscovery = Field(alias="bootstrapToken")
-
-
-class JoinConfigurationV4(Api):
+class JoinConfigurationV4(_JoinConfiguration):
     api_version: Literal["kubeadm.k8s.io/v1beta4"] = Field(alias="apiVersion")
-    kind: Literal["JoinConfiguration"]
     node_registration: NodeRegistrationV4 = Field(alias="nodeRegistration")
-    discovery: DiscoveryV4
-    control_plane: JoinControlPlane | None = Field(default=None, alias="controlPlane")
-    skip_phases: list[str] | None = Field(default=None, alias="skipPhases")
     timeouts: Timeouts | None = None
 
 

@@ -36,8 +36,16 @@ from bootstrap.inband.render import write_ansible_inventory
 from bootstrap.inventory.models import Inventory
 from bootstrap.journal.states import NodeState
 from bootstrap.journal.store import Journal, StepHandle
-from bootstrap.rollout import Batch, NodePhase, Rollout, RolloutNode, RolloutPolicy
+from bootstrap.rollout import Batch, Rollout, RolloutNode, RolloutPolicy
 from bootstrap.rollout.gate import NodeGate
+from bootstrap.rollout.report import (
+    NodeOutcome,
+    RolloutReport,
+    end_reason,
+    mark_unstarted,
+    ready_for_rollout,
+    run_batches,
+)
 from bootstrap.stages.playbook import runs_dir
 
 STAGE = "driver"
@@ -198,60 +206,29 @@ class AnsibleDriverNodes:
 
 
 @dataclass
-class DriverNodeOutcome:
-    """What the rollout did on one node."""
+class DriverNodeOutcome(NodeOutcome):
+    """What the rollout did on one node: the shared outcome (``records``: cordon, reboot, uncordon) plus the
+    driver before and after, the steps taken and where the node is left."""
 
-    node: str
-    status: str = "pending"
-    """``done`` | ``nothing-to-do`` | ``failed`` | ``pending`` (never started) | ``blocked``."""
-    batch: int | None = None
-    message: str = ""
     before: dict[str, Any] = field(default_factory=dict)
     after: dict[str, Any] = field(default_factory=dict)
     steps: list[dict[str, str]] = field(default_factory=list)
     """Each step taken on the node, in order: ``{"step", "result"}``."""
     cordon: str = "not touched"
     """Where the node is left: ``not touched`` | ``uncordoned`` | ``left cordoned`` | ``not cordoned (why)``."""
-    records: dict[str, str] = field(default_factory=dict)
-    """cordon, reboot, uncordon: what was done, in words."""
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "node": self.node,
-            "status": self.status,
-            "batch": self.batch,
-            "message": self.message,
-            "before": self.before,
-            "after": self.after,
-            "steps": self.steps,
-            "cordon": self.cordon,
-            "records": self.records,
-        }
+    def details(self) -> dict[str, Any]:
+        return {"before": self.before, "after": self.after, "steps": self.steps, "cordon": self.cordon}
 
 
-@dataclass
-class DriverRolloutReport:
-    """The end of one host-driver rollout."""
+@dataclass(kw_only=True)
+class DriverRolloutReport(RolloutReport[DriverNodeOutcome]):
+    """The end of one host-driver rollout: the shared report, with the target version."""
 
     version: str
-    nodes: list[DriverNodeOutcome]
-    batches: list[Batch]
-    stopped: bool
-    reason: str
 
-    @property
-    def ok(self) -> bool:
-        return all(n.status in ("done", "nothing-to-do") for n in self.nodes)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "ok": self.ok,
-            "version": self.version,
-            "stopped": self.stopped,
-            "reason": self.reason,
-            "batches": [b.as_dict() for b in self.batches],
-            "nodes": [n.as_dict() for n in self.nodes],
-        }
+    def header(self) -> dict[str, Any]:
+        return {"version": self.version}
 
 
 class HostDriverRollout:
@@ -322,10 +299,7 @@ class HostDriverRollout:
             for n in self.inventory.nodes
         ]
         rollout = Rollout(fleet, self.policy)
-        while (batch := rollout.next_batch()) is not None:
-            self.on_event("batch", "", f"batch {batch.index}: {', '.join(batch.nodes)}")
-            for name, ok in self._run_batch(batch):
-                rollout.finish(name, ok, self.outcomes[name].message)
+        run_batches(rollout, self.outcomes, self._run_batch, self.on_event)
         return self._report(rollout)
 
     def _run_batch(self, batch: Batch) -> Iterable[tuple[str, bool]]:
@@ -337,9 +311,8 @@ class HostDriverRollout:
             return [(name, future.result()) for name, future in futures.items()]
 
     def ready(self, node: str) -> bool:
-        """Ready for the scheduler: the gate says so, and the journal does not hold it in ``maintenance``."""
-        status = self.journal.nodes().get(node)
-        return self.gate.ready(node) and (status is None or status.state is not NodeState.MAINTENANCE)
+        """Ready for the scheduler (:func:`ready_for_rollout`)."""
+        return ready_for_rollout(self.gate, self.journal, node)
 
     def _left_by_rollout(self, node: str) -> bool:
         status = self.journal.nodes().get(node)
@@ -374,29 +347,16 @@ class HostDriverRollout:
         self.on_event("failed", node, message)
 
     def _report(self, rollout: Rollout) -> DriverRolloutReport:
-        failed = [n for n, o in self.outcomes.items() if o.status == "failed"]
-        for name, phase in rollout.phase.items():
-            if name in self.outcomes and phase == NodePhase.PENDING:
-                outcome = self.outcomes[name]
-                outcome.status = "blocked" if name in rollout.blocked else "pending"
-                if rollout.stopped:
-                    outcome.message = "not started: the rollout stopped (failure threshold)"
-                else:
-                    outcome.message = f"not started: {rollout.blocked.get(name, 'not scheduled')}"
-        rerun = f"`rackctl driver upgrade --version {self.version}`"
-        if rollout.stopped:
-            reason = (
-                f"stopped: {len(rollout.failures)} node(s) failed ({', '.join(sorted(rollout.failures))}), failure "
-                f"threshold {self.policy.failure_threshold}; fix them and run {rerun} again to resume"
-            )
-        elif failed:
-            reason = f"{len(failed)} node(s) failed: {', '.join(sorted(failed))}; fix them and run {rerun} again"
-        elif rollout.pending:
-            reason = f"{len(rollout.pending)} node(s) could not be scheduled"
-        else:
-            reason = f"every GPU node runs driver {self.version}"
+        mark_unstarted(rollout, self.outcomes)
+        reason = end_reason(
+            rollout,
+            [n for n, o in self.outcomes.items() if o.status == "failed"],
+            rerun=f"`rackctl driver upgrade --version {self.version}`",
+            done=f"every GPU node runs driver {self.version}",
+            rerun_if_failed=True,
+        )
         nodes = [self.outcomes[n] for n in self.gpu_nodes]
-        return DriverRolloutReport(self.version, nodes, rollout.batches, rollout.stopped, reason)
+        return DriverRolloutReport(nodes, rollout.batches, rollout.stopped, reason, version=self.version)
 
     # -- one node ----------------------------------------------------------------------------------
     def _step(self, node: str, key: str) -> StepHandle:
@@ -411,7 +371,7 @@ class HostDriverRollout:
     def _node(self, name: str, batch: Batch) -> bool:
         """Upgrade one node; True when it runs the target. A failure is recorded, never raised."""
         outcome = self.outcomes[name]
-        outcome.batch, outcome.status = batch.index, "running"
+        outcome.status = "running"
         try:
             self._upgrade(name, batch)
         except Exception as exc:  # recorded, then the node's failure (never a crash of the rollout)

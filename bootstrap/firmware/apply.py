@@ -31,8 +31,16 @@ from bootstrap.firmware.plan import ComponentStep, FirmwarePlan, NodePlan
 from bootstrap.inventory.models import Inventory
 from bootstrap.journal.states import NodeState
 from bootstrap.journal.store import Journal, StepHandle
-from bootstrap.rollout import Batch, NodePhase, Rollout, RolloutNode
+from bootstrap.rollout import Batch, Rollout, RolloutNode
 from bootstrap.rollout.gate import NodeGate
+from bootstrap.rollout.report import (
+    NodeOutcome,
+    RolloutReport,
+    end_reason,
+    mark_unstarted,
+    ready_for_rollout,
+    run_batches,
+)
 from redfish_tools import errors as E
 from redfish_tools.connection import BmcConnection, BmcTarget, ConnectionPolicy
 from redfish_tools.firmware import firmware_inventory, install_from_repository, start_update, update_jobs
@@ -41,6 +49,7 @@ from redfish_tools.jobs import Job, wait_job
 from redfish_tools.lc import wait_lc_ready
 from redfish_tools.power import power_state, set_power
 from redfish_tools.resources import Service
+from redfish_tools.tasks import TaskOutcome
 
 STAGE = "firmware"
 
@@ -61,50 +70,14 @@ class ApplySettings:
 
 
 @dataclass
-class NodeOutcome:
-    """What the rollout did on one node."""
+class FirmwareNodeOutcome(NodeOutcome):
+    """What the rollout did on one node: the shared outcome plus each component's result (``records``:
+    cordon, reboot, os, uncordon)."""
 
-    node: str
-    status: str = "pending"
-    """``done`` | ``failed`` | ``pending`` (never started) | ``blocked`` | ``nothing-to-do``."""
-    batch: int | None = None
-    message: str = ""
     components: list[dict[str, Any]] = field(default_factory=list)
-    records: dict[str, str] = field(default_factory=dict)
-    """cordon, reboot, os, uncordon: what was done, in words."""
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "node": self.node,
-            "status": self.status,
-            "batch": self.batch,
-            "message": self.message,
-            "components": self.components,
-            "records": self.records,
-        }
-
-
-@dataclass
-class RolloutReport:
-    """The end of one ``firmware apply``."""
-
-    nodes: list[NodeOutcome]
-    batches: list[Batch]
-    stopped: bool
-    reason: str
-
-    @property
-    def ok(self) -> bool:
-        return all(n.status in ("done", "nothing-to-do") for n in self.nodes)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "ok": self.ok,
-            "stopped": self.stopped,
-            "reason": self.reason,
-            "batches": [b.as_dict() for b in self.batches],
-            "nodes": [n.as_dict() for n in self.nodes],
-        }
+    def details(self) -> dict[str, Any]:
+        return {"components": self.components}
 
 
 def step_key(step: ComponentStep) -> str:
@@ -139,12 +112,12 @@ class FirmwareRollout:
         self.conn_policy = replace(conn_policy or ConnectionPolicy(), deadline_s=self.settings.node_deadline_s)
         self.os_health = os_health
         self.on_event = on_event or (lambda _kind, _node, _text: None)
-        self.outcomes = {n.node: NodeOutcome(n.node, batch=n.batch) for n in plan.nodes}
+        self.outcomes = {n.node: FirmwareNodeOutcome(n.node, batch=n.batch) for n in plan.nodes}
         self._lock = threading.Lock()
         self._repo_installed: set[str] = set()
 
     # -- the rollout -------------------------------------------------------------------------------
-    def run(self) -> RolloutReport:
+    def run(self) -> RolloutReport[FirmwareNodeOutcome]:
         """Roll out; returns the report (never raises for a node's failure)."""
         names = [n.node for n in self.plan.nodes]
         self.journal.register_nodes(names, run_id=self.run_id)
@@ -169,19 +142,18 @@ class FirmwareRollout:
             if not plan.needs_work and not plan.error:
                 self.outcomes[plan.node].status = "nothing-to-do"
                 self.outcomes[plan.node].message = "at the baseline" if plan.steps else "no baseline for its model"
-        while (batch := rollout.next_batch()) is not None:
-            self.on_event("batch", "", f"batch {batch.index}: {', '.join(batch.nodes)}")
-            for name in batch.nodes:
-                self.outcomes[name].batch = batch.index
-            results = run_fleet(
-                [self.targets[n] for n in batch.nodes],
-                functools.partial(self._node, batch=batch),
-                policy=self.conn_policy,
-                progress=self._node_finished,
-            )
-            for result in results:
-                rollout.finish(result.name, result.ok, self.outcomes[result.name].message)
+        run_batches(rollout, self.outcomes, self._run_batch, self.on_event)
         return self._report(rollout)
+
+    def _run_batch(self, batch: Batch) -> list[tuple[str, bool]]:
+        """The batch's nodes through :func:`run_fleet` (at most 2 requests in flight per BMC)."""
+        results = run_fleet(
+            [self.targets[n] for n in batch.nodes],
+            functools.partial(self._node, batch=batch),
+            policy=self.conn_policy,
+            progress=self._node_finished,
+        )
+        return [(result.name, result.ok) for result in results]
 
     def _settle(self, plan: NodePlan) -> None:
         """Close what an earlier (killed) run left open and its jobs have since finished: a component step
@@ -208,10 +180,8 @@ class FirmwareRollout:
             )
 
     def ready(self, node: str) -> bool:
-        """Ready for the scheduler: the gate says so, and the journal does not hold it in ``maintenance`` (a
-        node an earlier rollout left out of service counts as down until it is worked on again)."""
-        status = self.journal.nodes().get(node)
-        return self.gate.ready(node) and (status is None or status.state is not NodeState.MAINTENANCE)
+        """Ready for the scheduler (:func:`ready_for_rollout`)."""
+        return ready_for_rollout(self.gate, self.journal, node)
 
     def _node_finished(self, result: NodeResult[Any]) -> None:
         outcome = self.outcomes[result.name]
@@ -223,28 +193,15 @@ class FirmwareRollout:
             outcome.message = str((result.error or {}).get("message") or "failed")
         self.on_event("done" if result.ok else "failed", result.name, outcome.message)
 
-    def _report(self, rollout: Rollout) -> RolloutReport:
-        failed = rollout.failures
-        for name, phase in rollout.phase.items():
-            if name in self.outcomes and phase == NodePhase.PENDING:
-                outcome = self.outcomes[name]
-                outcome.status = "blocked" if name in rollout.blocked else "pending"
-                outcome.batch = None
-                if rollout.stopped:
-                    outcome.message = "not started: the rollout stopped (failure threshold)"
-                else:
-                    outcome.message = f"not started: {rollout.blocked.get(name, 'not scheduled')}"
-        if rollout.stopped:
-            reason = (
-                f"stopped: {len(failed)} node(s) failed ({', '.join(sorted(failed))}), failure threshold "
-                f"{self.plan.policy.failure_threshold}; fix them and run `rackctl firmware apply` again to resume"
-            )
-        elif failed:
-            reason = f"{len(failed)} node(s) failed: {', '.join(sorted(failed))}"
-        elif rollout.pending:
-            reason = f"{len(rollout.pending)} node(s) could not be scheduled"
-        else:
-            reason = "every selected node is at the baseline"
+    def _report(self, rollout: Rollout) -> RolloutReport[FirmwareNodeOutcome]:
+        mark_unstarted(rollout, self.outcomes)
+        reason = end_reason(
+            rollout,
+            rollout.failures,
+            rerun="`rackctl firmware apply`",
+            done="every selected node is at the baseline",
+            rerun_if_failed=False,
+        )
         nodes = [self.outcomes[n.node] for n in self.plan.nodes]
         return RolloutReport(nodes, rollout.batches, rollout.stopped, reason)
 
@@ -276,7 +233,7 @@ class FirmwareRollout:
         with self._step(name, "cordon", again=True) as step:
             outcome.records["cordon"] = step.detail["gate"] = self.gate.cordon(name)
         svc = Service(conn)
-        wait_lc_ready(conn, svc, timeout=self.settings.lc_timeout_s, poll=self.settings.poll_s)
+        self._wait_lc(conn, svc)
         installed = installed_versions(firmware_inventory(conn, svc))
         problems: list[str] = []
         for step_plan in plan.updates:
@@ -375,17 +332,10 @@ class FirmwareRollout:
                     return []
                 job_id = self._start(conn, svc, step, handle, "Immediate")
                 self.on_event("job", node, f"{step.component} -> {step.target}: job {job_id}")
-                done = wait_job(
-                    conn,
-                    job_id,
-                    svc,
-                    timeout=self.settings.job_timeout_s,
-                    poll=self.settings.poll_s,
-                    raise_on_failure=False,
-                )
+                done = self._wait_job(conn, svc, job_id)
                 if not done.ok:
                     raise FirmwareUpdateFailed(f"job {job_id} ended {done.state}: {done.message}", bmc=node)
-                wait_lc_ready(conn, svc, timeout=self.settings.lc_timeout_s, poll=self.settings.poll_s)
+                self._wait_lc(conn, svc)
                 after = installed_versions(firmware_inventory(conn, svc)).get(step.component, [])
                 if not at_target(after, step.target):
                     raise FirmwareUpdateFailed(f"job {job_id} completed but the version reads {after}", bmc=node)
@@ -430,14 +380,7 @@ class FirmwareRollout:
             return problems
         after = installed_versions(firmware_inventory(conn, svc))
         for component, (step, handle, job_id) in staged.items():
-            outcome = wait_job(
-                conn,
-                job_id,
-                svc,
-                timeout=self.settings.job_timeout_s,
-                poll=self.settings.poll_s,
-                raise_on_failure=False,
-            )
+            outcome = self._wait_job(conn, svc, job_id)
             if not outcome.ok:
                 bad = FirmwareUpdateFailed(f"job {job_id} ended {outcome.state}: {outcome.message}", bmc=node)
                 problems.append(self._fail(node, step, handle, bad))
@@ -451,6 +394,16 @@ class FirmwareRollout:
             handle.__exit__(None, None, None)
             self._component(node, step, result="updated", job=job_id, after=now)
         return problems
+
+    def _wait_lc(self, conn: BmcConnection, svc: Service) -> None:
+        """Wait for the Lifecycle Controller to be Ready."""
+        wait_lc_ready(conn, svc, timeout=self.settings.lc_timeout_s, poll=self.settings.poll_s)
+
+    def _wait_job(self, conn: BmcConnection, svc: Service, job_id: str) -> TaskOutcome:
+        """Follow job ``job_id`` to its end (a failed job is returned, not raised)."""
+        return wait_job(
+            conn, job_id, svc, timeout=self.settings.job_timeout_s, poll=self.settings.poll_s, raise_on_failure=False
+        )
 
     def _fail(self, node: str, step: ComponentStep, handle: StepHandle, exc: E.RedfishError) -> str:
         handle.__exit__(type(exc), exc, None)
@@ -478,15 +431,8 @@ class FirmwareRollout:
                 text = "no reboot: the staged jobs already ran"
             outcome.records["reboot"] = step.detail["what"] = text
         for job_id in sorted(ids):
-            wait_job(
-                conn,
-                job_id,
-                svc,
-                timeout=self.settings.job_timeout_s,
-                poll=self.settings.poll_s,
-                raise_on_failure=False,
-            )
-        wait_lc_ready(conn, svc, timeout=self.settings.lc_timeout_s, poll=self.settings.poll_s)
+            self._wait_job(conn, svc, job_id)
+        self._wait_lc(conn, svc)
         with self._step(node, "os-health", again=True) as step:
             try:
                 text = self.os_health.wait(node) if self.os_health else "no SSH access: OS not checked"

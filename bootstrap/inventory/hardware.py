@@ -77,6 +77,23 @@ _HEAD_NICS = {"pxe": "NIC.Embedded.1-1-1", "management": "NIC.Integrated.1-1-1"}
 _GPU_NICS = {"pxe": "NIC.Embedded.1-1-1", "management": "NIC.Integrated.1-1-1", "storage": "NIC.Slot.1-1-1"}
 _GPU_ROLES = {"worker": "gpu-worker"}
 
+
+def _gpu_worker(
+    model: str, gpus: str, gpu_types: list[str], gpu_counts: list[int], *, nvswitch: bool = False
+) -> HardwareModel:
+    """A PowerEdge GPU chassis: a worker only, with the GPU nodes' NICs and BIOS profile."""
+    return HardwareModel(
+        description=f"PowerEdge {model}: {gpus}",
+        redfish_model=f"PowerEdge {model}",
+        roles=["worker"],
+        gpu_types=gpu_types,
+        gpu_counts=gpu_counts,
+        nvswitch=nvswitch,
+        nics=_GPU_NICS,
+        bios_profile=_GPU_ROLES,
+    )
+
+
 BUILTIN_MODELS: dict[str, HardwareModel] = {
     "R660": HardwareModel(
         description="PowerEdge R660: head node and Kubernetes control plane",
@@ -85,50 +102,27 @@ BUILTIN_MODELS: dict[str, HardwareModel] = {
         nics=_HEAD_NICS,
         bios_profile={"head": "control-plane", "control-plane": "control-plane", "worker": "control-plane"},
     ),
-    "R760xa": HardwareModel(
-        description="PowerEdge R760xa: 2 or 4 x L40S 48 GB, or 2 or 4 x H100 PCIe 80 GB (NVLink bridge pairs)",
-        redfish_model="PowerEdge R760xa",
-        roles=["worker"],
-        gpu_types=["L40S", "H100-PCIe"],
-        gpu_counts=[2, 4],
-        nics=_GPU_NICS,
-        bios_profile=_GPU_ROLES,
+    "R760xa": _gpu_worker(
+        "R760xa",
+        "2 or 4 x L40S 48 GB, or 2 or 4 x H100 PCIe 80 GB (NVLink bridge pairs)",
+        ["L40S", "H100-PCIe"],
+        [2, 4],
     ),
-    "XE8640": HardwareModel(
-        description="PowerEdge XE8640: 4 x H100 SXM 80 GB, NVLink without NVSwitch",
-        redfish_model="PowerEdge XE8640",
-        roles=["worker"],
-        gpu_types=["H100-SXM"],
-        gpu_counts=[4],
-        nics=_GPU_NICS,
-        bios_profile=_GPU_ROLES,
-    ),
-    "XE9680": HardwareModel(
-        description="PowerEdge XE9680: 8 x H100 SXM 80 GB with NVSwitch (Fabric Manager)",
-        redfish_model="PowerEdge XE9680",
-        roles=["worker"],
-        gpu_types=["H100-SXM"],
-        gpu_counts=[8],
-        nvswitch=True,
-        nics=_GPU_NICS,
-        bios_profile=_GPU_ROLES,
+    "XE8640": _gpu_worker("XE8640", "4 x H100 SXM 80 GB, NVLink without NVSwitch", ["H100-SXM"], [4]),
+    "XE9680": _gpu_worker(
+        "XE9680", "8 x H100 SXM 80 GB with NVSwitch (Fabric Manager)", ["H100-SXM"], [8], nvswitch=True
     ),
 }
 
+#: what every built-in BIOS profile sets
+_BASE_BIOS = {
+    "BootMode": "Uefi",
+    "SysProfile": "PerfOptimized",
+    "ProcVirtualization": "Enabled",
+    "LogicalProc": "Enabled",
+}
 #: BIOS attribute sets (iDRAC 9 attribute names) applied per role.
 BUILTIN_BIOS_PROFILES: dict[str, dict[str, str]] = {
-    "control-plane": {
-        "BootMode": "Uefi",
-        "SysProfile": "PerfOptimized",
-        "ProcVirtualization": "Enabled",
-        "LogicalProc": "Enabled",
-    },
-    "gpu-worker": {
-        "BootMode": "Uefi",
-        "SysProfile": "PerfOptimized",
-        "ProcVirtualization": "Enabled",
-        "LogicalProc": "Enabled",
-        "SriovGlobalEnable": "Enabled",
-        "ProcX2Apic": "Enabled",
-    },
+    "control-plane": dict(_BASE_BIOS),
+    "gpu-worker": {**_BASE_BIOS, "SriovGlobalEnable": "Enabled", "ProcX2Apic": "Enabled"},
 }

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,15 +58,3 @@ class MirrorLayout:
     def images(self) -> Path:
         """OCI layouts of the images the registry is filled with."""
         return self.root / "images"
-
-
-def swap_in(staging: Path, target: Path) -> None:
-    """Replace ``target`` by the finished ``staging`` tree with renames (readers see old or new, never a mix)."""
-    if target.exists():
-        old = target.with_name(f".{target.name}.old")
-        shutil.rmtree(old, ignore_errors=True)
-        os.replace(target, old)
-        os.replace(staging, target)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(staging, target)

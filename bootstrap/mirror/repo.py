@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from bootstrap.errors import EnvironmentMissing, RackctlError
-from bootstrap.mirror.layout import MirrorLayout, swap_in
+from bootstrap.fsutil import swap_in
+from bootstrap.mirror.layout import MirrorLayout
 
 LOCK_VERSION = 1
 

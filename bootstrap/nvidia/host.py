@@ -18,8 +18,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from bootstrap.errors import InvalidInput
 from bootstrap.inventory.models import Inventory, Node
 from bootstrap.nvidia.detect import LSPCI_RE, NVIDIA_VENDOR, NvSwitchReport, nvswitch_pci_slots, proc_devices
+from bootstrap.nvidia.smi import parse as parse_smi
 
 #: PCI classes of GPUs: 0300 VGA controller, 0302 3D controller (data-center GPUs without display).
 GPU_CLASSES = frozenset({"0300", "0302"})
@@ -95,6 +97,8 @@ class HostAssessment:
     fabric_manager: NvSwitchReport
     notes: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    #: per GPU, what ``nvidia-smi -q -x`` said (bus id, product, MIG mode, Fabric Manager state), when it ran
+    gpus_fabric: list[dict[str, str]] | None = None
 
     def summary(self) -> str:
         """One line for the node's result: problems first, then what was found."""
@@ -108,6 +112,7 @@ class HostAssessment:
             **self.fabric_manager.as_dict(),
             "notes": list(self.notes),
             "problems": list(self.problems),
+            **({"gpus_fabric": self.gpus_fabric} if self.gpus_fabric is not None else {}),
         }
 
 
@@ -125,6 +130,23 @@ def assess_report(
     out.notes.insert(0, f"nouveau blacklisted ({report.get('nouveau_blacklist') or 'modprobe.d'})")
     if report.get("nouveau_loaded"):
         out.notes.insert(1, "nouveau is loaded now: it is gone after the next reboot")
+    if report.get("nvidia_smi_xml"):
+        try:
+            smi = parse_smi(report["nvidia_smi_xml"], f"nvidia-smi -q -x on {node.hostname}")
+        except InvalidInput as exc:
+            out.notes.append(f"{exc.message}: Fabric Manager state unknown")
+        else:
+            out.gpus_fabric = [
+                {
+                    "bus_id": g.bus_id,
+                    "product": g.product,
+                    "mig_current": g.mig_current,
+                    "fabric_state": g.fabric_state,
+                    "fabric_status": g.fabric_status,
+                }
+                for g in smi.gpus
+            ]
+            out.notes.append(f"nvidia-smi: {len(smi.gpus)} GPU(s), driver {smi.driver_version}")
     return out
 
 

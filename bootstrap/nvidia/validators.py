@@ -63,6 +63,8 @@ class NodeFacts:
 class ClusterReport:
     checks: list[Check] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
+    #: what the workload checks ran on a live cluster (``bootstrap.cluster.workload_checks``), when they ran
+    workloads: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
@@ -75,6 +77,7 @@ class ClusterReport:
             "failed": sum(not c.ok for c in self.checks),
             "checks": [c.as_dict() for c in self.checks],
             "skipped": self.skipped,
+            **({"workloads": self.workloads} if self.workloads is not None else {}),
         }
 
 
@@ -97,12 +100,18 @@ def _ready(node: dict[str, Any]) -> tuple[bool, str]:
     return False, "no Ready condition"
 
 
+def mig_layout(inv: Inventory, node: Node) -> dict[str, int]:
+    """MIG instances per GPU of ``node`` (slice profile -> count); empty when its GPUs are not partitioned."""
+    profile = inv.nvidia.profile_for(node.model)
+    mig = node.mig_profile or profile.mig_config or "all-disabled"
+    return MIG_LAYOUTS_80GB.get(mig, {}) if profile.mig_strategy != "none" else {}
+
+
 def expected_gpu_resources(inv: Inventory, node: Node) -> dict[str, int]:
     """Allocatable GPU resources the node should advertise: whole GPUs, or MIG slices per profile."""
     gpus = inv.gpus_of(node).count
     profile = inv.nvidia.profile_for(node.model)
-    mig = node.mig_profile or profile.mig_config or "all-disabled"
-    layout = MIG_LAYOUTS_80GB.get(mig, {}) if profile.mig_strategy != "none" else {}
+    layout = mig_layout(inv, node)
     if not layout:
         return {"nvidia.com/gpu": gpus}
     if profile.mig_strategy == "single":

@@ -39,7 +39,8 @@ A stage that can only render and validate what it would apply (no apply path yet
 was itself only rendered) says so: it returns :meth:`StageResult.not_applied` with a :class:`Rendered`
 (where the artefacts are, what checked them, why nothing was applied). The runner journals such nodes
 ``rendered`` (never ``completed``), moves no node, shows "rendered + validated, not applied: <why>" and
-ends the run with ``EXIT_NOT_APPLIED`` (5). ``applies = False`` tells ``plan`` the stage only renders;
+ends the run with ``EXIT_NOT_APPLIED`` (5). ``applies = False`` tells ``plan`` the stage only renders
+(:meth:`Stage.applies_in` may say otherwise for a run: the triton stage applies where a cluster exists);
 ``renders_when_blocked = True`` lets the runner hand it nodes below its ``requires`` state, with the reason
 in ``ctx.cannot_apply``, instead of blocking them.
 
@@ -207,12 +208,20 @@ class StageResult:
     message: str = ""
     #: set when the stage rendered and validated artefacts without applying them (all or some nodes)
     rendered: Rendered | None = None
+    #: what a cluster-wide stage measured (JSON data, no secrets), shown as the stage's ``data`` in ``up --json``
+    data: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_nodes(cls, results: dict[str, NodeResult] | Iterable[NodeResult], message: str = "") -> StageResult:
         """A result that is ok when every node is ok."""
         by_node = results if isinstance(results, dict) else {r.node: r for r in results}
         return cls(ok=all(r.ok for r in by_node.values()), nodes=dict(by_node), message=message)
+
+    @classmethod
+    def applied(cls, nodes: Iterable[str], *, message: str, data: dict[str, Any]) -> StageResult:
+        """A cluster-wide stage applied for every node: each node ok and applied, sharing ``message``."""
+        results = {n: NodeResult(n, ok=True, message=message, data=data) for n in nodes}
+        return cls(ok=True, nodes=results, message=message, data=data)
 
     @classmethod
     def not_applied(
@@ -310,6 +319,9 @@ class StageContext:
     #: the stage's ``requires`` state, e.g. not joined because the kubernetes stage was only rendered)
     cannot_apply: dict[str, str] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    #: what this run of the stage has recorded per node so far (each record carries all of it)
+    _facts: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+    _facts_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def node(self, hostname: str) -> Any:
         """The inventory entry of ``hostname``."""
@@ -341,8 +353,13 @@ class StageContext:
         return self.journal.state(node)
 
     def record_facts(self, node: str, facts: dict[str, Any]) -> None:
-        """Store what this stage learnt about ``node`` (secrets are refused)."""
-        self.journal.record_facts(node, self.stage, facts)
+        """Store what this stage learnt about ``node`` (secrets are refused). Facts recorded earlier in the same
+        run are kept beside these (a key recorded again takes the new value): the journal shows a stage's latest
+        record per node, so a second record of other keys must not hide the first."""
+        with self._facts_lock:
+            merged = {**self._facts.get(node, {}), **facts}
+            self.journal.record_facts(node, self.stage, merged)
+            self._facts[node] = merged
 
     def confirm(self, question: str) -> bool:
         """Ask before something destructive: yes with ``--yes``, a prompt on a terminal, else refuse."""
@@ -369,11 +386,18 @@ class Stage(ABC):
     #: true when the stage still renders and validates for nodes below its ``requires`` state (they are
     #: handed to it in ``ctx.nodes`` and listed in ``ctx.cannot_apply``) instead of the runner blocking them
     renders_when_blocked: ClassVar[bool] = False
+    #: true when the stage converges a declared state and is safe to repeat (server-side apply): a later ``up``
+    #: runs it again although the journal says it completed, so an inventory change reaches the cluster
+    reconciles: ClassVar[bool] = False
     lifecycle: ClassVar[Lifecycle | None] = None
 
     def get_lifecycle(self) -> Lifecycle:
         """The stage's lifecycle: its own, or the default for its name."""
         return self.lifecycle or DEFAULT_LIFECYCLE.get(self.name, Lifecycle())
+
+    def applies_in(self, ctx: StageContext) -> bool:
+        """Whether the stage can apply in this context (``applies`` unless the stage knows better)."""
+        return self.applies
 
     @abstractmethod
     def plan(self, ctx: StageContext) -> list[PlannedAction]:

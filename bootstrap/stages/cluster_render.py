@@ -10,6 +10,7 @@ CRD schemas where the CRDs are at hand), writes it by rename under ``<state-dir>
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
 from pathlib import Path
 
 from bootstrap.cluster.render import Bundle, write_bundle
@@ -17,6 +18,7 @@ from bootstrap.cluster.validate import validate_bundle
 from bootstrap.errors import EnvironmentMissing, InvalidInput, Problem
 from bootstrap.inventory.models import Inventory
 from bootstrap.stages.base import NodeResult, Rendered, Stage, StageContext, StageResult
+from bootstrap.stages.cluster_inputs import cluster_inputs
 
 
 def require_validators() -> None:
@@ -44,6 +46,13 @@ class ClusterRenderStage(Stage):
     def check_environment(self, ctx: StageContext) -> None:
         """The schema checkers are installed (exit 3 before any node is touched otherwise)."""
         require_validators()
+
+    def render_checked(self, ctx: StageContext, render: Callable[[Inventory, Path | None], Bundle]) -> Bundle:
+        """``render`` the stage's part with the run's ``--charts``, validated (with ``--crds``) or refused."""
+        inputs = cluster_inputs(ctx.options.extra)
+        bundle = render(ctx.inventory, inputs.charts)
+        validate_or_refuse(ctx.inventory, bundle, self.name, inputs.crds)
+        return bundle
 
 
 def validate_or_refuse(inv: Inventory, bundle: Bundle, stage: str, crd_dir: Path | None = None) -> None:

@@ -16,10 +16,16 @@ Where a cluster already exists (``<state-dir>/kubeconfig``), the nodes' labels a
 (:mod:`bootstrap.stages.kubernetes_labels`): per node "labels/taints applied: ..." or "not joined: Node <name>
 not in the cluster".
 
-Applying the rest (``kubeadm init`` on the first control plane, control-plane and worker joins, the Helm
-installs) is not built: the result is "rendered + validated, not applied" for every node, with what its host
-side did or why it did not run; the runner journals it ``rendered`` and moves no node (see
-:mod:`bootstrap.stages.runner`). A node where the host side failed fails.
+With that kubeconfig, the stage's releases (CNI, local-path-provisioner, kube-prometheus-stack, in that
+order) are also installed or upgraded by Helm when their pinned charts are in ``up --charts DIR``
+(:mod:`bootstrap.stages.helm_releases`): per release "installed/upgraded/unchanged (revision N)", or
+"rendered + validated, not installed: chart X VERSION not in --charts DIR"; a Helm error or a workload not
+ready within ``up --helm-timeout`` fails the stage.
+
+Applying the rest (``kubeadm init`` on the first control plane, control-plane and worker joins) is not built:
+the result is "rendered + validated, not applied" for every node, with what its host side did or why it did
+not run; the runner journals it ``rendered`` and moves no node (see :mod:`bootstrap.stages.runner`). A node
+where the host side failed fails.
 """
 
 from __future__ import annotations
@@ -33,10 +39,10 @@ from bootstrap.stages.cluster_inputs import cluster_inputs
 from bootstrap.stages.cluster_render import (
     ClusterRenderStage,
     checked_by,
-    validate_or_refuse,
     with_host_side,
     write_not_applied,
 )
+from bootstrap.stages.helm_releases import planned, with_helm_releases
 from bootstrap.stages.kubernetes_host import HOST_PLAYBOOK, host_side, source_described
 from bootstrap.stages.kubernetes_labels import with_live_labels
 
@@ -44,7 +50,8 @@ from bootstrap.stages.kubernetes_labels import with_live_labels
 OUT_DIR = "cluster"
 #: Why nothing is applied (shown as "rendered + validated, not applied: <why>").
 WHY = (
-    "rackctl cannot apply it yet: kubeadm init/join on the nodes and the Helm installs are not built "
+    "rackctl cannot apply it yet: kubeadm init/join on the nodes are not built, and the charts are installed "
+    "with Helm only where a cluster exists (<state-dir>/kubeconfig) and they are in --charts DIR "
     "(docs/kubernetes.md, 'The kubernetes and nvidia stages of rackctl up')"
 )
 
@@ -114,6 +121,7 @@ class KubernetesStage(ClusterRenderStage):
                     "them; other labels left alone)",
                 )
             )
+            actions += planned(ctx, self.name, releases(inv))
         charts_text = ", ".join(f"{r.chart} {r.version}" for r in releases(inv))
         actions.append(
             PlannedAction(
@@ -127,10 +135,7 @@ class KubernetesStage(ClusterRenderStage):
         return actions
 
     def run(self, ctx: StageContext) -> StageResult:
-        inv = ctx.inventory
-        inputs = cluster_inputs(ctx.options.extra)
-        bundle = render_cluster(inv, inputs.charts)
-        validate_or_refuse(inv, bundle, self.name, inputs.crds)
+        bundle = self.render_checked(ctx, render_cluster)
         out = ctx.state_dir / OUT_DIR
         message = (
             f"{len(bundle.files)} files for Kubernetes {bundle.kubernetes_version} ({bundle.kubeadm_api}) "
@@ -140,6 +145,7 @@ class KubernetesStage(ClusterRenderStage):
         host = host_side(ctx, out)  # after the bundle is written: the role validates each node's config
         result = with_host_side(result, host, HOST_PLAYBOOK)
         cluster = cluster_for(ctx.state_dir)
-        if isinstance(cluster, Kubectl):  # a cluster exists: its nodes get their labels and taints now
+        if isinstance(cluster, Kubectl):  # a cluster exists: its nodes get their labels and taints, Helm its charts
             result = with_live_labels(ctx, result, cluster, bundle)
+            result = with_helm_releases(ctx, result, cluster, releases(ctx.inventory))
         return result

@@ -16,9 +16,19 @@ the inventory (:mod:`bootstrap.nvidia.host`). A GPU count that differs from the 
 should have NVSwitches showing none, fails the node, unless the environment says its devices exist only
 out of band (the lab's VMs). Fabric Manager is then needed exactly where NVSwitches were detected.
 
-Applying the rest needs the kubernetes stage applied (nodes ``joined``) and the install itself, which is not
-built: every node is reported "rendered + validated, not applied", with what its host side did or why it
-did not run.
+Where a cluster already exists (``<state-dir>/kubeconfig``) and the GPU Operator's pinned chart is in
+``up --charts DIR``, Helm installs or upgrades it (:mod:`bootstrap.stages.helm_releases`: "installed/upgraded/
+unchanged (revision N)", its workloads watched to ready within ``up --helm-timeout``; a Helm error or a
+workload not ready fails the stage); without the chart it stays "rendered + validated, not installed".
+Once Helm holds the release deployed in this run, the cluster is validated (:mod:`bootstrap.stages.nvidia_validate`:
+the read-only checks of ``rackctl validate-cluster`` polled until they pass within ``up --validate-timeout``,
+then a CUDA smoke Job per GPU product; ``--validate-nccl``, ``--skip-validate``): the report is the stage's
+``data["validation"]`` and a journal fact, a failed check fails the stage, all ok says "validated: N checks ok";
+otherwise the stage says "validators not run: <why>".
+
+The node-side driver / Fabric Manager steps are not built, and they need the kubernetes stage applied (nodes
+``joined``): every node is reported "rendered + validated, not applied", with what its host side did or why
+it did not run.
 """
 
 from __future__ import annotations
@@ -31,24 +41,28 @@ import yaml
 from bootstrap.cluster.gpu_operator import driver_version, gpu_nodes, gpu_operator
 from bootstrap.cluster.render import Bundle, RenderedFile, render_cluster
 from bootstrap.inventory.models import Inventory, Node
+from bootstrap.kube import Kubectl, cluster_for
 from bootstrap.nvidia.host import assess_report
 from bootstrap.stages.base import NOT_APPLIED, NodeResult, PlannedAction, StageContext, StageResult, register_stage
 from bootstrap.stages.cluster_inputs import cluster_inputs
 from bootstrap.stages.cluster_render import (
     ClusterRenderStage,
     checked_by,
-    validate_or_refuse,
     with_host_side,
     write_not_applied,
 )
+from bootstrap.stages.helm_releases import planned, with_helm_releases
+from bootstrap.stages.nvidia_validate import not_deployed_why, not_run, with_validation
+from bootstrap.stages.nvidia_validate import planned as planned_validation
 from bootstrap.stages.playbook import PlaybookStage, host_side_targets
 
 #: Where the stage writes its artefacts, under the state directory.
 OUT_DIR = "nvidia"
 #: Why nothing is applied (shown as "rendered + validated, not applied: <why>").
 WHY = (
-    "rackctl cannot apply it yet: the GPU Operator install (Helm) and the node-side driver / Fabric Manager "
-    "steps are not built, and they need the kubernetes stage applied"
+    "rackctl cannot apply it yet: the node-side driver / Fabric Manager steps are not built, and they need the "
+    "kubernetes stage applied; the GPU Operator is installed with Helm only where a cluster exists "
+    "(<state-dir>/kubeconfig) and its chart is in --charts DIR"
 )
 #: The host side, run over SSH on installed GPU nodes, and the fact it returns.
 HOST_PLAYBOOK = "nvidia_host.yml"
@@ -171,13 +185,15 @@ class NvidiaStage(ClusterRenderStage):
                 applies=False,
             )
         )
+        operator = gpu_operator(inv).release
+        if operator is not None and cluster_for(ctx.state_dir).deployed:
+            actions += planned(ctx, self.name, [operator])
+            actions.append(planned_validation(ctx, self.name, deployable=not_deployed_why(ctx, operator.name)))
         return actions
 
     def run(self, ctx: StageContext) -> StageResult:
         inv = ctx.inventory
-        inputs = cluster_inputs(ctx.options.extra)
-        bundle = render_nvidia(inv, inputs.charts)
-        validate_or_refuse(inv, bundle, self.name, inputs.crds)
+        bundle = self.render_checked(ctx, render_nvidia)
         host = self.host_side(ctx)
         out = ctx.state_dir / OUT_DIR
         gpus = len(gpu_nodes(inv))
@@ -188,7 +204,15 @@ class NvidiaStage(ClusterRenderStage):
             else f"no GPU nodes: no GPU Operator release (index written to {out})"
         )
         result = write_not_applied(ctx, bundle, out, why=WHY, message=message, checks=checked_by(bundle, *CHECKS))
-        return with_host_side(result, host, HOST_PLAYBOOK)
+        result = with_host_side(result, host, HOST_PLAYBOOK)
+        cluster = cluster_for(ctx.state_dir)
+        release = gpu_operator(inv).release
+        if release is None:
+            return result
+        if not isinstance(cluster, Kubectl):
+            return not_run(result, f"no cluster ({cluster.reason})")
+        result = with_helm_releases(ctx, result, cluster, [release])  # a cluster exists: Helm installs it
+        return with_validation(ctx, result, cluster, release.name)
 
     def host_side(self, ctx: StageContext) -> dict[str, NodeResult]:
         """Run the host side on the installed GPU nodes; per GPU node, what it found or why it did not run.
@@ -211,7 +235,9 @@ class NvidiaStage(ClusterRenderStage):
             report = res.data.get(HOST_FACTS) or {}
             verdict = assess_report(ctx.inventory, ctx.node(node), report, emulated=emulated.get(node))
             # one record, with the report the play recorded: the journal keeps a stage's latest facts per node
-            facts = {HOST_FACTS: report, "nvidia_host": verdict.as_dict()}
+            # (nvidia-smi's XML is kept as the verdict's per-GPU fabric states, not whole)
+            kept = {k: v for k, v in report.items() if k != "nvidia_smi_xml"}
+            facts = {HOST_FACTS: kept, "nvidia_host": verdict.as_dict()}
             if report.get("driver_version"):  # the driver the node runs (rackctl status shows it)
                 facts["driver_version"] = report["driver_version"]
             ctx.record_facts(node, facts)

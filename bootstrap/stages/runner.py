@@ -93,9 +93,11 @@ class StageOutcome:
     applied: bool | None = None
     #: where a rendered stage's artefacts are
     artefacts: str | None = None
+    #: what a cluster-wide stage measured (``StageResult.data``); in the output only when there is some
+    data: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "name": self.name,
             "status": self.status,
             "applied": self.applied,
@@ -103,6 +105,7 @@ class StageOutcome:
             "message": self.message,
             "nodes": self.nodes,
         }
+        return out | ({"data": self.data} if self.data else {})
 
 
 @dataclass
@@ -197,7 +200,7 @@ def decide(stage: Stage, node: str, state: NodeState, journal: Journal, forced: 
     if not forced:
         if life.done_when is not None and rank(state) >= rank(life.done_when):
             return Decision("skip", f"already {state.value}")
-        done = journal.stage_done(node, stage.name)
+        done = None if stage.reconciles else journal.stage_done(node, stage.name)
         if done is not None:
             return Decision("skip", f"completed in run {done.run} at {done.at}")
     if rank(state) < rank(life.requires):
@@ -265,9 +268,9 @@ def plan(inventory: Any, state_dir: Path, selection: Selection, options: RunOpti
                 actions = [a.as_dict() for a in stage.plan(ctx)] + actions
                 if not stage.implemented and stops_at is None:
                     stops_at = name
-                if stage.implemented and (not stage.applies or cannot_apply):
+                if stage.implemented and (not stage.applies_in(ctx) or cannot_apply):
                     not_applied.append(name)
-                reaches = stage.get_lifecycle().reaches if stage.applies else None
+                reaches = stage.get_lifecycle().reaches if stage.applies_in(ctx) else None
                 for n in to_run:
                     if reaches is not None and n not in cannot_apply and rank(projected[n]) < rank(reaches):
                         projected[n] = reaches
@@ -276,7 +279,7 @@ def plan(inventory: Any, state_dir: Path, selection: Selection, options: RunOpti
                     "name": name,
                     "description": stage.description,
                     "implemented": stage.implemented,
-                    "applies": stage.applies,
+                    "applies": stage.applies_in(ctx) if to_run else stage.applies,
                     "destructive": stage.destructive,
                     "forced": forced,
                     "reached": reached,
@@ -516,7 +519,8 @@ class Runner:
             return self._outcome(
                 journal, run_id, "cancelled", EXIT_FAILED, f"stopped before stage {name!r}: not confirmed"
             )
-        if stage.applies:  # a stage that only renders moves no node, not even to its ``during`` state
+        applies = stage.applies_in(ctx)
+        if applies:  # a stage that only renders moves no node, not even to its ``during`` state
             self._enter_during(journal, run_id, stage, [n for n in to_run if n not in cannot_apply], forced=ctx.forced)
         self.progress.stage_started(name, to_run)
         try:
@@ -545,10 +549,13 @@ class Runner:
             outcome.status, outcome.message = "failed", f"stage crashed: {text} (traceback: {log})"
             self.progress.stage_finished(name, False, outcome.message)
             return self._outcome(journal, run_id, "failed", EXIT_FAILED, f"stage {name!r} crashed: {text}; see {log}")
-        failed = self._apply_results(journal, run_id, stage, to_run, result, outcome=outcome, cannot_apply=cannot_apply)
+        failed = self._apply_results(
+            journal, run_id, stage, to_run, result, outcome=outcome, cannot_apply=cannot_apply, applies=applies
+        )
         ok = result.ok and not failed
         per_node = _per_node_failures(outcome, failed)
         outcome.message = "; ".join(m for m in (redact(result.message), per_node) if m)
+        outcome.data = dict(getattr(result, "data", None) or {})
         not_applied = [n for n in to_run if outcome.nodes.get(n, {}).get("status") == STEP_RENDERED]
         if ok and not_applied:
             outcome.status, outcome.applied = "rendered", False
@@ -581,6 +588,7 @@ class Runner:
         *,
         outcome: StageOutcome,
         cannot_apply: dict[str, str],
+        applies: bool,
     ) -> list[str]:
         """Move nodes along the lifecycle and mark the stage done, rendered (not applied) or failed per node."""
         failed: list[str] = []
@@ -592,7 +600,7 @@ class Runner:
             )
             message = redact(res.message)
             # a node the stage could not apply to is never taken as applied, whatever the stage said
-            if res.ok and (not res.applied or node in cannot_apply or not stage.applies):
+            if res.ok and (not res.applied or node in cannot_apply or not applies):
                 why = message or cannot_apply.get(node) or (rendered.why if rendered else "") or "nothing applied"
                 detail: dict[str, Any] = {"why": why}
                 if rendered is not None:

@@ -6,13 +6,17 @@ node state (``--stages triton`` works before the cluster exists). The artefacts 
 validated, not applied" (journalled ``rendered``, no node moves), and each node's reason names the earlier
 stages the journal shows as not applied on it. Where a cluster exists, the manifests are deployed to it and
 the rollouts watched (:mod:`bootstrap.stages.triton_deploy`): a model not ready in time fails the stage; all
-ready still ends "not applied", the model repositories not copied and the smoke not run.
+ready, each model is smoke-tested through its Service and the API server's service proxy (a failed smoke fails
+the stage; each pod's initContainer put its model repository in place). The stage is applied only then, with
+every object applied; without a cluster it ends "rendered + validated, not applied".
 """
 
 from __future__ import annotations
 
+from bootstrap.inventory.served_models import ModelSpec
 from bootstrap.journal.states import NodeState, rank
 from bootstrap.kube import KUBECONFIG, Kubectl, cluster_for
+from bootstrap.kube_proxy import service_path
 from bootstrap.stages.base import (
     NOT_APPLIED,
     Lifecycle,
@@ -25,18 +29,32 @@ from bootstrap.stages.base import (
     register_stage,
 )
 from bootstrap.stages.triton_deploy import deploy, rollout_timeout
+from bootstrap.stages.triton_smoke import PORT, http_service, smoke_entry
+from bootstrap.triton.manifests import services
 from bootstrap.triton.stage import run_triton_stage
 
 #: Why nothing is deployed (shown as "rendered + validated, not applied: <why>").
 WHY = (
-    "rackctl cannot deploy them yet: the deploy step (model repositories onto the volumes, kubectl apply, "
-    "readiness and smoke) is not built, and it needs the kubernetes and nvidia stages applied"
+    f"no cluster to deploy them to: no <state-dir>/{KUBECONFIG} (the kubernetes stage does not create the "
+    "cluster yet: kubeadm init/join is not built); with the kubeconfig of an existing cluster the stage deploys "
+    "them, watches the rollouts and smoke-tests each model"
 )
 #: What checks the stage's artefacts.
 CHECKS = (
     "model repositories: every config.pbtxt parsed by Triton's protobuf, the ensemble complete",
     "manifests: kubernetes-validate --strict",
 )
+
+
+def smoke_action(spec: ModelSpec) -> str:
+    """What the plan says the smoke of ``spec`` will do, once its Deployment is ready."""
+    namespace, service = http_service(services(spec))
+    asks = "generate and generate_stream" if spec.streaming else "generate (the model does not stream)"
+    return (
+        f"`rackctl triton smoke` of {spec.name} once its Deployment is ready: Service {namespace}/{service} through "
+        f"the API server's service proxy ({service_path(namespace, service, PORT)}/), model {smoke_entry(spec)}, "
+        f"{asks}; TTFT and latency recorded, a failed smoke fails the stage"
+    )
 
 
 def node_why(ctx: StageContext, node: str) -> str:
@@ -57,10 +75,18 @@ class TritonStage(Stage):
     name = "triton"
     description = (
         "Render + check the Triton model repositories and their Kubernetes manifests; where a cluster exists "
-        "(<state-dir>/kubeconfig), apply them and watch the rollouts (repositories not copied, smoke not run)"
+        "(<state-dir>/kubeconfig), apply them (each pod's initContainer copies its model repository), watch the "
+        "rollouts and smoke-test each model through its Service"
     )
     lifecycle = Lifecycle(NodeState.REGISTERED)
+    #: without a cluster it only renders; :meth:`applies_in` says when it applies
     applies = False
+    #: the inventory's ``models:`` are converged on every ``up`` (applied server-side: unchanged objects stay)
+    reconciles = True
+
+    def applies_in(self, ctx: StageContext) -> bool:
+        """It applies where a cluster exists (``<state-dir>/kubeconfig``) and models are declared."""
+        return bool(ctx.inventory.models) and cluster_for(ctx.state_dir).deployed
 
     def plan(self, ctx: StageContext) -> list[PlannedAction]:
         models = [m.name for m in ctx.inventory.models]
@@ -80,9 +106,10 @@ class TritonStage(Stage):
                     f"kubectl apply --server-side --field-manager=rackctl of the manifests of {', '.join(models)} to "
                     f"the cluster of {ctx.state_dir / KUBECONFIG} (Namespace first; kinds without their CRD left "
                     f"out), then each Deployment watched until ready, up to {rollout_timeout(ctx.options.extra):g} s "
-                    "(model repositories not copied, smoke not run)",
+                    "(each pod's initContainer copies its model repository from ConfigMap <model>-repository)",
                 )
             )
+            actions += [PlannedAction(self.name, None, smoke_action(spec)) for spec in ctx.inventory.models]
         return actions
 
     def run(self, ctx: StageContext) -> StageResult:

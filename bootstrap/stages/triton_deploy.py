@@ -8,9 +8,14 @@ cluster lacks left out and named), then every model's Deployment is watched up t
 (``up --triton-timeout``, ``RunOptions.extra["triton"]["rollout_timeout_s"]``).
 
 Outcome: a model not rolled out within the timeout fails the stage ("applied, not ready within T s: <why>"),
-as does an apply the server refused. Every model ready is still not "done": the model repositories are not
-copied onto the nodes' volumes and ``rackctl triton smoke`` is not run (not built; they need Triton pods
-running), so the stage ends rendered, not applied, with what was deployed in its message.
+as does an apply the server refused. The manifests carry each model repository (ConfigMap
+``<model>-repository``, copied by the pod's initContainer before Triton starts:
+:mod:`bootstrap.triton.repository_volume`), so a ready rollout has its repository in place. Once every model
+is ready, each is smoke-tested through its Service and the API server's service proxy
+(:mod:`bootstrap.stages.triton_smoke`); a failed smoke fails the stage naming the model, the Service and the
+error. TTFT, latencies and ok per model are in the stage's output (``smoke``) and the journal fact ``smoke``.
+The stage is applied ("done") only when every object was applied, every model is ready with its repository
+and every smoke answered; otherwise it ends rendered, not applied, naming what was left out.
 """
 
 from __future__ import annotations
@@ -21,19 +26,20 @@ from typing import Any
 import yaml
 
 from bootstrap.cluster.apply_live import FIELD_MANAGER, ApplyReport, apply_objects, watch_rollouts
+from bootstrap.errors import EnvironmentMissing
 from bootstrap.inventory.served_models import ModelSpec
 from bootstrap.kube import Kubectl, KubeError
 from bootstrap.stages.base import NodeResult, Rendered, StageContext, StageResult
+from bootstrap.stages.triton_smoke import FACT, VIA, http_service, smoke_services
 from bootstrap.triton.manifests import rolling_update_problems
+from bootstrap.triton.repository_volume import carries_repository
 
 #: ``RunOptions.extra`` key and the default rollout timeout.
 EXTRA_KEY = "triton"
 DEFAULT_TIMEOUT_S = 600.0
 #: What the live deploy still leaves undone (shown as "rendered + validated, not applied: <why>").
-WHY_LIVE = (
-    "model repositories not copied; smoke not run: copying each model repository onto the nodes' volumes and "
-    "`rackctl triton smoke` against the Service are not built (they need running Triton pods)"
-)
+#: Said when a Deployment as written carries no repository (manifests written before rackctl shipped it).
+NO_REPOSITORY = "model repositories not copied: the manifests carry no repository ConfigMap (render them again)"
 MANIFESTS = ("deployment.yaml", "servicemonitor.yaml")
 
 
@@ -55,7 +61,7 @@ def _failed(ctx: StageContext, message: str, data: dict[str, Any], summary: str 
     """The stage failed on the cluster: every selected node shares ``message`` (the stage is cluster-wide);
     ``summary``: the stage's own message, when it says more than the nodes' (what was applied)."""
     nodes = {n: NodeResult(n, ok=False, message=message, data=data) for n in ctx.nodes}
-    return StageResult(ok=False, nodes=nodes, message=summary)
+    return StageResult(ok=False, nodes=nodes, message=summary, data=data)
 
 
 def deploy(
@@ -81,7 +87,7 @@ def deploy(
         return _failed(ctx, f"deploy failed: {exc.message}" + (f" (before that: {done})" if done else ""), {})
     lines = {name: f"{name}: {rollouts[keys[name]].message(timeout_s)}; {reports[name].summary()}" for name in keys}
     verdicts = "; ".join(f"{name}: {rollouts[keys[name]].message(timeout_s)}" for name in keys)
-    data = {
+    data: dict[str, Any] = {
         "deploy": {name: {"ready": rollouts[keys[name]].done, **reports[name].as_dict()} for name in keys},
         "field_manager": FIELD_MANAGER,
     }
@@ -89,11 +95,39 @@ def deploy(
     if not all(r.done for r in rollouts.values()):
         applied = "; ".join(f"{name}: {reports[name].summary()}" for name in keys)
         return _failed(ctx, verdicts, data, summary=f"applied to the cluster ({cluster.reason}): {applied}")
-    rendered = Rendered(out_dir, (*checks, "the cluster's admission (kubectl apply --server-side)"), WHY_LIVE)
-    message = (
-        f"{len(specs)} model(s) deployed to the cluster ({cluster.reason}, field manager {FIELD_MANAGER}): {summary}"
-    )
+    deployed = f"deployed to the cluster ({cluster.reason}, field manager {FIELD_MANAGER}): {summary}"
+    targets = [(spec, *http_service(per_model[spec.name])) for spec in specs]
+    try:
+        smokes = smoke_services(cluster.kubeconfig, targets)
+    except (KubeError, EnvironmentMissing) as exc:
+        return _failed(ctx, f"smoke not run: {exc.message}", data, summary=deployed)
+    data[FACT] = {s.model: s.as_fact() for s in smokes}
+    for node in ctx.nodes:
+        ctx.record_facts(node, {FACT: data[FACT]})
+    for smoke in smokes:
+        ctx.progress.log(f"triton: smoke {'ok' if smoke.ok else 'FAILED'}: {smoke.summary()}")
+    failed = [s.failure() for s in smokes if not s.ok]
+    if failed:
+        return _failed(ctx, "; ".join(failed), data, summary=deployed)
+    smoked = ", ".join(s.summary() for s in smokes)
+    message = f"{len(specs)} model(s) {deployed}; each smoke-tested through its Service ({VIA}): {smoked}"
+    undone = _left_undone(deployments, reports)
+    if not undone:
+        return StageResult.applied(ctx.nodes, message=message, data=data)
+    rendered = Rendered(out_dir, (*checks, "the cluster's admission (kubectl apply --server-side)"), "; ".join(undone))
     result = StageResult.not_applied(ctx.nodes, rendered, message=message)
+    result.data = data
     for res in result.nodes.values():
         res.data = data
     return result
+
+
+def _left_undone(deployments: dict[str, dict[str, Any]], reports: dict[str, ApplyReport]) -> list[str]:
+    """What keeps a deploy whose models are all ready and answering from being "done"."""
+    undone = []
+    if not all(carries_repository(d) for d in deployments.values()):
+        undone.append(NO_REPOSITORY)
+    left_out = [f"{name}: {obj} ({why})" for name, r in reports.items() for obj, why in r.not_applied.items()]
+    if left_out:
+        undone.append("objects not applied: " + "; ".join(left_out))
+    return undone

@@ -1,6 +1,8 @@
-"""Kubernetes manifests per model: volume, Deployment (GPUs = TP x PP), Services, ServiceMonitor.
+"""Kubernetes manifests per model: volume, repository ConfigMap, Deployment (GPUs = TP x PP), Services,
+ServiceMonitor.
 
-The rendered repository is expected on the volume at ``<mount_path>/<model name>/model_repository``.
+The rendered repository travels in ConfigMap ``<model>-repository``; the Deployment's initContainer copies it
+to where Triton loads it (:mod:`bootstrap.triton.repository_volume`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from bootstrap.errors import Problem
 from bootstrap.fsutil import atomic_write_text
 from bootstrap.inventory.served_models import ModelSpec
 from bootstrap.inventory.trtllm import version_info
+from bootstrap.triton import repository_volume as repo_volume
+from bootstrap.triton.render import render_model
 
 LAUNCH_SCRIPT = Path(__file__).parent / "templates" / "k8s" / "rackctl_launch.py"
 LAUNCH_MOUNT = "/opt/rackctl"
@@ -68,7 +72,7 @@ def launch_command(spec: ModelSpec) -> list[str]:
         "python3",
         f"{LAUNCH_MOUNT}/rackctl_launch.py",
         f"--world_size={world}",
-        f"--model_repo={dep.storage.mount_path}/{spec.name}/model_repository",
+        f"--model_repo={repo_volume.repository_path(spec)}",
         f"--http_port={dep.http_port}",
         f"--grpc_port={dep.grpc_port}",
         f"--metrics_port={dep.metrics_port}",
@@ -79,13 +83,28 @@ def _probe(path: str, period: int, failures: int) -> dict[str, Any]:
     return {"httpGet": {"path": path, "port": "http"}, "periodSeconds": period, "failureThreshold": failures}
 
 
-def deployment(spec: ModelSpec, claim: str) -> dict[str, Any]:
-    """The Triton Deployment: GPUs = TP x PP on nodes with the declared GPU product."""
+def _repository_volumes(spec: ModelSpec, repository: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
+    """The ConfigMap source volume and the copy's target volume (the model volume, or an emptyDir for NFS)."""
+    volumes = [repo_volume.source_volume(repository)]
+    if spec.deployment.storage.kind == "nfs":  # read-only share: the copy lives in the pod
+        volumes.append({"name": "model-repository", "emptyDir": {}})
+        return volumes, "model-repository"
+    return volumes, "repository"
+
+
+def deployment(spec: ModelSpec, claim: str, repository: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The Triton Deployment: GPUs = TP x PP on nodes with the declared GPU product; ``repository``: the
+    model's repository ConfigMap (built when not given), copied by the initContainer, its digest annotating
+    the pod template."""
     dep = spec.deployment
+    repository = repository or repository_config_map(spec)
     gpus = str(spec.world_size)
+    image = version_info(spec.trtllm_version).image
+    repo_volumes, target = _repository_volumes(spec, repository)
+    mounts = [{"name": "model-repository", "mountPath": repo_volume.NFS_REPOSITORY_ROOT, "readOnly": True}]
     container = {
         "name": "triton",
-        "image": version_info(spec.trtllm_version).image,
+        "image": image,
         "command": launch_command(spec),
         "ports": [
             {"name": "http", "containerPort": dep.http_port, "protocol": "TCP"},
@@ -104,6 +123,7 @@ def deployment(spec: ModelSpec, claim: str) -> dict[str, Any]:
             },
             {"name": "launcher", "mountPath": LAUNCH_MOUNT, "readOnly": True},
             {"name": "shm", "mountPath": "/dev/shm"},  # noqa: S108 - NCCL/MPI shared memory, not a temp file
+            *(mounts if target == "model-repository" else []),
         ],
     }
     return {
@@ -116,16 +136,21 @@ def deployment(spec: ModelSpec, claim: str) -> dict[str, Any]:
             # One new pod ready before an old one stops: serving continues during a rollout.
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
             "template": {
-                "metadata": {"labels": _labels(spec)},
+                "metadata": {
+                    "labels": _labels(spec),
+                    "annotations": {repo_volume.DIGEST_ANNOTATION: repo_volume.digest_of(repository)},
+                },
                 "spec": {
                     "nodeSelector": {"nvidia.com/gpu.product": dep.gpu_product},
                     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
                     "terminationGracePeriodSeconds": 60,
+                    "initContainers": [repo_volume.copier_container(spec, image, LAUNCH_MOUNT, target)],
                     "containers": [container],
                     "volumes": [
                         {"name": "repository", "persistentVolumeClaim": {"claimName": claim}},
                         {"name": "launcher", "configMap": {"name": f"{spec.name}-launcher"}},
                         {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": dep.shm_size}},
+                        *repo_volumes,
                     ],
                 },
             },
@@ -209,15 +234,32 @@ def launcher_config_map(spec: ModelSpec) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _meta(spec, f"{spec.name}-launcher"),
-        "data": {"rackctl_launch.py": LAUNCH_SCRIPT.read_text()},
+        "data": {
+            LAUNCH_SCRIPT.name: LAUNCH_SCRIPT.read_text(),
+            repo_volume.COPIER_SCRIPT.name: repo_volume.COPIER_SCRIPT.read_text(),
+        },
     }
+
+
+def repository_config_map(spec: ModelSpec) -> dict[str, Any]:
+    """ConfigMap ``<model>-repository``: the model's rendered repository (refused over Kubernetes' 1 MiB)."""
+    meta = _meta(spec, repo_volume.config_map_name(spec))
+    return repo_volume.repository_config_map(spec, render_model(spec), meta)
 
 
 def build_manifests(spec: ModelSpec) -> dict[str, list[dict[str, Any]]]:
     """File name -> Kubernetes objects for one model (built-in kinds apart from the ServiceMonitor)."""
     volume, claim = volume_objects(spec)
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": spec.deployment.namespace}}
-    core = [namespace, *volume, launcher_config_map(spec), deployment(spec, claim), *services(spec)]
+    repository = repository_config_map(spec)
+    core = [
+        namespace,
+        *volume,
+        launcher_config_map(spec),
+        repository,
+        deployment(spec, claim, repository),
+        *services(spec),
+    ]
     return {"deployment.yaml": core, "servicemonitor.yaml": [service_monitor(spec)]}
 
 

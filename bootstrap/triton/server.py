@@ -1,4 +1,5 @@
-"""Locate and run the real ``tritonserver`` bundled in the ``nvidia-pytriton`` wheel, on CPU, on loopback."""
+"""Locate and run the real ``tritonserver`` bundled in the ``nvidia-pytriton`` wheel, on CPU (on loopback unless
+told another address of this host)."""
 
 from __future__ import annotations
 
@@ -55,10 +56,10 @@ def find_tritonserver() -> TritonInstall:
     return install
 
 
-def free_port() -> int:
-    """An ephemeral loopback port nobody listens on right now."""
+def free_port(address: str = "127.0.0.1") -> int:
+    """An ephemeral port of ``address`` nobody listens on right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind((address, 0))
         return int(sock.getsockname()[1])
 
 
@@ -82,14 +83,17 @@ class TritonFailed(RuntimeError):
 
 
 class TritonServer:
-    """A running tritonserver on 127.0.0.1 (context manager; stops what it started)."""
+    """A running tritonserver (context manager; stops what it started). Its HTTP, gRPC and metrics ports
+    listen on ``address``: 127.0.0.1 unless another address of this host is given (a Kubernetes Endpoints
+    object may not point at loopback)."""
 
-    def __init__(self, repository: Path, *, startup_timeout: float = 180.0) -> None:
+    def __init__(self, repository: Path, *, startup_timeout: float = 180.0, address: str = "127.0.0.1") -> None:
         self.repository = repository
         self.startup_timeout = startup_timeout
-        self.http_port = free_port()
-        self.grpc_port = free_port()
-        self.metrics_port = free_port()
+        self.address = address
+        self.http_port = free_port(address)
+        self.grpc_port = free_port(address)
+        self.metrics_port = free_port(address)
         self._tmp = tempfile.TemporaryDirectory(prefix="rackctl-triton-")
         self._log_path = Path(self._tmp.name) / "tritonserver.log"
         self._proc: subprocess.Popen[bytes] | None = None
@@ -97,7 +101,7 @@ class TritonServer:
 
     @property
     def url(self) -> str:
-        return f"127.0.0.1:{self.http_port}"
+        return f"{self.address}:{self.http_port}"
 
     def log(self) -> str:
         """Everything tritonserver printed so far."""
@@ -114,11 +118,11 @@ class TritonServer:
             str(install.binary),
             f"--model-repository={self.repository}",
             f"--backend-directory={backends}",
-            "--http-address=127.0.0.1",
+            f"--http-address={self.address}",
             f"--http-port={self.http_port}",
-            "--grpc-address=127.0.0.1",
+            f"--grpc-address={self.address}",
             f"--grpc-port={self.grpc_port}",
-            "--metrics-address=127.0.0.1",
+            f"--metrics-address={self.address}",
             f"--metrics-port={self.metrics_port}",
             "--allow-metrics=true",
             "--allow-gpu-metrics=false",

@@ -1,14 +1,22 @@
-"""Smoke test a serving Triton: one generate request and one streaming request, with their latencies."""
+"""Smoke test a serving Triton: one generate request and one streaming request, with their latencies.
+
+The URL may carry a path prefix (a Service through the Kubernetes API server's service proxy,
+``http://127.0.0.1:PORT/api/v1/namespaces/NS/services/NAME:http/proxy``): requests go to
+``<url>/v2/models/...``. An error answered by a proxy on the way (a Kubernetes ``Status``) is reported by its
+message.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import time
 import urllib.error
 import urllib.request
 from dataclasses import asdict, dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 DEFAULT_PROMPT = "What is the capital of Texas?"
 
@@ -33,9 +41,19 @@ class SmokeResult:
 
 
 def base_url(url: str) -> str:
-    """``host:port`` or ``http(s)://host:port[/]`` -> ``http(s)://host:port``."""
+    """``host:port[/prefix]`` or ``http(s)://host:port[/prefix][/]`` -> ``http(s)://host:port[/prefix]`` (the
+    path prefix is kept)."""
     url = url.rstrip("/")
     return url if url.startswith(("http://", "https://")) else f"http://{url}"
+
+
+def _open(request: urllib.request.Request, timeout: float) -> Any:
+    """``urlopen``, but straight to a loopback host (``kubectl proxy``) whatever ``$http_proxy`` says."""
+    host = urlsplit(request.full_url).hostname or ""
+    with contextlib.suppress(ValueError):
+        if host == "localhost" or ipaddress.ip_address(host).is_loopback:
+            return urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=timeout)
+    return urllib.request.urlopen(request, timeout=timeout)  # noqa: S310 - http(s) only (_request)
 
 
 def _request(url: str, body: dict[str, Any]) -> urllib.request.Request:
@@ -50,9 +68,11 @@ def _request(url: str, body: dict[str, Any]) -> urllib.request.Request:
 def _error_text(exc: Exception) -> str:
     if isinstance(exc, urllib.error.HTTPError):
         detail = exc.read().decode(errors="replace")
-        with contextlib.suppress(ValueError):
-            detail = json.loads(detail).get("error", detail)
-        return f"HTTP {exc.code}: {detail}"
+        with contextlib.suppress(ValueError, AttributeError):
+            answer = json.loads(detail)
+            # Triton: {"error": ...}; a Kubernetes API server on the way: a Status with its message
+            detail = answer.get("error") or (answer.get("kind") == "Status" and answer.get("message")) or detail
+        return f"HTTP {exc.code}: {str(detail).strip()}"
     return str(exc)
 
 
@@ -60,7 +80,7 @@ def generate(url: str, model: str, body: dict[str, Any], timeout: float) -> tupl
     """POST ``/v2/models/<model>/generate``; return the text and the total latency."""
     started = time.perf_counter()
     request = _request(f"{base_url(url)}/v2/models/{model}/generate", body)
-    with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - base_url is http(s)
+    with _open(request, timeout) as response:
         payload = json.loads(response.read())
     return str(payload.get("text_output", "")), time.perf_counter() - started
 
@@ -71,7 +91,7 @@ def generate_stream(url: str, model: str, body: dict[str, Any], timeout: float) 
     first: float | None = None
     chunks: list[str] = []
     request = _request(f"{base_url(url)}/v2/models/{model}/generate_stream", {**body, "stream": True})
-    with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - http(s) only
+    with _open(request, timeout) as response:
         for raw in response:
             line = raw.decode().strip()
             if not line.startswith("data:"):

@@ -23,17 +23,11 @@ from bootstrap.cli.common import (
     json_option,
 )
 from bootstrap.errors import EXIT_FAILED
-from rackctl_lab import paths
+from rackctl_lab import head_cli, paths
 from rackctl_lab.head_cli import serve_group
 
-lab_dir_option = click.option(
-    "--state-dir",
-    "lab_dir",
-    type=click.Path(path_type=Path, file_okay=False),
-    envvar=paths.ENV_VAR,
-    default=paths.DEFAULT,
-    show_default=True,
-    help=f"Where the lab keeps its CA, PIDs and logs (${paths.ENV_VAR}).",
+lab_dir_option = head_cli.lab_dir_option(
+    "--state-dir", f"Where the lab keeps its CA, PIDs and logs (${paths.ENV_VAR})."
 )
 
 

@@ -3,6 +3,7 @@ the lab bridge."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,15 +12,21 @@ import click
 from bootstrap.cli.common import console, emit, escape, handle_errors, inventory_option, json_option, state_dir_option
 from rackctl_lab import paths
 
-_lab_dir_option = click.option(
-    "--lab-dir",
-    "lab_dir",
-    type=click.Path(path_type=Path, file_okay=False),
-    envvar=paths.ENV_VAR,
-    default=paths.DEFAULT,
-    show_default=True,
-    help=f"The lab's directory (${paths.ENV_VAR}).",
-)
+
+def lab_dir_option(flag: str, help_text: str) -> Callable[[Any], Any]:
+    """``FLAG`` for the lab's directory (``lab_dir``): :data:`paths.DEFAULT`, or the :data:`paths.ENV_VAR` variable."""
+    return click.option(
+        flag,
+        "lab_dir",
+        type=click.Path(path_type=Path, file_okay=False),
+        envvar=paths.ENV_VAR,
+        default=paths.DEFAULT,
+        show_default=True,
+        help=help_text,
+    )
+
+
+_lab_dir_option = lab_dir_option("--lab-dir", f"The lab's directory (${paths.ENV_VAR}).")
 
 
 @click.group("serve")

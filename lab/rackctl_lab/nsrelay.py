@@ -8,9 +8,15 @@ from __future__ import annotations
 
 import os
 import selectors
+import socket
 import sys
+import time
 
 from rackctl_lab.netns import socket_in
+
+#: How long the relay still passes the node's bytes to ssh once ssh closed its side: a node that is gone (its VM
+#: destroyed, the namespace deleted) never closes the connection, and the relay must not outlive ssh for that.
+LINGER_S = 10.0
 
 
 def relay(netns: str, host: str, port: int) -> int:
@@ -18,17 +24,28 @@ def relay(netns: str, host: str, port: int) -> int:
     sock.settimeout(15)
     sock.connect((host, port))
     sock.settimeout(None)
-    stdin, stdout = sys.stdin.fileno(), sys.stdout.fileno()
+    with sock:
+        return pump(sock, sys.stdin.fileno(), sys.stdout.fileno())
+
+
+def pump(sock: socket.socket, stdin: int, stdout: int, linger_s: float = LINGER_S) -> int:
+    """Copy ``stdin`` to ``sock`` and ``sock`` to ``stdout`` until the node closes, or ``linger_s`` after
+    ``stdin`` closed (ssh is done)."""
     sel = selectors.DefaultSelector()
     sel.register(stdin, selectors.EVENT_READ)
     sel.register(sock, selectors.EVENT_READ)
+    deadline: float | None = None
     while True:
-        for key, _ in sel.select():
+        events = sel.select(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        if not events and deadline is not None:
+            return 0  # ssh closed its side and the node never answered the close
+        for key, _ in events:
             if key.fileobj == stdin:
                 data = os.read(stdin, 65536)
                 if not data:
                     sel.unregister(stdin)
-                    sock.shutdown(1)
+                    sock.shutdown(socket.SHUT_WR)
+                    deadline = time.monotonic() + linger_s
                     continue
                 sock.sendall(data)
             else:

@@ -161,6 +161,7 @@ def test_manifests_applied_server_side_as_rackctl_once_the_missing_crd_reported(
                 f"Namespace/{namespace}",
                 f"PersistentVolumeClaim/{namespace}/m-repository",
                 f"ConfigMap/{namespace}/m-launcher",
+                f"ConfigMap/{namespace}/m-repository",
                 f"Deployment/{namespace}/triton-m",
                 f"Service/{namespace}/triton-m",
                 f"Service/{namespace}/triton-m-metrics",
@@ -172,6 +173,7 @@ def test_manifests_applied_server_side_as_rackctl_once_the_missing_crd_reported(
         paths = [
             f"/apis/apps/v1/namespaces/{namespace}/deployments/triton-m",
             f"/api/v1/namespaces/{namespace}/configmaps/m-launcher",
+            f"/api/v1/namespaces/{namespace}/configmaps/m-repository",
             f"/api/v1/namespaces/{namespace}/services/triton-m",
             f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/m-repository",
         ]
@@ -179,7 +181,7 @@ def test_manifests_applied_server_side_as_rackctl_once_the_missing_crd_reported(
 
         again = apply_objects(api, objects)
         assert set(again.applied.values()) == {"unchanged"} and not again.changed, again.applied
-        assert again.summary().startswith("6 object(s) applied (6 unchanged); not applied: ServiceMonitor/")
+        assert again.summary().startswith("7 object(s) applied (7 unchanged); not applied: ServiceMonitor/")
         # Content, labels and the Deployment's generation as before (no rollout triggered). The 1.20 server may
         # still move resourceVersion: it rewrites managedFields on some no-op applies (seen on the PVC).
         assert {path: content(kube.call("GET", path)) for path in paths} == before

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ import pytest
 from bootstrap.cluster.render import render_cluster
 from bootstrap.cluster.validate import validate_bundle
 from bootstrap.inventory.loader import load_inventory
+from tests.cluster.scaffold_charts import CONFIGMAP, scaffold_chart
 
 helm = pytest.importorskip("helm_python", reason="helm-python-sdk is not installed (pip install 'rackctl[cluster]')")
 
@@ -39,16 +39,6 @@ volumeBindingMode: {{ .Values.storageClass.volumeBindingMode }}
 reclaimPolicy: {{ .Values.storageClass.reclaimPolicy }}
 {{- end }}
 """
-CONFIGMAP = """\
-apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: local-path-config
-  namespace: {{ .Release.Namespace }}
-data:
-  config.json: |-
-    {{ dict "nodePathMap" .Values.nodePathMap | toJson }}
-"""
 MONITOR = """\
 apiVersion: monitoring.coreos.com/v1
 kind: ServiceMonitor
@@ -64,22 +54,12 @@ spec:
 
 
 def _chart(root: Path, version: str = "0.0.32", schema: dict[str, Any] | None = None) -> Path:
-    """Scaffold with Helm, add our templates, package as <chart>-<version>.tgz; return the charts dir."""
-    work = root / "src"
-    work.mkdir(parents=True)
-    helm.Chart.create("local-path-provisioner", work)
-    chart = work / "local-path-provisioner"
-    (chart / "templates" / "storageclass.yaml").write_text(STORAGECLASS)
-    (chart / "templates" / "configmap.yaml").write_text(CONFIGMAP)
-    (chart / "templates" / "servicemonitor.yaml").write_text(MONITOR)
-    (chart / "crds").mkdir()
-    shutil.copy(FIXTURES / "servicemonitor-subset-crd.yaml", chart / "crds" / "servicemonitors.yaml")
+    """The scaffold with our templates, the ServiceMonitor CRD and ``schema``, packaged; the charts dir."""
+    files = {"crds/servicemonitors.yaml": (FIXTURES / "servicemonitor-subset-crd.yaml").read_text()}
     if schema is not None:
-        (chart / "values.schema.json").write_text(json.dumps(schema))
-    charts = root / "charts"
-    charts.mkdir()
-    helm.package(chart, destination=charts, version=version)
-    return charts
+        files["values.schema.json"] = json.dumps(schema)
+    templates = {"storageclass.yaml": STORAGECLASS, "configmap.yaml": CONFIGMAP, "servicemonitor.yaml": MONITOR}
+    return scaffold_chart(helm, root, "local-path-provisioner", version, templates=templates, files=files)
 
 
 def test_chart_rendered_with_our_values(write_inventory: Callable[..., Path], tmp_path: Path) -> None:

@@ -10,6 +10,8 @@ docs/kubernetes.md says the same. Needs scripts/build-kube-apiserver.sh (scripts
 from __future__ import annotations
 
 import copy
+import functools
+import operator
 from pathlib import Path
 from typing import Any
 
@@ -105,17 +107,21 @@ def test_rendered_bundle_accepted_by_real_apiserver(
     assert [v.row() for v in verdicts if v.checked_by == VALIDATE_ONLY] == []
 
 
-def _deployment(bundle: Bundle) -> dict[str, Any]:
-    return copy.deepcopy(next(o for _, o in _objects(bundle) if o["kind"] == "Deployment"))
+def _dry_run_with(
+    server: ApiServer, discovery: Discovery, kind: str, path: tuple[str | int, ...], value: Any
+) -> Verdict:
+    """The first inventory's bundle applied, then its first ``kind`` object dry-run with ``path`` set to ``value``."""
+    bundle = _render(INVENTORIES[0])
+    _apply(server, discovery, bundle)
+    obj = copy.deepcopy(next(o for _, o in _objects(bundle) if o["kind"] == kind))
+    *parents, last = path
+    functools.reduce(operator.getitem, parents, obj)[last] = value
+    return dry_run(server, discovery, "test", obj)
 
 
 @pytest.mark.slow
 def test_wrong_type_rejected_by_real_apiserver(kube_apiserver: ApiServer, discovery: Discovery) -> None:
-    bundle = _render(INVENTORIES[0])
-    _apply(kube_apiserver, discovery, bundle)
-    bad = _deployment(bundle)
-    bad["spec"]["replicas"] = "three"
-    verdict = dry_run(kube_apiserver, discovery, "test", bad)
+    verdict = _dry_run_with(kube_apiserver, discovery, "Deployment", ("spec", "replicas"), "three")
     assert verdict.checked_by == SERVER
     assert not verdict.ok
     assert "replicas" in verdict.message and "int32" in verdict.message, verdict.message
@@ -123,22 +129,15 @@ def test_wrong_type_rejected_by_real_apiserver(kube_apiserver: ApiServer, discov
 
 @pytest.mark.slow
 def test_invalid_value_rejected_by_real_apiserver(kube_apiserver: ApiServer, discovery: Discovery) -> None:
-    bundle = _render(INVENTORIES[0])
-    _apply(kube_apiserver, discovery, bundle)
-    bad = _deployment(bundle)
-    bad["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"] = 70000
-    verdict = dry_run(kube_apiserver, discovery, "test", bad)
+    port = ("spec", "template", "spec", "containers", 0, "ports", 0, "containerPort")
+    verdict = _dry_run_with(kube_apiserver, discovery, "Deployment", port, 70000)
     assert not verdict.ok
     assert "containerPort" in verdict.message and "between 1 and 65535" in verdict.message, verdict.message
 
 
 @pytest.mark.slow
 def test_custom_resource_schema_enforced_by_real_apiserver(kube_apiserver: ApiServer, discovery: Discovery) -> None:
-    bundle = _render(INVENTORIES[0])
-    _apply(kube_apiserver, discovery, bundle)
-    monitor = copy.deepcopy(next(o for _, o in _objects(bundle) if o["kind"] == "ServiceMonitor"))
-    monitor["spec"]["endpoints"] = "every 30s"
-    verdict = dry_run(kube_apiserver, discovery, "test", monitor)
+    verdict = _dry_run_with(kube_apiserver, discovery, "ServiceMonitor", ("spec", "endpoints"), "every 30s")
     assert verdict.checked_by == SERVER
     assert not verdict.ok
     assert "spec.endpoints" in verdict.message and "array" in verdict.message, verdict.message
@@ -147,11 +146,7 @@ def test_custom_resource_schema_enforced_by_real_apiserver(kube_apiserver: ApiSe
 @pytest.mark.slow
 def test_unknown_field_reported_not_silently_passed(kube_apiserver: ApiServer, discovery: Discovery) -> None:
     """1.20 has no server-side field validation: it drops unknown fields. The check reports them."""
-    bundle = _render(INVENTORIES[0])
-    _apply(kube_apiserver, discovery, bundle)
-    odd = _deployment(bundle)
-    odd["spec"]["replicaz"] = 2
-    verdict = dry_run(kube_apiserver, discovery, "test", odd)
+    verdict = _dry_run_with(kube_apiserver, discovery, "Deployment", ("spec", "replicaz"), 2)
     assert verdict.ok
     assert verdict.dropped == ["spec.replicaz"]
     assert "dropped by 1.20 (kubernetes-validate only): spec.replicaz" in verdict.row()

@@ -15,8 +15,8 @@ etcd pod needs a kubelet): ``test_apply_on_rack.py`` keeps that to its recording
 from __future__ import annotations
 
 import shutil
-import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,7 +24,7 @@ from bootstrap.journal.states import NodeState
 from bootstrap.journal.store import Journal
 from tests.day2.conftest import Rack
 from tests.day2.test_redeploy_on_rack import finish, pxe_boots, worker
-from tests.kube_objects import KubeObjects, PodFinaliser
+from tests.kube_objects import KubeObjects, NodeSampler, PodFinaliser
 
 pytestmark = [
     pytest.mark.lab,
@@ -50,29 +50,19 @@ def _joined(state: Path, nodes: list[str]) -> None:
                 journal.transition(name, to, "test setup: joined by the kubernetes stage (stand-in)")
 
 
-class CordonSampler:
+class CordonSampler(NodeSampler):
     """Samples one Node's ``spec.unschedulable`` every 50 ms until it is gone; remembers if it was seen cordoned."""
 
+    thread_name = "cordon-sampler"
+
     def __init__(self, kube: KubeObjects, node: str) -> None:
-        self.kube, self.node = kube, node
+        super().__init__(kube, poll_s=0.05)
+        self.node = node
         self.cordoned = False
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
 
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            resp = self.kube.server.request("GET", f"/api/v1/nodes/{self.node}")
-            if resp.status_code == 200 and resp.json()["spec"].get("unschedulable"):
-                self.cordoned = True
-            self._stop.wait(0.05)
-
-    def __enter__(self) -> CordonSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
+    def sample(self, nodes: dict[str, dict[str, Any]]) -> None:
+        if self.node in nodes and nodes[self.node]["spec"].get("unschedulable"):
+            self.cordoned = True
 
 
 def test_apply_cordons_drains_and_deletes_a_removed_worker_and_leaves_the_others_alone(

@@ -107,6 +107,14 @@ class RecordingNodes:
         return NodeUpgrade(True, report=report, output="(test double)")
 
 
+def joined(kube: KubeObjects, l40s: str, xe: str, *, fail: dict[str, str] | None = None) -> RecordingNodes:
+    """Both GPU nodes made Kubernetes Nodes (8 GPUs each); their double with the L40S node's driver at
+    ``l40s`` and the XE9680's at ``xe``, failing the upgrades in ``fail``."""
+    for node in (L40S, XE):
+        kube.node(node, gpus=8)
+    return RecordingNodes({L40S: at(L40S, l40s), XE: at(XE, xe)}, fail=fail, kube=kube)
+
+
 def roll(
     path: Path, state: Path, nodes: RecordingNodes, gate: NodeGate, *, max_unavailable: int | None = None
 ) -> DriverRolloutReport:
@@ -142,9 +150,7 @@ def test_a_node_is_at_the_version_only_with_every_package_held_at_it_and_every_g
 def test_a_node_at_the_version_is_not_touched_and_the_other_is_upgraded_while_cordoned(
     tmp_path: Path, kube: KubeObjects, kubeconfig: Path
 ) -> None:
-    for node in (L40S, XE):
-        kube.node(node, gpus=8)
-    nodes = RecordingNodes({L40S: at(L40S, V), XE: at(XE, V0)}, kube=kube)
+    nodes = joined(kube, V, V0)
     state = tmp_path / "state"
     report = roll(inventory(tmp_path), state, nodes, ClusterGate(Kubectl(kubeconfig)))
     assert report.ok and not report.stopped, report.as_dict()
@@ -174,10 +180,8 @@ def test_a_node_at_the_version_is_not_touched_and_the_other_is_upgraded_while_co
 def test_a_failure_stops_the_rollout_at_the_threshold_and_leaves_the_node_cordoned_and_recorded(
     tmp_path: Path, kube: KubeObjects, kubeconfig: Path
 ) -> None:
-    for node in (L40S, XE):
-        kube.node(node, gpus=8)
     refusal = "the node's package sources have no cuda-drivers-580 at 580.105.08: nothing was changed"
-    nodes = RecordingNodes({L40S: at(L40S, V0), XE: at(XE, V0)}, fail={L40S: refusal}, kube=kube)
+    nodes = joined(kube, V0, V0, fail={L40S: refusal})
     state = tmp_path / "state"
     path = inventory(tmp_path)
     gate = ClusterGate(Kubectl(kubeconfig))
@@ -240,13 +244,10 @@ def test_a_node_left_cordoned_that_is_at_the_version_now_is_given_back_without_a
 def test_below_the_threshold_a_failed_node_still_counts_against_max_unavailable(
     tmp_path: Path, kube: KubeObjects, kubeconfig: Path
 ) -> None:
-    for node in (L40S, XE):
-        kube.node(node, gpus=8)
-
     def threshold_two(data: dict[str, Any]) -> None:
         data.setdefault("firmware", {})["rollout"] = {"max_unavailable": 1, "failure_threshold": 2}
 
-    nodes = RecordingNodes({L40S: at(L40S, V0), XE: at(XE, V0)}, fail={L40S: "verify failed"}, kube=kube)
+    nodes = joined(kube, V0, V0, fail={L40S: "verify failed"})
     report = roll(inventory(tmp_path, threshold_two), tmp_path / "state", nodes, ClusterGate(Kubectl(kubeconfig)))
     assert not report.ok and not report.stopped  # one failure, threshold 2: not stopped...
     assert [n for n, _c in nodes.upgraded] == [L40S]  # ...but the failed node is still down: no room for XE
@@ -260,9 +261,7 @@ def test_below_the_threshold_a_failed_node_still_counts_against_max_unavailable(
 def test_nodes_of_one_batch_run_together_and_each_is_cordoned_during_its_own_upgrade(
     tmp_path: Path, kube: KubeObjects, kubeconfig: Path
 ) -> None:
-    for node in (L40S, XE):
-        kube.node(node, gpus=8)
-    nodes = RecordingNodes({L40S: at(L40S, V0), XE: at(XE, V0)}, kube=kube)
+    nodes = joined(kube, V0, V0)
     report = roll(inventory(tmp_path), tmp_path / "state", nodes, ClusterGate(Kubectl(kubeconfig)), max_unavailable=2)
     assert report.ok and [[*b.nodes] for b in report.batches] == [[L40S, XE]]
     assert sorted(nodes.upgraded) == [(L40S, True), (XE, True)]

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ from bootstrap.day2.driver_matrix import OPERATOR_UPGRADE_POLICY
 from bootstrap.day2.driver_operator import CLUSTER_POLICY, STATE_LABEL, OperatorNotDeployed, upgrade_with_operator
 from bootstrap.kube import Kubectl
 from tests.cluster.apiserver import ApiServer
-from tests.kube_objects import MERGE, KubeObjects
+from tests.kube_objects import MERGE, BackgroundPoller, KubeObjects
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl missing")
 
@@ -122,7 +121,7 @@ def _gpu_nodes(kube: KubeObjects, state: str = "upgrade-done") -> None:
         kube.node(node, gpus=8, labels={"nvidia.com/gpu.present": "true", STATE_LABEL: state})
 
 
-class UpgradeControllerStandIn:
+class UpgradeControllerStandIn(BackgroundPoller):
     """Stands in for the GPU Operator's upgrade controller (none runs here), through the API only.
 
     Once the ClusterPolicy asks for a driver version other than ``old``, it records the policy, waits
@@ -131,6 +130,9 @@ class UpgradeControllerStandIn:
     Node at ``cordon-required`` and uncordoning it at ``uncordon-required``. ``fail`` ends that node in
     ``upgrade-failed`` after ``drain-required``; ``stall`` leaves that node in ``drain-required`` for good.
     """
+
+    thread_name = "upgrade-controller-stand-in"
+    join_s = 30.0
 
     def __init__(
         self,
@@ -142,21 +144,15 @@ class UpgradeControllerStandIn:
         fail: str | None = None,
         stall: str | None = None,
     ) -> None:
+        super().__init__(poll_s=0.1)
         self.kube, self.old, self.start_delay_s, self.step_s = kube, old, start_delay_s, step_s
         self.fail, self.stall = fail, stall
         self.policy_seen: dict[str, Any] | None = None
         self.transitions: list[tuple[str, str]] = []
         self.finished_at: float | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="upgrade-controller-stand-in", daemon=True)
 
-    def __enter__(self) -> UpgradeControllerStandIn:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
+    def finished(self) -> bool:
+        return self.policy_seen is not None  # the walk ran (or stopped) in the poll that saw the policy
 
     def _label(self, node: str, state: str) -> None:
         self.kube.call("PATCH", f"/api/v1/nodes/{node}", {"metadata": {"labels": {STATE_LABEL: state}}}, headers=MERGE)
@@ -165,20 +161,20 @@ class UpgradeControllerStandIn:
     def _cordon(self, node: str, on: bool) -> None:
         self.kube.call("PATCH", f"/api/v1/nodes/{node}", {"spec": {"unschedulable": on}}, headers=MERGE)
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            policy = self.kube.call("GET", f"{POLICIES}/cluster-policy")
-            if policy["spec"]["driver"].get("version") != self.old:
-                self.policy_seen = policy
-                break
-            self._stop.wait(0.1)
-        if self._stop.wait(self.start_delay_s):
+    def poll(self) -> None:
+        policy = self.kube.call("GET", f"{POLICIES}/cluster-policy")
+        if policy["spec"]["driver"].get("version") != self.old:
+            self.policy_seen = policy
+            self._walk()
+
+    def _walk(self) -> None:
+        if self.pause(self.start_delay_s):
             return
         for node in GPU_NODES:
             self._label(node, "upgrade-required")
         for node in GPU_NODES:
             for state in WALK:
-                if self._stop.wait(self.step_s):
+                if self.pause(self.step_s):
                     return
                 if state == "pod-restart-required" and node == self.fail:
                     self._label(node, "upgrade-failed")

@@ -10,7 +10,6 @@ No kubelet runs: the test marks the Nodes Ready and finalises evicted pods itsel
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ from bootstrap.inventory import load_inventory
 from bootstrap.journal.store import Journal
 from bootstrap.stages.base import RunOptions
 from bootstrap.stages.runner import Runner, select
-from tests.kube_objects import KubeObjects, PodFinaliser
+from tests.kube_objects import KubeObjects, NodeSampler, PodFinaliser
 
 pytestmark = pytest.mark.skipif(not Path("/usr/bin/kubectl").exists(), reason="kubectl (kubernetes-client) missing")
 
@@ -37,41 +36,29 @@ def _at_baseline(firmware: dict[str, str]) -> bool:
     )
 
 
-class Watcher:
+class Watcher(NodeSampler):
     """Samples, every ``poll_s``: the Nodes' ``unschedulable``, each iDRAC's update records and firmware, the
     Nodes again. A node is mid-update when its iDRAC accepted an update and is not at the baseline yet; a
     sample where both Node reads say schedulable for a node mid-update is a violation."""
 
+    thread_name = "firmware-watcher"
+    join_s = 30.0
+
     def __init__(self, lab: FwLab, kube: KubeObjects, nodes: list[str], poll_s: float = 0.1) -> None:
-        self.lab, self.kube, self.nodes, self.poll_s = lab, kube, nodes, poll_s
+        super().__init__(kube, poll_s=poll_s)
+        self.lab, self.watched = lab, nodes
         self.mid_update: dict[str, int] = dict.fromkeys(nodes, 0)
         self.violations: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
 
-    def _cordoned(self) -> dict[str, bool]:
-        items = self.kube.call("GET", "/api/v1/nodes")["items"]
-        return {i["metadata"]["name"]: bool(i["spec"].get("unschedulable")) for i in items}
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            before = self._cordoned()
-            states = {n: self.lab.rack.state(n) for n in self.nodes}
-            after = self._cordoned()
-            for name, state in states.items():
-                if state["firmware_updates"] and not _at_baseline(state["firmware"]):
-                    self.mid_update[name] += 1
-                    if not (before[name] or after[name]):
-                        self.violations.append(f"{name} schedulable while its update runs ({state['firmware']})")
-            self._stop.wait(self.poll_s)
-
-    def __enter__(self) -> Watcher:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
+    def sample(self, nodes: dict[str, dict[str, Any]]) -> None:
+        before = {name: bool(node["spec"].get("unschedulable")) for name, node in nodes.items()}
+        states = {n: self.lab.rack.state(n) for n in self.watched}
+        after = self.unschedulable()
+        for name, state in states.items():
+            if state["firmware_updates"] and not _at_baseline(state["firmware"]):
+                self.mid_update[name] += 1
+                if not (before[name] or after[name]):
+                    self.violations.append(f"{name} schedulable while its update runs ({state['firmware']})")
 
 
 def test_apply_drains_each_kubernetes_node_while_it_updates_and_leaves_a_failed_one_cordoned(

@@ -202,6 +202,22 @@ def test_after_it_the_nvidia_stage_runs_its_host_side_on_the_gpu_vms(served_lab:
     assert "Fabric Manager not needed (XE9680 would have them" in stage.nodes["gpu-02"]["message"]
 
 
+#: Shell (a ``str.format`` template, as the builds below): index the .deb files in {repo} as a flat apt
+#: repository and make it the node's one trusted source {sources}, then read it.
+FLAT_REPO_INDEX = r"""cd {repo}
+for f in *.deb; do
+  dpkg-deb -f $f
+  echo "Filename: ./$f"
+  echo "Size: $(stat -c %s $f)"
+  echo "SHA256: $(sha256sum $f | cut -d' ' -f1)"
+  echo
+done > Packages
+{{ echo "Date: $(date -Ru)"; echo "SHA256:"
+   echo " $(sha256sum Packages | cut -d' ' -f1) $(stat -c %s Packages) Packages"; }} > Release
+printf 'Types: deb\nURIs: file:{repo}/\nSuites: ./\nTrusted: yes\n' > {sources}
+apt-get -qq update
+"""
+
 #: A throwaway flat apt repository the test builds ON the VMs: STAND-INS named kubeadm/kubelet/kubectl,
 #: because no Kubernetes package can be fetched here (Debian has none; pkgs.k8s.io is not reachable). They
 #: carry no Kubernetes: the stand-in kubeadm only answers `kubeadm config validate --config FILE` by
@@ -210,7 +226,8 @@ def test_after_it_the_nvidia_stage_runs_its_host_side_on_the_gpu_vms(served_lab:
 PACKAGES = ("kubeadm", "kubelet", "kubectl")
 STANDIN_REPO = "/srv/rackctl-standin-kubernetes"
 STANDIN_SOURCES = "/etc/apt/sources.list.d/standin-kubernetes.sources"
-STANDIN_BUILD = r"""set -e
+STANDIN_BUILD = (
+    r"""set -e
 rm -rf {repo} /tmp/standin && mkdir -p {repo} /tmp/standin/bin
 cat > /tmp/standin/bin/kubeadm <<'KUBEADM'
 #!/bin/sh
@@ -232,19 +249,9 @@ build() {{  # package version folder
 }}
 for p in kubeadm kubelet kubectl; do build $p {version} {repo}; done
 build kubelet {older} /tmp/standin
-cd {repo}
-for f in *.deb; do
-  dpkg-deb -f $f
-  echo "Filename: ./$f"
-  echo "Size: $(stat -c %s $f)"
-  echo "SHA256: $(sha256sum $f | cut -d' ' -f1)"
-  echo
-done > Packages
-{{ echo "Date: $(date -Ru)"; echo "SHA256:"
-   echo " $(sha256sum Packages | cut -d' ' -f1) $(stat -c %s Packages) Packages"; }} > Release
-printf 'Types: deb\nURIs: file:{repo}/\nSuites: ./\nTrusted: yes\n' > {sources}
-apt-get -qq update
 """
+    + FLAT_REPO_INDEX
+)
 STANDIN_CLEANUP = (
     "apt-mark unhold kubeadm kubelet kubectl >/dev/null 2>&1; dpkg --purge kubeadm kubelet kubectl >/dev/null 2>&1; "
     f"rm -rf {STANDIN_REPO} {STANDIN_SOURCES} /tmp/standin /etc/rackctl/kubeadm.yaml; "
@@ -340,7 +347,8 @@ DRIVER_V0, DRIVER_V, DRIVER_MISSING = "580.95.05", "580.105.08", "580.126.09"
 DRIVER_PKG, FM_PKG = "cuda-drivers-580", "nvidia-fabricmanager-580"
 DRIVER_REPO = "/srv/rackctl-standin-nvidia"
 DRIVER_SOURCES = "/etc/apt/sources.list.d/standin-nvidia.sources"
-DRIVER_BUILD = r"""set -e
+DRIVER_BUILD = (
+    r"""set -e
 rm -rf {repo} /tmp/standin-nv && mkdir -p {repo} /tmp/standin-nv
 build() {{  # package version
   root=/tmp/standin-nv/$1-$2
@@ -395,24 +403,15 @@ UNIT
   dpkg-deb -Zgzip --root-owner-group --build $root {repo}/$1_$2_all.deb >/dev/null
 }}
 for v in {v0} {v}; do build {driver} $v-1; build {fm} $v-1; done
-cd {repo}
-for f in *.deb; do
-  dpkg-deb -f $f
-  echo "Filename: ./$f"
-  echo "Size: $(stat -c %s $f)"
-  echo "SHA256: $(sha256sum $f | cut -d' ' -f1)"
-  echo
-done > Packages
-{{ echo "Date: $(date -Ru)"; echo "SHA256:"
-   echo " $(sha256sum Packages | cut -d' ' -f1) $(stat -c %s Packages) Packages"; }} > Release
-printf 'Types: deb\nURIs: file:{repo}/\nSuites: ./\nTrusted: yes\n' > {sources}
-apt-get -qq update
-# the node as an earlier install left it: the old driver installed, held and loaded (as at boot)
+"""
+    + FLAT_REPO_INDEX
+    + r"""# the node as an earlier install left it: the old driver installed, held and loaded (as at boot)
 apt-get -qq install -y {packages} >/dev/null
 apt-mark hold {names} >/dev/null
 systemctl daemon-reload && systemctl start standin-nvidia-driver.service
 {fm_start}
 """
+)
 DRIVER_CLEANUP = (
     f"apt-mark unhold {DRIVER_PKG} {FM_PKG} >/dev/null 2>&1; "
     "systemctl disable --now nvidia-fabricmanager >/dev/null 2>&1; "

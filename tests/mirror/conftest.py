@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,19 @@ class BuiltMirror:
 def tools_missing() -> str:
     missing = [t for t in ("reprepro", "gpg", "gpgv", "apt-get") if shutil.which(t) is None]
     return f"missing tools: {', '.join(missing)} (scripts/apt-packages.txt)" if missing else ""
+
+
+def gpgv_with_site_key(layout: MirrorLayout, signed: Path) -> subprocess.CompletedProcess[str]:
+    """``gpgv`` of ``signed`` against the mirror's public key alone (dearmored into a throwaway keyring)."""
+    keyring = layout.root / "verify.gpg"
+    dearmor = ["gpg", "--batch", "--yes", "--homedir", str(layout.root), "--dearmor", "-o", str(keyring)]
+    subprocess.run([*dearmor, str(layout.public_key)], check=True, capture_output=True)
+    try:
+        return subprocess.run(
+            ["gpgv", "--keyring", str(keyring), str(signed)], check=False, capture_output=True, text=True
+        )
+    finally:
+        keyring.unlink()
 
 
 #: the shipped roles whose packages the test mirror holds (the others' would make it download far more)

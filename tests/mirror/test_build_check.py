@@ -6,7 +6,6 @@ import hashlib
 import json
 import shutil
 import stat
-import subprocess
 import tarfile
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from bootstrap.mirror.layout import MirrorLayout
 from bootstrap.mirror.manifest import build_manifest
 from bootstrap.mirror.repo import repo_packages
 from bootstrap.mirror.site_vars import site_vars
-from tests.mirror.conftest import BuiltMirror, lab_inventory_copy, mirror_roles, tools_missing
+from tests.mirror.conftest import BuiltMirror, gpgv_with_site_key, lab_inventory_copy, mirror_roles, tools_missing
 
 pytestmark = pytest.mark.slow
 
@@ -31,30 +30,8 @@ def test_the_repository_holds_the_closure_signed_by_the_site_key(built_mirror: B
     served = repo_packages(layout, "bookworm", ["main"])
     assert {"hello", "python3-apt", "libc6"} <= set(lock)  # requested + their dependencies
     assert served == lock  # exactly the pinned closure, nothing else
-    keyring = layout.root / "check.gpg"
-    subprocess.run(
-        [
-            "gpg",
-            "--batch",
-            "--yes",
-            "--homedir",
-            str(layout.root),
-            "--dearmor",
-            "-o",
-            str(keyring),
-            str(layout.public_key),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    verify = subprocess.run(
-        ["gpgv", "--keyring", str(keyring), str(layout.repo / "dists/bookworm/InRelease")],
-        check=False,
-        capture_output=True,
-        text=True,
-    )
+    verify = gpgv_with_site_key(layout, layout.repo / "dists/bookworm/InRelease")
     assert verify.returncode == 0, verify.stderr
-    keyring.unlink()
     # served tree: no reprepro database or config, and a lock naming the signer
     assert sorted(p.name for p in layout.repo.iterdir()) == ["dists", "pool", "rackctl-lock.json"]
     doc = json.loads(layout.lock.read_text())

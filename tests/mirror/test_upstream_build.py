@@ -36,7 +36,7 @@ from bootstrap.mirror.manifest import Manifest, build_manifest
 from bootstrap.mirror.repo import repo_packages
 from bootstrap.mirror.upstream_keys import KeyFetchError, keyring_for
 from bootstrap.mirror.upstreams import ExtraRepo
-from tests.mirror.conftest import lab_inventory_copy, mirror_roles, tools_missing
+from tests.mirror.conftest import gpgv_with_site_key, lab_inventory_copy, mirror_roles, tools_missing
 from tests.mirror.standin_upstream import (
     StandinRepo,
     build_repo,
@@ -154,26 +154,7 @@ def test_the_mirror_holds_exactly_the_pinned_version_signed_by_the_site_key(upst
     inrelease = layout.repo / "dists/bookworm/InRelease"
     packages = (layout.repo / "dists/bookworm/main/binary-amd64/Packages").read_bytes()
     assert hashlib.sha256(packages).hexdigest() in inrelease.read_text()
-    keyring = layout.root / "verify.gpg"
-    subprocess.run(
-        [
-            "gpg",
-            "--batch",
-            "--yes",
-            "--homedir",
-            str(layout.root),
-            "--dearmor",
-            "-o",
-            str(keyring),
-            str(layout.public_key),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    verify = subprocess.run(
-        ["gpgv", "--keyring", str(keyring), str(inrelease)], check=False, capture_output=True, text=True
-    )
-    keyring.unlink()
+    verify = gpgv_with_site_key(layout, inrelease)
     assert verify.returncode == 0, verify.stderr
     assert built.standin.fingerprint not in verify.stderr  # signed by the site key, not the upstream's
     lock = json.loads(layout.lock.read_text())

@@ -126,3 +126,18 @@ def test_the_roles_report_is_assessed_with_its_nouveau_notes(inventory: Inventor
         "nouveau is loaded now: it is gone after the next reboot",
     ]
     assert verdict.as_dict()["gpus_expected"] == 4 and verdict.as_dict()["needs_fabric_manager"] is False
+
+
+def test_nvidia_smis_report_gives_each_gpus_fabric_manager_state(inventory: Inventory) -> None:
+    xml = (FIXTURES / "nvidia-smi-h100-sxm.xml").read_text()
+    verdict = assess_report(inventory, inventory.node("gpu-xe9680-01"), {"nvidia_smi_xml": xml}, emulated="test")
+    fabric = verdict.as_dict()["gpus_fabric"]
+    assert len(fabric) == 8
+    assert {(g["fabric_state"], g["fabric_status"]) for g in fabric} == {("Completed", "Success")}
+    assert fabric[0]["product"].startswith("NVIDIA H100")
+    assert any(n.startswith("nvidia-smi: 8 GPU(s), driver ") for n in verdict.notes)
+
+    broken = assess_report(inventory, inventory.node("gpu-xe9680-01"), {"nvidia_smi_xml": "<oops"}, emulated="test")
+    assert "gpus_fabric" not in broken.as_dict()
+    assert any("is not nvidia-smi XML: Fabric Manager state unknown" in n for n in broken.notes)
+    assert "gpus_fabric" not in assess_report(inventory, inventory.node("gpu-xe9680-01"), {}).as_dict()

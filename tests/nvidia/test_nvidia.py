@@ -197,7 +197,8 @@ def test_validate_cluster_command(tmp_path: Path) -> None:
         str(FIXTURES / "dcgm-metrics.txt"),
     ]
     code, doc = _validate_cli("--nodes-json", str(FIXTURES / "kubectl-get-nodes-dvd.json"), *recorded)
-    assert (code, doc["ok"], doc["failed"], doc["skipped"]) == (0, True, 0, [])
+    no_live = [{"check": "cuda-smoke, nccl-allreduce", "why": "no --kubeconfig: they need a live cluster"}]
+    assert (code, doc["ok"], doc["failed"], doc["skipped"]) == (0, True, 0, no_live)
     nodes = _nodes()
     nodes["items"][4]["status"]["allocatable"]["nvidia.com/gpu"] = "4"
     broken = tmp_path / "nodes.json"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,8 @@ from bootstrap.stages.base import (
     placeholder_for,
     register_stage,
 )
+from bootstrap.triton.server import TritonServer
+from tests.triton_serving import host_address, serving_triton
 
 EXAMPLE_INVENTORY = Path(__file__).resolve().parents[2] / "inventory" / "examples" / "dvd-inference.yml"
 
@@ -109,3 +112,16 @@ def make_all(recorder: Recorder, **overrides: dict[str, Any]) -> None:
             kwargs["steps"] = ("wipe", "write-image", "set-boot")
         kwargs.update(overrides.get(name, {}))
         make_stage(name, recorder, **kwargs)
+
+
+@pytest.fixture(scope="session")
+def triton_backend() -> Iterator[tuple[str, TritonServer]]:
+    """A real tritonserver (nvidia-pytriton) on a non-loopback address of this host, for the whole session:
+    ``(address, server)`` (tests/triton_serving.py). Skips, saying why, without the wheel or such an address."""
+    if importlib.util.find_spec("pytriton") is None:
+        pytest.skip("nvidia-pytriton wheel (tritonserver) not installed")
+    address = host_address()
+    if address is None:
+        pytest.skip("no global IPv4 address on this host (a Service endpoint may not be loopback)")
+    with serving_triton(address) as server:
+        yield address, server

@@ -85,7 +85,8 @@ def test_up_renders_kubernetes_nvidia_triton_applies_nothing_and_exits_5(
     for name, folder in (("kubernetes", "cluster"), ("nvidia", "nvidia"), ("triton", "triton")):
         stage = by_name[name]
         assert (stage.status, stage.applied, stage.artefacts) == ("rendered", False, str(tmp_path / folder))
-        assert f"{NOT_APPLIED}: rackctl cannot" in stage.message
+        why = "no cluster to deploy them to: no <state-dir>/kubeconfig" if name == "triton" else "rackctl cannot"
+        assert f"{NOT_APPLIED}: {why}" in stage.message
     assert "applying nvidia needs it joined (kubernetes rendered + validated, not applied)" in by_name["nvidia"].message
     assert f"kubernetes, nvidia {NOT_APPLIED} on this node" in by_name["triton"].message
     # no node moved past what the test stages before kubernetes gave them

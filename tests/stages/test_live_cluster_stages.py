@@ -5,8 +5,9 @@ Real parts: the CLI (click, ``--json``), the runner and SQLite journal, the real
 (render, kubernetes-validate, Triton checks), ``kubectl`` on PATH against the real API server. No kubelet,
 scheduler or controller-manager runs (tests/cluster/apiserver.py): the Node objects are made as kubelet
 registration makes them, and where the Deployment controller and the kubelet would report a Deployment
-rolled out, the test writes its status through the status subresource (:class:`tests.kube_objects.
-DeploymentReadier`); a Deployment left alone is what an absent controller looks like. The nodes exist only
+rolled out, the test writes its status through the status subresource, and the Triton pod and its Service's
+Endpoints leading to a real tritonserver on this host (:class:`tests.triton_serving.ServingStandIn`, the
+smoke's target); a Deployment left alone is what an absent controller looks like. The nodes exist only
 in the journal, so the kubernetes stage's host side (SSH) does not run on them and says so.
 """
 
@@ -24,8 +25,10 @@ from click.testing import CliRunner
 from bootstrap.cli import cli
 from bootstrap.errors import EXIT_FAILED, EXIT_NOT_APPLIED
 from bootstrap.journal.store import Journal
+from bootstrap.triton.server import TritonServer
 from tests.cluster.apiserver import ApiServer, free_port
-from tests.kube_objects import MERGE, DeploymentReadier, KubeObjects, crd_absent
+from tests.kube_objects import MERGE, KubeObjects, crd_absent
+from tests.triton_serving import ServingStandIn
 
 pytestmark = pytest.mark.skipif(not Path("/usr/bin/kubectl").exists(), reason="kubectl missing")
 EXAMPLE = Path(__file__).resolve().parents[2] / "inventory" / "examples" / "dvd-inference.yml"
@@ -72,15 +75,22 @@ def live(kube: KubeObjects, kube_apiserver: ApiServer, tmp_path: Path) -> tuple[
 
 
 def test_up_applies_labels_deploys_triton_and_stays_not_applied(
-    live: tuple[Path, str], kube: KubeObjects, kube_apiserver: ApiServer, tmp_path: Path
+    live: tuple[Path, str],
+    kube: KubeObjects,
+    kube_apiserver: ApiServer,
+    triton_backend: tuple[str, TritonServer],
+    tmp_path: Path,
 ) -> None:
     state_dir, namespace = live
     inventory = _inventory(tmp_path, namespace)
     names = [f"triton-{m}" for m in MODELS]
+    address, server = triton_backend
     with crd_absent(kube_apiserver, "servicemonitors.monitoring.coreos.com"):
-        with DeploymentReadier(kube, namespace, names) as controller:  # stands in for controller + kubelet
+        # stands in for the controllers, the scheduler and the kubelet: each Deployment rolled out, its Service's
+        # Endpoints leading to the real tritonserver (tests/triton_serving.py)
+        with ServingStandIn(kube, namespace, names, address=address, port=server.http_port) as controller:
             code, doc = _up(inventory, state_dir, "--triton-timeout", "60")
-        assert sorted(controller.readied) == sorted(names)
+        assert sorted(controller.served) == sorted(names)
 
         assert code == EXIT_NOT_APPLIED, doc
         assert doc["status"] == "not_applied" and doc["not_applied"] == ["kubernetes", "triton"]
@@ -109,7 +119,10 @@ def test_up_applies_labels_deploys_triton_and_stays_not_applied(
             assert f"{model}: deployed, ready 1/1" in triton["message"]
             monitor = f"ServiceMonitor/{namespace}/triton-{model}"
             assert f"{monitor} (the cluster serves no ServiceMonitor" in triton["message"]
-        assert "model repositories not copied; smoke not run" in triton["message"]
+        assert "not applied: objects not applied: " in triton["message"]  # the ServiceMonitors: no CRD
+        assert "repositories not copied" not in triton["message"]
+        assert "smoke-tested through its Service" in triton["message"]
+        assert "llama-2-13b-awq: latency " in triton["message"]
         dep = kube.call("GET", f"/apis/apps/v1/namespaces/{namespace}/deployments/triton-{MODELS[0]}")
         assert "rackctl" in {m["manager"] for m in dep["metadata"]["managedFields"]}
 
@@ -125,7 +138,7 @@ def test_up_applies_labels_deploys_triton_and_stays_not_applied(
         nodes = _stage(doc, "kubernetes")["nodes"]
         assert all("labels/taints applied: unchanged" in nodes[n]["message"] for n in JOINED)
         triton = _stage(doc, "triton")
-        assert all(f"{m}: deployed, ready 1/1; 6 object(s) applied (6 unchanged)" in triton["message"] for m in MODELS)
+        assert all(f"{m}: deployed, ready 1/1; 7 object(s) applied (7 unchanged)" in triton["message"] for m in MODELS)
         again = kube.call("GET", f"/apis/apps/v1/namespaces/{namespace}/deployments/triton-{MODELS[0]}")
         assert again["metadata"]["generation"] == generation  # no rollout triggered
 

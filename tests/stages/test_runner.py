@@ -309,3 +309,19 @@ def test_progress_reports_every_node_without_secrets(
     assert not any("calvin" in m or "hunter2-x" in m for m in progress.messages)
     assert "calvin" not in out.message and "root:<redacted>@" in out.message
     assert "hunter2-x" not in out.message and "BMC said <redacted>" in out.message
+
+
+def test_facts_recorded_twice_in_a_run_keep_both_records_keys(tmp_path: Path) -> None:
+    """A stage recording two kinds of facts for a node (e.g. the kubernetes stage's package report, then its
+    live node labels) must not hide the first behind the second: the journal shows the latest record."""
+    with Journal(tmp_path) as journal:
+        first = StageContext("kubernetes", None, ["n1"], journal, tmp_path, 1)
+        first.record_facts("n1", {"packages": {"kubeadm": "1.31.2"}, "labels": {"changed": False}})
+        first.record_facts("n1", {"labels": {"changed": True}})
+        assert journal.latest_facts("n1")["kubernetes"] == {
+            "packages": {"kubeadm": "1.31.2"},
+            "labels": {"changed": True},
+        }
+        # a later run starts afresh: what it did not record is not carried over from the earlier run
+        StageContext("kubernetes", None, ["n1"], journal, tmp_path, 2).record_facts("n1", {"labels": {}})
+        assert journal.latest_facts("n1")["kubernetes"] == {"labels": {}}

@@ -1,0 +1,110 @@
+"""The kubernetes and nvidia stages' Helm part: the pinned charts installed where a cluster already exists.
+
+With ``<state-dir>/kubeconfig`` (:func:`bootstrap.kube.cluster_for`), each stage hands its releases, in install
+order, to :func:`bootstrap.cluster.helm_install.install_releases`: the kubernetes stage the CNI,
+local-path-provisioner and kube-prometheus-stack, the nvidia stage the GPU Operator. A release whose chart is
+in ``up --charts DIR`` is installed, upgraded or left unchanged by Helm, and its workloads are watched to ready
+within ``up --helm-timeout`` (``RunOptions.extra["helm"]["timeout_s"]``, default 600 s); one whose chart is not
+there stays "rendered + validated, not installed: chart X VERSION not in --charts DIR".
+
+The stage's message names what Helm did per release (release, revision). Each release's outcome (release,
+chart, version, revision, values digest) is recorded on every selected node as the journal facts of
+:data:`FACTS` (``{"releases": {name: ...}}``, merged with the releases recorded before, so the nvidia stage's
+GPU Operator and the kubernetes stage's releases sit side by side, and a release Helm was not asked about in
+this run keeps its earlier record). A release that fails (Helm's error, a
+release in a failed or pending state, a workload not ready in time) fails the stage on every selected node
+with that message; the stage's message keeps what was applied before it. Otherwise the stage stays rendered,
+not applied: kubeadm init/join and the node-side NVIDIA steps are not built.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bootstrap.cluster.charts import Release
+from bootstrap.cluster.helm_install import NOT_ATTEMPTED, NOT_INSTALLED, HelmReport, install_releases
+from bootstrap.cluster.helm_render import chart_source
+from bootstrap.kube import KUBECONFIG, Kubectl
+from bootstrap.stages.base import NodeResult, PlannedAction, StageContext, StageResult
+from bootstrap.stages.cluster_inputs import cluster_inputs
+
+#: ``RunOptions.extra`` key, and the default for the install and the readiness watch of each release.
+EXTRA_KEY = "helm"
+DEFAULT_TIMEOUT_S = 600.0
+#: The journal's facts key the releases are recorded under (``rackctl journal show NODE``).
+FACTS = "helm"
+
+
+def helm_timeout(extra: dict[str, Any]) -> float:
+    """This run's Helm timeout (``up --helm-timeout``)."""
+    return float((extra.get(EXTRA_KEY) or {}).get("timeout_s") or DEFAULT_TIMEOUT_S)
+
+
+def planned(ctx: StageContext, stage: str, releases: list[Release]) -> list[PlannedAction]:
+    """One cluster-wide action per release: "helm install/upgrade RELEASE (CHART VERSION) into NS", or why not."""
+    charts = cluster_inputs(ctx.options.extra).charts
+    timeout = helm_timeout(ctx.options.extra)
+    kubeconfig = ctx.state_dir / KUBECONFIG
+    out = []
+    for r in releases:
+        what = f"helm install/upgrade {r.name} ({r.chart} {r.version}) into {r.namespace}"
+        if charts is not None and chart_source(charts, r) is not None:
+            text = (
+                f"{what} on the cluster of {kubeconfig} (unchanged when Helm has it deployed with this version and "
+                f"these values), its workloads watched to ready within {timeout:g} s"
+            )
+            out.append(PlannedAction(stage, None, text))
+        else:
+            where = f"not in --charts {charts}" if charts is not None else "not at hand (no --charts DIR)"
+            text = f"{what}: not installed, chart {r.chart} {r.version} {where}"
+            out.append(PlannedAction(stage, None, text, applies=False))
+    return out
+
+
+def _record(ctx: StageContext, report: HelmReport) -> dict[str, Any]:
+    """Record every release's outcome on each selected node, merged with the releases recorded before: a
+    release Helm was not asked about this run (chart not at hand, not attempted) keeps an earlier record."""
+    ours = {o.release.name: o.as_fact() | {"stage": ctx.stage, "run": ctx.run_id} for o in report.outcomes}
+    untouched = {o.release.name for o in report.outcomes if o.status in (NOT_INSTALLED, NOT_ATTEMPTED)}
+    for node in ctx.nodes:
+        before = (ctx.journal.latest_facts(node).get(FACTS) or {}).get("releases") or {}
+        touched = {name: fact for name, fact in ours.items() if name not in untouched or name not in before}
+        ctx.journal.record_facts(node, FACTS, {"releases": {**before, **touched}})
+    return ours
+
+
+def with_helm_releases(
+    ctx: StageContext, result: StageResult, cluster: Kubectl, releases: list[Release]
+) -> StageResult:
+    """``result`` with ``releases`` installed by Helm on ``cluster`` (or why not); failed when one failed."""
+    if not releases:
+        return result
+    if not result.ok:  # e.g. the API did not answer the labels' requests: that failure is the stage's message
+        result.message += "; helm: not run (the stage failed before it)"
+        return result
+    report = install_releases(
+        releases,
+        kubeconfig=cluster.kubeconfig,
+        api=cluster,
+        charts_dir=cluster_inputs(ctx.options.extra).charts,
+        timeout_s=helm_timeout(ctx.options.extra),
+        log=ctx.progress.log,
+    )
+    facts = _record(ctx, report)
+    text = f"helm ({cluster.reason}): {report.summary()}"
+    result.message = f"{result.message}; {text}" if result.message else text
+    for res in result.nodes.values():
+        res.data[FACTS] = facts
+    if report.ok:
+        return result
+    failed = report.failed[0]
+    why = f"helm: {failed.label} {failed.status}" + (
+        f" (revision {failed.revision})" if failed.revision is not None else ""
+    )
+    why += f": {failed.message}"
+    for node in ctx.nodes:
+        before = result.nodes.get(node)
+        data = before.data if before is not None else {FACTS: facts}
+        result.nodes[node] = NodeResult(node, ok=False, message=why, data=data)
+    result.ok = False
+    return result

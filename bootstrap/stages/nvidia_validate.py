@@ -1,0 +1,313 @@
+"""The nvidia stage's last step: ``rackctl validate-cluster``'s checks on the live cluster, once the GPU Operator
+release is deployed (installed, upgraded or unchanged by Helm in this run).
+
+- **read-only checks**, polled (:func:`poll_read_only`): every inventory node Ready, allocatable
+  ``nvidia.com/gpu`` (or MIG slices) per node as the inventory says, Fabric Manager on NVSwitch nodes
+  (:func:`bootstrap.nvidia.validators.validate_cluster`). A GPU Operator just installed needs minutes before
+  its device plugin advertises the GPUs: the checks are read again (every 0.5 s at first, then up to every
+  5 s) until they pass or ``up --validate-timeout`` (default 900 s) runs out.
+- **workload checks**, once the read-only ones pass (:func:`bootstrap.cluster.workload_checks.run`): a CUDA
+  smoke Job per GPU product, and with ``up --validate-nccl`` an NCCL all-reduce per SXM node; the Jobs get
+  ``--validate-timeout`` again.
+
+The NVSwitch detection and ``nvidia-smi -q -x`` fabric states the stage's host side recorded in the journal
+(``nvidia`` facts, ``nvidia_host``) feed the fabric-manager check, so it is not skipped where the node was
+looked at; a node whose devices are emulated (the lab's VMs) is left out of it, saying so.
+
+The report (``ClusterReport.as_dict`` plus how long it polled) becomes the stage's ``data["validation"]``
+(shown under the stage in ``up --json``) and, per selected node, the journal facts of :data:`FACTS` (the
+totals and the node's own checks). A failed check fails the stage: each node a failed check names (for a CUDA
+smoke Job: the nodes of its GPU product) fails with the check's words; all ok adds "validated: N checks ok" to
+the stage's message. Where the release is not deployed in this run (no cluster, no chart, ``up
+--skip-validate``, Helm failed), the stage says "validators not run: <why>" and nothing is recorded.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from bootstrap.cluster.gpu_operator import gpu_operator
+from bootstrap.cluster.helm_install import INSTALLED, UNCHANGED, UPGRADED
+from bootstrap.cluster.helm_render import chart_source
+from bootstrap.cluster.workload_checks import Settings, WorkloadApi, add_workloads, smoke_targets
+from bootstrap.cluster.workload_checks import run as run_workloads
+from bootstrap.inventory.models import Inventory
+from bootstrap.kube import KUBECONFIG, KubeError, cluster_for
+from bootstrap.nvidia.detect import NvSwitchReport
+from bootstrap.nvidia.smi import Gpu, SmiReport
+from bootstrap.nvidia.validators import Check, ClusterReport, NodeFacts, gpu_nodes, validate_cluster
+from bootstrap.stages.base import NodeResult, PlannedAction, StageContext, StageResult
+from bootstrap.stages.cluster_inputs import cluster_inputs
+from bootstrap.stages.helm_releases import FACTS as HELM_FACTS
+
+#: ``RunOptions.extra`` key (``up --skip-validate``, ``--validate-timeout``, ``--validate-nccl``).
+EXTRA_KEY = "validate"
+DEFAULT_TIMEOUT_S = 900.0
+#: The journal's facts key the validation is recorded under (``rackctl journal show NODE``).
+FACTS = "validate"
+#: Where the host side's NVSwitch detection sits in the journal: stage ``nvidia``, key ``nvidia_host``.
+HOST_STAGE, HOST_VERDICT = "nvidia", "nvidia_host"
+READ_ONLY = "node-ready, gpu-allocatable (per MIG profile), fabric-manager"
+
+
+@dataclass(frozen=True)
+class ValidateOptions:
+    """This run's validation options (``up --skip-validate``, ``--validate-timeout``, ``--validate-nccl``)."""
+
+    skip: bool = False
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    nccl: bool = False
+
+    @classmethod
+    def from_extra(cls, extra: dict[str, Any]) -> ValidateOptions:
+        given = extra.get(EXTRA_KEY) or {}
+        return cls(
+            skip=bool(given.get("skip")),
+            timeout_s=float(given.get("timeout_s") or DEFAULT_TIMEOUT_S),
+            nccl=bool(given.get("nccl")),
+        )
+
+    def as_extra(self) -> dict[str, Any]:
+        return {"skip": self.skip, "timeout_s": self.timeout_s, "nccl": self.nccl}
+
+    def flags(self) -> str:
+        """The ``up`` flags that gave these options (for the run's command line in the journal)."""
+        text = " --skip-validate" if self.skip else ""
+        text += f" --validate-timeout {self.timeout_s:g}" if self.timeout_s != DEFAULT_TIMEOUT_S else ""
+        return text + (" --validate-nccl" if self.nccl else "")
+
+
+def _workloads_text(inv: Inventory, opts: ValidateOptions) -> str:
+    products = ", ".join(t.subject for t in smoke_targets(inv)) or "none"
+    nccl = "an NCCL all-reduce per SXM node" if opts.nccl else "no NCCL all-reduce (--validate-nccl)"
+    return f"a CUDA smoke Job per GPU product ({products}) and {nccl}"
+
+
+def planned(ctx: StageContext, stage: str, *, deployable: str | None) -> PlannedAction:
+    """The validation step of ``plan``: what it checks and within what timeout, or why it will not run.
+
+    ``deployable``: None when Helm would deploy the GPU Operator in this run, else why not.
+    """
+    inv = ctx.inventory
+    opts = ValidateOptions.from_extra(ctx.options.extra)
+    what = (
+        f"validate the cluster of {ctx.state_dir / KUBECONFIG} once the GPU Operator is deployed: poll {READ_ONLY} "
+        f"until they pass, within {opts.timeout_s:g} s; then {_workloads_text(inv, opts)}, within "
+        f"{opts.timeout_s:g} s; a failed check fails the stage"
+    )
+    if deployable is not None:
+        return PlannedAction(stage, None, f"validators not run: {deployable}", applies=False)
+    return PlannedAction(stage, None, what, skip="--skip-validate" if opts.skip else None)
+
+
+def not_deployed_why(ctx: StageContext, release_name: str | None) -> str | None:
+    """Why the GPU Operator will not be deployed in this run (plan's view), or None when it will be."""
+    if release_name is None:
+        return "no GPU Operator release (no GPU nodes)"
+    cluster = cluster_for(ctx.state_dir)
+    if not cluster.deployed:
+        return f"no cluster ({cluster.reason})"
+    release = gpu_operator(ctx.inventory).release
+    charts = cluster_inputs(ctx.options.extra).charts
+    if release is None or charts is None or chart_source(charts, release) is None:
+        where = f"not in --charts {charts}" if charts is not None else "not at hand (no --charts DIR)"
+        version = f"{release.chart} {release.version} " if release is not None else ""
+        return f"the GPU Operator is not installed: chart {version}{where}"
+    return None
+
+
+# -- the inputs -----------------------------------------------------------------------------------------------
+def host_facts(ctx: StageContext) -> tuple[dict[str, NodeFacts], dict[str, str]]:
+    """The NVSwitch detection the host side recorded per GPU node (this run or before), and the GPU nodes left
+    out with why (devices emulated here)."""
+    emulated = ctx.options.environment.emulated_devices(ctx.inventory)
+    facts: dict[str, NodeFacts] = {}
+    left_out: dict[str, str] = {}
+    for node in gpu_nodes(ctx.inventory):
+        name = node.hostname
+        if name in emulated:
+            left_out[name] = f"its NVSwitches exist only out of band here ({emulated[name]})"
+            continue
+        verdict = (ctx.journal.latest_facts(name).get(HOST_STAGE) or {}).get(HOST_VERDICT)
+        if isinstance(verdict, dict) and ("nvswitch_pci_slots" in verdict or "nvswitch_proc_devices" in verdict):
+            report = NvSwitchReport(
+                proc_devices=list(verdict.get("nvswitch_proc_devices") or []),
+                pci_slots=list(verdict.get("nvswitch_pci_slots") or []),
+            )
+            facts[name] = NodeFacts(nvswitch=report, smi=_smi(verdict))
+    return facts, left_out
+
+
+def _smi(verdict: dict[str, Any]) -> SmiReport | None:
+    """The GPUs' Fabric Manager states the host side read with ``nvidia-smi -q -x``, when it could."""
+    gpus = verdict.get("gpus_fabric")
+    if not isinstance(gpus, list):
+        return None
+    fields = ("bus_id", "product", "mig_current", "fabric_state", "fabric_status")
+    return SmiReport("", "", [Gpu(*(str(g.get(f, "N/A")) for f in fields)) for g in gpus])
+
+
+def gpu_operator_deployed(result: StageResult, name: str) -> tuple[bool, str]:
+    """Whether Helm holds ``name`` deployed in this run (installed, upgraded or unchanged), else why not:
+    read from the Helm facts :func:`bootstrap.stages.helm_releases.with_helm_releases` put on the nodes."""
+    for res in result.nodes.values():
+        fact = (res.data.get(HELM_FACTS) or {}).get(name)
+        if fact is None:
+            continue
+        if fact.get("ok") and fact.get("status") in (INSTALLED, UPGRADED, UNCHANGED):
+            return True, ""
+        status = fact.get("status", "?")
+        return False, f"the GPU Operator release is {status}" + (f": {fact['message']}" if fact.get("message") else "")
+    return False, "the GPU Operator release was not handed to Helm (the stage failed before it)"
+
+
+# -- polling ----------------------------------------------------------------------------------------------
+@dataclass
+class Polled:
+    """The read-only checks' last report, the nodes it read, how often and how long it polled."""
+
+    report: ClusterReport
+    nodes_json: dict[str, Any]
+    polls: int
+    waited_s: float
+    error: str | None = None
+
+
+def poll_read_only(
+    inv: Inventory,
+    api: WorkloadApi,
+    facts: dict[str, NodeFacts],
+    *,
+    timeout_s: float,
+    progress: Callable[[str], None],
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Polled:
+    """Read the nodes and run the read-only checks until they all pass or ``timeout_s`` passed (at least once).
+
+    A read that fails (the API not answering) counts as not passing yet; the last error is kept. Progress is
+    told when what fails changes, not on every poll.
+    """
+    start = clock()
+    deadline, pause, polls = start + timeout_s, 0.5, 0
+    said: tuple[str, ...] | None = None
+    while True:
+        polls += 1
+        error = None
+        try:
+            nodes_json = {"items": api.objects("nodes")}
+            report = validate_cluster(inv, nodes_json, facts)
+        except KubeError as exc:
+            nodes_json, report, error = {"items": []}, ClusterReport(), exc.message
+        failing = tuple(f"{c.name} {c.node}" for c in report.checks if not c.ok) + ((error,) if error else ())
+        if not failing:
+            return Polled(report, nodes_json, polls, clock() - start)
+        if clock() >= deadline:
+            return Polled(report, nodes_json, polls, clock() - start, error)
+        if failing != said:
+            first = next((c for c in report.checks if not c.ok), None)
+            example = f"{first.name} {first.node}: {first.message}" if first else error
+            progress(f"validate: {len(failing)} read-only check(s) not passing yet ({example}); polling")
+            said = failing
+        sleep(min(pause, max(0.0, deadline - clock())))
+        pause = min(pause * 1.5, 5.0)
+
+
+def validate(
+    ctx: StageContext, api: WorkloadApi, opts: ValidateOptions, *, progress: Callable[[str], None]
+) -> tuple[ClusterReport, dict[str, Any]]:
+    """Poll the read-only checks, then (when they pass) run the workload checks: the report and how it went."""
+    inv = ctx.inventory
+    facts, left_out = host_facts(ctx)
+    polled = poll_read_only(inv, api, facts, timeout_s=opts.timeout_s, progress=progress)
+    report = polled.report
+    if polled.error is not None:
+        report.checks.append(Check("nodes-read", "(cluster)", False, f"the nodes could not be read: {polled.error}"))
+    for skip in report.skipped:
+        if skip.get("check") == "fabric-manager" and skip.get("node") in left_out:
+            skip["why"] = f"{skip['why']}: {left_out[skip['node']]}"
+        elif skip.get("check") == "dcgm-metrics":
+            skip["why"] = "the stage reads no DCGM exporter metrics (rackctl validate-cluster --dcgm-metrics does)"
+    how = {"polls": polled.polls, "waited_s": round(polled.waited_s, 1), "timeout_s": opts.timeout_s}
+    if not report.ok:
+        why = f"the read-only checks did not pass within {opts.timeout_s:g} s"
+        report.skipped.append({"check": "cuda-smoke, nccl-allreduce", "why": f"not run: {why}"})
+        return report, how
+    said: list[str] = []
+
+    def tell(text: str) -> None:  # once per change: the Jobs' watch reports on every poll
+        if not said or said[-1] != text:
+            said.append(text)
+            progress(f"validate: {text}")
+
+    settings = Settings(timeout_s=opts.timeout_s, nccl=opts.nccl)
+    add_workloads(report, run_workloads(inv, api, polled.nodes_json, settings, progress=tell))
+    return report, how
+
+
+# -- the stage's result ----------------------------------------------------------------------------------------
+def _subjects(inv: Inventory) -> dict[str, tuple[str, ...]]:
+    """A check's subject -> the inventory nodes it is about (a GPU product's nodes; a node itself)."""
+    out: dict[str, tuple[str, ...]] = {t.subject: t.nodes for t in smoke_targets(inv)}
+    out |= {n.hostname: (n.hostname,) for n in inv.nodes}
+    return out
+
+
+def _record(ctx: StageContext, data: dict[str, Any], subjects: dict[str, tuple[str, ...]]) -> None:
+    """Per selected node: the totals and the checks about it (journal facts :data:`FACTS`)."""
+    totals = {k: data[k] for k in ("status", "ok", "passed", "failed", "polls", "waited_s", "timeout_s")}
+    for node in ctx.nodes:
+        own = [c for c in data["checks"] if node in subjects.get(c["node"], ())]
+        ctx.journal.record_facts(node, FACTS, {**totals, "stage": ctx.stage, "run": ctx.run_id, "checks": own})
+
+
+def not_run(result: StageResult, why: str) -> StageResult:
+    """``result`` saying the validators did not run, and why (its data says so too)."""
+    text = f"validators not run: {why}"
+    result.message = f"{result.message}; {text}" if result.message else text
+    result.data["validation"] = {"status": "not run", "why": why}
+    return result
+
+
+def with_validation(ctx: StageContext, result: StageResult, api: WorkloadApi, release_name: str) -> StageResult:
+    """``result`` (the GPU Operator handed to Helm) with the cluster validated, or why the validators did not run;
+    failed when a check failed."""
+    opts = ValidateOptions.from_extra(ctx.options.extra)
+    if opts.skip:
+        return not_run(result, "--skip-validate")
+    deployed, why = gpu_operator_deployed(result, release_name)
+    if not deployed:
+        return not_run(result, why)
+    if not result.ok:
+        return not_run(result, "the stage failed before it")
+    report, how = validate(ctx, api, opts, progress=lambda text: ctx.progress.log(f"{ctx.stage}: {text}"))
+    data = {"status": "ok" if report.ok else "failed", **report.as_dict(), **how}
+    result.data["validation"] = data
+    subjects = _subjects(ctx.inventory)
+    _record(ctx, data, subjects)
+    if report.ok:
+        text = f"validated: {data['passed']} checks ok"
+        if report.skipped:
+            text += f" ({len(report.skipped)} skipped, see the stage's data)"
+        result.message = f"{result.message}; {text}" if result.message else text
+        return result
+    failed = [c for c in report.checks if not c.ok]
+    lines = [f"{c.name} {c.node}: {c.message}" for c in failed]
+    result.message += f"; validation failed ({len(failed)} of {len(report.checks)} checks): " + "; ".join(lines)
+    per_node = {
+        node: [line for c, line in zip(failed, lines, strict=True) if node in subjects.get(c.node, ())]
+        for node in ctx.nodes
+    }
+    if not any(per_node.values()):  # only nodes outside this run's selection, or the cluster itself
+        per_node = dict.fromkeys(ctx.nodes, lines)
+    for node, own in per_node.items():
+        if own:
+            before = result.nodes.get(node)
+            result.nodes[node] = NodeResult(
+                node, ok=False, message="validation failed: " + "; ".join(own), data=before.data if before else {}
+            )
+    result.ok = False
+    return result

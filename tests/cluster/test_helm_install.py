@@ -1,0 +1,376 @@
+"""Helm installs and upgrades the pinned charts on a real kube-apiserver 1.20.2 (``bootstrap.cluster.helm_install``).
+
+Real parts: Helm 4.2.3's Go SDK (helm-python-sdk) talking to the session's real API server, which stores the
+releases (Secrets) and admits every object; ``kubectl`` reads them back. The charts are ``helm create``
+scaffolds named and versioned as the pinned charts (tests/cluster/scaffold_charts.py: the real ones cannot be
+had offline). No controller-manager or kubelet runs: where the Deployment, DaemonSet and StatefulSet
+controllers would report a workload ready, the test writes its status through the status subresource
+(:class:`tests.kube_objects.WorkloadReadier`, a stand-in thread); a workload left alone is what an absent
+controller looks like.
+Each test works in namespaces of its own.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bootstrap.cluster.apply_live import workload_state
+from bootstrap.cluster.charts import Release
+from bootstrap.cluster.helm_install import (
+    FAILED,
+    INSTALLED,
+    NOT_ATTEMPTED,
+    NOT_INSTALLED,
+    REFUSED,
+    UNCHANGED,
+    UPGRADED,
+    install_releases,
+    values_digest,
+)
+from bootstrap.kube import Kubectl
+from tests.cluster.apiserver import ApiServer
+from tests.cluster.scaffold_charts import LOCAL_PATH_TEMPLATES, scaffold_chart
+from tests.kube_objects import MERGE, KubeObjects, WorkloadReadier
+
+helm = pytest.importorskip("helm_python", reason="helm-python-sdk is not installed (pip install 'rackctl[cluster]')")
+pytestmark = pytest.mark.skipif(not Path("/usr/bin/kubectl").exists(), reason="kubectl missing")
+
+VALUES: dict[str, Any] = {
+    "storageClass": {
+        "create": True,
+        "name": "local-path",
+        "reclaimPolicy": "Delete",
+        "volumeBindingMode": "WaitForFirstConsumer",
+    },
+    "nodePathMap": [{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": ["/mnt/nvme/lp"]}],
+}
+SOURCES = ("kubernetes.local_path", "kubernetes.charts.local_path_provisioner")
+DAEMONSET = """\
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: {{ .Release.Name }}-agent
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec: {containers: [{name: agent, image: pause}]}
+"""
+STATEFULSET = """\
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: {{ .Release.Name }}-db
+spec:
+  serviceName: db
+  replicas: 2
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec: {containers: [{name: db, image: pause}]}
+"""
+BAD_DEPLOYMENT_PORT = "containerPort: 70000"
+
+
+def _release(namespace: str, *, name: str = "local-path-provisioner", values: dict[str, Any] | None = None) -> Release:
+    return Release(
+        name=name,
+        repo="https://charts.containeroo.ch",
+        chart=name,
+        version="0.0.32",
+        namespace=namespace,
+        values=values if values is not None else VALUES,
+        sources=SOURCES,
+    )
+
+
+@pytest.fixture(scope="module")
+def charts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The charts directory: local-path-provisioner 0.0.32 (scaffold + StorageClass, ConfigMap, a DaemonSet and
+    a StatefulSet); a chart the server rejects (``broken`` 0.0.32: containerPort 70000)."""
+    root = tmp_path_factory.mktemp("helm-charts")
+    templates = {**LOCAL_PATH_TEMPLATES, "daemonset.yaml": DAEMONSET, "statefulset.yaml": STATEFULSET}
+    out = scaffold_chart(helm, root, "local-path-provisioner", "0.0.32", templates=templates)
+    scaffold_chart(helm, root, "broken", "0.0.32")
+    # the scaffold's Deployment with a port the API server's validation refuses
+    archive = out / "broken-0.0.32.tgz"
+    unpacked = root / "broken-src"
+    helm.expand(unpacked, archive)
+    deployment = unpacked / "broken" / "templates" / "deployment.yaml"
+    text = deployment.read_text()
+    assert "containerPort: {{ .Values.service.port }}" in text
+    deployment.write_text(text.replace("containerPort: {{ .Values.service.port }}", BAD_DEPLOYMENT_PORT))
+    archive.unlink()
+    helm.package(unpacked / "broken", destination=out, version="0.0.32")
+    return out
+
+
+@pytest.fixture
+def namespace(kube: KubeObjects) -> Iterator[str]:
+    """A namespace name of this test's own (Helm creates it)."""
+    yield kube.namespace_name("helm")
+
+
+def _kubectl(kubeconfig: Path, *args: str) -> dict[str, Any]:
+    done = subprocess.run(
+        ["kubectl", "--kubeconfig", str(kubeconfig), *args, "-o", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    data: dict[str, Any] = json.loads(done.stdout)
+    return data
+
+
+def _history(kubeconfig: Path, release: Release) -> list[tuple[int, str]]:
+    with helm.Config(kubeconfig_path=str(kubeconfig), namespace=release.namespace) as cfg:
+        return [(h["revision"], h["status"]) for h in cfg.history(release.name)]
+
+
+def _install(kubeconfig: Path, releases: list[Release], charts: Path | None, timeout_s: float = 30) -> Any:
+    return install_releases(
+        releases, kubeconfig=kubeconfig, api=Kubectl(kubeconfig), charts_dir=charts, timeout_s=timeout_s
+    )
+
+
+def test_install_then_unchanged_then_upgrade(kubeconfig: Path, kube: KubeObjects, charts: Path, namespace: str) -> None:
+    release = _release(namespace)
+    with WorkloadReadier(kube, namespace) as readier:
+        report = _install(kubeconfig, [release], charts)
+        (outcome,) = report.outcomes
+        assert report.ok, report.summary()
+        assert (outcome.status, outcome.revision) == (INSTALLED, 1)
+        assert outcome.workloads == {
+            f"Deployment/{namespace}/local-path-provisioner": "1/1",
+            f"DaemonSet/{namespace}/local-path-provisioner-agent": "2/2",
+            f"StatefulSet/{namespace}/local-path-provisioner-db": "2/2",
+        }
+        assert sorted(readier.readied) == [
+            "DaemonSet/local-path-provisioner-agent",
+            "Deployment/local-path-provisioner",
+            "StatefulSet/local-path-provisioner-db",
+        ]
+        # the release and its objects are on the server (Helm created the namespace)
+        assert _history(kubeconfig, release) == [(1, "deployed")]
+        assert _kubectl(kubeconfig, "get", "namespace", namespace)["status"]["phase"] == "Active"
+        config = _kubectl(kubeconfig, "get", "configmap", "local-path-config", "-n", namespace)
+        assert json.loads(config["data"]["config.json"])["nodePathMap"][0]["paths"] == ["/mnt/nvme/lp"]
+        storage = _kubectl(kubeconfig, "get", "storageclass", f"local-path-{namespace}")
+        assert storage["volumeBindingMode"] == "WaitForFirstConsumer"
+        deployment = _kubectl(kubeconfig, "get", "deployment", "local-path-provisioner", "-n", namespace)
+        assert deployment["metadata"]["annotations"]["meta.helm.sh/release-name"] == "local-path-provisioner"
+        # Helm 4 applied it server-side (the 1.20 server's SSA, beta), its field manager the process's name
+        live = kube.call("GET", f"/apis/apps/v1/namespaces/{namespace}/deployments/local-path-provisioner")
+        applied = [m["manager"] for m in live["metadata"]["managedFields"] if m["operation"] == "Apply"]
+        assert len(applied) == 1, live["metadata"]["managedFields"]  # `python` when run as python -m pytest
+        fact = outcome.as_fact()
+        assert fact["revision"] == 1 and fact["values_digest"] == values_digest(VALUES)
+        assert fact["chart"] == "local-path-provisioner" and fact["version"] == "0.0.32"
+
+        # the same chart version and values: unchanged, no new revision
+        again = _install(kubeconfig, [release], charts).outcomes[0]
+        assert (again.status, again.revision, again.ok) == (UNCHANGED, 1, True)
+        assert _history(kubeconfig, release) == [(1, "deployed")]
+
+        # the inventory's values change: an upgrade to revision 2, the object changed on the server
+        values = {**VALUES, "nodePathMap": [{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": ["/data/lp"]}]}
+        changed = _install(kubeconfig, [replace(release, values=values)], charts).outcomes[0]
+        assert (changed.status, changed.revision, changed.ok) == (UPGRADED, 2, True), changed.summary()
+        assert changed.as_fact()["values_digest"] != fact["values_digest"]
+        assert _history(kubeconfig, release) == [(1, "superseded"), (2, "deployed")]
+        config = _kubectl(kubeconfig, "get", "configmap", "local-path-config", "-n", namespace)
+        assert json.loads(config["data"]["config.json"])["nodePathMap"][0]["paths"] == ["/data/lp"]
+
+
+def test_a_chart_the_server_rejects_fails_naming_the_release_then_is_refused(
+    kubeconfig: Path, charts: Path, namespace: str
+) -> None:
+    broken = _release(namespace, name="broken")
+    after = _release(namespace)
+    report = _install(kubeconfig, [broken, after], charts)
+    first, second = report.outcomes
+    assert not report.ok and report.failed[0] is first
+    assert (first.status, first.revision) == (FAILED, 1)
+    assert "Helm refused it:" in first.message
+    assert 'Deployment.apps "broken" is invalid' in first.message
+    assert "containerPort: Invalid value: 70000: must be between 1 and 65535" in first.message
+    assert "(values from kubernetes.local_path, kubernetes.charts.local_path_provisioner)" in first.message
+    assert (second.status, second.ok) == (NOT_ATTEMPTED, False)
+    assert second.message == "broken failed before it"
+    assert _history(kubeconfig, broken) == [(1, "failed")]
+
+    # a second run does not touch the failed release: Helm's status and what to do
+    (again, _) = _install(kubeconfig, [broken, after], charts).outcomes
+    assert (again.status, again.revision, again.ok) == (REFUSED, 1, False)
+    assert f"Helm reports release broken in {namespace} failed at revision 1" in again.message
+    assert f"helm rollback broken -n {namespace}" in again.message
+    assert f"helm uninstall broken -n {namespace}" in again.message
+    assert _history(kubeconfig, broken) == [(1, "failed")]
+
+
+def test_workloads_not_ready_in_time_fail_naming_release_workload_and_reason(
+    kubeconfig: Path, charts: Path, namespace: str
+) -> None:
+    start = time.monotonic()
+    (outcome,) = _install(kubeconfig, [_release(namespace)], charts, timeout_s=2).outcomes
+    assert time.monotonic() - start < 30
+    assert (outcome.status, outcome.revision, outcome.ok) == (INSTALLED, 1, False)
+    assert outcome.message.startswith("not ready within 2 s: ")
+    assert (
+        f"Deployment {namespace}/local-path-provisioner: no Deployment controller has observed generation 1 yet"
+        in outcome.message
+    )
+    assert f"DaemonSet {namespace}/local-path-provisioner-agent: no DaemonSet controller" in outcome.message
+    assert f"StatefulSet {namespace}/local-path-provisioner-db: no StatefulSet controller" in outcome.message
+    assert "local-path-provisioner installed (revision 1): not ready within 2 s" in outcome.summary()
+
+
+def test_a_chart_not_at_hand_is_not_installed(kubeconfig: Path, tmp_path: Path, namespace: str) -> None:
+    release = _release(namespace)
+    empty = tmp_path / "charts"
+    empty.mkdir()
+    (given,) = _install(kubeconfig, [release], empty).outcomes
+    assert (given.status, given.ok, given.revision) == (NOT_INSTALLED, True, None)
+    expected = f"chart local-path-provisioner 0.0.32 not in --charts {empty}"
+    assert given.summary() == f"local-path-provisioner: rendered + validated, not installed: {expected}"
+    (none,) = _install(kubeconfig, [release], None).outcomes
+    assert none.message == "chart local-path-provisioner 0.0.32 not at hand (no --charts DIR)"
+    with (
+        helm.Config(kubeconfig_path=str(kubeconfig), namespace=namespace) as cfg,
+        pytest.raises(helm.HelmNotFoundError),
+    ):
+        cfg.history(release.name)
+
+
+def test_kubeconfig_credentials_never_reach_the_outcome(
+    kube_apiserver: ApiServer, charts: Path, namespace: str, tmp_path: Path
+) -> None:
+    """A kubeconfig carrying its client key inline, whose server does not answer: Helm's error names the
+    server, never the key."""
+    key = kube_apiserver.pki.client_key.read_bytes()
+    cert = kube_apiserver.pki.client_cert.read_bytes()
+    inline = base64.b64encode(key).decode()
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1", "insecure-skip-tls-verify": True}}],
+        "users": [
+            {
+                "name": "u",
+                "user": {"client-certificate-data": base64.b64encode(cert).decode(), "client-key-data": inline},
+            }
+        ],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps(config))
+    (outcome,) = _install(kubeconfig, [_release(namespace)], charts).outcomes
+    assert (outcome.status, outcome.ok) == (FAILED, False)
+    assert "kubernetes cluster unreachable" in outcome.message and "127.0.0.1:1" in outcome.message
+    text = json.dumps(outcome.as_fact()) + outcome.summary()
+    assert inline not in text and inline[:40] not in text and "PRIVATE KEY" not in text
+
+
+def _set_status(kube: KubeObjects, namespace: str, name: str, revision: int, status: str) -> None:
+    """Rewrite Helm's stored record of a revision (a Secret ``sh.helm.release.v1.NAME.vREV``: base64 of gzipped
+    JSON, base64 again in the Secret) to ``status``, as a Helm process killed mid-upgrade leaves it."""
+    path = f"/api/v1/namespaces/{namespace}/secrets/sh.helm.release.v1.{name}.v{revision}"
+    secret = kube.call("GET", path)
+    record = json.loads(gzip.decompress(base64.b64decode(base64.b64decode(secret["data"]["release"]))))
+    record["info"]["status"] = status
+    encoded = base64.b64encode(base64.b64encode(gzip.compress(json.dumps(record).encode()))).decode()
+    patch = {"metadata": {"labels": {"status": status}}, "data": {"release": encoded}}
+    kube.call("PATCH", path, patch, headers=MERGE)
+
+
+def test_a_release_left_pending_is_refused_with_what_to_do(
+    kubeconfig: Path, kube: KubeObjects, charts: Path, namespace: str
+) -> None:
+    release = _release(namespace)
+    with WorkloadReadier(kube, namespace):
+        assert _install(kubeconfig, [release], charts).ok
+    _set_status(kube, namespace, release.name, 1, "pending-upgrade")
+    assert _history(kubeconfig, release) == [(1, "pending-upgrade")]  # Helm reads it back so
+    (outcome,) = _install(kubeconfig, [release], charts).outcomes
+    assert (outcome.status, outcome.revision, outcome.ok) == (REFUSED, 1, False)
+    assert outcome.message.startswith(
+        f"Helm reports release local-path-provisioner in {namespace} pending-upgrade at revision 1: another Helm "
+        "operation on it is running or was interrupted"
+    )
+    assert f"helm rollback local-path-provisioner -n {namespace}" in outcome.message
+    assert _history(kubeconfig, release) == [(1, "pending-upgrade")]  # untouched
+
+
+@pytest.mark.parametrize(
+    ("kind", "status", "done", "why"),
+    [
+        (
+            "DaemonSet",
+            {
+                "observedGeneration": 1,
+                "desiredNumberScheduled": 3,
+                "updatedNumberScheduled": 3,
+                "numberAvailable": 3,
+                "numberReady": 3,
+            },
+            True,
+            "updated 3, ready 3, available 3 of 3",
+        ),
+        (
+            "DaemonSet",
+            {
+                "observedGeneration": 1,
+                "desiredNumberScheduled": 3,
+                "updatedNumberScheduled": 2,
+                "numberAvailable": 3,
+                "numberReady": 3,
+            },
+            False,
+            "updated 2, ready 3, available 3 of 3",
+        ),
+        (
+            "StatefulSet",
+            {
+                "observedGeneration": 1,
+                "readyReplicas": 2,
+                "updatedReplicas": 1,
+                "currentRevision": "a",
+                "updateRevision": "b",
+            },
+            False,
+            "ready 2, updated 1 of 2",
+        ),
+        (
+            "StatefulSet",
+            {
+                "observedGeneration": 1,
+                "readyReplicas": 2,
+                "updatedReplicas": 2,
+                "currentRevision": "a",
+                "updateRevision": "b",
+            },
+            True,
+            "ready 2, updated 2 of 2",
+        ),
+        ("StatefulSet", {"observedGeneration": 0}, False, "no StatefulSet controller has observed generation 1"),
+    ],
+)
+def test_daemonset_and_statefulset_judged_as_kubectl_rollout_status(
+    kind: str, status: dict[str, Any], done: bool, why: str
+) -> None:
+    obj = {"metadata": {"generation": 1}, "spec": {"replicas": 2}, "status": status}
+    state = workload_state(kind, obj, "ns", "w")
+    assert (state.kind, state.done) == (kind, done)
+    assert state.why.startswith(why)
+    assert workload_state(kind, None, "ns", "w").why == f"{kind} ns/w is not in the cluster"
