@@ -176,6 +176,8 @@ class BackgroundPoller:
 
     def __init__(self, poll_s: float) -> None:
         self.poll_s = poll_s
+        #: what went wrong in a round (the round is retried at the next poll); tests assert it empty
+        self.errors: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=self.thread_name, daemon=True)
 
@@ -201,7 +203,10 @@ class BackgroundPoller:
 
     def _loop(self) -> None:
         while not self._stop.is_set() and not self.finished():
-            self.poll()
+            try:
+                self.poll()
+            except Exception as exc:  # a stand-in outlives one failed round (e.g. a loaded API server timing out)
+                self.errors.append(f"{type(self).__name__}.poll: {exc!r}")
             self._stop.wait(self.poll_s)
 
 
@@ -414,7 +419,6 @@ class JobControllerStandIn(BackgroundPoller):
         super().__init__(poll_s)
         self.kube, self.namespace, self.decide, self.nodes = kube, namespace, decide, nodes
         self.seen: dict[str, dict[str, Any]] = {}
-        self.errors: list[str] = []
 
     def poll(self) -> None:
         resp = self.kube.server.request("GET", f"/apis/batch/v1/namespaces/{self.namespace}/jobs")

@@ -103,7 +103,8 @@ class ServingStandIn(DeploymentReadier):
 def serve(kube: KubeObjects, namespace: str, service: str, address: str, port: int, *, endpoints: bool = True) -> None:
     """Pod ``<service>-0`` Running with IP ``address`` (as the scheduler and kubelet would make it) and the
     Endpoints of ``service`` listing it on port ``http`` = ``port`` (as the endpoints controller would), or no
-    address at all when ``endpoints`` is false."""
+    address at all when ``endpoints`` is false. Idempotent: a pod or Endpoints already there is kept or updated
+    (a second stand-in over the same namespace, as for a later ``up``)."""
     pod = f"{service}-0"
     body: dict[str, Any] = {
         "apiVersion": "v1",
@@ -111,7 +112,8 @@ def serve(kube: KubeObjects, namespace: str, service: str, address: str, port: i
         "metadata": {"name": pod, "labels": {"app.kubernetes.io/name": "triton"}},
         "spec": {"nodeName": "gpu-node", "containers": [{"name": "triton", "image": "tritonserver"}]},
     }
-    kube.call("POST", f"/api/v1/namespaces/{namespace}/pods", body)
+    if kube.server.request("GET", f"/api/v1/namespaces/{namespace}/pods/{pod}").status_code == 404:
+        kube.call("POST", f"/api/v1/namespaces/{namespace}/pods", body)
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     status = {
         "phase": "Running",
@@ -132,4 +134,8 @@ def serve(kube: KubeObjects, namespace: str, service: str, address: str, port: i
         "metadata": {"name": service},
         "subsets": subsets if endpoints else [],
     }
-    kube.call("POST", f"/api/v1/namespaces/{namespace}/endpoints", endpoints_obj)
+    path = f"/api/v1/namespaces/{namespace}/endpoints"
+    if kube.server.request("GET", f"{path}/{service}").status_code == 404:
+        kube.call("POST", path, endpoints_obj)
+    else:  # a second stand-in (a later `up`) over the same namespace: the endpoints controller's update
+        kube.call("PATCH", f"{path}/{service}", {"subsets": endpoints_obj["subsets"]}, headers=MERGE)

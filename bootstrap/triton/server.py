@@ -143,7 +143,7 @@ class TritonServer:
                 if self._proc is not None and self._proc.poll() is not None:
                     raise TritonFailed(f"tritonserver exited with code {self._proc.returncode}", self.log())
                 try:
-                    if client.is_server_ready():
+                    if client.is_server_ready() and self._listening(self.metrics_port):
                         return
                 except Exception:  # noqa: S110 - not listening yet
                     pass
@@ -152,6 +152,14 @@ class TritonServer:
             client.close()
         self.stop()
         raise TritonFailed(f"tritonserver not ready after {self.startup_timeout:.0f} s", self.log())
+
+    def _listening(self, port: int) -> bool:
+        """Whether ``port`` accepts connections (the metrics service starts after HTTP reports ready)."""
+        try:
+            with socket.create_connection((self.address, port), timeout=2.0):
+                return True
+        except OSError:
+            return False
 
     def stop(self) -> None:
         """Stop tritonserver (SIGTERM, then SIGKILL) and remove its temporary files."""

@@ -60,6 +60,11 @@ def _validate(kubeconfig: Path, namespace: str, *args: str) -> tuple[int, dict[s
     return result.exit_code, json.loads(result.output)
 
 
+def _failed(doc: dict[str, Any]) -> list[str]:
+    """The failed checks, each with its message (for assertion messages: pytest cuts a long dict)."""
+    return [f"{c['check']} {c['node']}: {c['message']}" for c in doc["checks"] if not c["ok"]]
+
+
 def _by(kind: str, doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {c["node"]: c for c in doc["checks"] if c["check"] == kind}
 
@@ -83,8 +88,8 @@ def test_smoke_job_per_product_complete_then_deleted(
 ) -> None:
     with JobControllerStandIn(kube, namespace, _decide({L40S: "complete", H100: "complete"}), cluster) as ctl:
         code, doc = _validate(kubeconfig, namespace, "--timeout", "30")
-    assert not ctl.errors
-    assert (code, doc["ok"], doc["failed"]) == (0, True, 0), doc
+    assert not ctl.errors, ctl.errors
+    assert (code, doc["ok"], doc["failed"]) == (0, True, 0), _failed(doc)
     smoke = _by("cuda-smoke", doc)
     assert set(smoke) == {L40S, H100}
     assert all(c["ok"] and "Complete on gpu-" in c["message"] for c in smoke.values()), smoke
@@ -163,7 +168,8 @@ def test_keep_leaves_the_jobs(
 ) -> None:
     with JobControllerStandIn(kube, namespace, _decide({L40S: "complete", H100: "complete"}), cluster) as ctl:
         code, doc = _validate(kubeconfig, namespace, "--keep", "--timeout", "30")
-    assert code == 0, doc
+    assert not ctl.errors, ctl.errors
+    assert code == 0, _failed(doc)
     assert sorted(_jobs(kube, namespace)) == sorted(ctl.seen)
     assert all(j["after"] == "kept (--keep)" for j in doc["workloads"]["jobs"])
 
