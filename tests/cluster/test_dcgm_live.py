@@ -127,6 +127,15 @@ def test_a_node_whose_exporter_cannot_be_read_fails_saying_why(
     assert message.startswith(f"DCGM exporter metrics not read: GET {path} {VIA} failed: HTTP 500: "), message
     assert f"error trying to reach service: dial tcp {address}:{port}: connect: connection refused" in message
 
+    # a pod IP in 127.0.0.0/8: the pod proxy refuses it (a real exporter pod never has one; hence this host's
+    # non-loopback address for the stand-in servers)
+    cluster.call("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/{pod}", params={"gracePeriodSeconds": "0"})
+    exporter_pod(cluster, NAMESPACE, "gpu-xe9680-01", "127.0.0.1", xe.port)
+    code, doc = _validate(kubeconfig)
+    message = _dcgm(doc)["gpu-xe9680-01"]["message"]
+    assert message.endswith(f"{VIA} failed: HTTP 400: address not allowed"), message
+    assert xe.gets == 0
+
 
 def test_a_node_reporting_fewer_gpus_fails_with_the_counts(
     cluster: KubeObjects, kubeconfig: Path, address: str
