@@ -5,7 +5,9 @@ kubelet reachable from here, no route to the pod network. :class:`KubectlProxy` 
 --port=0`` on loopback (kubectl handles whatever credentials the kubeconfig holds: client certificates,
 tokens, exec plugins), reads the port from its "Starting to serve on 127.0.0.1:PORT" line and always stops
 it. :func:`service_url` is a Service's base URL through it; the path prefix is part of the URL, so HTTP clients
-append their own paths to it (``…/proxy/v2/models/ensemble/generate``).
+append their own paths to it (``…/proxy/v2/models/ensemble/generate``). :func:`open_direct` opens such a URL
+straight (never through ``$http_proxy``); :func:`http_error_text` says an HTTP error in a line, a Kubernetes
+``Status`` answered on the way by its message.
 
 What the API server does on the way (1.20.2, measured; docs/kubernetes.md): it picks a ready address of the
 Service's Endpoints whose port has the given name and whose ``targetRef`` Pod still has that IP; no Endpoints
@@ -16,15 +18,22 @@ service "NAME:PORT"``. Responses stream through, but a 1.20 server (built with G
 
 from __future__ import annotations
 
+import contextlib
 import io
+import ipaddress
+import json
 import re
 import select
 import shutil
 import subprocess
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from types import TracebackType
+from typing import Any
+from urllib.parse import urlsplit
 
 from bootstrap.errors import EnvironmentMissing, InvalidInput, Problem
 from bootstrap.kube import KubeError
@@ -57,6 +66,32 @@ def parse_service(value: str, option: str = "--service") -> tuple[str, str]:
             ],
         )
     return namespace, name
+
+
+def open_direct(request: urllib.request.Request | str, timeout: float) -> Any:
+    """``urlopen``, but straight to a loopback host (``kubectl proxy``) whatever ``$http_proxy`` says."""
+    url = request.full_url if isinstance(request, urllib.request.Request) else request
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"not an http(s) URL: {url}")
+    host = urlsplit(url).hostname or ""
+    with contextlib.suppress(ValueError):
+        if host == "localhost" or ipaddress.ip_address(host).is_loopback:
+            return urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=timeout)
+    return urllib.request.urlopen(request, timeout=timeout)  # noqa: S310 - http(s) only (checked above)
+
+
+def http_error_text(exc: Exception) -> str:
+    """A failed request in one line: ``HTTP CODE: detail`` (Triton's ``error``, or the message of a Kubernetes
+    ``Status`` a proxy on the way answered), else the exception's own words."""
+    if isinstance(exc, urllib.error.HTTPError):
+        detail = exc.read().decode(errors="replace")
+        with contextlib.suppress(ValueError, AttributeError):
+            answer = json.loads(detail)
+            detail = answer.get("error") or (answer.get("kind") == "Status" and answer.get("message")) or detail
+        return f"HTTP {exc.code}: {str(detail).strip()}"
+    if isinstance(exc, urllib.error.URLError):
+        return str(exc.reason)
+    return str(exc)
 
 
 class KubectlProxy:

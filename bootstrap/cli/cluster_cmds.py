@@ -20,7 +20,7 @@ from redfish_tools.secrets import redact
 if TYPE_CHECKING:  # imported where used: the command loads them only when it runs
     from bootstrap.cluster.workload_checks import Settings
     from bootstrap.inventory.models import Inventory
-    from bootstrap.nvidia.validators import ClusterReport
+    from bootstrap.nvidia.validators import ClusterReport, NodeFacts
 
 #: A Kubernetes namespace name (DNS-1123 label).
 NAMESPACE_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -170,8 +170,11 @@ def _node_files(values: tuple[str, ...], option: str) -> dict[str, Path]:
 @click.option("--nvidia-smi", "smi_files", multiple=True, metavar="NODE=FILE", help="`nvidia-smi -q -x` of a node.")
 @click.option("--lspci", "lspci_files", multiple=True, metavar="NODE=FILE", help="`lspci -n` of a node.")
 @click.option(
-    "--dcgm-metrics", type=click.Path(path_type=Path, dir_okay=False, exists=True), help="DCGM exporter text."
+    "--dcgm-metrics",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help="DCGM exporter text [default with --kubeconfig: read live from each GPU node's exporter pod].",
 )
+@click.option("--skip-dcgm", is_flag=True, help="Do not read the DCGM exporters live (with --kubeconfig).")
 @click.option(
     "--skip-workloads", is_flag=True, help="Only the read-only checks: no CUDA smoke or NCCL Job (with --kubeconfig)."
 )
@@ -208,6 +211,7 @@ def validate_cluster_cmd(  # noqa: PLR0917 - click passes options as arguments
     smi_files: tuple[str, ...],
     lspci_files: tuple[str, ...],
     dcgm_metrics: Path | None,
+    skip_dcgm: bool,
     skip_workloads: bool,
     nccl: bool,
     nccl_min_busbw: float | None,
@@ -219,8 +223,9 @@ def validate_cluster_cmd(  # noqa: PLR0917 - click passes options as arguments
     plan_only: bool,
     as_json: bool,
 ) -> None:
-    """Every node Ready, GPUs allocatable as the inventory says (per MIG profile), Fabric Manager on NVSwitch nodes;
-    with --kubeconfig, a CUDA smoke Job per GPU product (and with --nccl an NCCL all-reduce per SXM node)."""
+    """Every node Ready, GPUs allocatable as the inventory says (per MIG profile), Fabric Manager on NVSwitch nodes,
+    every GPU reporting DCGM metrics; with --kubeconfig, the DCGM exporters read live through the API server's pod
+    proxy and a CUDA smoke Job per GPU product (and with --nccl an NCCL all-reduce per SXM node)."""
     from bootstrap.nvidia.detect import NvSwitchReport, nvswitch_pci_slots  # noqa: PLC0415
     from bootstrap.nvidia.smi import parse  # noqa: PLC0415
     from bootstrap.nvidia.validators import NodeFacts, validate_cluster  # noqa: PLC0415
@@ -246,8 +251,13 @@ def validate_cluster_cmd(  # noqa: PLR0917 - click passes options as arguments
         cuda_image=cuda_image,
         nccl_image=nccl_image,
     )
+    if dcgm_metrics is not None and skip_dcgm:
+        raise InvalidInput(
+            "--dcgm-metrics with --skip-dcgm",
+            problems=[Problem("--dcgm-metrics/--skip-dcgm", "both given", "give one of them")],
+        )
     if plan_only:
-        _plan_workloads(inv, settings, skip_workloads, as_json)
+        _plan_workloads(inv, settings, skip_workloads, _dcgm_plan(inv, dcgm_metrics, skip_dcgm), as_json)
         return
     if (kubeconfig is None) == (nodes_json is None):
         raise InvalidInput(
@@ -260,8 +270,13 @@ def validate_cluster_cmd(  # noqa: PLR0917 - click passes options as arguments
         facts.setdefault(node, NodeFacts()).smi = parse(path.read_text(), str(path))
     for node, path in _node_files(lspci_files, "--lspci").items():
         facts.setdefault(node, NodeFacts()).nvswitch = NvSwitchReport(pci_slots=nvswitch_pci_slots(path.read_text()))
-    metrics = dcgm_metrics.read_text() if dcgm_metrics else None
-    report = validate_cluster(inv, nodes, facts, metrics)
+    if dcgm_metrics is not None or kubeconfig is None or skip_dcgm:
+        report = validate_cluster(inv, nodes, facts, dcgm_metrics.read_text() if dcgm_metrics else None)
+        if skip_dcgm:
+            report.skipped = [s for s in report.skipped if s["check"] != "dcgm-metrics"]
+            report.skipped.append({"check": "dcgm-metrics", "why": "--skip-dcgm"})
+    else:
+        report = _validate_with_live_dcgm(inv, kubeconfig, nodes, facts)
     if kubeconfig is None:
         report.skipped.append(
             {"check": "cuda-smoke, nccl-allreduce", "why": "no --kubeconfig: they need a live cluster"}
@@ -276,6 +291,39 @@ def validate_cluster_cmd(  # noqa: PLR0917 - click passes options as arguments
         raise SystemExit(EXIT_FAILED)
 
 
+def _validate_with_live_dcgm(
+    inv: Inventory, kubeconfig: Path, nodes: dict[str, Any], facts: dict[str, NodeFacts]
+) -> ClusterReport:
+    """The read-only checks, with each GPU node's DCGM exporter read live through the API server's pod proxy."""
+    from bootstrap.cluster.dcgm_live import DcgmReader, exporter  # noqa: PLC0415
+    from bootstrap.kube import Kubectl  # noqa: PLC0415
+    from bootstrap.nvidia.validators import gpu_nodes, validate_cluster  # noqa: PLC0415
+
+    where = exporter(inv)
+    if where is None:
+        report = validate_cluster(inv, nodes, facts)
+        report.skipped = [s for s in report.skipped if s["check"] != "dcgm-metrics"]
+        report.skipped.append({"check": "dcgm-metrics", "why": "no DCGM exporter (no GPU Operator release)"})
+        return report
+    with DcgmReader(Kubectl(kubeconfig), kubeconfig, where) as reader:
+        read = reader.read([n.hostname for n in gpu_nodes(inv)])
+    report = validate_cluster(inv, nodes, facts, read.text, read.sources())
+    report.dcgm = read.as_dict()
+    return report
+
+
+def _dcgm_plan(inv: Inventory, dcgm_metrics: Path | None, skip_dcgm: bool) -> dict[str, Any]:
+    """What ``--plan`` says of the DCGM metrics: where they would come from (nothing is read)."""
+    from bootstrap.cluster.dcgm_live import exporter  # noqa: PLC0415
+
+    where = exporter(inv)
+    if skip_dcgm or where is None:
+        return {"read": False, "why": "--skip-dcgm" if skip_dcgm else "no DCGM exporter (no GPU Operator release)"}
+    if dcgm_metrics is not None:
+        return {"read": False, "why": f"given as --dcgm-metrics {dcgm_metrics}"}
+    return {"read": False, "would_read": f"with --kubeconfig, {where.described()}; nothing read (--plan)"}
+
+
 def _workload_settings(**given: Any) -> Settings:
     """The workload checks' settings: the options given, the module's defaults for the rest."""
     from bootstrap.cluster.workload_checks import Settings  # noqa: PLC0415
@@ -283,7 +331,9 @@ def _workload_settings(**given: Any) -> Settings:
     return Settings(**{k: v for k, v in given.items() if v is not None})
 
 
-def _plan_workloads(inv: Inventory, settings: Settings, skip_workloads: bool, as_json: bool) -> None:
+def _plan_workloads(
+    inv: Inventory, settings: Settings, skip_workloads: bool, dcgm: dict[str, Any], as_json: bool
+) -> None:
     from bootstrap.cluster.workload_checks import plan  # noqa: PLC0415
 
     if skip_workloads:
@@ -292,7 +342,14 @@ def _plan_workloads(inv: Inventory, settings: Settings, skip_workloads: bool, as
             problems=[Problem("--plan", "plans the workload Jobs only", "drop --skip-workloads, or --plan")],
         )
     the_plan = plan(inv, settings)
-    data = {"ok": True, "plan": True, "applied": False, **the_plan.as_dict(settings), "skipped": the_plan.skipped}
+    data = {
+        "ok": True,
+        "plan": True,
+        "applied": False,
+        **the_plan.as_dict(settings),
+        "skipped": the_plan.skipped,
+        "dcgm": dcgm,
+    }
     emit(data, as_json, _print_plan)
 
 
@@ -310,6 +367,8 @@ def _print_plan(data: dict[str, Any]) -> None:
         console.print(
             f"[yellow]skip[/yellow] {escape(skip['check'])} {escape(skip.get('node', ''))}: {escape(skip['why'])}"
         )
+    dcgm = data["dcgm"]
+    console.print(f"dcgm-metrics: {escape(dcgm.get('would_read') or 'not read: ' + dcgm['why'])}")
 
 
 def _run_workloads(  # noqa: PLR0917 - the command's state, passed on

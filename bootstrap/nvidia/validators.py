@@ -2,7 +2,8 @@
 
 Inputs are what the cluster reports in its documented formats: ``kubectl get nodes -o json`` (a v1
 ``List`` of ``Node``), per node ``nvidia-smi -q -x`` and ``lspci -n``, and DCGM exporter metrics (Prometheus
-text exposition). Each check compares them with the inventory.
+text exposition: a file, or read live per node by :mod:`bootstrap.cluster.dcgm_live`, which says per node where
+they came from or why they could not be read: :class:`DcgmSource`). Each check compares them with the inventory.
 """
 
 from __future__ import annotations
@@ -59,12 +60,22 @@ class NodeFacts:
     nvswitch: NvSwitchReport | None = None
 
 
+@dataclass(frozen=True)
+class DcgmSource:
+    """Where one node's DCGM exporter metrics were read (``where``, in words), or why not (``error``)."""
+
+    where: str
+    error: str | None = None
+
+
 @dataclass
 class ClusterReport:
     checks: list[Check] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
     #: what the workload checks ran on a live cluster (``bootstrap.cluster.workload_checks``), when they ran
     workloads: dict[str, Any] | None = None
+    #: per GPU node, the DCGM exporter read live (``bootstrap.cluster.dcgm_live``), when it was
+    dcgm: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
@@ -78,6 +89,7 @@ class ClusterReport:
             "checks": [c.as_dict() for c in self.checks],
             "skipped": self.skipped,
             **({"workloads": self.workloads} if self.workloads is not None else {}),
+            **({"dcgm": self.dcgm} if self.dcgm is not None else {}),
         }
 
 
@@ -145,8 +157,11 @@ def validate_cluster(
     nodes_json: dict[str, Any],
     facts: dict[str, NodeFacts] | None = None,
     dcgm_metrics: str | None = None,
+    dcgm_sources: dict[str, DcgmSource] | None = None,
 ) -> ClusterReport:
-    """Every node Ready; GPU allocatable as the inventory says; Fabric Manager up where NVSwitches are."""
+    """Every node Ready; GPU allocatable as the inventory says; Fabric Manager up where NVSwitches are; with
+    ``dcgm_metrics``, every GPU reporting DCGM metrics (a node whose ``dcgm_sources`` entry has an error fails
+    with it)."""
     report = ClusterReport()
     facts = facts or {}
     seen = nodes_by_name(nodes_json)
@@ -176,23 +191,26 @@ def validate_cluster(
             )
         _fabric_manager_check(report, node, facts.get(node.hostname))
     if dcgm_metrics is not None:
-        per_host = dcgm_gpus_per_host(dcgm_metrics)
-        for node in gpu_nodes(inv):
-            count = inv.gpus_of(node).count
-            reporting = len(per_host.get(node.hostname, set()))
-            report.checks.append(
-                Check(
-                    "dcgm-metrics",
-                    node.hostname,
-                    reporting == count,
-                    f"{reporting} GPUs report DCGM metrics, inventory has {count}",
-                    count,
-                    reporting,
-                )
-            )
+        _dcgm_checks(report, inv, dcgm_metrics, dcgm_sources or {})
     else:
         report.skipped.append({"check": "dcgm-metrics", "why": "no DCGM exporter metrics given"})
     return report
+
+
+def _dcgm_checks(report: ClusterReport, inv: Inventory, metrics: str, sources: dict[str, DcgmSource]) -> None:
+    """Per GPU node: its GPUs that report DCGM metrics against the inventory's count, or why none were read."""
+    per_host = dcgm_gpus_per_host(metrics)
+    for node in gpu_nodes(inv):
+        count = inv.gpus_of(node).count
+        source = sources.get(node.hostname)
+        if source is not None and source.error is not None:
+            message = f"DCGM exporter metrics not read: {source.error}"
+            report.checks.append(Check("dcgm-metrics", node.hostname, False, message, count, None))
+            continue
+        reporting = len(per_host.get(node.hostname, set()))
+        where = f" ({source.where})" if source is not None else ""
+        message = f"{reporting} GPUs report DCGM metrics{where}, inventory has {count}"
+        report.checks.append(Check("dcgm-metrics", node.hostname, reporting == count, message, count, reporting))
 
 
 def _fabric_manager_check(report: ClusterReport, node: Node, facts: NodeFacts | None) -> None:

@@ -5,7 +5,10 @@ release is deployed (installed, upgraded or unchanged by Helm in this run).
   ``nvidia.com/gpu`` (or MIG slices) per node as the inventory says, Fabric Manager on NVSwitch nodes
   (:func:`bootstrap.nvidia.validators.validate_cluster`). A GPU Operator just installed needs minutes before
   its device plugin advertises the GPUs: the checks are read again (every 0.5 s at first, then up to every
-  5 s) until they pass or ``up --validate-timeout`` (default 900 s) runs out.
+  5 s) until they pass or ``up --validate-timeout`` (default 900 s) runs out. Once those pass, each GPU node's
+  DCGM exporter is read too (:mod:`bootstrap.cluster.dcgm_live`: its pod through the API server's pod proxy;
+  dcgm-exporter starts after the device plugin), and polled the same way until every GPU of every GPU node
+  reports DCGM metrics; each such check names the pod read, or why it could not be.
 - **workload checks**, once the read-only ones pass (:func:`bootstrap.cluster.workload_checks.run`): a CUDA
   smoke Job per GPU product, and with ``up --validate-nccl`` an NCCL all-reduce per SXM node; the Jobs get
   ``--validate-timeout`` again.
@@ -24,11 +27,14 @@ the stage's message. Where the release is not deployed in this run (no cluster, 
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bootstrap.cluster.dcgm_live import DcgmRead, DcgmReader, exporter
 from bootstrap.cluster.gpu_operator import gpu_operator
 from bootstrap.cluster.helm_install import INSTALLED, UNCHANGED, UPGRADED
 from bootstrap.cluster.helm_render import chart_source
@@ -50,7 +56,10 @@ DEFAULT_TIMEOUT_S = 900.0
 FACTS = "validate"
 #: Where the host side's NVSwitch detection sits in the journal: stage ``nvidia``, key ``nvidia_host``.
 HOST_STAGE, HOST_VERDICT = "nvidia", "nvidia_host"
-READ_ONLY = "node-ready, gpu-allocatable (per MIG profile), fabric-manager"
+READ_ONLY = (
+    "node-ready, gpu-allocatable (per MIG profile), fabric-manager, then dcgm-metrics (each GPU node's DCGM "
+    "exporter pod through the API server's pod proxy)"
+)
 
 
 @dataclass(frozen=True)
@@ -183,10 +192,12 @@ def poll_read_only(
     *,
     timeout_s: float,
     progress: Callable[[str], None],
+    dcgm: Callable[[], DcgmRead] | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Polled:
-    """Read the nodes and run the read-only checks until they all pass or ``timeout_s`` passed (at least once).
+    """Read the nodes and run the read-only checks until they all pass or ``timeout_s`` passed (at least once);
+    once the others pass, ``dcgm`` (when given) reads the DCGM exporters and their checks join in.
 
     A read that fails (the API not answering) counts as not passing yet; the last error is kept. Progress is
     told when what fails changes, not on every poll.
@@ -200,6 +211,10 @@ def poll_read_only(
         try:
             nodes_json = {"items": api.objects("nodes")}
             report = validate_cluster(inv, nodes_json, facts)
+            if dcgm is not None and report.ok:  # the GPUs are advertised: their exporters follow
+                read = dcgm()
+                report = validate_cluster(inv, nodes_json, facts, read.text, read.sources())
+                report.dcgm = read.as_dict()
         except KubeError as exc:
             nodes_json, report, error = {"items": []}, ClusterReport(), exc.message
         failing = tuple(f"{c.name} {c.node}" for c in report.checks if not c.ok) + ((error,) if error else ())
@@ -222,7 +237,13 @@ def validate(
     """Poll the read-only checks, then (when they pass) run the workload checks: the report and how it went."""
     inv = ctx.inventory
     facts, left_out = host_facts(ctx)
-    polled = poll_read_only(inv, api, facts, timeout_s=opts.timeout_s, progress=progress)
+    where = exporter(inv)
+    with contextlib.ExitStack() as stack:  # kubectl proxy, once started, stops after the polling
+        dcgm = None
+        if where is not None:
+            reader = stack.enter_context(DcgmReader(api, ctx.state_dir / KUBECONFIG, where))
+            dcgm = functools.partial(reader.read, [n.hostname for n in gpu_nodes(inv)])
+        polled = poll_read_only(inv, api, facts, timeout_s=opts.timeout_s, progress=progress, dcgm=dcgm)
     report = polled.report
     if polled.error is not None:
         report.checks.append(Check("nodes-read", "(cluster)", False, f"the nodes could not be read: {polled.error}"))
@@ -230,7 +251,11 @@ def validate(
         if skip.get("check") == "fabric-manager" and skip.get("node") in left_out:
             skip["why"] = f"{skip['why']}: {left_out[skip['node']]}"
         elif skip.get("check") == "dcgm-metrics":
-            skip["why"] = "the stage reads no DCGM exporter metrics (rackctl validate-cluster --dcgm-metrics does)"
+            skip["why"] = (
+                "not read: the DCGM exporters are read once the other read-only checks pass"
+                if where is not None
+                else "no DCGM exporter (disabled in the GPU Operator's values)"
+            )
     how = {"polls": polled.polls, "waited_s": round(polled.waited_s, 1), "timeout_s": opts.timeout_s}
     if not report.ok:
         why = f"the read-only checks did not pass within {opts.timeout_s:g} s"

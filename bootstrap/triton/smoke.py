@@ -8,15 +8,13 @@ message.
 
 from __future__ import annotations
 
-import contextlib
-import ipaddress
 import json
 import time
-import urllib.error
 import urllib.request
 from dataclasses import asdict, dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
+
+from bootstrap.kube_proxy import http_error_text, open_direct
 
 DEFAULT_PROMPT = "What is the capital of Texas?"
 
@@ -47,15 +45,6 @@ def base_url(url: str) -> str:
     return url if url.startswith(("http://", "https://")) else f"http://{url}"
 
 
-def _open(request: urllib.request.Request, timeout: float) -> Any:
-    """``urlopen``, but straight to a loopback host (``kubectl proxy``) whatever ``$http_proxy`` says."""
-    host = urlsplit(request.full_url).hostname or ""
-    with contextlib.suppress(ValueError):
-        if host == "localhost" or ipaddress.ip_address(host).is_loopback:
-            return urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=timeout)
-    return urllib.request.urlopen(request, timeout=timeout)  # noqa: S310 - http(s) only (_request)
-
-
 def _request(url: str, body: dict[str, Any]) -> urllib.request.Request:
     data = json.dumps(body).encode()
     if not url.startswith(("http://", "https://")):
@@ -65,22 +54,11 @@ def _request(url: str, body: dict[str, Any]) -> urllib.request.Request:
     )
 
 
-def _error_text(exc: Exception) -> str:
-    if isinstance(exc, urllib.error.HTTPError):
-        detail = exc.read().decode(errors="replace")
-        with contextlib.suppress(ValueError, AttributeError):
-            answer = json.loads(detail)
-            # Triton: {"error": ...}; a Kubernetes API server on the way: a Status with its message
-            detail = answer.get("error") or (answer.get("kind") == "Status" and answer.get("message")) or detail
-        return f"HTTP {exc.code}: {str(detail).strip()}"
-    return str(exc)
-
-
 def generate(url: str, model: str, body: dict[str, Any], timeout: float) -> tuple[str, float]:
     """POST ``/v2/models/<model>/generate``; return the text and the total latency."""
     started = time.perf_counter()
     request = _request(f"{base_url(url)}/v2/models/{model}/generate", body)
-    with _open(request, timeout) as response:
+    with open_direct(request, timeout) as response:
         payload = json.loads(response.read())
     return str(payload.get("text_output", "")), time.perf_counter() - started
 
@@ -91,7 +69,7 @@ def generate_stream(url: str, model: str, body: dict[str, Any], timeout: float) 
     first: float | None = None
     chunks: list[str] = []
     request = _request(f"{base_url(url)}/v2/models/{model}/generate_stream", {**body, "stream": True})
-    with _open(request, timeout) as response:
+    with open_direct(request, timeout) as response:
         for raw in response:
             line = raw.decode().strip()
             if not line.startswith("data:"):
@@ -121,7 +99,7 @@ def run_smoke(
     try:
         result.text, result.latency_s = generate(url, model, {**body, "stream": False}, timeout)
     except Exception as exc:  # reported, never a traceback
-        result.errors.append(f"generate: {_error_text(exc)}")
+        result.errors.append(f"generate: {http_error_text(exc)}")
     if stream:
         try:
             chunks, result.ttft_s, result.stream_latency_s = generate_stream(url, model, body, timeout)
@@ -130,6 +108,6 @@ def run_smoke(
             if not chunks:
                 result.errors.append("generate_stream: no event received")
         except Exception as exc:  # reported, never a traceback
-            result.errors.append(f"generate_stream: {_error_text(exc)}")
+            result.errors.append(f"generate_stream: {http_error_text(exc)}")
     result.ok = not result.errors
     return result

@@ -23,7 +23,9 @@ GPUS = {"gpu-l40s-01": 4, "gpu-xe9680-01": 8}
 
 def _validate(kubeconfig: Path) -> tuple[int, dict[str, Any]]:
     # the read-only checks only: the workload Jobs have tests of their own (test_workload_checks.py)
-    args = ["validate-cluster", "-i", str(EXAMPLE), "--kubeconfig", str(kubeconfig), "--skip-workloads", "--json"]
+    # and no DCGM exporter runs here: test_dcgm_live.py reads them live
+    args = ["validate-cluster", "-i", str(EXAMPLE), "--kubeconfig", str(kubeconfig), "--skip-workloads", "--skip-dcgm"]
+    args.append("--json")
     result = CliRunner().invoke(cli, args)
     return result.exit_code, json.loads(result.output)
 

@@ -56,6 +56,7 @@ def namespace(kube: KubeObjects) -> Iterator[str]:
 
 def _validate(kubeconfig: Path, namespace: str, *args: str) -> tuple[int, dict[str, Any]]:
     base = ["validate-cluster", "-i", str(EXAMPLE), "--kubeconfig", str(kubeconfig), "--namespace", namespace]
+    base.append("--skip-dcgm")  # no DCGM exporter runs here: tests/cluster/test_dcgm_live.py reads them live
     result = CliRunner().invoke(cli, [*base, *args, "--json"])
     return result.exit_code, json.loads(result.output)
 

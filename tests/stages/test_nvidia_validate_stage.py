@@ -9,10 +9,13 @@ write through the API what those would: the Nodes as kubelet registration makes 
 :class:`DevicePluginStandIn` the nodes' ``nvidia.com/gpu`` capacity/allocatable and GPU feature discovery's
 product label, a while after the operator's Deployment appears (the stage must poll until then);
 :class:`DeploymentReadier` the operator Deployment's rollout; :class:`JobControllerStandIn` each smoke Job's pod
-and Complete condition. The nodes exist only in the journal, so the stage's host side (SSH) does not run; what
-it would have recorded (``nvidia`` facts, ``nvidia_host``) is written to the journal by the test: for
-gpu-l40s-01 a node without NVSwitches, for gpu-xe9680-01 the verdict the host side's own code
-(``assess_report``) gives the recorded ``lspci -n`` and ``nvidia-smi -q -x`` of an XE9680 (tests/nvidia/fixtures).
+and Complete condition; :class:`DcgmExporterStandIn` (tests/dcgm_serving.py) the GPU Operator's dcgm-exporter
+pods, a while after the GPUs are advertised, each leading (through the API server's real pod proxy) to a real
+HTTP server on this host serving that node's slice of the recorded DCGM metrics. The nodes exist only in the
+journal, so the stage's host side (SSH) does not run; what it would have recorded (``nvidia`` facts,
+``nvidia_host``) is written to the journal by the test: for gpu-l40s-01 a node without NVSwitches, for
+gpu-xe9680-01 the verdict the host side's own code (``assess_report``) gives the recorded ``lspci -n`` and
+``nvidia-smi -q -x`` of an XE9680 (tests/nvidia/fixtures).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +37,9 @@ from bootstrap.journal.store import Journal
 from bootstrap.nvidia.host import assess_report, from_lspci
 from tests.cluster.apiserver import ApiServer
 from tests.cluster.scaffold_charts import scaffold_chart
+from tests.dcgm_serving import DcgmExporterStandIn, MetricsServer, ensure_namespace, node_slice
 from tests.kube_objects import DeploymentReadier, DevicePluginStandIn, JobControllerStandIn, KubeObjects
+from tests.triton_serving import host_address
 
 helm = pytest.importorskip("helm_python", reason="helm-python-sdk is not installed (pip install 'rackctl[cluster]')")
 pytestmark = pytest.mark.skipif(not Path("/usr/bin/kubectl").exists(), reason="kubectl missing")
@@ -91,6 +97,7 @@ def state_dir(kube_apiserver: ApiServer, kube: KubeObjects, tmp_path: Path) -> I
     for name in NODES:
         kube.node(name)
     kube.namespaces.add("rackctl-validate")
+    ensure_namespace(kube, OPERATOR[1])  # the exporter pods the test writes there are removed afterwards
     with Journal(state) as journal:
         journal.record_facts("gpu-l40s-01", "nvidia", {"nvidia_host": NO_NVSWITCH})
         journal.record_facts("gpu-xe9680-01", "nvidia", {"nvidia_host": xe9680_verdict()})
@@ -109,6 +116,17 @@ def _nvidia(doc: dict[str, Any]) -> dict[str, Any]:
     return next(s for s in doc["stages"] if s["name"] == "nvidia")
 
 
+@pytest.fixture
+def exporters() -> Iterator[dict[str, MetricsServer]]:
+    """Each GPU node's DCGM exporter: a real HTTP server on a non-loopback address of this host (the pod proxy
+    refuses a loopback pod IP) serving that node's slice of the recorded metrics."""
+    address = host_address()
+    if address is None:
+        pytest.skip("no global IPv4 address on this host (the pod proxy refuses a loopback pod IP)")
+    with ExitStack() as stack:
+        yield {node: stack.enter_context(MetricsServer(address, node_slice(node))) for node in GPUS}
+
+
 def _stand_ins(
     kube: KubeObjects, gpus: dict[str, int], delay_s: float
 ) -> tuple[DeploymentReadier, DevicePluginStandIn, JobControllerStandIn]:
@@ -124,31 +142,42 @@ def _stand_ins(
 
 
 def test_up_polls_until_the_gpus_are_advertised_then_smoke_tests_each_product(
-    state_dir: Path, charts: Path, kube: KubeObjects
+    state_dir: Path, charts: Path, kube: KubeObjects, exporters: dict[str, MetricsServer]
 ) -> None:
     readier, plugin, jobs = _stand_ins(kube, GPUS, delay_s=3.0)
+    dcgm = DcgmExporterStandIn(kube, OPERATOR[1], exporters, delay_s=2.0)
     started = time.monotonic()
-    with readier, plugin, jobs:
-        code, doc = _up(state_dir, charts, "--validate-timeout", "60", "--helm-timeout", "60")
+    with readier, plugin, jobs, dcgm:
+        code, doc = _up(state_dir, charts, "--validate-timeout", "120", "--helm-timeout", "60")
     assert not jobs.errors
     assert plugin.written is not None and plugin.written - started >= 3.0
+    assert set(dcgm.written) == set(GPUS) and min(dcgm.written.values()) - plugin.written >= 2.0
     assert code == EXIT_NOT_APPLIED, doc  # the driver / Fabric Manager steps are still not applied
     nvidia = _nvidia(doc)
     assert nvidia["status"] == "rendered" and nvidia["applied"] is False
     assert "gpu-operator installed (revision 1)" in nvidia["message"]
-    assert "validated: 11 checks ok" in nvidia["message"], nvidia["message"]
+    assert "validated: 13 checks ok" in nvidia["message"], nvidia["message"]
     assert "rendered + validated, not applied: rackctl cannot apply it yet" in nvidia["message"]
 
     report = nvidia["data"]["validation"]
-    assert (report["status"], report["ok"], report["passed"], report["failed"]) == ("ok", True, 11, 0)
-    assert report["polls"] > 1 and report["waited_s"] >= 2.0  # it waited for the device plugin
+    assert (report["status"], report["ok"], report["passed"], report["failed"]) == ("ok", True, 13, 0)
+    assert report["polls"] > 1 and report["waited_s"] >= 4.0  # it waited for the device plugin, then dcgm-exporter
     checks = {(c["check"], c["node"]): c for c in report["checks"]}
     assert {n for kind, n in checks if kind == "node-ready"} == set(NODES)
     assert checks["gpu-allocatable", "gpu-xe9680-01"]["message"] == "nvidia.com/gpu: 8 allocatable, inventory expects 8"
     # the host side's recorded detection and nvidia-smi fabric states decide the fabric-manager check
     assert checks["fabric-manager", "gpu-l40s-01"]["message"] == "no NVSwitch: Fabric Manager not needed"
     assert checks["fabric-manager", "gpu-xe9680-01"]["message"] == "every GPU registered with Fabric Manager"
-    assert not [s for s in report["skipped"] if s["check"] == "fabric-manager"]
+    assert not [s for s in report["skipped"] if s["check"] in ("fabric-manager", "dcgm-metrics")]
+    # each GPU node's own exporter pod, read through the API server's pod proxy
+    for node, count in GPUS.items():
+        pod = f"{OPERATOR[1]}/nvidia-dcgm-exporter-{node}"
+        message = checks["dcgm-metrics", node]["message"]
+        assert message.startswith(f"{count} GPUs report DCGM metrics (pod {pod} port {exporters[node].port} "), message
+        assert message.endswith(
+            f"through the API server's pod proxy, {len(node_slice(node))} bytes), inventory has {count}"
+        )
+        assert report["dcgm"]["nodes"][node]["pod"] == pod and exporters[node].gets >= 1
     smoke = {node: c for (kind, node), c in checks.items() if kind == "cuda-smoke"}
     assert set(smoke) == set(PRODUCTS.values())
     assert all(c["ok"] and "Complete on gpu-" in c["message"] for c in smoke.values())
@@ -158,11 +187,12 @@ def test_up_polls_until_the_gpus_are_advertised_then_smoke_tests_each_product(
     with Journal(state_dir, readonly=True) as journal:
         fact = journal.latest_facts("gpu-l40s-01")["validate"]
         head = journal.latest_facts("head-01")["validate"]
-    assert (fact["status"], fact["passed"], fact["run"], fact["stage"]) == ("ok", 11, 1, "nvidia")
+    assert (fact["status"], fact["passed"], fact["run"], fact["stage"]) == ("ok", 13, 1, "nvidia")
     assert {(c["check"], c["node"]) for c in fact["checks"]} == {
         ("node-ready", "gpu-l40s-01"),
         ("gpu-allocatable", "gpu-l40s-01"),
         ("fabric-manager", "gpu-l40s-01"),
+        ("dcgm-metrics", "gpu-l40s-01"),
         ("cuda-smoke", "NVIDIA-L40S"),
     }
     assert [c["check"] for c in head["checks"]] == ["node-ready"]
@@ -195,6 +225,29 @@ def test_a_node_with_fewer_gpus_fails_the_stage_naming_it_after_the_timeout(
         fact = journal.latest_facts("gpu-l40s-01")["validate"]
     assert steps[-1].status == "failed" and why in steps[-1].detail["error"]
     assert fact["status"] == "failed"
+
+
+def test_a_gpu_node_without_a_running_exporter_fails_the_stage_naming_its_pod(
+    state_dir: Path, charts: Path, kube: KubeObjects, exporters: dict[str, MetricsServer]
+) -> None:
+    """gpu-xe9680-01's exporter pod never comes (its DaemonSet pod not scheduled): once the GPUs are advertised
+    the stage polls the exporters until its timeout, then fails that node with why; gpu-l40s-01 is read."""
+    readier, plugin, jobs = _stand_ins(kube, GPUS, delay_s=0.5)
+    dcgm = DcgmExporterStandIn(kube, OPERATOR[1], {"gpu-l40s-01": exporters["gpu-l40s-01"]}, delay_s=0.5)
+    with readier, plugin, jobs, dcgm:
+        code, doc = _up(state_dir, charts, "--validate-timeout", "15", "--helm-timeout", "60")
+    assert code == EXIT_FAILED, doc
+    nvidia = _nvidia(doc)
+    why = (
+        "dcgm-metrics gpu-xe9680-01: DCGM exporter metrics not read: no DCGM exporter pod on gpu-xe9680-01 "
+        f"(pods app=nvidia-dcgm-exporter in namespace {OPERATOR[1]})"
+    )
+    assert nvidia["nodes"]["gpu-xe9680-01"]["message"] == f"validation failed: {why}", nvidia["nodes"]
+    assert f"validation failed (1 of 11 checks): {why}" in nvidia["message"]
+    assert nvidia["nodes"]["gpu-l40s-01"]["status"] == "rendered"  # its exporter was read: 4 GPUs report
+    report = nvidia["data"]["validation"]
+    assert report["dcgm"]["nodes"]["gpu-l40s-01"]["ok"] is True and exporters["gpu-l40s-01"].gets >= 1
+    assert report["waited_s"] >= 15.0 and jobs.seen == {}  # no workload Job while a check fails
 
 
 def test_skip_validate_and_no_chart_say_validators_not_run(
