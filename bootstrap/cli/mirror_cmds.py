@@ -265,10 +265,10 @@ def _show_images(data: dict[str, Any]) -> None:
             console.print(
                 f"  nodes pull it from upstream; an air-gapped site imports {escape(image['archive'])} with --from DIR"
             )
-        if image.get("registry_error"):
-            console.print(f"  registry did not answer: {escape(image['registry_error'])}")
         if not image["ok"]:
             err_console.print(f"  [red]{escape(image['problem'])}[/red]; fix: {escape(image['fix'])}")
+    for error in dict.fromkeys(i["registry_error"] for i in data["upstream"] if i.get("registry_error")):
+        err_console.print(f"[yellow]the registry did not answer[/yellow]: {escape(error)}")
 
 
 def register(cli: click.Group) -> None:

@@ -22,6 +22,8 @@ from bootstrap.mirror.layout import MirrorLayout
 from bootstrap.mirror.oci import Entry, write_layout
 
 BUSYBOX = Path("/bin/busybox")
+#: How long one manifest lookup may take (a registry address nothing answers on would stall for minutes).
+INSPECT_TIMEOUT = "120s"
 #: the applets the checks use (each a symlink to busybox)
 BUSYBOX_APPLETS = ("sh", "echo", "cat", "sleep", "true", "uname", "ls", "hostname")
 
@@ -72,7 +74,8 @@ def skopeo(wrap: Callable[[list[str]], list[str]], *args: str) -> str:
         raise EnvironmentMissing("skopeo not found; install the Debian package 'skopeo'")
     proc = subprocess.run(wrap(["skopeo", *args]), capture_output=True, text=True, check=False)
     if proc.returncode != 0:
-        raise PushError(f"skopeo {args[0]} failed: {proc.stderr.strip()[-1500:]}")
+        verb = next(a for a in args if not a.startswith("-"))
+        raise PushError(f"skopeo {verb} failed: {proc.stderr.strip()[-1500:]}")
     return proc.stdout
 
 
@@ -106,7 +109,8 @@ def registry_certs(registry: dict[str, Any]) -> Iterator[str | None]:
 
 def served_digest(wrap: Callable[[list[str]], list[str]], ref: str, certs: str | None) -> str:
     """The digest of the manifest the registry serves for ``ref`` (``host:port/repository:tag``)."""
-    raw = skopeo(wrap, "inspect", "--raw", *([f"--cert-dir={certs}"] if certs else []), f"docker://{ref}")
+    cert_args = [f"--cert-dir={certs}"] if certs else []
+    raw = skopeo(wrap, f"--command-timeout={INSPECT_TIMEOUT}", "inspect", "--raw", *cert_args, f"docker://{ref}")
     return "sha256:" + hashlib.sha256(raw.encode()).hexdigest()
 
 

@@ -122,26 +122,34 @@ def sync_upstream(
     each one the registry lacks and (``apply``) copy it in under the image's registry path. Images the
     registry holds are left unchanged. One result per image: ``state``, ``ok``, and ``problem``/``fix``."""
     address = registry_address(registry)
-    results = []
+    results: list[dict[str, Any]] = []
+    unanswered: str | None = None  # the registry's error once it did not answer: not asked again
     with registry_certs(registry) as certs:
         for image in images:
-            progress(f"looking up {image.path} in {address}")
             result = image.describe(address)
-            try:
-                result["registry_digest"] = served_digest(wrap, f"{address}/{image.path}", certs)
-                result["state"] = "present"
-            except PushError as exc:
-                result["registry_digest"] = None
-                result["state"] = "absent" if any(m in str(exc).lower() for m in _ABSENT) else "unknown"
-                if result["state"] == "unknown":
-                    result["registry_error"] = str(exc)
-                if from_dir is not None:
-                    _from_archive(
-                        result, image, from_dir, address, apply=apply, wrap=wrap, certs=certs, progress=progress
-                    )
+            if unanswered is None:
+                progress(f"looking up {image.path} in {address}")
+                state, result["registry_digest"], unanswered = _look_up(wrap, f"{address}/{image.path}", certs)
+            else:
+                state, result["registry_digest"] = "unknown", None
+            result["state"] = state
+            if unanswered:
+                result["registry_error"] = unanswered
+            if state != "present" and from_dir is not None:
+                _from_archive(result, image, from_dir, address, apply=apply, wrap=wrap, certs=certs, progress=progress)
             result["ok"] = "problem" not in result
             results.append(result)
     return results
+
+
+def _look_up(wrap: Callable[[list[str]], list[str]], ref: str, certs: str | None) -> tuple[str, str | None, str | None]:
+    """(state, digest, error) of ``ref`` in the registry: present, absent, or unknown (the registry's error)."""
+    try:
+        return "present", served_digest(wrap, ref, certs), None
+    except PushError as exc:
+        if any(m in str(exc).lower() for m in _ABSENT):
+            return "absent", None, None
+        return "unknown", None, str(exc)
 
 
 def _from_archive(
@@ -170,6 +178,13 @@ def _from_archive(
     if not apply:
         result["state"] = "would import"
         return
+    if result["state"] == "unknown":
+        result.update(
+            state="not imported",
+            problem=f"the registry {address} did not answer",
+            fix="start the registry (rackctl lab serve up in the lab; role head_mirror on a site), then run this again",
+        )
+        return
     target = f"{address}/{image.path}"
     progress(f"importing {image.archive} as {target}")
     try:
@@ -177,10 +192,9 @@ def _from_archive(
         skopeo(wrap, "copy", "--quiet", *cert_args, f"{transport}:{archive}", f"docker://{target}")
         result["registry_digest"] = served_digest(wrap, target, certs)
         result["state"] = "imported"
-        result.pop("registry_error", None)
     except PushError as exc:
         result.update(
             state="import failed",
             problem=str(exc),
-            fix=f"check that the registry answers and that the archive is whole (else: {image.save_command(from_dir)})",
+            fix=f"check that the archive is whole, else save it again: {image.save_command(from_dir)}",
         )

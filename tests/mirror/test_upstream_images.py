@@ -114,6 +114,7 @@ class Site:
     inventory: Path
     state_dir: Path
     network: LabNetwork
+    services: LabHeadServices
 
     def images(self, *args: str, as_json: bool = True) -> tuple[int, dict[str, Any], str]:
         """``rackctl --env host mirror images ARGS [--json]`` run on the head node (inside the namespace): its
@@ -144,7 +145,7 @@ def _site(tmp_path: Path, edit: Any = None) -> Iterator[Site]:
     try:
         services.start()
         assert services.registry_address == f"{head_ip}:5000"
-        yield Site(inventory, tmp_path / "state", network)
+        yield Site(inventory, tmp_path / "state", network, services)
     finally:
         services.stop()
         network.down()
@@ -231,7 +232,7 @@ def test_plan_import_present_and_a_missing_archive(site: Site, tmp_path: Path) -
 
 @pytest.mark.lab
 @pytest.mark.slow
-def test_without_sxm_nodes_no_nccl_image_and_a_bad_archive_is_named(tmp_path: Path) -> None:
+def test_without_sxm_nodes_no_nccl_image_a_bad_archive_and_a_silent_registry(tmp_path: Path) -> None:
     with _site(tmp_path, _without_sxm) as site:
         saved = tmp_path / "saved"
         saved.mkdir()
@@ -242,3 +243,10 @@ def test_without_sxm_nodes_no_nccl_image_and_a_bad_archive_is_named(tmp_path: Pa
         assert NCCL_IMAGE not in refs and CUDA_IMAGE in refs
         assert rc == 1 and _by_ref(plan)[CUDA_IMAGE]["state"] == "bad archive"
         assert "not a readable tar archive" in _by_ref(plan)[CUDA_IMAGE]["problem"]
+
+        # the registry stops answering: every image unknown, the registry asked once, its error given
+        site.services.stop()
+        rc, plan, _ = site.images("--plan")
+        assert rc == 0 and {u["state"] for u in plan["upstream"]} == {"unknown"}
+        errors = {u["registry_error"] for u in plan["upstream"]}
+        assert len(errors) == 1 and "10.200.0.11:5000" in errors.pop()
