@@ -6,7 +6,8 @@ private network namespace (as on the head node, `--env host`), real skopeo, the 
 from the lab CA. The real upstream images (CUDA, Triton, ...: gigabytes from nvcr.io) cannot be had offline:
 each archive here is a STAND-IN, a small image written by rackctl's own OCI layout writer (`oci.py`) and saved
 by skopeo under the upstream image's archive name, as the documented `skopeo copy docker://REF
-oci-archive:DIR/NAME.tar` would save the real one.
+oci-archive:DIR/NAME.tar` would save the real one. The node's side runs for real too: containerd, configured
+by role container_runtime's own hosts.toml template, fetches an imported image by its upstream name.
 """
 
 from __future__ import annotations
@@ -17,12 +18,15 @@ import secrets
 import shutil
 import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import jinja2
 import pytest
 import yaml
 
@@ -32,6 +36,7 @@ from bootstrap.cluster.workload_checks import CUDA_IMAGE, NCCL_IMAGE
 from bootstrap.inventory import load_inventory
 from bootstrap.inventory.trtllm import version_info
 from bootstrap.mirror.oci import Entry, write_layout
+from bootstrap.mirror.site_vars import site_vars
 from bootstrap.mirror.upstream_images import UpstreamImage, registry_path, upstream_images
 from rackctl_lab.head_services import LabHeadServices
 from rackctl_lab.netns import LabNetwork
@@ -250,3 +255,81 @@ def test_without_sxm_nodes_no_nccl_image_a_bad_archive_and_a_silent_registry(tmp
         assert rc == 0 and {u["state"] for u in plan["upstream"]} == {"unknown"}
         errors = {u["registry_error"] for u in plan["upstream"]}
         assert len(errors) == 1 and "10.200.0.11:5000" in errors.pop()
+
+
+@contextmanager
+def _containerd(network: LabNetwork) -> Iterator[Path]:
+    """A real containerd inside ``network`` with its own root, state and socket (no CRI); yields the socket."""
+    base = Path(tempfile.mkdtemp(prefix="rkc-"))  # short: a unix socket path has 108 bytes at most
+    sock = base / "c.sock"
+    config = base / "config.toml"
+    config.write_text(
+        f'version = 2\nroot = "{base}/root"\nstate = "{base}/state"\n'
+        f'disabled_plugins = ["io.containerd.grpc.v1.cri"]\n[grpc]\n  address = "{sock}"\n'
+    )
+    log = (base / "containerd.log").open("wb")
+    proc = subprocess.Popen([*network.exec_prefix(), "containerd", "--config", str(config)], stdout=log, stderr=log)
+    try:
+        deadline = time.monotonic() + 120  # generous: a loaded CI machine
+        while not sock.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert sock.exists(), (base / "containerd.log").read_text()
+        yield sock
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+        log.close()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _node_hosts_dir(folder: Path, upstream: str, registry: str, ca_pem: str) -> Path:
+    """``/etc/containerd/certs.d`` as role container_runtime writes it for ``upstream`` (its own template)."""
+    template = (REPO / "roles/container_runtime/templates/mirror-hosts.toml.j2").read_text()
+    (folder / registry).mkdir(parents=True)
+    (folder / registry / "ca.crt").write_text(ca_pem)
+    (folder / upstream).mkdir()
+    (folder / upstream / "hosts.toml").write_text(
+        jinja2.Environment(undefined=jinja2.StrictUndefined)
+        .from_string(template)
+        .render(
+            item=upstream,
+            ansible_managed="test",
+            container_runtime_upstream_servers={},
+            container_runtime_registry=registry,
+            container_runtime_registry_ca_pem=ca_pem,
+            container_runtime_certs_dir=str(folder),
+        )
+    )
+    return folder
+
+
+@pytest.mark.lab
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("containerd") is None, reason="containerd not installed (scripts/apt-packages.txt)")
+def test_containerd_pulls_an_imported_image_by_its_upstream_name(site: Site, tmp_path: Path) -> None:
+    """The node's side: containerd, configured as role container_runtime configures it, fetches
+    ``nvcr.io/nvidia/cuda:TAG`` from the registry's ``nvidia/cuda:TAG`` (nvcr.io is unreachable in the namespace)."""
+    saved, work = tmp_path / "saved", tmp_path / "work"
+    saved.mkdir()
+    work.mkdir()
+    cuda = next(i for i in upstream_images(load_inventory(site.inventory)) if i.ref == CUDA_IMAGE)
+    digest = _save_standin(cuda, saved, work)
+    rc, done, _ = site.images("--from", str(saved))
+    assert rc == 1 and _by_ref(done)[CUDA_IMAGE]["state"] == "imported"  # the other archives are not there
+    ca_pem = site_vars(load_inventory(site.inventory), site.state_dir, None)["rackctl_registry"]["ca_pem"]
+    hosts = _node_hosts_dir(tmp_path / "certs.d", "nvcr.io", "10.200.0.11:5000", ca_pem)
+    with _containerd(site.network) as sock:
+        ctr = [*site.network.exec_prefix(), "ctr", "--address", str(sock), "-n", "rackctl-test"]
+        fetched = subprocess.run(
+            [*ctr, "content", "fetch", "--hosts-dir", str(hosts), CUDA_IMAGE],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=300,
+        )
+        assert fetched.returncode == 0, fetched.stderr
+        listed = subprocess.run([*ctr, "images", "ls"], capture_output=True, text=True, check=True).stdout
+    assert any(
+        line.split()[:3] == [CUDA_IMAGE, "application/vnd.oci.image.manifest.v1+json", digest]
+        for line in listed.splitlines()
+    ), listed
