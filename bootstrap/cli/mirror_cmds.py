@@ -28,6 +28,7 @@ from bootstrap.mirror.images import plan_images, push_images, required_images
 from bootstrap.mirror.layout import MirrorLayout
 from bootstrap.mirror.manifest import build_manifest
 from bootstrap.mirror.site_vars import site_vars
+from bootstrap.mirror.upstream_images import sync_upstream, upstream_images
 from bootstrap.resources import roles_dir
 
 _roles_option = click.option(
@@ -180,19 +181,49 @@ def _show_check(data: dict[str, Any]) -> None:
 @mirror_group.command("images")
 @inventory_option
 @state_dir_option
-@click.option("--plan", "plan", is_flag=True, help="List the images and where they would go; push nothing.")
+@click.option(
+    "--plan",
+    "plan",
+    is_flag=True,
+    help="List the images, whether the registry has each, where they would go; push nothing.",
+)
+@click.option(
+    "--from",
+    "from_dir",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    default=None,
+    help="Import the upstream images the registry lacks from archives saved in DIR (names: --plan).",
+)
 @json_option
 @handle_errors()
-def images_cmd(inventory_path: Path, state_dir: Path, plan: bool, as_json: bool) -> None:
-    """Fill the registry with the images the stages need (built here as OCI layouts, pushed with skopeo)."""
+def images_cmd(inventory_path: Path, state_dir: Path, plan: bool, from_dir: Path | None, as_json: bool) -> None:
+    """Fill the registry with the images the stages need: rackctl's own (built here as OCI layouts, pushed
+    with skopeo) and, with --from DIR, the upstream ones (CUDA, NCCL, Triton, the operator's driver, kube-vip)
+    from archives saved on a connected machine. Upstream images already in the registry are left unchanged.
+
+    An upstream image's archive is DIR/<ref with '/' and ':' as '_'>.tar, written by
+    `skopeo --override-os linux --override-arch amd64 copy docker://REF oci-archive:DIR/NAME.tar`
+    (a docker-archive such as `docker save REF -o DIR/NAME.tar` writes works too); --plan names each.
+    """
     inventory = load_inventory(inventory_path)
     environment = environment_for(inventory)
     registry = site_vars(inventory, state_dir, environment)["rackctl_registry"]
     images = required_images(inventory)
+    wanted = upstream_images(inventory)
     if plan:
-        emit(
-            {"ok": True, "plan": True, "applied": False, "images": plan_images(images, registry)}, as_json, _show_images
-        )
+        with err_console.status("looking up the registry...", spinner="dots") as status:
+            upstream = sync_upstream(
+                wanted,
+                registry,
+                from_dir=from_dir,
+                wrap=environment.wrap_command,
+                progress=lambda m: status.update(m + "..."),
+            )
+        ok = all(u["ok"] for u in upstream)
+        data = {"ok": ok, "plan": True, "applied": False, "images": plan_images(images, registry), "upstream": upstream}
+        emit(data, as_json, _show_images)
+        if not ok:
+            sys.exit(EXIT_FAILED)
         return
     with err_console.status("filling the registry...", spinner="dots") as status:
         results = push_images(
@@ -202,8 +233,16 @@ def images_cmd(inventory_path: Path, state_dir: Path, plan: bool, as_json: bool)
             wrap=environment.wrap_command,
             progress=lambda m: status.update(m + "..."),
         )
-    ok = all(r["ok"] for r in results)
-    emit({"ok": ok, "applied": True, "images": results}, as_json, _show_images)
+        upstream = sync_upstream(
+            wanted,
+            registry,
+            from_dir=from_dir,
+            apply=True,
+            wrap=environment.wrap_command,
+            progress=lambda m: status.update(m + "..."),
+        )
+    ok = all(r["ok"] for r in results + upstream)
+    emit({"ok": ok, "applied": True, "images": results, "upstream": upstream}, as_json, _show_images)
     if not ok:
         sys.exit(EXIT_FAILED)
 
@@ -214,6 +253,22 @@ def _show_images(data: dict[str, Any]) -> None:
         digest = f" {image['registry_digest']}" if "registry_digest" in image else ""
         bad = "" if image.get("ok", True) else " [red](registry digest differs)[/red]"
         console.print(f"{verb} {escape(image['image'])}{digest} ({escape(image['purpose'])}){bad}")
+    for image in data["upstream"]:
+        state = image["state"]
+        digest = f" {image['registry_digest']}" if image.get("registry_digest") else ""
+        label = escape(state) if image["ok"] else f"[red]{escape(state)}[/red]"
+        console.print(
+            f"{label}: {escape(image['image'])} -> "
+            f"{escape(image['target'])}{digest} ({escape('; '.join(image['needed_by']))})"
+        )
+        if state == "absent":
+            console.print(
+                f"  nodes pull it from upstream; an air-gapped site imports {escape(image['archive'])} with --from DIR"
+            )
+        if not image["ok"]:
+            err_console.print(f"  [red]{escape(image['problem'])}[/red]; fix: {escape(image['fix'])}")
+    for error in dict.fromkeys(i["registry_error"] for i in data["upstream"] if i.get("registry_error")):
+        err_console.print(f"[yellow]the registry did not answer[/yellow]: {escape(error)}")
 
 
 def register(cli: click.Group) -> None:

@@ -22,6 +22,12 @@ from bootstrap.nvidia.fabric_manager import check_versions
 
 CONTAINERD_CONFIG = "/etc/containerd/config.toml"
 CONTAINERD_SOCKET = "/run/containerd/containerd.sock"
+#: The chart's driver image (its default ``driver.repository`` + ``driver.image``, which rackctl keeps). The
+#: operator tags it ``<driver.version>-<ID><VERSION_ID>`` of the node's ``/etc/os-release``
+#: (NVIDIA/gpu-operator#2225: it pulls ``nvcr.io/nvidia/driver:580.105.08-debian13`` on a Debian 13 node).
+DRIVER_IMAGE = "nvcr.io/nvidia/driver"
+#: That suffix on rackctl's nodes: Debian 12 (bookworm).
+NODE_OS_TAG = "debian12"
 
 
 @dataclass
@@ -211,3 +217,12 @@ def _time_slicing(replicas: int) -> str:
         "version: v1\nflags:\n  migStrategy: none\nsharing:\n  timeSlicing:\n    resources:\n"
         f"      - name: nvidia.com/gpu\n        replicas: {replicas}\n"
     )
+
+
+def driver_image(inv: Inventory) -> str | None:
+    """The operator's driver container image; None without an operator-managed driver (or a known version)."""
+    plan = gpu_operator(inv)
+    driver = plan.release.values["driver"] if plan.release else {}
+    if not driver.get("enabled") or not driver.get("version"):
+        return None
+    return f"{DRIVER_IMAGE}:{driver['version']}-{NODE_OS_TAG}"

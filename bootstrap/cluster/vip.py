@@ -24,12 +24,22 @@ def needs_super_admin(inv: Inventory) -> bool:
     return version_tuple(inv.cluster.resolved_versions().kubernetes)[:2] >= (1, 29)
 
 
+def kube_vip_upstream(inv: Inventory) -> str:
+    """kube-vip's upstream image at the inventory's pinned version (``cluster.versions.kube_vip``)."""
+    return f"{KUBE_VIP_IMAGE}:{inv.cluster.resolved_versions().kube_vip}"
+
+
+def kube_vip_image(inv: Inventory) -> str:
+    """The image the static pod names: the upstream one, or its copy under ``kubernetes.image_repository``."""
+    if inv.kubernetes.image_repository:
+        return f"{inv.kubernetes.image_repository}/kube-vip:{inv.cluster.resolved_versions().kube_vip}"
+    return kube_vip_upstream(inv)
+
+
 def kube_vip_pod(inv: Inventory, kubeconfig: str = ADMIN_CONF) -> dict[str, Any]:
     """The kube-vip static pod (ARP mode, control-plane load balancing by leader election)."""
     k8s = inv.networks.kubernetes
-    image = f"{KUBE_VIP_IMAGE}:{inv.cluster.resolved_versions().kube_vip}"
-    if inv.kubernetes.image_repository:
-        image = f"{inv.kubernetes.image_repository}/kube-vip:{inv.cluster.resolved_versions().kube_vip}"
+    image = kube_vip_image(inv)
     env = {
         "vip_arp": "true",
         "port": str(k8s.api_port),

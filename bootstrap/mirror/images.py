@@ -1,8 +1,8 @@
-"""The registry's images: the list the stages need, built (or copied) and pushed with skopeo.
+"""The registry's images rackctl builds itself, pushed with skopeo.
 
-For now the list is what the lab's checks need: ``rackctl/check``, a busybox-static image rackctl builds
-itself as an OCI layout (no container engine, no internet). Later stages add the Kubernetes, GPU
-Operator and Triton images to :func:`required_images`.
+Today that is ``rackctl/check``, the lab checks' busybox-static image, written as an OCI layout (no container
+engine, no internet). The upstream images the cluster pulls (CUDA, NCCL, Triton, ...) are imported from
+archives by :mod:`bootstrap.mirror.upstream_images`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import hashlib
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ from bootstrap.mirror.layout import MirrorLayout
 from bootstrap.mirror.oci import Entry, write_layout
 
 BUSYBOX = Path("/bin/busybox")
+#: How long one manifest lookup may take (a registry address nothing answers on would stall for minutes).
+INSPECT_TIMEOUT = "120s"
 #: the applets the checks use (each a symlink to busybox)
 BUSYBOX_APPLETS = ("sh", "echo", "cat", "sleep", "true", "uname", "ls", "hostname")
 
@@ -65,25 +68,19 @@ def required_images(inventory: Any) -> list[Image]:
     return [Image("rackctl/check", busybox_version(), build_check_image, "containerd check (runs a container)")]
 
 
-def _skopeo(wrap: Callable[[list[str]], list[str]], *args: str) -> str:
+def skopeo(wrap: Callable[[list[str]], list[str]], *args: str) -> str:
+    """Run ``skopeo ARGS`` (through ``wrap``); its stdout, else :class:`PushError` with its stderr."""
     if shutil.which("skopeo") is None:
         raise EnvironmentMissing("skopeo not found; install the Debian package 'skopeo'")
     proc = subprocess.run(wrap(["skopeo", *args]), capture_output=True, text=True, check=False)
     if proc.returncode != 0:
-        raise PushError(f"skopeo {args[0]} failed: {proc.stderr.strip()[-1500:]}")
+        verb = next(a for a in args if not a.startswith("-"))
+        raise PushError(f"skopeo {verb} failed: {proc.stderr.strip()[-1500:]}")
     return proc.stdout
 
 
-def push_images(
-    layout: MirrorLayout,
-    images: list[Image],
-    registry: dict[str, Any],
-    *,
-    wrap: Callable[[list[str]], list[str]] = list,
-    progress: Callable[[str], None] = lambda _m: None,
-) -> list[dict[str, Any]]:
-    """Build each image's OCI layout and copy it into ``registry`` (``rackctl_registry`` vars); then read
-    each back from the registry and compare digests. One result per image."""
+def registry_address(registry: dict[str, Any]) -> str:
+    """The registry's ``host:port`` (``rackctl_registry.address``), else a clear error."""
     address = registry.get("address")
     if not address:
         raise InvalidInput(
@@ -96,22 +93,49 @@ def push_images(
                 )
             ],
         )
-    results = []
+    return str(address)
+
+
+@contextmanager
+def registry_certs(registry: dict[str, Any]) -> Iterator[str | None]:
+    """A directory holding the registry's CA as ``ca.crt`` for skopeo's ``--*cert-dir``; None: system trust."""
+    if not registry.get("ca_pem"):
+        yield None
+        return
     with tempfile.TemporaryDirectory(prefix="rackctl-certs-") as certs:
-        cert_args: list[str] = []
-        if registry.get("ca_pem"):
-            (Path(certs) / "ca.crt").write_text(registry["ca_pem"])
-            cert_args = [f"--dest-cert-dir={certs}"]
+        (Path(certs) / "ca.crt").write_text(registry["ca_pem"])
+        yield certs
+
+
+def served_digest(wrap: Callable[[list[str]], list[str]], ref: str, certs: str | None) -> str:
+    """The digest of the manifest the registry serves for ``ref`` (``host:port/repository:tag``)."""
+    cert_args = [f"--cert-dir={certs}"] if certs else []
+    raw = skopeo(wrap, f"--command-timeout={INSPECT_TIMEOUT}", "inspect", "--raw", *cert_args, f"docker://{ref}")
+    return "sha256:" + hashlib.sha256(raw.encode()).hexdigest()
+
+
+def push_images(
+    layout: MirrorLayout,
+    images: list[Image],
+    registry: dict[str, Any],
+    *,
+    wrap: Callable[[list[str]], list[str]] = list,
+    progress: Callable[[str], None] = lambda _m: None,
+) -> list[dict[str, Any]]:
+    """Build each image's OCI layout and copy it into ``registry`` (``rackctl_registry`` vars); then read
+    each back from the registry and compare digests. One result per image."""
+    address = registry_address(registry)
+    results = []
+    with registry_certs(registry) as certs:
+        cert_args = [f"--dest-cert-dir={certs}"] if certs else []
         for image in images:
             progress(f"building {image.ref}")
             local = layout.images / image.repository.replace("/", "_")
             digest = image.build(local)
-            dest = f"docker://{address}/{image.ref}"
             progress(f"pushing {image.ref} to {address}")
-            _skopeo(wrap, "copy", "--quiet", "--preserve-digests", *cert_args, f"oci:{local}:{image.tag}", dest)
-            inspect_args = [a.replace("--dest-cert-dir", "--cert-dir") for a in cert_args]
-            raw = _skopeo(wrap, "inspect", "--raw", *inspect_args, dest)
-            served = "sha256:" + hashlib.sha256(raw.encode()).hexdigest()
+            dest = f"docker://{address}/{image.ref}"
+            skopeo(wrap, "copy", "--quiet", "--preserve-digests", *cert_args, f"oci:{local}:{image.tag}", dest)
+            served = served_digest(wrap, f"{address}/{image.ref}", certs)
             results.append(
                 {
                     "image": f"{address}/{image.ref}",
