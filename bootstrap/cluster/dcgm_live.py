@@ -109,7 +109,10 @@ class DcgmRead:
         return "\n".join(r.text for r in self.nodes.values() if r.ok)
 
     def sources(self) -> dict[str, DcgmSource]:
-        return {n: DcgmSource(r.message, None if r.ok else r.message) for n, r in self.nodes.items()}
+        return {
+            n: DcgmSource(r.message, None, r.text) if r.ok else DcgmSource(r.message, r.message)
+            for n, r in self.nodes.items()
+        }
 
     def as_dict(self) -> dict[str, Any]:
         return {"read": self.exporter.described(), "nodes": {n: r.as_dict() for n, r in self.nodes.items()}}

@@ -62,10 +62,13 @@ class NodeFacts:
 
 @dataclass(frozen=True)
 class DcgmSource:
-    """Where one node's DCGM exporter metrics were read (``where``, in words), or why not (``error``)."""
+    """Where one node's DCGM exporter metrics were read (``where``, in words), or why not (``error``); ``metrics``:
+    the text that node's own exporter answered (its GPUs are counted from it, whatever ``Hostname`` label the
+    exporter gives its samples)."""
 
     where: str
     error: str | None = None
+    metrics: str | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -138,17 +141,20 @@ def _quantity(value: Any) -> int | None:
         return None
 
 
-def dcgm_gpus_per_host(metrics_text: str, metric: str = "DCGM_FI_DEV_GPU_TEMP") -> dict[str, set[str]]:
-    """Hostname -> GPU indices that report ``metric`` in DCGM exporter output."""
+def dcgm_gpus_per_host(
+    metrics_text: str, metric: str = "DCGM_FI_DEV_GPU_TEMP", *, host: str | None = None
+) -> dict[str, set[str]]:
+    """Hostname -> GPU indices that report ``metric`` in DCGM exporter output; with ``host``, every sample counts
+    as that host's (the text of one node's own exporter)."""
     hosts: dict[str, set[str]] = {}
     for line in metrics_text.splitlines():
         match = _SAMPLE_RE.match(line.strip())
         if not match or match["name"] != metric:
             continue
         labels = {m["key"]: m["value"] for m in _LABEL_RE.finditer(match["labels"] or "")}
-        host = labels.get("Hostname")
-        if host is not None:
-            hosts.setdefault(host, set()).add(labels.get("gpu", ""))
+        name = host or labels.get("Hostname")
+        if name is not None:
+            hosts.setdefault(name, set()).add(labels.get("gpu", ""))
     return hosts
 
 
@@ -207,7 +213,10 @@ def _dcgm_checks(report: ClusterReport, inv: Inventory, metrics: str, sources: d
             message = f"DCGM exporter metrics not read: {source.error}"
             report.checks.append(Check("dcgm-metrics", node.hostname, False, message, count, None))
             continue
-        reporting = len(per_host.get(node.hostname, set()))
+        if source is not None and source.metrics is not None:  # its own exporter's answer
+            reporting = len(dcgm_gpus_per_host(source.metrics, host=node.hostname).get(node.hostname, set()))
+        else:
+            reporting = len(per_host.get(node.hostname, set()))
         where = f" ({source.where})" if source is not None else ""
         message = f"{reporting} GPUs report DCGM metrics{where}, inventory has {count}"
         report.checks.append(Check("dcgm-metrics", node.hostname, reporting == count, message, count, reporting))

@@ -153,6 +153,24 @@ def test_a_node_reporting_fewer_gpus_fails_with_the_counts(
     assert failed["message"].endswith("inventory has 8")
 
 
+def test_a_nodes_gpus_count_from_its_own_pod_whatever_hostname_its_samples_carry(
+    cluster: KubeObjects, kubeconfig: Path, address: str
+) -> None:
+    # an exporter whose samples say Hostname="<node>.lab.example" (the OS's FQDN where NODE_NAME is not set):
+    # what its own pod answered is that node's, so its 8 GPUs count
+    fqdn = node_slice("gpu-xe9680-01").replace('Hostname="gpu-xe9680-01"', 'Hostname="gpu-xe9680-01.lab.example"')
+    slices = {"gpu-l40s-01": node_slice("gpu-l40s-01"), "gpu-xe9680-01": fqdn}
+    with ExitStack() as stack:
+        for node, text in slices.items():
+            server = stack.enter_context(MetricsServer(address, text))
+            exporter_pod(cluster, NAMESPACE, node, server.address, server.port)
+        code, doc = _validate(kubeconfig)
+    assert (code, doc["ok"]) == (0, True), doc
+    checks = _dcgm(doc)
+    assert (checks["gpu-xe9680-01"]["expected"], checks["gpu-xe9680-01"]["actual"]) == (8, 8)
+    assert (checks["gpu-l40s-01"]["expected"], checks["gpu-l40s-01"]["actual"]) == (4, 4)
+
+
 def test_plan_and_skip_dcgm_read_nothing(
     cluster: KubeObjects, servers: dict[str, MetricsServer], kubeconfig: Path
 ) -> None:
