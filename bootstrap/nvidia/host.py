@@ -18,10 +18,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from bootstrap.errors import InvalidInput
 from bootstrap.inventory.models import Inventory, Node
 from bootstrap.nvidia.detect import LSPCI_RE, NVIDIA_VENDOR, NvSwitchReport, nvswitch_pci_slots, proc_devices
-from bootstrap.nvidia.smi import parse as parse_smi
+from bootstrap.nvidia.smi import read_from_role
 
 #: PCI classes of GPUs: 0300 VGA controller, 0302 3D controller (data-center GPUs without display).
 GPU_CLASSES = frozenset({"0300", "0302"})
@@ -99,6 +98,10 @@ class HostAssessment:
     problems: list[str] = field(default_factory=list)
     #: per GPU, what ``nvidia-smi -q -x`` said (bus id, product, MIG mode, Fabric Manager state), when it ran
     gpus_fabric: list[dict[str, str]] | None = None
+    #: which nvidia-smi was read (``bootstrap.nvidia.smi.HOST`` / ``OPERATOR``; empty: none found), and why it
+    #: gave no fabric states when it did not
+    nvidia_smi_source: str = ""
+    nvidia_smi_why: str | None = None
 
     def summary(self) -> str:
         """One line for the node's result: problems first, then what was found."""
@@ -113,6 +116,8 @@ class HostAssessment:
             "notes": list(self.notes),
             "problems": list(self.problems),
             **({"gpus_fabric": self.gpus_fabric} if self.gpus_fabric is not None else {}),
+            "nvidia_smi_source": self.nvidia_smi_source,
+            **({"nvidia_smi_why": self.nvidia_smi_why} if self.nvidia_smi_why else {}),
         }
 
 
@@ -130,23 +135,22 @@ def assess_report(
     out.notes.insert(0, f"nouveau blacklisted ({report.get('nouveau_blacklist') or 'modprobe.d'})")
     if report.get("nouveau_loaded"):
         out.notes.insert(1, "nouveau is loaded now: it is gone after the next reboot")
-    if report.get("nvidia_smi_xml"):
-        try:
-            smi = parse_smi(report["nvidia_smi_xml"], f"nvidia-smi -q -x on {node.hostname}")
-        except InvalidInput as exc:
-            out.notes.append(f"{exc.message}: Fabric Manager state unknown")
-        else:
-            out.gpus_fabric = [
-                {
-                    "bus_id": g.bus_id,
-                    "product": g.product,
-                    "mig_current": g.mig_current,
-                    "fabric_state": g.fabric_state,
-                    "fabric_status": g.fabric_status,
-                }
-                for g in smi.gpus
-            ]
-            out.notes.append(f"nvidia-smi: {len(smi.gpus)} GPU(s), driver {smi.driver_version}")
+    smi = read_from_role(report, node.hostname)
+    out.nvidia_smi_source, out.nvidia_smi_why = smi.source, smi.why
+    if smi.report is not None:
+        out.gpus_fabric = [
+            {
+                "bus_id": g.bus_id,
+                "product": g.product,
+                "mig_current": g.mig_current,
+                "fabric_state": g.fabric_state,
+                "fabric_status": g.fabric_status,
+            }
+            for g in smi.report.gpus
+        ]
+        out.notes.append(f"{smi.where}: {len(smi.report.gpus)} GPU(s), driver {smi.report.driver_version}")
+    elif smi.source:  # nvidia-smi is there and did not answer
+        out.notes.append(f"{smi.why}: Fabric Manager state unknown")
     return out
 
 

@@ -58,6 +58,11 @@ class NodeFacts:
 
     smi: SmiReport | None = None
     nvswitch: NvSwitchReport | None = None
+    #: which nvidia-smi gave ``smi`` (``SmiRead.source``; in words for messages: ``smi_where``), and why there is
+    #: no ``smi`` where that is known
+    smi_source: str = ""
+    smi_where: str = ""
+    smi_why: str | None = None
 
 
 @dataclass(frozen=True)
@@ -195,7 +200,8 @@ def validate_cluster(
                     actual,
                 )
             )
-        _fabric_manager_check(report, node, facts.get(node.hostname))
+        operator = inv.nvidia.profile_for(node.model).driver == "operator"
+        _fabric_manager_check(report, node, facts.get(node.hostname), operator=operator)
     if dcgm_metrics is not None:
         _dcgm_checks(report, inv, dcgm_metrics, dcgm_sources or {})
     else:
@@ -222,7 +228,22 @@ def _dcgm_checks(report: ClusterReport, inv: Inventory, metrics: str, sources: d
         report.checks.append(Check("dcgm-metrics", node.hostname, reporting == count, message, count, reporting))
 
 
-def _fabric_manager_check(report: ClusterReport, node: Node, facts: NodeFacts | None) -> None:
+def _not_read(facts: NodeFacts, *, operator: bool) -> str:
+    """Why an NVSwitch node's Fabric Manager state could not be checked (no nvidia-smi report)."""
+    if facts.smi_why:
+        return f"NVSwitches present, Fabric Manager state not read: {facts.smi_why}"
+    if operator:
+        return (
+            "NVSwitches present, Fabric Manager state not read: operator-managed driver, its nvidia-smi is in the "
+            "driver container (read by the nvidia stage over SSH); here give --nvidia-smi NODE=FILE with the output "
+            "of `chroot /run/nvidia/driver nvidia-smi -q -x` on the node"
+        )
+    return "NVSwitches present but no nvidia-smi report to check: give --nvidia-smi NODE=FILE (`nvidia-smi -q -x`)"
+
+
+def _fabric_manager_check(report: ClusterReport, node: Node, facts: NodeFacts | None, *, operator: bool) -> None:
+    """Fabric Manager up on an NVSwitch node: every GPU's fabric state ``Completed/Success`` in nvidia-smi's
+    report; ``operator``: the node's driver is the GPU Operator's (its nvidia-smi is in the driver container)."""
     if facts is None or facts.nvswitch is None:
         report.skipped.append(
             {"check": "fabric-manager", "node": node.hostname, "why": "no NVSwitch detection from this node"}
@@ -231,21 +252,21 @@ def _fabric_manager_check(report: ClusterReport, node: Node, facts: NodeFacts | 
     if not facts.nvswitch.needs_fabric_manager:
         report.checks.append(Check("fabric-manager", node.hostname, True, "no NVSwitch: Fabric Manager not needed"))
         return
-    if facts.smi is None:
-        report.checks.append(
-            Check("fabric-manager", node.hostname, False, "NVSwitches present but no nvidia-smi report to check")
-        )
+    if facts.smi is None or not facts.smi.gpus:
+        why = _not_read(facts, operator=operator) if facts.smi is None else "nvidia-smi's report lists no GPU"
+        report.checks.append(Check("fabric-manager", node.hostname, False, why))
         return
     waiting = [g.bus_id for g in facts.smi.gpus if not g.fabric_ready]
     states = sorted({f"{g.fabric_state}/{g.fabric_status}" for g in facts.smi.gpus})
+    where = f" ({facts.smi_where})" if facts.smi_where else ""
     report.checks.append(
         Check(
             "fabric-manager",
             node.hostname,
-            not waiting and bool(facts.smi.gpus),
-            "every GPU registered with Fabric Manager"
+            not waiting,
+            f"every GPU registered with Fabric Manager{where}"
             if not waiting
-            else f"GPUs {', '.join(waiting)} not registered with Fabric Manager (fabric state {', '.join(states)}): "
-            "is nvidia-fabricmanager active at the driver's version?",
+            else f"GPUs {', '.join(waiting)} not registered with Fabric Manager (fabric state {', '.join(states)})"
+            f"{where}: is nvidia-fabricmanager active at the driver's version?",
         )
     )

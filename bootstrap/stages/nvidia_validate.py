@@ -43,11 +43,12 @@ from bootstrap.cluster.workload_checks import run as run_workloads
 from bootstrap.inventory.models import Inventory
 from bootstrap.kube import KUBECONFIG, KubeError, cluster_for
 from bootstrap.nvidia.detect import NvSwitchReport
-from bootstrap.nvidia.smi import Gpu, SmiReport
+from bootstrap.nvidia.smi import HOST, Gpu, SmiRead, SmiReport
 from bootstrap.nvidia.validators import Check, ClusterReport, NodeFacts, gpu_nodes, validate_cluster
 from bootstrap.stages.base import NodeResult, PlannedAction, StageContext, StageResult
 from bootstrap.stages.cluster_inputs import cluster_inputs
 from bootstrap.stages.helm_releases import FACTS as HELM_FACTS
+from bootstrap.stages.nvidia_fabric import FabricReader, operator_nvswitch_nodes
 
 #: ``RunOptions.extra`` key (``up --skip-validate``, ``--validate-timeout``, ``--validate-nccl``).
 EXTRA_KEY = "validate"
@@ -146,7 +147,16 @@ def host_facts(ctx: StageContext) -> tuple[dict[str, NodeFacts], dict[str, str]]
                 proc_devices=list(verdict.get("nvswitch_proc_devices") or []),
                 pci_slots=list(verdict.get("nvswitch_pci_slots") or []),
             )
-            facts[name] = NodeFacts(nvswitch=report, smi=_smi(verdict))
+            smi = _smi(verdict)
+            source = SmiRead(str(verdict.get("nvidia_smi_source") or (HOST if smi else "")))
+            where = f"{source.where}, as the host side read it" if smi else ""
+            facts[name] = NodeFacts(
+                nvswitch=report,
+                smi=smi,
+                smi_source=source.source,
+                smi_where=where,
+                smi_why=verdict.get("nvidia_smi_why"),
+            )
     return facts, left_out
 
 
@@ -193,11 +203,13 @@ def poll_read_only(
     timeout_s: float,
     progress: Callable[[str], None],
     dcgm: Callable[[], DcgmRead] | None = None,
+    refresh: Callable[[dict[str, NodeFacts]], dict[str, NodeFacts]] | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Polled:
     """Read the nodes and run the read-only checks until they all pass or ``timeout_s`` passed (at least once);
-    once the others pass, ``dcgm`` (when given) reads the DCGM exporters and their checks join in.
+    once the others pass, ``dcgm`` (when given) reads the DCGM exporters and their checks join in; ``refresh``
+    (when given) reads some of ``facts`` again on every poll (:class:`bootstrap.stages.nvidia_fabric.FabricReader`).
 
     A read that fails (the API not answering) counts as not passing yet; the last error is kept. Progress is
     told when what fails changes, not on every poll.
@@ -208,12 +220,13 @@ def poll_read_only(
     while True:
         polls += 1
         error = None
+        now = refresh(facts) if refresh is not None else facts
         try:
             nodes_json = {"items": api.objects("nodes")}
-            report = validate_cluster(inv, nodes_json, facts)
+            report = validate_cluster(inv, nodes_json, now)
             if dcgm is not None and report.ok:  # the GPUs are advertised: their exporters follow
                 read = dcgm()
-                report = validate_cluster(inv, nodes_json, facts, read.text, read.sources())
+                report = validate_cluster(inv, nodes_json, now, read.text, read.sources())
                 report.dcgm = read.as_dict()
         except KubeError as exc:
             nodes_json, report, error = {"items": []}, ClusterReport(), exc.message
@@ -237,13 +250,16 @@ def validate(
     """Poll the read-only checks, then (when they pass) run the workload checks: the report and how it went."""
     inv = ctx.inventory
     facts, left_out = host_facts(ctx)
+    fabric = FabricReader(ctx, operator_nvswitch_nodes(inv, facts))
     where = exporter(inv)
     with contextlib.ExitStack() as stack:  # kubectl proxy, once started, stops after the polling
         dcgm = None
         if where is not None:
             reader = stack.enter_context(DcgmReader(api, ctx.state_dir / KUBECONFIG, where))
             dcgm = functools.partial(reader.read, [n.hostname for n in gpu_nodes(inv)])
-        polled = poll_read_only(inv, api, facts, timeout_s=opts.timeout_s, progress=progress, dcgm=dcgm)
+        polled = poll_read_only(
+            inv, api, facts, timeout_s=opts.timeout_s, progress=progress, dcgm=dcgm, refresh=fabric.refresh
+        )
     report = polled.report
     if polled.error is not None:
         report.checks.append(Check("nodes-read", "(cluster)", False, f"the nodes could not be read: {polled.error}"))

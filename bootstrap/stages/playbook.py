@@ -17,7 +17,7 @@ the run's limit but never moved in the journal. A run:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -57,6 +57,35 @@ def runs_dir(state_dir: Path) -> Path:
     return Path(state_dir) / "ansible" / "runs"
 
 
+def stage_extravars(ctx: StageContext, stage: str) -> dict[str, Any]:
+    """A stage's extra Ansible variables for this run: ``RunOptions.extra[<stage>]["extravars"]`` (never secrets)."""
+    return dict((ctx.options.extra.get(stage) or {}).get("extravars") or {})
+
+
+def play(
+    ctx: StageContext,
+    playbook: str,
+    limit: list[str],
+    *,
+    work_name: str,
+    extravars: dict[str, Any] | None = None,
+    facts_var: str | None = None,
+    on_host_done: Callable[[str, bool, str], None] | None = None,
+) -> PlaybookResult:
+    """Run ``playbooks/<playbook>`` on ``limit`` over SSH with the run's rendered Ansible inventory; ansible-runner's
+    directory is kept as ``<state-dir>/ansible/runs/<run-id>-<work_name>``."""
+    inventory = write_ansible_inventory(ctx.inventory, ctx.state_dir, ctx.options.environment)
+    return run_playbook(
+        playbook,
+        inventory,
+        limit=limit,
+        extravars=extravars,
+        facts_var=facts_var,
+        on_host_done=on_host_done,
+        work_dir=runs_dir(ctx.state_dir) / f"{ctx.run_id}-{work_name}",
+    )
+
+
 class PlaybookStage(Stage):
     """Base class: a stage whose work is one playbook run on its nodes."""
 
@@ -70,8 +99,8 @@ class PlaybookStage(Stage):
         return []
 
     def extravars(self, ctx: StageContext) -> dict[str, Any]:
-        """Extra variables of the run: ``RunOptions.extra[<stage>]["extravars"]`` (never secrets)."""
-        return dict((ctx.options.extra.get(self.name) or {}).get("extravars") or {})
+        """Extra variables of the run: :func:`stage_extravars` of this stage."""
+        return stage_extravars(ctx, self.name)
 
     def plan(self, ctx: StageContext) -> list[PlannedAction]:
         excluded = ctx.options.environment.out_of_band_only(ctx.inventory)
@@ -98,31 +127,30 @@ class PlaybookStage(Stage):
             return StageResult.from_nodes(skipped, message="no node to run on in this environment")
         ctx = dataclasses.replace(ctx, nodes=nodes_to_run)
         helpers = [h for h in self.helper_hosts(ctx) if h not in ctx.nodes]
-        inventory = write_ansible_inventory(ctx.inventory, ctx.state_dir, ctx.options.environment)
-        work_dir = runs_dir(ctx.state_dir) / f"{ctx.run_id}-{self.name}"
         targets = set(ctx.nodes)
 
         def host_done(host: str, ok: bool, message: str) -> None:
             if host in targets:
                 ctx.progress.node_done(self.name, host, ok, message)
 
-        result = run_playbook(
+        result = play(
+            ctx,
             self.playbook,
-            inventory,
-            limit=[*ctx.nodes, *helpers],
+            [*ctx.nodes, *helpers],
+            work_name=self.name,
             extravars=self.extravars(ctx),
             facts_var=self.facts_var,
             on_host_done=host_done,
-            work_dir=work_dir,
         )
         nodes = {node: self._node_result(ctx, node, result) for node in ctx.nodes}
         for node, res in nodes.items():
             if node not in result.hosts:  # never reached by the play: host_done was not called for it
                 ctx.progress.node_done(self.name, node, res.ok, res.message)
         done = sum(r.ok for r in nodes.values())
+        where = result.artifacts or runs_dir(ctx.state_dir) / f"{ctx.run_id}-{self.name}"
         message = (
             f"playbooks/{self.playbook} (ansible {result.status}, rc {result.rc}) on {len(nodes)} node(s), "
-            f"{done} ok; output in {result.artifacts or work_dir}"
+            f"{done} ok; output in {where}"
         )
         if skipped:
             message += f"; skipped {', '.join(sorted(skipped))} (not configured in-band in this environment)"

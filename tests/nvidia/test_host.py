@@ -135,9 +135,9 @@ def test_nvidia_smis_report_gives_each_gpus_fabric_manager_state(inventory: Inve
     assert len(fabric) == 8
     assert {(g["fabric_state"], g["fabric_status"]) for g in fabric} == {("Completed", "Success")}
     assert fabric[0]["product"].startswith("NVIDIA H100")
-    assert any(n.startswith("nvidia-smi: 8 GPU(s), driver ") for n in verdict.notes)
+    assert any(n.startswith("the host's nvidia-smi: 8 GPU(s), driver ") for n in verdict.notes)
 
     broken = assess_report(inventory, inventory.node("gpu-xe9680-01"), {"nvidia_smi_xml": "<oops"}, emulated="test")
     assert "gpus_fabric" not in broken.as_dict()
-    assert any("is not nvidia-smi XML: Fabric Manager state unknown" in n for n in broken.notes)
+    assert any("is not nvidia-smi XML: " in n and n.endswith(": Fabric Manager state unknown") for n in broken.notes)
     assert "gpus_fabric" not in assess_report(inventory, inventory.node("gpu-xe9680-01"), {}).as_dict()
