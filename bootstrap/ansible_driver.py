@@ -106,8 +106,12 @@ def _check_extravars(extravars: dict[str, Any]) -> None:
 
 
 def _failure_message(event: dict[str, Any]) -> str:
+    """The task and what it said; of a loop, what its first failed or unreachable item said (the loop itself says
+    only "All items completed")."""
     data = event.get("event_data", {})
     res = data.get("res") or {}
+    items = [r for r in res.get("results") or [] if isinstance(r, dict) and (r.get("failed") or r.get("unreachable"))]
+    res = items[0] if items else res
     msg = res.get("msg") or res.get("stderr") or res.get("reason") or ""
     task = data.get("task", "")
     return f"{task}: {msg}".strip(": ") if isinstance(msg, str) else f"{task}: {msg!r}"

@@ -15,7 +15,9 @@ release is deployed (installed, upgraded or unchanged by Helm in this run).
 
 The NVSwitch detection and ``nvidia-smi -q -x`` fabric states the stage's host side recorded in the journal
 (``nvidia`` facts, ``nvidia_host``) feed the fabric-manager check, so it is not skipped where the node was
-looked at; a node whose devices are emulated (the lab's VMs) is left out of it, saying so.
+looked at; on NVSwitch nodes whose driver is the GPU Operator's, the fabric states are read again over SSH on
+every poll until every GPU is registered (:mod:`bootstrap.stages.nvidia_fabric`: the host side ran before the
+operator). A node whose devices are emulated (the lab's VMs) is left out of it, saying so.
 
 The report (``ClusterReport.as_dict`` plus how long it polled) becomes the stage's ``data["validation"]``
 (shown under the stage in ``up --json``) and, per selected node, the journal facts of :data:`FACTS` (the
@@ -58,7 +60,8 @@ FACTS = "validate"
 #: Where the host side's NVSwitch detection sits in the journal: stage ``nvidia``, key ``nvidia_host``.
 HOST_STAGE, HOST_VERDICT = "nvidia", "nvidia_host"
 READ_ONLY = (
-    "node-ready, gpu-allocatable (per MIG profile), fabric-manager, then dcgm-metrics (each GPU node's DCGM "
+    "node-ready, gpu-allocatable (per MIG profile), fabric-manager (NVSwitch nodes with the operator's driver: "
+    "nvidia-smi read again over SSH, playbooks/nvidia_fabric.yml), then dcgm-metrics (each GPU node's DCGM "
     "exporter pod through the API server's pod proxy)"
 )
 

@@ -33,15 +33,16 @@ class EmulatedGpus(RelayEnvironment):
         return dict.fromkeys(NODES, "test nodes: their GPUs exist only in the inventory")
 
 
-def options(environment: RelayEnvironment, tmp_path: Path) -> RunOptions:
-    extravars = {"nvidia_host_modprobe_dir": str(tmp_path), "nvidia_host_update_initramfs": False}
+def options(environment: RelayEnvironment, tmp_path: Path, extravars: dict | None = None) -> RunOptions:
+    """The run's options: the blacklist into ``tmp_path``, no initramfs rebuild, and ``extravars``."""
+    extravars = {"nvidia_host_modprobe_dir": str(tmp_path), "nvidia_host_update_initramfs": False, **(extravars or {})}
     return RunOptions(environment=environment, extra={"nvidia": {"extravars": extravars}})
 
 
-def run_nvidia(rack_: tuple, environment: RelayEnvironment, tmp_path: Path):
+def run_nvidia(rack_: tuple, environment: RelayEnvironment, tmp_path: Path, extravars: dict | None = None):
     inventory, state, _ = rack_
     selection = select(inventory, stages=["nvidia"], limit=NODES)
-    runner = Runner(inventory, state, selection, options=options(environment, tmp_path), progress=Recorder())
+    runner = Runner(inventory, state, selection, options=options(environment, tmp_path, extravars), progress=Recorder())
     return runner.run()
 
 
