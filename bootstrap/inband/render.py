@@ -138,6 +138,9 @@ def group_vars(inv: Inventory, site: Mapping[str, Any] | None = None) -> dict[st
             "kube_apiserver_port": k8s.api_port,
             "pod_cidr": str(k8s.pod_cidr),
             "service_cidr": str(k8s.service_cidr),
+            # kubespray's names: where kubeadm keeps admin.conf/kubelet.conf/pki, and where its binary is
+            "kube_config_dir": "/etc/kubernetes",
+            "kubeadm_bin_dir": "/usr/bin",
         },
         "gpu.yml": {"gpu_operator_enabled": True},
         "fabric_manager.yml": {"fabric_manager_enabled": True},
