@@ -47,7 +47,7 @@ from bootstrap.stages.cluster_render import (
     write_not_applied,
 )
 from bootstrap.stages.helm_releases import planned, with_helm_releases
-from bootstrap.stages.kubernetes_cluster import cluster_side, planned_actions, with_cluster_side
+from bootstrap.stages.kubernetes_cluster import cluster_side, joinable, planned_actions, with_cluster_side
 from bootstrap.stages.kubernetes_host import HOST_PLAYBOOK, host_side, source_described
 from bootstrap.stages.kubernetes_labels import with_live_labels
 
@@ -153,7 +153,7 @@ class KubernetesStage(ClusterRenderStage):
         result = write_not_applied(ctx, bundle, out, why=WHY, message=message, checks=checked_by(bundle))
         host = host_side(ctx, out)  # after the bundle is written: the role validates each node's config
         result = with_host_side(result, host, HOST_PLAYBOOK)
-        result = with_cluster_side(result, *cluster_side(ctx, host))
+        result = with_cluster_side(result, *cluster_side(ctx, host), joinable(ctx.inventory, host))
         cluster = cluster_for(ctx.state_dir)
         if isinstance(cluster, Kubectl):  # a cluster exists: its nodes get their labels and taints, Helm its charts
             result = with_live_labels(ctx, result, cluster, bundle)

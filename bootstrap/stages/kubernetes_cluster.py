@@ -171,14 +171,17 @@ def unreached(played: StageResult) -> list[str]:
     return [n for n, r in played.nodes.items() if not r.ok and r.message.startswith(NOT_REACHED)]
 
 
-def with_cluster_side(result: StageResult, cluster: dict[str, NodeResult], closed: str | None) -> StageResult:
+def with_cluster_side(
+    result: StageResult, cluster: dict[str, NodeResult], closed: str | None, ready: list[str]
+) -> StageResult:
     """``result`` (rendered, host side merged) with what the cluster side did: a node it initialised or joined
-    is applied, with its action first; a failed node's result replaces the rendered one; the other nodes say
-    why init/join did not run (``closed``: the gate's reason)."""
+    is applied, with its action first; a failed node's result replaces the rendered one. ``closed`` (the
+    gate's reason) is added to the ``ready`` nodes (kubeadm installed at the version); the others' host side
+    already says why (packages missing, not run, failed)."""
     if closed is not None:
-        for res in result.nodes.values():
-            if res.ok and not res.applied:
-                res.message += f"; kubeadm init/join not run: {closed}"
+        for node in ready:
+            if result.nodes[node].ok and not result.nodes[node].applied:
+                result.nodes[node].message += f"; kubeadm init/join not run: {closed}"
         return result
     done = [n for n, r in cluster.items() if r.ok and r.applied]
     if done:
@@ -193,8 +196,5 @@ def with_cluster_side(result: StageResult, cluster: dict[str, NodeResult], close
             before.message += f"; {res.message}"
         else:
             result.nodes[node] = res
-    for node, res in result.nodes.items():
-        if node not in cluster and res.ok and not res.applied:
-            res.message += "; kubeadm init/join not run: the host side did not install kubeadm here"
     result.ok = all(r.ok for r in result.nodes.values())
     return result
