@@ -29,7 +29,7 @@ SCRIPT = r'''#!{python}
 """STAND-IN {tool} for rackctl's tests (a test double, not Kubernetes): records argv, writes kubeadm's files."""
 import json, os, sys
 from pathlib import Path
-NODE, ROOT, CALLS, VERSION = {node!r}, Path({root!r}), Path({calls!r}), {version!r}
+NODE, ROOT, CALLS, VERSION, ADMIN = {node!r}, Path({root!r}), Path({calls!r}), {version!r}, {admin!r}
 CONFIG_DIR = ROOT / "etc" / "kubernetes"
 argv = sys.argv[1:]
 config = argv[argv.index("--config") + 1] if "--config" in argv else None
@@ -72,7 +72,7 @@ elif cmd == "init":
     (CONFIG_DIR / "pki" / "etcd").mkdir(parents=True, exist_ok=True)
     for name in ("ca.crt", "healthcheck-client.crt", "healthcheck-client.key"):
         (CONFIG_DIR / "pki" / "etcd" / name).write_text("STAND-IN\n")
-    (CONFIG_DIR / "admin.conf").write_text("# STAND-IN admin.conf of " + NODE + "\napiVersion: v1\nkind: Config\n")
+    (CONFIG_DIR / "admin.conf").write_text(ADMIN)
     (CONFIG_DIR / "kubelet.conf").write_text("# STAND-IN kubelet.conf\n")
     out("STAND-IN kubeadm: Your Kubernetes control-plane has initialized successfully!")
     out("kubeadm join 10.200.1.10:6443 --token {init_token} --certificate-key {init_key}")  # as kubeadm prints it
@@ -85,8 +85,11 @@ else:
 '''
 
 
-def install(root: Path, node: str, calls: Path, version: str) -> Path:
-    """Write the stand-in kubeadm and etcdctl of ``node`` into ``root/bin``; returns that directory."""
+def install(root: Path, node: str, calls: Path, version: str, admin_conf: str = "") -> Path:
+    """Write the stand-in kubeadm and etcdctl of ``node`` into ``root/bin``; returns that directory.
+
+    ``admin_conf``: what init writes as admin.conf (by default a stand-in kubeconfig that reaches nothing).
+    """
     bin_dir = root / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
     for tool in ("kubeadm", "etcdctl"):
@@ -105,6 +108,7 @@ def install(root: Path, node: str, calls: Path, version: str) -> Path:
                 upload_key=UPLOAD_CERT_KEY,
                 ca_hash=CA_HASH,
                 init_error=INIT_ERROR,
+                admin=admin_conf or f"# STAND-IN admin.conf of {node}\napiVersion: v1\nkind: Config\n",
             )
         )
         path.chmod(0o755)
