@@ -94,7 +94,10 @@ def planned_actions(ctx: StageContext, stage: str) -> list[PlannedAction]:
     for hostname in ctx.nodes:
         node = ctx.node(hostname)
         if hostname == first:
-            what = checks.format("init") + "kubeadm init --upload-certs (skipped where admin.conf exists)"
+            what = (
+                f"{checks.format('init')}kubeadm init --upload-certs (skipped where admin.conf exists); its "
+                f"admin.conf fetched to {ctx.state_dir / KUBECONFIG} (0600)"
+            )
         elif node.is_control_plane:
             what = (
                 f"an etcd snapshot on {first}, then {checks.format('join')}kubeadm join as control plane, one "
@@ -106,11 +109,6 @@ def planned_actions(ctx: StageContext, stage: str) -> list[PlannedAction]:
                 "kubelet.conf exists)"
             )
         actions.append(PlannedAction(stage, hostname, f"playbooks/{CLUSTER_PLAYBOOK} over SSH: {what}{gated}"))
-    actions.append(
-        PlannedAction(
-            stage, None, f"the admin kubeconfig fetched from {first} to {ctx.state_dir / KUBECONFIG} (0600){gated}"
-        )
-    )
     return actions
 
 

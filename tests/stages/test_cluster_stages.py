@@ -160,9 +160,8 @@ def test_cli_json_human_plan_and_journal_say_not_applied(
     assert "kubeadm join as control plane, one control plane at a time" in by_node["cp-02"]
     assert "kubeadm join as worker after the control planes" in by_node["gpu-xe9680-01"]
     assert all("`kubeadm version -o short` on head-01 answers v1." in a for a in by_node.values())
-    fetch = [a for a in planned["stages"][0]["actions"] if "admin kubeconfig fetched from head-01" in a["action"]]
-    assert len(fetch) == 1 and str(tmp_path / "kubeconfig") in fetch[0]["action"]
-    actions = {a["node"]: a for a in planned["stages"][0]["actions"] if a not in kube_host + cluster_side + fetch}
+    assert f"admin.conf fetched to {tmp_path / 'kubeconfig'} (0600)" in by_node["head-01"]
+    actions = {a["node"]: a for a in planned["stages"][0]["actions"] if a not in kube_host + cluster_side}
     assert "kubeadm init on the first control plane" in actions["head-01"]["action"]
     assert "control-plane join" in actions["cp-02"]["action"]
     assert "worker join" in actions["gpu-xe9680-01"]["action"]
