@@ -84,6 +84,8 @@ def host_vars(inv: Inventory, node: Node, access: NodeAccess | None = None) -> d
     return {k: v for k, v in data.items() if v is not None}
 
 
+#: Where a node keeps its rendered kubeadm config (the kubernetes stage's host side puts it there).
+KUBEADM_CONFIG_ON_NODE = "/etc/rackctl/kubeadm.yaml"
 #: the lab's VMs have 1 GiB of memory (a little less once the kernel took its share) and a 1 GiB image:
 #: the in-band checks' production thresholds are lowered there, every check still runs
 LAB_THRESHOLDS = {"preflight_min_memory_mb": 512, "preflight_min_root_free_gb": 0}
@@ -138,6 +140,12 @@ def group_vars(inv: Inventory, site: Mapping[str, Any] | None = None) -> dict[st
             "kube_apiserver_port": k8s.api_port,
             "pod_cidr": str(k8s.pod_cidr),
             "service_cidr": str(k8s.service_cidr),
+            # kubespray's names: where kubeadm keeps admin.conf/kubelet.conf/pki, and where its binary is
+            "kube_config_dir": "/etc/kubernetes",
+            "kubeadm_bin_dir": "/usr/bin",
+            # the node's rendered kubeadm config (placeholders for the token, CA hash and certificate key: the
+            # roles kubeadm_init/kubeadm_join fill them on the node in a 0600 temp file in kube_config_dir)
+            "kubeadm_config_file": KUBEADM_CONFIG_ON_NODE,
         },
         "gpu.yml": {"gpu_operator_enabled": True},
         "fabric_manager.yml": {"fabric_manager_enabled": True},

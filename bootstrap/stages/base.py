@@ -389,6 +389,9 @@ class Stage(ABC):
     #: true when the stage converges a declared state and is safe to repeat (server-side apply): a later ``up``
     #: runs it again although the journal says it completed, so an inventory change reaches the cluster
     reconciles: ClassVar[bool] = False
+    #: true when a stage whose plan only renders (``applies_in`` false) may still apply on some nodes, behind a
+    #: gate only the run can check: the runner then takes each node's ``applied`` (and moves those nodes)
+    applies_behind_gate: ClassVar[bool] = False
     lifecycle: ClassVar[Lifecycle | None] = None
 
     def get_lifecycle(self) -> Lifecycle:

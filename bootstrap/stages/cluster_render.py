@@ -1,10 +1,11 @@
 """What the kubernetes and nvidia stages share: validate a rendered bundle, write it whole, say it is not applied.
 
-Neither stage can apply anything yet (kubeadm, Helm and the node-side NVIDIA steps are not built), so each
-renders its part of ``rackctl render cluster``, validates it the same way the command does
-(:func:`bootstrap.cluster.validate.validate_bundle`: typed kubeadm models, ``kubernetes-validate --strict``,
-CRD schemas where the CRDs are at hand), writes it by rename under ``<state-dir>/<dir>`` and returns a
-:meth:`~bootstrap.stages.base.StageResult.not_applied` result.
+Both stages apply only in parts (host sides, Helm and labels where a cluster exists, kubeadm init/join behind
+their gate; the node-side NVIDIA steps are not built), so each renders its part of ``rackctl render
+cluster``, validates it the same way the command does (:func:`bootstrap.cluster.validate.validate_bundle`:
+typed kubeadm models, ``kubernetes-validate --strict``, CRD schemas where the CRDs are at hand), writes it by
+rename under ``<state-dir>/<dir>`` and returns a :meth:`~bootstrap.stages.base.StageResult.not_applied`
+result.
 """
 
 from __future__ import annotations

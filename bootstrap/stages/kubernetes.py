@@ -22,10 +22,14 @@ order) are also installed or upgraded by Helm when their pinned charts are in ``
 "rendered + validated, not installed: chart X VERSION not in --charts DIR"; a Helm error or a workload not
 ready within ``up --helm-timeout`` fails the stage.
 
-Applying the rest (``kubeadm init`` on the first control plane, control-plane and worker joins) is not built:
-the result is "rendered + validated, not applied" for every node, with what its host side did or why it did
-not run; the runner journals it ``rendered`` and moves no node (see :mod:`bootstrap.stages.runner`). A node
-where the host side failed fails.
+kubeadm init and the joins (:mod:`bootstrap.stages.kubernetes_cluster`, ``playbooks/kubernetes_cluster.yml``)
+run only where the host side has just installed kubeadm at the cluster's version on every control plane and
+``kubeadm version -o short`` on the first answers it (the gate): then per node "initialised", "joined as
+control plane", "joined as worker" or "already joined", the node moved to ``joined``, and the admin
+kubeconfig fetched to ``<state-dir>/kubeconfig``. Elsewhere the result is "rendered + validated, not
+applied" for the node, with what its host side did and why init/join did not run; the runner journals it
+``rendered`` and moves no node (see :mod:`bootstrap.stages.runner`). A node where the host side, init or
+its join failed fails.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from bootstrap.stages.cluster_render import (
     write_not_applied,
 )
 from bootstrap.stages.helm_releases import planned, with_helm_releases
+from bootstrap.stages.kubernetes_cluster import cluster_side, joinable, planned_actions, with_cluster_side
 from bootstrap.stages.kubernetes_host import HOST_PLAYBOOK, host_side, source_described
 from bootstrap.stages.kubernetes_labels import with_live_labels
 
@@ -50,8 +55,9 @@ from bootstrap.stages.kubernetes_labels import with_live_labels
 OUT_DIR = "cluster"
 #: Why nothing is applied (shown as "rendered + validated, not applied: <why>").
 WHY = (
-    "rackctl cannot apply it yet: kubeadm init/join on the nodes are not built, and the charts are installed "
-    "with Helm only where a cluster exists (<state-dir>/kubeconfig) and they are in --charts DIR "
+    "rackctl cannot apply it yet: kubeadm init/join run only once the host side installed kubeadm at the "
+    "cluster's version on every control plane and the first one's kubeadm answers that version, and the charts "
+    "are installed with Helm only where a cluster exists (<state-dir>/kubeconfig) and they are in --charts DIR "
     "(docs/kubernetes.md, 'The kubernetes and nvidia stages of rackctl up')"
 )
 
@@ -86,8 +92,10 @@ class KubernetesStage(ClusterRenderStage):
     name = "kubernetes"
     description = (
         "kubeadm/kubelet/kubectl pinned and held on the nodes over SSH; render + validate kubeadm configs, the API "
-        "VIP, chart values and node labels (init/join not applied yet)"
+        "VIP, chart values and node labels; kubeadm init/join where the nodes' kubeadm answers the pinned version"
     )
+    #: init/join apply behind a gate only the run can check (the host side's report): the plan says "not applied"
+    applies_behind_gate = True
 
     def plan(self, ctx: StageContext) -> list[PlannedAction]:
         inv = ctx.inventory
@@ -111,6 +119,7 @@ class KubernetesStage(ClusterRenderStage):
                     self.name, hostname, f"{node_action(inv, ctx.node(hostname))}; {NOT_APPLIED}", applies=False
                 )
             )
+        actions += planned_actions(ctx, self.name)
         if cluster_for(ctx.state_dir).deployed:
             actions.append(
                 PlannedAction(
@@ -144,6 +153,7 @@ class KubernetesStage(ClusterRenderStage):
         result = write_not_applied(ctx, bundle, out, why=WHY, message=message, checks=checked_by(bundle))
         host = host_side(ctx, out)  # after the bundle is written: the role validates each node's config
         result = with_host_side(result, host, HOST_PLAYBOOK)
+        result = with_cluster_side(result, *cluster_side(ctx, host), joinable(ctx.inventory, host))
         cluster = cluster_for(ctx.state_dir)
         if isinstance(cluster, Kubectl):  # a cluster exists: its nodes get their labels and taints, Helm its charts
             result = with_live_labels(ctx, result, cluster, bundle)

@@ -28,6 +28,8 @@ from bootstrap.stages.base import NodeResult, PlannedAction, Stage, StageContext
 
 #: what a failed run's message keeps of ansible's output
 MESSAGE_LIMIT = 400
+#: how a node's message starts where the play never ran on it
+NOT_REACHED = "the play did not run on this node"
 #: The stage that configures a node in-band (package source, networks, containerd); later stages' host
 #: sides run only after it completed on the node.
 NETWORK_STAGE = "network"
@@ -161,7 +163,7 @@ class PlaybookStage(Stage):
         if outcome is None:
             tail = " ".join(result.output_tail.split())[-MESSAGE_LIMIT:]
             why = f": {tail}" if tail else " (is it in the play's hosts pattern?)"
-            return NodeResult(node, ok=False, message=f"the play did not run on this node{why}")
+            return NodeResult(node, ok=False, message=f"{NOT_REACHED}{why}")
         data: dict[str, Any] = {"tasks_ok": outcome.ok, "changed": outcome.changed}
         if outcome.success and self.facts_var and node in result.facts:
             fact = result.facts[node]

@@ -550,7 +550,14 @@ class Runner:
             self.progress.stage_finished(name, False, outcome.message)
             return self._outcome(journal, run_id, "failed", EXIT_FAILED, f"stage {name!r} crashed: {text}; see {log}")
         failed = self._apply_results(
-            journal, run_id, stage, to_run, result, outcome=outcome, cannot_apply=cannot_apply, applies=applies
+            journal,
+            run_id,
+            stage,
+            to_run,
+            result,
+            outcome=outcome,
+            cannot_apply=cannot_apply,
+            applies=applies or stage.applies_behind_gate,
         )
         ok = result.ok and not failed
         per_node = _per_node_failures(outcome, failed)

@@ -152,7 +152,16 @@ def test_cli_json_human_plan_and_journal_say_not_applied(
     kube_host = [a for a in planned["stages"][0]["actions"] if "playbooks/kubernetes_host.yml" in a["action"]]
     assert {a["node"] for a in kube_host} == set(hostnames) and all(a["applies"] for a in kube_host)
     assert all("kubeadm, kubelet, kubectl 1." in a["action"] and ", held," in a["action"] for a in kube_host)
-    actions = {a["node"]: a for a in planned["stages"][0]["actions"] if a not in kube_host}
+    cluster_side = [a for a in planned["stages"][0]["actions"] if "kubernetes_cluster.yml" in a["action"]]
+    by_node = {a["node"]: a["action"] for a in cluster_side}
+    assert set(by_node) == set(hostnames) and all(a["applies"] for a in cluster_side)  # behind the gate
+    assert "kubeadm init phase preflight on the node's config, then kubeadm init --upload-certs" in by_node["head-01"]
+    assert "an etcd snapshot on head-01, then kubeadm config validate" in by_node["cp-02"]
+    assert "kubeadm join as control plane, one control plane at a time" in by_node["cp-02"]
+    assert "kubeadm join as worker after the control planes" in by_node["gpu-xe9680-01"]
+    assert all("`kubeadm version -o short` on head-01 answers v1." in a for a in by_node.values())
+    assert f"admin.conf fetched to {tmp_path / 'kubeconfig'} (0600)" in by_node["head-01"]
+    actions = {a["node"]: a for a in planned["stages"][0]["actions"] if a not in kube_host + cluster_side}
     assert "kubeadm init on the first control plane" in actions["head-01"]["action"]
     assert "control-plane join" in actions["cp-02"]["action"]
     assert "worker join" in actions["gpu-xe9680-01"]["action"]

@@ -1,0 +1,198 @@
+"""The kubernetes stage's cluster side: kubeadm init and joins over SSH, behind a gate.
+
+``playbooks/kubernetes_cluster.yml`` runs only where the host side (:mod:`bootstrap.stages.kubernetes_host`)
+has just reported kubeadm installed at the cluster's version on every control plane AND ``kubeadm version -o
+short`` on the first control plane answered ``v<version>`` (:func:`gate`). Then, in order: ``kubeadm init
+--upload-certs`` on the first control plane (role ``kubeadm_init``, skipped where ``admin.conf`` exists), the
+other control planes joined one at a time (``serial: 1``), each after an etcd snapshot on the first (roles
+``etcd_snapshot``, ``kubeadm_join``), then the workers (skipped where ``kubelet.conf`` exists). Each node's
+``kubeadm config validate`` and ``kubeadm init|join phase preflight`` run on the resolved config first
+(role ``kubeadm_preflight``). The token, CA hash and certificate key are made on the node / the first control
+plane at that moment and never logged. The admin kubeconfig is fetched to ``<state-dir>/kubeconfig`` (0600,
+written atomically).
+
+Per node: "initialised", "joined as control plane", "joined as worker" or "already joined"; the runner
+moves such a node to ``joined``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from bootstrap.fsutil import atomic_write_bytes
+from bootstrap.inventory.models import Inventory
+from bootstrap.kube import KUBECONFIG
+from bootstrap.stages.base import NOT_APPLIED, NodeResult, PlannedAction, StageContext, StageResult
+from bootstrap.stages.kubernetes_host import HOST_FACTS
+from bootstrap.stages.playbook import NOT_REACHED, PlaybookStage
+
+#: The cluster side's playbook and the fact each node returns (``{action, ...}``).
+CLUSTER_PLAYBOOK = "kubernetes_cluster.yml"
+CLUSTER_FACTS = "kubeadm_cluster_report"
+
+
+def first_control_plane(inv: Inventory) -> str | None:
+    """The control plane kubeadm init runs on (the inventory's first)."""
+    return inv.control_planes[0].hostname if inv.control_planes else None
+
+
+def gate(inv: Inventory, host: dict[str, NodeResult]) -> str | None:
+    """None where init/join may run now, else why not (from what the host side just reported).
+
+    Open only when every control plane is in ``host`` with kubeadm installed at the cluster's version and the
+    first control plane's ``kubeadm version -o short`` answered ``v<version>``.
+    """
+    version = inv.cluster.resolved_versions().kubernetes
+    first = first_control_plane(inv)
+    if first is None:
+        return "the inventory has no control plane"
+    for node in inv.control_planes:
+        res = host.get(node.hostname)
+        if res is None:
+            return f"control plane {node.hostname} is not in this run (init/join need every control plane)"
+        report = res.data.get(HOST_FACTS) or {}
+        kubeadm = str((report.get("installed") or {}).get("kubeadm") or "")
+        if not (res.ok and res.applied) or not kubeadm.startswith(f"{version}-"):
+            return f"the host side did not report kubeadm {version} installed on control plane {node.hostname}"
+    report = host[first].data.get(HOST_FACTS) or {}
+    answer = str(report.get("kubeadm_version") or "").strip()
+    if answer != f"v{version}":
+        error = report.get("kubeadm_version_error") or "no output"
+        said = f"answered {answer!r}" if answer else f"did not answer ({error})"
+        return f"`kubeadm version -o short` on {first} {said}, not v{version}"
+    return None
+
+
+def joinable(inv: Inventory, host: dict[str, NodeResult]) -> list[str]:
+    """The nodes the cluster side runs on: those the host side installed kubeadm at the version on."""
+    version = inv.cluster.resolved_versions().kubernetes
+    out = []
+    for node, res in host.items():
+        kubeadm = str(((res.data.get(HOST_FACTS) or {}).get("installed") or {}).get("kubeadm") or "")
+        if res.ok and res.applied and kubeadm.startswith(f"{version}-"):
+            out.append(node)
+    return out
+
+
+def planned_actions(ctx: StageContext, stage: str) -> list[PlannedAction]:
+    """What the cluster side would do on each node of ``ctx`` (where the gate opens at run time)."""
+    inv = ctx.inventory
+    first = first_control_plane(inv)
+    if first is None:
+        return []
+    version = inv.cluster.resolved_versions().kubernetes
+    gated = (
+        f"; only where the host side installed kubeadm {version} on every control plane and `kubeadm version -o "
+        f"short` on {first} answers v{version}, else {NOT_APPLIED}"
+    )
+    checks = "kubeadm config validate + kubeadm {} phase preflight on the node's config, then "
+    actions = []
+    for hostname in ctx.nodes:
+        node = ctx.node(hostname)
+        if hostname == first:
+            what = (
+                f"{checks.format('init')}kubeadm init --upload-certs (skipped where admin.conf exists); its "
+                f"admin.conf fetched to {ctx.state_dir / KUBECONFIG} (0600)"
+            )
+        elif node.is_control_plane:
+            what = (
+                f"an etcd snapshot on {first}, then {checks.format('join')}kubeadm join as control plane, one "
+                "control plane at a time (skipped where kubelet.conf exists)"
+            )
+        else:
+            what = (
+                f"{checks.format('join')}kubeadm join as worker after the control planes (skipped where "
+                "kubelet.conf exists)"
+            )
+        actions.append(PlannedAction(stage, hostname, f"playbooks/{CLUSTER_PLAYBOOK} over SSH: {what}{gated}"))
+    return actions
+
+
+class KubernetesClusterPlay(PlaybookStage):
+    """The kubernetes stage's cluster side: ``playbooks/kubernetes_cluster.yml`` (run by the stage)."""
+
+    name = "kubernetes"
+    description = "kubeadm init on the first control plane, control planes then workers joined"
+    playbook = CLUSTER_PLAYBOOK
+    facts_var = CLUSTER_FACTS
+
+    def __init__(self, fetch_dir: Path) -> None:
+        self.fetch_dir = fetch_dir
+
+    def extravars(self, ctx: StageContext) -> dict[str, Any]:
+        return {"kubeadm_kubeconfig_fetch_dir": str(self.fetch_dir), **super().extravars(ctx)}
+
+
+def cluster_side(ctx: StageContext, host: dict[str, NodeResult]) -> tuple[dict[str, NodeResult], str | None]:
+    """Run the cluster side where :func:`gate` opens; returns per node what it did, and why it did not run.
+
+    A node it ran on and reported carries ``applied`` and its action; a failed node carries Ansible's message;
+    a node the play never reached after the first control plane failed says so.
+    """
+    why = gate(ctx.inventory, host)
+    if why is not None:
+        return {}, why
+    nodes = joinable(ctx.inventory, host)
+    first = first_control_plane(ctx.inventory)
+    fetch_dir = Path(tempfile.mkdtemp(prefix=".kubeconfig-fetch.", dir=ctx.state_dir))  # 0700
+    try:
+        played = KubernetesClusterPlay(fetch_dir).run(dataclasses.replace(ctx, nodes=nodes))
+        fetched = fetch_dir / "admin.conf"
+        if fetched.is_file():
+            atomic_write_bytes(ctx.state_dir / KUBECONFIG, fetched.read_bytes(), mode=0o600)
+    finally:
+        shutil.rmtree(fetch_dir, ignore_errors=True)
+    failed = [n for n in nodes if n in played.nodes and not played.nodes[n].ok and n not in unreached(played)]
+    out: dict[str, NodeResult] = {}
+    for node in nodes:
+        res = played.nodes[node]
+        report = res.data.get(CLUSTER_FACTS) or {}
+        if res.ok and report.get("action"):
+            text = str(report["action"])
+            if report.get("etcd_snapshot"):
+                text += f" (etcd snapshot {report['etcd_snapshot']} on {first} first)"
+            out[node] = NodeResult(node, ok=True, message=text, changed=res.changed, data=res.data)
+        elif node in unreached(played) and failed:  # the play stopped at another node's failure
+            why = f"not joined: the play stopped after {', '.join(failed)} failed"
+            out[node] = NodeResult(node, ok=True, message=why, applied=False)
+        else:
+            out[node] = res
+    return out, None
+
+
+def unreached(played: StageResult) -> list[str]:
+    """The nodes the play never ran on (it stops at a failed init or control-plane join)."""
+    return [n for n, r in played.nodes.items() if not r.ok and r.message.startswith(NOT_REACHED)]
+
+
+def with_cluster_side(
+    result: StageResult, cluster: dict[str, NodeResult], closed: str | None, ready: list[str]
+) -> StageResult:
+    """``result`` (rendered, host side merged) with what the cluster side did: a node it initialised or joined
+    is applied, with its action first; a failed node's result replaces the rendered one. ``closed`` (the
+    gate's reason) is added to the ``ready`` nodes (kubeadm installed at the version); the others' host side
+    already says why (packages missing, not run, failed)."""
+    if closed is not None:
+        for node in ready:
+            if result.nodes[node].ok and not result.nodes[node].applied:
+                result.nodes[node].message += f"; kubeadm init/join not run: {closed}"
+        return result
+    done = [n for n, r in cluster.items() if r.ok and r.applied]
+    if done:
+        result.message += f"; kubeadm init/join applied on {', '.join(done)} (playbooks/{CLUSTER_PLAYBOOK})"
+    for node, res in cluster.items():
+        before = result.nodes[node]
+        if res.ok and res.applied:
+            data = {**before.data, **res.data}
+            message = f"{res.message} (playbooks/{CLUSTER_PLAYBOOK}); {before.message}"
+            result.nodes[node] = NodeResult(node, ok=True, message=message, changed=res.changed, data=data)
+        elif res.ok:
+            before.message += f"; {res.message}"
+        else:
+            result.nodes[node] = res
+    result.ok = all(r.ok for r in result.nodes.values())
+    return result

@@ -1,0 +1,122 @@
+"""STAND-IN kubeadm and etcdctl for the cluster side's tests (test doubles: a real kubeadm >= 1.22 cannot run here).
+
+:func:`install` writes, for one "node" (all nodes are this machine, each with its own directory), a
+``kubeadm`` and an ``etcdctl`` script into ``<node>/bin``. Each records every invocation (node, argv, the
+``--config`` file's contents) as one JSON line in a shared calls file, prints "STAND-IN" in its output, and
+writes what the real one writes (``admin.conf`` and the etcd PKI on init, ``kubelet.conf`` on join, the
+snapshot file) under the node's own ``kube_config_dir``. What it answers is fixed below; a ``fail-init``
+file in the node's directory makes init fail the way kubeadm does (stderr, rc 1). It refuses a config that
+still holds one of the rendered placeholders, as a real kubeadm would refuse a malformed token.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+#: What the stand-in hands out: values shaped like the real ones, unique enough to grep every output for.
+INIT_TOKEN = "inittk.secretinittoken1"  # a test double's token
+JOIN_TOKEN = "jointk.secretjointoken1"
+INIT_CERT_KEY = "c0ffee" * 10 + "c0ff"
+UPLOAD_CERT_KEY = "d00d" * 16
+CA_HASH = "sha256:" + "ab" * 32
+SECRETS = (INIT_TOKEN, JOIN_TOKEN, INIT_CERT_KEY, UPLOAD_CERT_KEY, CA_HASH)
+INIT_ERROR = "error execution phase wait-control-plane: STAND-IN kubelet did not come up (timed out after 4m0s)"
+
+SCRIPT = r'''#!{python}
+"""STAND-IN {tool} for rackctl's tests (a test double, not Kubernetes): records argv, writes kubeadm's files."""
+import json, os, sys
+from pathlib import Path
+NODE, ROOT, CALLS, VERSION, ADMIN = {node!r}, Path({root!r}), Path({calls!r}), {version!r}, {admin!r}
+CONFIG_DIR = ROOT / "etc" / "kubernetes"
+argv = sys.argv[1:]
+config = argv[argv.index("--config") + 1] if "--config" in argv else None
+text = Path(config).read_text() if config else None
+with CALLS.open("a") as fh:
+    fh.write(json.dumps({{"node": NODE, "tool": {tool!r}, "argv": argv, "config": text,
+                         "env": {{"ETCDCTL_API": os.environ.get("ETCDCTL_API")}}}}) + "\n")
+def out(line):
+    print(line)
+def fail(line):
+    sys.stderr.write(line + "\n")
+    sys.exit(1)
+if {tool!r} == "etcdctl":
+    Path(argv[-1]).write_text("STAND-IN etcd snapshot of " + NODE + "\n")
+    out("STAND-IN etcdctl: Snapshot saved at " + argv[-1])
+    sys.exit(0)
+if text is not None and "${{KUBEADM_" in text:
+    fail("STAND-IN kubeadm: a placeholder is left in " + config)
+cmd = " ".join(a for i, a in enumerate(argv) if not a.startswith("-") and not (i and argv[i - 1].startswith("-")))
+if argv[:2] == ["version", "-o"]:
+    out("v" + VERSION)
+elif cmd == "token generate":
+    out({init_token!r})
+elif cmd == "certs certificate-key":
+    out({init_key!r})
+elif argv[:2] == ["config", "validate"] or cmd.endswith("phase preflight"):
+    out("STAND-IN kubeadm: " + cmd + " accepted " + config)
+elif cmd == "init phase upload-certs":
+    if not Path(argv[argv.index("--kubeconfig") + 1]).exists():
+        fail("STAND-IN kubeadm: no admin.conf")
+    out("[upload-certs] Using certificate key:")
+    out({upload_key!r})
+elif cmd == "token create":
+    if not Path(argv[argv.index("--kubeconfig") + 1]).exists():
+        fail("STAND-IN kubeadm: no admin.conf")
+    out("kubeadm join 10.200.1.10:6443 --token {join_token} --discovery-token-ca-cert-hash {ca_hash}")
+elif cmd == "init":
+    if (ROOT / "fail-init").exists():
+        fail({init_error!r})
+    (CONFIG_DIR / "pki" / "etcd").mkdir(parents=True, exist_ok=True)
+    for name in ("ca.crt", "healthcheck-client.crt", "healthcheck-client.key"):
+        (CONFIG_DIR / "pki" / "etcd" / name).write_text("STAND-IN\n")
+    (CONFIG_DIR / "admin.conf").write_text(ADMIN)
+    (CONFIG_DIR / "kubelet.conf").write_text("# STAND-IN kubelet.conf\n")
+    out("STAND-IN kubeadm: Your Kubernetes control-plane has initialized successfully!")
+    out("kubeadm join 10.200.1.10:6443 --token {init_token} --certificate-key {init_key}")  # as kubeadm prints it
+elif cmd == "join":
+    CONFIG_DIR.mkdir(parents=True, exist_ok=True)
+    (CONFIG_DIR / "kubelet.conf").write_text("# STAND-IN kubelet.conf\n")
+    out("STAND-IN kubeadm: This node has joined the cluster")
+else:
+    fail("STAND-IN kubeadm: unknown command " + " ".join(argv))
+'''
+
+
+def install(root: Path, node: str, calls: Path, version: str, admin_conf: str = "") -> Path:
+    """Write the stand-in kubeadm and etcdctl of ``node`` into ``root/bin``; returns that directory.
+
+    ``admin_conf``: what init writes as admin.conf (by default a stand-in kubeconfig that reaches nothing).
+    """
+    bin_dir = root / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for tool in ("kubeadm", "etcdctl"):
+        path = bin_dir / tool
+        path.write_text(
+            SCRIPT.format(
+                python=sys.executable,
+                tool=tool,
+                node=node,
+                root=str(root),
+                calls=str(calls),
+                version=version,
+                init_token=INIT_TOKEN,
+                join_token=JOIN_TOKEN,
+                init_key=INIT_CERT_KEY,
+                upload_key=UPLOAD_CERT_KEY,
+                ca_hash=CA_HASH,
+                init_error=INIT_ERROR,
+                admin=admin_conf or f"# STAND-IN admin.conf of {node}\napiVersion: v1\nkind: Config\n",
+            )
+        )
+        path.chmod(0o755)
+    return bin_dir
+
+
+def calls(path: Path) -> list[dict[str, Any]]:
+    """The recorded invocations, in order."""
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

@@ -1,0 +1,300 @@
+"""The kubernetes stage's cluster side (playbooks/kubernetes_cluster.yml) over real SSH, with a STAND-IN kubeadm.
+
+Run by the project's Ansible driver (ansible-runner) against four loopback sshd "nodes" (the ``rack``
+pattern of tests/ansible/test_playbook_stage.py: pinned host keys, the relay as ProxyCommand): head-01,
+cp-02, cp-03 (control planes) and gpu-01 (worker). Every node is THIS machine, so every path the roles use
+(``kube_config_dir``, ``kubeadm_bin_dir``, the node's kubeadm config, the snapshot directory) is pointed into
+the test's tmp_path. kubeadm and etcdctl there are STAND-INS (tests/ansible/kubeadm_standin.py): a real
+kubeadm >= 1.22 cannot run here. They record each call and write the files the real ones write; no
+cluster is built. What is real: Ansible, SSH, the roles' order, serial joins, idempotence, no_log, the
+driver's artefacts, the stage's gate and messages, the kubeconfig fetch, the journal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sqlite3
+import subprocess
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bootstrap.cluster.render import render_cluster
+from bootstrap.inventory import load_inventory
+from bootstrap.journal.states import NodeState
+from bootstrap.journal.store import STAGE_STEP, Journal
+from bootstrap.provision.hostkeys import ensure_host_key, known_hosts_path, write_known_hosts
+from bootstrap.stages.base import NodeResult, RunOptions, StageContext
+from bootstrap.stages.kubernetes_cluster import cluster_side, gate
+from bootstrap.stages.kubernetes_host import HOST_FACTS
+from bootstrap.stages.playbook import runs_dir
+from bootstrap.stages.runner import Runner, select
+from tests.ansible import kubeadm_standin as standin
+from tests.ansible.test_playbook_stage import SSHD, Recorder, RelayEnvironment
+from tests.lab.vmlab import write_inventory
+from tests.sshnode import start_ssh_node
+
+pytestmark = pytest.mark.skipif(
+    not Path(SSHD).exists(), reason="openssh-server not installed (scripts/setup.sh installs it)"
+)
+
+NODES = ["head-01", "cp-02", "cp-03", "gpu-01"]
+CONTROL_PLANES = ["head-01", "cp-02", "cp-03"]
+
+
+@dataclasses.dataclass
+class Rack:
+    ctx: StageContext
+    root: Path
+    calls: Path
+    version: str
+
+    def node_dir(self, node: str) -> Path:
+        return self.root / "nodes" / node
+
+    def recorded(self) -> list[dict]:
+        return standin.calls(self.calls)
+
+
+@pytest.fixture
+def rack(tmp_path: Path):
+    """Four installed, networked nodes (sshd on loopback), each with its rendered kubeadm config and a
+    stand-in kubeadm/etcdctl in its own directory; a StageContext whose extravars point the roles there."""
+    client = tmp_path / "admin" / "id_ed25519"
+    client.parent.mkdir()
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(client)], check=True)
+    path = write_inventory(tmp_path, NODES[1:], client.with_suffix(".pub").read_text().strip())
+    data = yaml.safe_load(path.read_text())
+    for node in data["nodes"]:
+        if node["hostname"].startswith("cp-"):
+            node.update(role="control-plane", model="R660")
+            node.pop("gpus", None)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    inventory = load_inventory(path)
+    version = inventory.cluster.resolved_versions().kubernetes
+    state = tmp_path / "state"
+    root = tmp_path / "rack"
+    calls = root / "calls.jsonl"
+    pins, sshds = {}, {}
+    bundle = {f.path: f.content() for f in render_cluster(inventory).files}
+    for hostname in NODES:
+        pins[hostname] = (ensure_host_key(state, hostname), [str(inventory.node(hostname).address_on("pxe"))])
+        node_dir = root / "nodes" / hostname
+        standin.install(node_dir, hostname, calls, version)
+        config = node_dir / "etc" / "rackctl" / "kubeadm.yaml"
+        config.parent.mkdir(parents=True)
+        config.write_text(bundle[f"kubeadm/{hostname}.yaml"])
+        sshds[hostname] = start_ssh_node(
+            tmp_path / "sshd" / hostname, host_key=pins[hostname][0].private_path, client_key=client
+        )
+    write_known_hosts(known_hosts_path(state), pins)
+    port_map = tmp_path / "ports.json"
+    port_map.write_text(json.dumps({pins[h][1][0]: sshds[h].port for h in NODES}))
+    per_node = f"{root}/nodes/{{{{ inventory_hostname }}}}"
+    extravars = {
+        "kube_config_dir": f"{per_node}/etc/kubernetes",
+        "kubeadm_bin_dir": f"{per_node}/bin",
+        "kubeadm_config_file": f"{per_node}/etc/rackctl/kubeadm.yaml",
+        "etcd_snapshot_dir": f"{root}/snapshots",
+    }
+    options = RunOptions(environment=RelayEnvironment(client, port_map), extra={"kubernetes": {"extravars": extravars}})
+    with Journal(state) as journal:
+        journal.register_nodes([n.hostname for n in inventory.nodes])
+        run_id = journal.begin_run("test: cluster side")
+        ctx = StageContext("kubernetes", inventory, NODES, journal, state, run_id, options, Recorder())
+        yield Rack(ctx, root, calls, version)
+    for sshd in sshds.values():
+        sshd.stop()
+
+
+def host_reports(rack: Rack, **first: str) -> dict[str, NodeResult]:
+    """What the host side reports where it installed kubeadm (a STAND-IN for its apt run: no Kubernetes
+    package can be installed here); ``first``: fields overriding the first control plane's report."""
+    out = {}
+    for node in NODES:
+        report = {
+            "installed": {p: f"{rack.version}-1.1" for p in ("kubeadm", "kubelet", "kubectl")},
+            "kubeadm_version": f"v{rack.version}",
+        }
+        if node == NODES[0]:
+            report |= first
+        out[node] = NodeResult(node, ok=True, message="host side applied", data={HOST_FACTS: report})
+    return out
+
+
+def command(argv: list[str]) -> str:
+    """The subcommand words of a recorded call (``init phase preflight``), without flags and their values."""
+    words = [a for i, a in enumerate(argv) if not a.startswith("-") and not (i and argv[i - 1] in VALUED)]
+    return " ".join(w for w in words if not w.startswith("/"))
+
+
+#: the flags the roles pass a separate value to
+VALUED = {"--config", "--ttl", "--kubeconfig"}
+
+
+def everything_written(rack: Rack) -> str:
+    """Every output of the runs: ansible-runner's artefacts (stdout, events), the journal, the kubeconfig."""
+    texts = [p.read_text(errors="replace") for p in runs_dir(rack.ctx.state_dir).rglob("*") if p.is_file()]
+    with closing(sqlite3.connect(rack.ctx.journal.path)) as db:
+        journal = "\n".join(db.iterdump())
+    return "\n".join(texts) + journal
+
+
+def test_init_then_control_planes_one_at_a_time_then_workers_and_a_second_run_changes_nothing(rack: Rack) -> None:
+    """The order on the nodes, the secrets' path (made on the node, in the config, never in any output),
+    the kubeconfig fetched 0600, and a second run that joins nothing again."""
+    results, closed = cluster_side(rack.ctx, host_reports(rack))
+    assert closed is None
+    assert {n: (r.ok, r.applied) for n, r in results.items()} == dict.fromkeys(NODES, (True, True)), results
+    assert results["head-01"].message == "initialised"
+    for cp in ("cp-02", "cp-03"):
+        assert results[cp].message.startswith("joined as control plane (etcd snapshot ")
+        assert results[cp].message.endswith(" on head-01 first)")
+    assert results["gpu-01"].message == "joined as worker"
+
+    calls = rack.recorded()
+    steps = [(c["node"], c["tool"], command(c["argv"])) for c in calls]
+    init_at = steps.index(("head-01", "kubeadm", "init"))
+    assert steps[:init_at] == [
+        ("head-01", "kubeadm", "token generate"),
+        ("head-01", "kubeadm", "certs certificate-key"),
+        ("head-01", "kubeadm", "config validate"),
+        ("head-01", "kubeadm", "init phase preflight"),
+    ], steps
+    init = calls[init_at]
+    assert "--upload-certs" in init["argv"]
+    assert standin.INIT_TOKEN in init["config"] and standin.INIT_CERT_KEY in init["config"]  # filled on the node
+    # each other control plane, one after the other: token + certificates on head-01, checks, snapshot, join
+    per_cp = [
+        ("head-01", "kubeadm", "token create"),
+        ("head-01", "kubeadm", "init phase upload-certs"),
+        ("{cp}", "kubeadm", "config validate"),
+        ("{cp}", "kubeadm", "join phase preflight"),
+        ("head-01", "etcdctl", "snapshot save"),
+        ("{cp}", "kubeadm", "join"),
+    ]
+    after = steps[init_at + 1 :]
+    expected = [(n.format(cp=cp), t, s) for cp in ("cp-02", "cp-03") for n, t, s in per_cp]
+    assert after[: len(expected)] == expected, after
+    assert after[len(expected) :] == [
+        ("head-01", "kubeadm", "token create"),
+        ("gpu-01", "kubeadm", "config validate"),
+        ("gpu-01", "kubeadm", "join phase preflight"),
+        ("gpu-01", "kubeadm", "join"),
+    ], after
+    joins = [c for c in calls if c["argv"][0] == "join" and c["tool"] == "kubeadm"]
+    for join in joins:
+        assert standin.JOIN_TOKEN in join["config"] and standin.CA_HASH in join["config"]
+        assert (standin.UPLOAD_CERT_KEY in join["config"]) == (join["node"] != "gpu-01")
+        assert "${KUBEADM_" not in join["config"]
+    snapshots = [c for c in calls if c["tool"] == "etcdctl"]
+    assert all(c["env"]["ETCDCTL_API"] == "3" for c in snapshots)
+    assert all(f"--cacert={rack.node_dir('head-01')}/etc/kubernetes/pki/etcd/ca.crt" in c["argv"] for c in snapshots)
+    assert sorted(p.name.split("-2")[0] for p in (rack.root / "snapshots").iterdir()) == [
+        "etcd-before-join-cp-02",
+        "etcd-before-join-cp-03",
+    ]
+    # the resolved configs were temp files, removed; the node's own config still holds only placeholders
+    for node in NODES:
+        assert not list((rack.node_dir(node) / "etc" / "kubernetes").glob("rackctl-kubeadm-*"))
+        assert "${KUBEADM_BOOTSTRAP_TOKEN}" in (rack.node_dir(node) / "etc" / "rackctl" / "kubeadm.yaml").read_text()
+    kubeconfig = rack.ctx.state_dir / "kubeconfig"
+    assert kubeconfig.read_text().startswith("# STAND-IN admin.conf of head-01")
+    assert kubeconfig.stat().st_mode & 0o777 == 0o600
+    assert not list(rack.ctx.state_dir.glob(".kubeconfig-fetch.*"))
+
+    again, closed = cluster_side(rack.ctx, host_reports(rack))
+    assert closed is None
+    assert {n: (r.ok, r.message) for n, r in again.items()} == dict.fromkeys(NODES, (True, "already joined"))
+    assert [command(c["argv"]) for c in rack.recorded()[len(calls) :]] == []  # not even the checks
+
+    written = everything_written(rack)
+    assert "kubeadm_cluster_report" in written and "etcd-before-join-cp-02" in written  # artefacts and journal read
+    for secret in standin.SECRETS:
+        assert secret not in written, secret
+
+
+def test_a_failed_init_stops_the_joins_and_names_the_node_and_kubeadms_error(rack: Rack) -> None:
+    (rack.node_dir("head-01") / "fail-init").write_text("")
+    results, closed = cluster_side(rack.ctx, host_reports(rack))
+    assert closed is None
+    head = results["head-01"]
+    assert not head.ok and "kubeadm init failed on head-01 (rc 1)" in head.message, head
+    assert standin.INIT_ERROR in head.message
+    for node in NODES[1:]:
+        assert results[node].ok and not results[node].applied, results[node]
+        assert results[node].message == "not joined: the play stopped after head-01 failed"
+    recorded = rack.recorded()
+    assert [command(c["argv"]) for c in recorded] == [
+        "token generate",
+        "certs certificate-key",
+        "config validate",
+        "init phase preflight",
+        "init",
+    ]
+    assert {c["node"] for c in recorded} == {"head-01"}  # nothing ran on the others, nothing was joined
+    assert not (rack.ctx.state_dir / "kubeconfig").exists()
+    for node in NODES:
+        assert not (rack.node_dir(node) / "etc" / "kubernetes" / "kubelet.conf").exists()
+        assert not list((rack.node_dir(node) / "etc" / "kubernetes").glob("rackctl-kubeadm-*"))
+    written = everything_written(rack) + head.message
+    for secret in standin.SECRETS:
+        assert secret not in written, secret
+
+
+def test_the_gate_stays_closed_unless_every_control_plane_has_the_pinned_kubeadm(rack: Rack) -> None:
+    inv, version = rack.ctx.inventory, rack.version
+    assert gate(inv, host_reports(rack)) is None
+    closed = gate(inv, host_reports(rack, kubeadm_version="", kubeadm_version_error="rc 1: "))
+    assert closed == f"`kubeadm version -o short` on head-01 did not answer (rc 1: ), not v{version}"
+    closed = gate(inv, host_reports(rack, kubeadm_version="v1.20.2"))
+    assert closed == f"`kubeadm version -o short` on head-01 answered 'v1.20.2', not v{version}"
+    missing = host_reports(rack)
+    missing["cp-03"].data[HOST_FACTS]["installed"] = {}
+    assert gate(inv, missing) == f"the host side did not report kubeadm {version} installed on control plane cp-03"
+    not_run = host_reports(rack)
+    not_run["cp-02"] = NodeResult("cp-02", ok=True, message="host side not run: ...", applied=False)
+    assert gate(inv, not_run) == f"the host side did not report kubeadm {version} installed on control plane cp-02"
+    limited = {n: r for n, r in host_reports(rack).items() if n != "cp-03"}
+    assert gate(inv, limited) == "control plane cp-03 is not in this run (init/join need every control plane)"
+    # a closed gate runs nothing
+    results, why = cluster_side(rack.ctx, limited)
+    assert results == {} and why and rack.recorded() == []
+
+
+def test_up_runs_the_cluster_side_where_the_gate_opens_and_moves_the_nodes_to_joined(
+    rack: Rack, kube_apiserver, kube, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``up --stages kubernetes`` through the real runner and journal. Two stand-ins: the host side's report
+    (its apt install cannot run here: no Kubernetes package is reachable) and, on head-01, a stand-in init
+    whose admin.conf is the real kube-apiserver 1.20.2's kubeconfig, where the test registers the Nodes (the
+    kubelets' part after a join). The stage then applies the node labels to that server."""
+    state = rack.ctx.state_dir
+    admin = kube_apiserver.write_kubeconfig(rack.root / "real-admin.conf").read_text()
+    standin.install(rack.node_dir("head-01"), "head-01", rack.calls, rack.version, admin_conf=admin)
+    for node in NODES:
+        kube.node(node)  # the kubelet registering its Node after the join (a stand-in: no kubelet runs here)
+        for to in (NodeState.DISCOVERED, NodeState.CONFIGURED, NodeState.PROVISIONING, NodeState.PROVISIONED):
+            rack.ctx.journal.transition(node, to, "test: installed")
+        journal = rack.ctx.journal
+        journal.record_step(rack.ctx.run_id, node, "network", STAGE_STEP, status="completed", destructive=False)
+    rack.ctx.journal.finish_run(rack.ctx.run_id, "completed")
+    monkeypatch.setattr("bootstrap.stages.kubernetes.host_side", lambda ctx, out: host_reports(rack))
+    inventory = rack.ctx.inventory
+    selection = select(inventory, stages=["kubernetes"], limit=NODES)
+    outcome = Runner(inventory, state, selection, options=rack.ctx.options, progress=Recorder()).run()
+
+    stage = outcome.stages[0].as_dict()
+    nodes = stage["nodes"]
+    assert {n: r["status"] for n, r in nodes.items()} == dict.fromkeys(NODES, "completed"), outcome.as_dict()
+    assert nodes["head-01"]["message"].startswith("initialised (playbooks/kubernetes_cluster.yml); ")
+    assert nodes["cp-03"]["message"].startswith("joined as control plane (etcd snapshot ")
+    assert nodes["gpu-01"]["message"].startswith("joined as worker (playbooks/kubernetes_cluster.yml); ")
+    assert all("labels/taints applied" in r["message"] for r in nodes.values()), nodes
+    assert (state / "kubeconfig").read_text() == admin
+    with Journal(state, readonly=True) as journal:
+        assert {n: journal.state(n) for n in NODES} == dict.fromkeys(NODES, NodeState.JOINED)
+    assert kube.get_node("gpu-01")["metadata"]["labels"]  # the labels reached the real server
