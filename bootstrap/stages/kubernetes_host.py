@@ -123,8 +123,10 @@ def report_message(report: dict[str, Any], source: str, hint: str = "") -> str:
     )
     if report.get("config_validated"):
         said = " ".join(str(line).strip() for line in report.get("validate_output") or [] if str(line).strip())
-        text += f"; kubeadm config validate --config {report.get('config')} passed on the node" + (
-            f" ({said})" if said else ""
+        text += (
+            f"; kubeadm config validate --config {report.get('config')} passed on the node (read from a 0600 copy "
+            "with well-formed dummies for the bootstrap token, certificate key and CA hash, which are made at "
+            "init/join)" + (f" ({said})" if said else "")
         )
     else:
         text += "; the kubeadm config was not validated on the node (kubeadm config validate needs 1.26)"
