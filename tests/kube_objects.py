@@ -503,7 +503,7 @@ class DevicePluginStandIn(BackgroundPoller):
     ``operator`` (``namespace/name``) exists, and ``delay_s`` later (a device plugin starts minutes after the
     operator's install), writes each node's ``nvidia.com/gpu`` capacity and allocatable (``gpus``: node -> count)
     through the status subresource and its ``nvidia.com/gpu.product`` label (``products``: node -> label).
-    ``written`` holds the monotonic time of the write, once done."""
+    ``written`` holds the monotonic time the writes began, once they are done."""
 
     thread_name = "device-plugin-stand-in"
 
@@ -530,6 +530,7 @@ class DevicePluginStandIn(BackgroundPoller):
         path = f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}"
         if self.kube.server.request("GET", path).status_code != 200 or self.pause(self.delay_s):
             return
+        began = time.monotonic()  # a watcher may see the first node's GPUs before the last write returns
         for node, count in self.gpus.items():
             gpus = {"nvidia.com/gpu": str(count)}
             self.kube.call(
@@ -540,4 +541,4 @@ class DevicePluginStandIn(BackgroundPoller):
             )
             labels = {"nvidia.com/gpu.product": self.products[node]}
             self.kube.call("PATCH", f"/api/v1/nodes/{node}", {"metadata": {"labels": labels}}, headers=MERGE)
-        self.written = time.monotonic()
+        self.written = began

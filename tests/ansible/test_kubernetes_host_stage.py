@@ -77,7 +77,10 @@ def test_where_the_sources_lack_the_packages_nothing_changes_and_the_node_says_s
     assert not SOURCES.exists() and not CONFIG.exists()
     # gpu-02 serves a host key rackctl never pinned: the host side fails there, and only there
     assert stage.nodes["gpu-02"]["status"] == "failed"
-    assert "host key verification failed" in stage.nodes["gpu-02"]["message"].lower()
+    # ssh refuses the unpinned key; under load Ansible may write to the exited ssh first and report that instead
+    # (a race in its ssh connection plugin: "Data could not be sent ... Broken pipe"), still failing the node
+    said = stage.nodes["gpu-02"]["message"].lower()
+    assert "host key verification failed" in said or "data could not be sent to remote host" in said, said
     assert not outcome.ok
     with Journal(state, readonly=True) as journal:
         assert journal.state("gpu-01") is NodeState.PROVISIONED  # nothing applied that moves it
