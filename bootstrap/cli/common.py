@@ -71,15 +71,18 @@ def node_options(func: F) -> F:
     return inventory_option(state_dir_option(limit_option(func)))
 
 
-def seconds_option(flag: str, dest: str, *, minimum: float, default: float, help_text: str) -> Callable[[F], F]:
-    """Add ``FLAG S``: a number of seconds, at least ``minimum`` (its default shown in ``--help``)."""
+def seconds_option(
+    flag: str, dest: str, *, minimum: float, default: float | None, help_text: str, metavar: str = "S"
+) -> Callable[[F], F]:
+    """Add ``FLAG S``: a number of seconds, at least ``minimum``; a ``default`` is shown in ``--help``, None
+    leaves it to the stage (``help_text`` then says what it is)."""
     return click.option(
         flag,
         dest,
         type=click.FloatRange(min=minimum),
         default=default,
-        show_default=True,
-        metavar="S",
+        show_default=default is not None,
+        metavar=metavar,
         help=help_text,
     )
 

@@ -20,6 +20,7 @@ from bootstrap.cli.common import (
     inventory_option,
     json_option,
     limit_option,
+    seconds_option,
     state_dir_option,
 )
 from bootstrap.cli.validate_options import validate_extra, validate_options
@@ -178,20 +179,22 @@ def plan_cmd(
     is_flag=True,
     help="Let the firmware stage roll the baseline out (as `rackctl firmware apply`); without it, it only compares.",
 )
-@click.option(
+@seconds_option(
     "--triton-timeout",
-    type=click.FloatRange(min=1),
+    "triton_timeout",
+    minimum=1,
     default=None,
     metavar="SECONDS",
-    help="Where a cluster exists: how long the triton stage waits for each model's Deployment to be ready "
+    help_text="Where a cluster exists: how long the triton stage waits for each model's Deployment to be ready "
     "(default 600).",
 )
-@click.option(
+@seconds_option(
     "--helm-timeout",
-    type=click.FloatRange(min=1),
+    "helm_timeout",
+    minimum=1,
     default=None,
     metavar="SECONDS",
-    help="Where a cluster exists: how long Helm's install/upgrade of each release, and then the wait for its "
+    help_text="Where a cluster exists: how long Helm's install/upgrade of each release, and then the wait for its "
     "workloads to be ready, may take (kubernetes, nvidia stages; default 600 each).",
 )
 @validate_options

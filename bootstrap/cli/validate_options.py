@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from bootstrap.cli.common import seconds_option
 from bootstrap.stages.nvidia_validate import DEFAULT_TIMEOUT_S, ValidateOptions
 
 
@@ -18,12 +19,13 @@ def validate_options(func: Any) -> Any:
         help="Where the nvidia stage validates the cluster: also run nccl-tests' all_reduce_perf on every node "
         "with SXM GPUs.",
     )(func)
-    func = click.option(
+    func = seconds_option(
         "--validate-timeout",
-        type=click.FloatRange(min=1),
+        "validate_timeout",
+        minimum=1,
         default=None,
         metavar="SECONDS",
-        help="Where a cluster exists: how long the nvidia stage polls the read-only checks until they pass "
+        help_text="Where a cluster exists: how long the nvidia stage polls the read-only checks until they pass "
         f"(GPUs advertised, nodes Ready), then how long the CUDA smoke Jobs may take (default {DEFAULT_TIMEOUT_S:g} "
         "each).",
     )(func)

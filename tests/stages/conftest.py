@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ from bootstrap.stages.base import (
     register_stage,
 )
 from bootstrap.triton.server import TritonServer
+from tests.cluster.apiserver import ApiServer
+from tests.kube_objects import KubeObjects
 from tests.triton_serving import host_address, serving_triton
 
 EXAMPLE_INVENTORY = Path(__file__).resolve().parents[2] / "inventory" / "examples" / "dvd-inference.yml"
@@ -33,6 +36,17 @@ def registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Stage]]:
     monkeypatch.setattr(base, "_REGISTRY", fresh)
     monkeypatch.setattr(base, "_LOADED", True)
     yield fresh
+
+
+@pytest.fixture
+def live_state(kube: KubeObjects, kube_apiserver: ApiServer, tmp_path: Path) -> tuple[Path, str]:
+    """A state directory whose kubeconfig reaches the real API server, and a fresh namespace (removed after the
+    test) for the models."""
+    state_dir = tmp_path / "state"
+    kube_apiserver.write_kubeconfig(state_dir / "kubeconfig")
+    namespace = f"live-{uuid.uuid4().hex[:6]}"
+    kube.namespaces.add(namespace)
+    return state_dir, namespace
 
 
 @pytest.fixture

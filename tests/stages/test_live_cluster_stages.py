@@ -14,7 +14,6 @@ in the journal, so the kubernetes stage's host side (SSH) does not run on them a
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -62,16 +61,11 @@ def _stage(doc: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def live(kube: KubeObjects, kube_apiserver: ApiServer, tmp_path: Path) -> tuple[Path, str]:
-    """A state directory whose kubeconfig reaches the real API server; three inventory nodes joined (Node
-    objects as kubelet registration makes them); a fresh namespace for the models."""
-    state_dir = tmp_path / "state"
-    kube_apiserver.write_kubeconfig(state_dir / "kubeconfig")
+def live(kube: KubeObjects, live_state: tuple[Path, str]) -> tuple[Path, str]:
+    """:func:`live_state` with three inventory nodes joined (Node objects as kubelet registration makes them)."""
     for name in JOINED:
         kube.node(name, labels={"owner": "alice"} if name == "gpu-l40s-01" else None)
-    namespace = f"lt-up-{uuid.uuid4().hex[:6]}"
-    kube.namespaces.add(namespace)
-    return state_dir, namespace
+    return live_state
 
 
 def test_up_applies_labels_deploys_triton_and_stays_not_applied(

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import re
 import urllib.request
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +71,20 @@ def _up(inventory: Path, state_dir: Path) -> tuple[int, dict[str, Any]]:
     return code, next(s for s in doc["stages"] if s["name"] == "triton")
 
 
+def _serving(kube: KubeObjects, namespace: str, backend: tuple[str, TritonServer]) -> ServingStandIn:
+    """The stand-in controllers and kubelet: both models' Services lead to the one real tritonserver."""
+    address, server = backend
+    return ServingStandIn(kube, namespace, SERVICES, address=address, port=server.http_port)
+
+
+def _up_without_monitors(
+    kube_apiserver: ApiServer, stand_in: ServingStandIn, inventory: Path, state_dir: Path
+) -> tuple[int, dict[str, Any]]:
+    """:func:`_up` while ``stand_in`` serves and the API server does not serve the ServiceMonitor CRD."""
+    with crd_absent(kube_apiserver, MONITORS), stand_in:
+        return _up(inventory, state_dir)
+
+
 def _successes(server: TritonServer, model: str) -> float:
     """tritonserver's own count of successful requests of ``model`` (its metrics port)."""
     with urllib.request.urlopen(f"http://{server.address}:{server.metrics_port}/metrics", timeout=10) as resp:
@@ -80,29 +93,18 @@ def _successes(server: TritonServer, model: str) -> float:
     return sum(float(m.group(1)) for m in re.finditer(pattern, text, re.MULTILINE))
 
 
-@pytest.fixture
-def cluster(kube: KubeObjects, kube_apiserver: ApiServer, tmp_path: Path) -> tuple[Path, str]:
-    """A state directory whose kubeconfig reaches the real API server, and a fresh namespace for the models."""
-    state_dir = tmp_path / "state"
-    kube_apiserver.write_kubeconfig(state_dir / "kubeconfig")
-    namespace = f"smoke-{uuid.uuid4().hex[:6]}"
-    kube.namespaces.add(namespace)
-    return state_dir, namespace
-
-
 def test_up_smokes_each_model_through_its_service_and_records_ttft(
-    cluster: tuple[Path, str],
+    live_state: tuple[Path, str],
     kube: KubeObjects,
     kube_apiserver: ApiServer,
     triton_backend: tuple[str, TritonServer],
     tmp_path: Path,
 ) -> None:
-    state_dir, namespace = cluster
-    address, server = triton_backend
+    state_dir, namespace = live_state
+    server = triton_backend[1]
     before = _successes(server, "ensemble")
-    stand_in = ServingStandIn(kube, namespace, SERVICES, address=address, port=server.http_port)
-    with crd_absent(kube_apiserver, MONITORS), stand_in:
-        code, stage = _up(_inventory(tmp_path, namespace), state_dir)
+    stand_in = _serving(kube, namespace, triton_backend)
+    code, stage = _up_without_monitors(kube_apiserver, stand_in, _inventory(tmp_path, namespace), state_dir)
     assert sorted(stand_in.served) == sorted(SERVICES)
 
     assert code == EXIT_NOT_APPLIED, stage
@@ -137,7 +139,7 @@ def test_up_smokes_each_model_through_its_service_and_records_ttft(
 
 
 def test_up_is_applied_once_every_object_is_applied_and_every_model_answers(
-    cluster: tuple[Path, str],
+    live_state: tuple[Path, str],
     kube: KubeObjects,
     kube_apiserver: ApiServer,
     triton_backend: tuple[str, TritonServer],
@@ -145,10 +147,9 @@ def test_up_is_applied_once_every_object_is_applied_and_every_model_answers(
 ) -> None:
     """With the ServiceMonitor CRD served (the hand-written subset: the Prometheus operator's cannot be had
     offline), nothing is left out: the stage is done (exit 0, journalled completed)."""
-    state_dir, namespace = cluster
-    address, server = triton_backend
+    state_dir, namespace = live_state
     apply_crds(kube_apiserver, [yaml.safe_load(SUBSET_CRD.read_text())])
-    with ServingStandIn(kube, namespace, SERVICES, address=address, port=server.http_port):
+    with _serving(kube, namespace, triton_backend):
         code, stage = _up(_inventory(tmp_path, namespace), state_dir)
     assert code == 0, (stage["message"], stage["nodes"]["head-01"])
     assert stage["status"] == "completed" and stage["applied"] is True, stage
@@ -162,7 +163,7 @@ def test_up_is_applied_once_every_object_is_applied_and_every_model_answers(
     assert node_state == "registered"  # a cluster-wide stage moves no node along its lifecycle
 
     # a later `up` converges again (an inventory change must reach the cluster): run, not "completed in run 1"
-    with ServingStandIn(kube, namespace, SERVICES, address=address, port=server.http_port):
+    with _serving(kube, namespace, triton_backend):
         code, again = _up(_inventory(tmp_path, namespace), state_dir)
     assert code == 0 and again["status"] == "completed", again["message"]
     unchanged = re.findall(r"(\d+) object\(s\) applied \((\d+) unchanged\)", again["message"])
@@ -170,13 +171,12 @@ def test_up_is_applied_once_every_object_is_applied_and_every_model_answers(
 
 
 def test_a_service_without_endpoints_fails_the_stage_naming_model_and_service(
-    cluster: tuple[Path, str], kube: KubeObjects, kube_apiserver: ApiServer, tmp_path: Path
+    live_state: tuple[Path, str], kube: KubeObjects, kube_apiserver: ApiServer, tmp_path: Path
 ) -> None:
-    state_dir, namespace = cluster
+    state_dir, namespace = live_state
     # the endpoints controller's Endpoints of a Service no ready pod backs: no address
     stand_in = ServingStandIn(kube, namespace, SERVICES, address="192.0.2.1", port=1, endpoints=False)
-    with crd_absent(kube_apiserver, MONITORS), stand_in:
-        code, stage = _up(_inventory(tmp_path, namespace), state_dir)
+    code, stage = _up_without_monitors(kube_apiserver, stand_in, _inventory(tmp_path, namespace), state_dir)
     assert code == EXIT_FAILED, stage
     assert stage["status"] == "failed"
     for model in (PLAIN, STREAMING):
@@ -195,18 +195,15 @@ def test_a_service_without_endpoints_fails_the_stage_naming_model_and_service(
 
 
 def test_a_model_answering_errors_fails_the_stage_with_tritons_words(
-    cluster: tuple[Path, str],
+    live_state: tuple[Path, str],
     kube: KubeObjects,
     kube_apiserver: ApiServer,
     triton_backend: tuple[str, TritonServer],
     tmp_path: Path,
 ) -> None:
-    state_dir, namespace = cluster
-    address, server = triton_backend
+    state_dir, namespace = live_state
     inventory = _inventory(tmp_path, namespace, llmapi=PLAIN)
-    stand_in = ServingStandIn(kube, namespace, SERVICES, address=address, port=server.http_port)
-    with crd_absent(kube_apiserver, MONITORS), stand_in:
-        code, stage = _up(inventory, state_dir)
+    code, stage = _up_without_monitors(kube_apiserver, _serving(kube, namespace, triton_backend), inventory, state_dir)
     assert code == EXIT_FAILED, stage
     assert stage["status"] == "failed"
     message = stage["message"]
@@ -219,8 +216,8 @@ def test_a_model_answering_errors_fails_the_stage_with_tritons_words(
     assert smoke[STREAMING]["ok"] is True and smoke[STREAMING]["ttft_s"] > 0
 
 
-def test_plan_says_the_smoke_will_run_per_model(cluster: tuple[Path, str], tmp_path: Path) -> None:
-    state_dir, namespace = cluster
+def test_plan_says_the_smoke_will_run_per_model(live_state: tuple[Path, str], tmp_path: Path) -> None:
+    state_dir, namespace = live_state
     args = ["plan", "-i", str(_inventory(tmp_path, namespace)), "--state-dir", str(state_dir), "--stages", "triton"]
     code, doc = _run(*args)
     assert code == 0, doc
