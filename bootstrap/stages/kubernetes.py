@@ -24,7 +24,8 @@ ready within ``up --helm-timeout`` fails the stage.
 
 kubeadm init and the joins (:mod:`bootstrap.stages.kubernetes_cluster`, ``playbooks/kubernetes_cluster.yml``)
 run only where the host side has just installed kubeadm at the cluster's version on every control plane and
-``kubeadm version -o short`` on the first answers it (the gate): then per node "initialised", "joined as
+``kubeadm version -o short`` on the first answers it, or, once rackctl has initialised the cluster, on the
+run's nodes (the gate): then per node "initialised", "joined as
 control plane", "joined as worker" or "already joined", the node moved to ``joined``, and the admin
 kubeconfig fetched to ``<state-dir>/kubeconfig``. Elsewhere the result is "rendered + validated, not
 applied" for the node, with what its host side did and why init/join did not run; the runner journals it
@@ -56,7 +57,8 @@ OUT_DIR = "cluster"
 #: Why nothing is applied (shown as "rendered + validated, not applied: <why>").
 WHY = (
     "rackctl cannot apply it yet: kubeadm init/join run only once the host side installed kubeadm at the "
-    "cluster's version on every control plane and the first one's kubeadm answers that version, and the charts "
+    "cluster's version on every control plane and the first one's kubeadm answers that version (once the cluster "
+    "is initialised: on the nodes of the run), and the charts "
     "are installed with Helm only where a cluster exists (<state-dir>/kubeconfig) and they are in --charts DIR "
     "(docs/kubernetes.md, 'The kubernetes and nvidia stages of rackctl up')"
 )

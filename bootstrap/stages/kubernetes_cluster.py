@@ -2,7 +2,8 @@
 
 ``playbooks/kubernetes_cluster.yml`` runs only where the host side (:mod:`bootstrap.stages.kubernetes_host`)
 has just reported kubeadm installed at the cluster's version on every control plane AND ``kubeadm version -o
-short`` on the first control plane answered ``v<version>`` (:func:`gate`). Then, in order: ``kubeadm init
+short`` on the first control plane answered ``v<version>`` (:func:`gate`; once the cluster is initialised,
+on the run's nodes). Then, in order: ``kubeadm init
 --upload-certs`` on the first control plane (role ``kubeadm_init``, skipped where ``admin.conf`` exists), the
 other control planes joined one at a time (``serial: 1``), each after an etcd snapshot on the first (roles
 ``etcd_snapshot``, ``kubeadm_join``), then the workers (skipped where ``kubelet.conf`` exists). Each node's
@@ -10,6 +11,11 @@ other control planes joined one at a time (``serial: 1``), each after an etcd sn
 (role ``kubeadm_preflight``). The token, CA hash and certificate key are made on the node / the first control
 plane at that moment and never logged. The admin kubeconfig is fetched to ``<state-dir>/kubeconfig`` (0600,
 written atomically).
+
+Once rackctl has initialised the cluster (``<state-dir>/kubeconfig`` exists), a run joins the nodes it has
+without every control plane (a worker added or redeployed later): the first control plane, where it is not in
+the run, takes part as a helper (it makes the token and, for a control plane, the certificate key and the etcd
+snapshot) and is never initialised again: kubeadm init runs only where no such kubeconfig exists.
 
 Per node: "initialised", "joined as control plane", "joined as worker" or "already joined"; the runner
 moves such a node to ``joined``.
@@ -40,31 +46,46 @@ def first_control_plane(inv: Inventory) -> str | None:
     return inv.control_planes[0].hostname if inv.control_planes else None
 
 
-def gate(inv: Inventory, host: dict[str, NodeResult]) -> str | None:
+def gate(inv: Inventory, host: dict[str, NodeResult], *, initialised: bool = False) -> str | None:
     """None where init/join may run now, else why not (from what the host side just reported).
 
-    Open only when every control plane is in ``host`` with kubeadm installed at the cluster's version and the
-    first control plane's ``kubeadm version -o short`` answered ``v<version>``.
+    Before the cluster exists: open only when every control plane is in ``host`` with kubeadm installed at the
+    cluster's version and the first control plane's ``kubeadm version -o short`` answered ``v<version>``.
+    Once it is ``initialised`` (rackctl fetched its kubeconfig): open where at least one node of the run has
+    kubeadm at the version and each of those answered ``v<version>``.
     """
     version = inv.cluster.resolved_versions().kubernetes
     first = first_control_plane(inv)
     if first is None:
         return "the inventory has no control plane"
+    if initialised:
+        nodes = joinable(inv, host)
+        if not nodes:
+            return f"the host side did not report kubeadm {version} installed on any node of this run"
+        return next(filter(None, (_answered(node, host[node], version) for node in nodes)), None)
     for node in inv.control_planes:
         res = host.get(node.hostname)
         if res is None:
-            return f"control plane {node.hostname} is not in this run (init/join need every control plane)"
+            return (
+                f"control plane {node.hostname} is not in this run (kubeadm init needs every control plane; once "
+                f"the cluster is initialised, nodes join without them)"
+            )
         report = res.data.get(HOST_FACTS) or {}
         kubeadm = str((report.get("installed") or {}).get("kubeadm") or "")
         if not (res.ok and res.applied) or not kubeadm.startswith(f"{version}-"):
             return f"the host side did not report kubeadm {version} installed on control plane {node.hostname}"
-    report = host[first].data.get(HOST_FACTS) or {}
+    return _answered(first, host[first], version)
+
+
+def _answered(node: str, res: NodeResult, version: str) -> str | None:
+    """Why ``node``'s ``kubeadm version -o short`` (in the host side's report) is not ``v<version>``, or None."""
+    report = res.data.get(HOST_FACTS) or {}
     answer = str(report.get("kubeadm_version") or "").strip()
-    if answer != f"v{version}":
-        error = report.get("kubeadm_version_error") or "no output"
-        said = f"answered {answer!r}" if answer else f"did not answer ({error})"
-        return f"`kubeadm version -o short` on {first} {said}, not v{version}"
-    return None
+    if answer == f"v{version}":
+        return None
+    error = report.get("kubeadm_version_error") or "no output"
+    said = f"answered {answer!r}" if answer else f"did not answer ({error})"
+    return f"`kubeadm version -o short` on {node} {said}, not v{version}"
 
 
 def joinable(inv: Inventory, host: dict[str, NodeResult]) -> list[str]:
@@ -78,6 +99,11 @@ def joinable(inv: Inventory, host: dict[str, NodeResult]) -> list[str]:
     return out
 
 
+def initialised(ctx: StageContext) -> bool:
+    """Whether rackctl has initialised this cluster already: its admin kubeconfig is in the state directory."""
+    return (ctx.state_dir / KUBECONFIG).is_file()
+
+
 def planned_actions(ctx: StageContext, stage: str) -> list[PlannedAction]:
     """What the cluster side would do on each node of ``ctx`` (where the gate opens at run time)."""
     inv = ctx.inventory
@@ -85,15 +111,27 @@ def planned_actions(ctx: StageContext, stage: str) -> list[PlannedAction]:
     if first is None:
         return []
     version = inv.cluster.resolved_versions().kubernetes
-    gated = (
-        f"; only where the host side installed kubeadm {version} on every control plane and `kubeadm version -o "
-        f"short` on {first} answers v{version}, else {NOT_APPLIED}"
-    )
+    exists = initialised(ctx)
+    if exists:
+        gated = (
+            f"; only where the host side installed kubeadm {version} on the node and its `kubeadm version -o short` "
+            f"answers v{version}, else {NOT_APPLIED}"
+        )
+    else:
+        gated = (
+            f"; only where the host side installed kubeadm {version} on every control plane and `kubeadm version "
+            f"-o short` on {first} answers v{version}, else {NOT_APPLIED}"
+        )
     checks = "kubeadm config validate + kubeadm {} phase preflight on the node's config, then "
     actions = []
     for hostname in ctx.nodes:
         node = ctx.node(hostname)
-        if hostname == first:
+        if hostname == first and exists:
+            what = (
+                f"nothing to initialise: the cluster is initialised ({ctx.state_dir / KUBECONFIG} exists; init is "
+                f"refused where {first} has no admin.conf); its admin.conf fetched again"
+            )
+        elif hostname == first:
             what = (
                 f"{checks.format('init')}kubeadm init --upload-certs (skipped where admin.conf exists); its "
                 f"admin.conf fetched to {ctx.state_dir / KUBECONFIG} (0600)"
@@ -109,44 +147,67 @@ def planned_actions(ctx: StageContext, stage: str) -> list[PlannedAction]:
                 "kubelet.conf exists)"
             )
         actions.append(PlannedAction(stage, hostname, f"playbooks/{CLUSTER_PLAYBOOK} over SSH: {what}{gated}"))
+    if exists and ctx.nodes and first not in ctx.nodes:
+        joins_cp = any(ctx.node(n).is_control_plane for n in ctx.nodes)
+        makes = "the join token" + (", the certificate key and the etcd snapshot" if joins_cp else "")
+        helper = (
+            f"include {first} in playbooks/{CLUSTER_PLAYBOOK} (not changed in the journal): it makes {makes}; "
+            "kubeadm init is not run there"
+        )
+        actions.append(PlannedAction(stage, None, helper))
     return actions
 
 
 class KubernetesClusterPlay(PlaybookStage):
-    """The kubernetes stage's cluster side: ``playbooks/kubernetes_cluster.yml`` (run by the stage)."""
+    """The kubernetes stage's cluster side: ``playbooks/kubernetes_cluster.yml`` (run by the stage). The first
+    control plane takes part where it is not in the run (it makes the join token); kubeadm init runs there only
+    where the cluster is not ``initialised``."""
 
     name = "kubernetes"
     description = "kubeadm init on the first control plane, control planes then workers joined"
     playbook = CLUSTER_PLAYBOOK
     facts_var = CLUSTER_FACTS
 
-    def __init__(self, fetch_dir: Path) -> None:
+    def __init__(self, fetch_dir: Path, *, init_allowed: bool) -> None:
         self.fetch_dir = fetch_dir
+        self.init_allowed = init_allowed
+
+    def helper_hosts(self, ctx: StageContext) -> list[str]:
+        first = first_control_plane(ctx.inventory)
+        return [first] if first else []
 
     def extravars(self, ctx: StageContext) -> dict[str, Any]:
-        return {"kubeadm_kubeconfig_fetch_dir": str(self.fetch_dir), **super().extravars(ctx)}
+        return {
+            "kubeadm_kubeconfig_fetch_dir": str(self.fetch_dir),
+            "kubeadm_init_allowed": self.init_allowed,
+            **super().extravars(ctx),
+        }
 
 
 def cluster_side(ctx: StageContext, host: dict[str, NodeResult]) -> tuple[dict[str, NodeResult], str | None]:
     """Run the cluster side where :func:`gate` opens; returns per node what it did, and why it did not run.
 
     A node it ran on and reported carries ``applied`` and its action; a failed node carries Ansible's message;
-    a node the play never reached after the first control plane failed says so.
+    a node the play never reached after the first control plane (a node of the run or the helper) failed says
+    so, with the helper's message.
     """
-    why = gate(ctx.inventory, host)
+    exists = initialised(ctx)
+    why = gate(ctx.inventory, host, initialised=exists)
     if why is not None:
         return {}, why
     nodes = joinable(ctx.inventory, host)
     first = first_control_plane(ctx.inventory)
     fetch_dir = Path(tempfile.mkdtemp(prefix=".kubeconfig-fetch.", dir=ctx.state_dir))  # 0700
+    stage = KubernetesClusterPlay(fetch_dir, init_allowed=not exists)
     try:
-        played = KubernetesClusterPlay(fetch_dir).run(dataclasses.replace(ctx, nodes=nodes))
+        played = stage.run(dataclasses.replace(ctx, nodes=nodes))
         fetched = fetch_dir / "admin.conf"
         if fetched.is_file():
             atomic_write_bytes(ctx.state_dir / KUBECONFIG, fetched.read_bytes(), mode=0o600)
     finally:
         shutil.rmtree(fetch_dir, ignore_errors=True)
     failed = [n for n in nodes if n in played.nodes and not played.nodes[n].ok and n not in unreached(played)]
+    failed += [f"{h} (in the play as a helper: {r.message})" for h, r in stage.helpers_done.items() if not r.ok]
     out: dict[str, NodeResult] = {}
     for node in nodes:
         res = played.nodes[node]

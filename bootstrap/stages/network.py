@@ -110,8 +110,8 @@ class NetworkStage(PlaybookStage):
                 res.message = f"{res.message or 'failed'} (last known state: {last_known.get(node, 'unknown')})"
         return result
 
-    def _node_result(self, ctx: StageContext, node: str, result: PlaybookResult) -> NodeResult:
-        res = super()._node_result(ctx, node, result)
+    def _node_result(self, ctx: StageContext, node: str, result: PlaybookResult, *, record: bool = True) -> NodeResult:
+        res = super()._node_result(ctx, node, result, record=record)
         outcome = result.hosts.get(node)
         if outcome is not None:
             res.data["changed_tasks"] = list(outcome.changed_tasks)

@@ -118,6 +118,7 @@ class PlaybookStage(Stage):
         return actions
 
     def run(self, ctx: StageContext) -> StageResult:
+        self.helpers_done: dict[str, NodeResult] = {}  # how each helper host fared (not part of the result)
         excluded = ctx.options.environment.out_of_band_only(ctx.inventory)
         skipped = {
             n: NodeResult(n, ok=True, message=f"skipped, not run: {excluded[n]}") for n in ctx.nodes if n in excluded
@@ -145,6 +146,7 @@ class PlaybookStage(Stage):
             on_host_done=host_done,
         )
         nodes = {node: self._node_result(ctx, node, result) for node in ctx.nodes}
+        self.helpers_done = {h: self._node_result(ctx, h, result, record=False) for h in helpers}
         for node, res in nodes.items():
             if node not in result.hosts:  # never reached by the play: host_done was not called for it
                 ctx.progress.node_done(self.name, node, res.ok, res.message)
@@ -158,7 +160,7 @@ class PlaybookStage(Stage):
             message += f"; skipped {', '.join(sorted(skipped))} (not configured in-band in this environment)"
         return StageResult.from_nodes({**skipped, **nodes}, message=message)
 
-    def _node_result(self, ctx: StageContext, node: str, result: PlaybookResult) -> NodeResult:
+    def _node_result(self, ctx: StageContext, node: str, result: PlaybookResult, *, record: bool = True) -> NodeResult:
         outcome: HostOutcome | None = result.hosts.get(node)
         if outcome is None:
             tail = " ".join(result.output_tail.split())[-MESSAGE_LIMIT:]
@@ -167,7 +169,8 @@ class PlaybookStage(Stage):
         data: dict[str, Any] = {"tasks_ok": outcome.ok, "changed": outcome.changed}
         if outcome.success and self.facts_var and node in result.facts:
             fact = result.facts[node]
-            ctx.record_facts(node, {self.facts_var: fact})
+            if record:  # a helper's facts are not journalled: it is not part of the run
+                ctx.record_facts(node, {self.facts_var: fact})
             data[self.facts_var] = fact
         message = outcome.message or ("unreachable" if outcome.unreachable else "")
         return NodeResult(node, ok=outcome.success, message=message, changed=outcome.changed > 0, data=data)

@@ -1,12 +1,14 @@
-"""STAND-IN kubeadm and etcdctl for the cluster side's tests (test doubles: a real kubeadm >= 1.22 cannot run here).
+"""STAND-IN kubeadm, etcdctl and crictl for the cluster side's tests (test doubles: a real kubeadm >= 1.22 cannot
+run here).
 
 :func:`install` writes, for one "node" (all nodes are this machine, each with its own directory), a
-``kubeadm`` and an ``etcdctl`` script into ``<node>/bin``. Each records every invocation (node, argv, the
-``--config`` file's contents) as one JSON line in a shared calls file, prints "STAND-IN" in its output, and
-writes what the real one writes (``admin.conf`` and the etcd PKI on init, ``kubelet.conf`` on join, the
-snapshot file) under the node's own ``kube_config_dir``. What it answers is fixed below; a ``fail-init``
-file in the node's directory makes init fail the way kubeadm does (stderr, rc 1). It refuses a config that
-still holds one of the rendered placeholders, as a real kubeadm would refuse a malformed token.
+``kubeadm``, an ``etcdctl`` and a ``crictl`` script into ``<node>/bin``. Each records every invocation (node,
+argv, the ``--config`` file's contents) as one JSON line in a shared calls file, prints "STAND-IN" in its
+output, and writes what the real one writes (``admin.conf`` and the etcd PKI on init, ``kubelet.conf`` on
+join, the snapshot file, from etcdctl or from ``crictl exec`` into the "etcd container" that exists once init
+made the etcd PKI) under the node's own directories. What it answers is fixed below; a ``fail-init`` file in
+the node's directory makes init fail the way kubeadm does (stderr, rc 1). It refuses a config that still
+holds one of the rendered placeholders, as a real kubeadm would refuse a malformed token.
 """
 
 from __future__ import annotations
@@ -46,6 +48,17 @@ if {tool!r} == "etcdctl":
     Path(argv[-1]).write_text("STAND-IN etcd snapshot of " + NODE + "\n")
     out("STAND-IN etcdctl: Snapshot saved at " + argv[-1])
     sys.exit(0)
+if {tool!r} == "crictl":  # the etcd static pod "runs" once init has made the etcd PKI
+    if "ps" in argv:
+        if (CONFIG_DIR / "pki" / "etcd" / "ca.crt").exists():
+            out("standin-etcd-" + NODE)
+        sys.exit(0)
+    if "exec" in argv and argv[argv.index("exec") + 2:][:1] == ["etcdctl"] and "snapshot" in argv:
+        Path(argv[-1]).parent.mkdir(parents=True, exist_ok=True)
+        Path(argv[-1]).write_text("STAND-IN etcd snapshot (etcd pod) of " + NODE + "\n")
+        out("STAND-IN etcdctl in the etcd container: Snapshot saved at " + argv[-1])
+        sys.exit(0)
+    fail("STAND-IN crictl: unknown command " + " ".join(argv))
 if text is not None and "${{KUBEADM_" in text:
     fail("STAND-IN kubeadm: a placeholder is left in " + config)
 cmd = " ".join(a for i, a in enumerate(argv) if not a.startswith("-") and not (i and argv[i - 1].startswith("-")))
@@ -86,13 +99,13 @@ else:
 
 
 def install(root: Path, node: str, calls: Path, version: str, admin_conf: str = "") -> Path:
-    """Write the stand-in kubeadm and etcdctl of ``node`` into ``root/bin``; returns that directory.
+    """Write the stand-in kubeadm, etcdctl and crictl of ``node`` into ``root/bin``; returns that directory.
 
     ``admin_conf``: what init writes as admin.conf (by default a stand-in kubeconfig that reaches nothing).
     """
     bin_dir = root / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
-    for tool in ("kubeadm", "etcdctl"):
+    for tool in ("kubeadm", "etcdctl", "crictl"):
         path = bin_dir / tool
         path.write_text(
             SCRIPT.format(

@@ -99,6 +99,7 @@ def rack(tmp_path: Path):
         "kubeadm_bin_dir": f"{per_node}/bin",
         "kubeadm_config_file": f"{per_node}/etc/rackctl/kubeadm.yaml",
         "etcd_snapshot_dir": f"{root}/snapshots",
+        "etcd_snapshot_data_dir": f"{per_node}/var/lib/etcd",
     }
     options = RunOptions(environment=RelayEnvironment(client, port_map), extra={"kubernetes": {"extravars": extravars}})
     with Journal(state) as journal:
@@ -132,7 +133,7 @@ def command(argv: list[str]) -> str:
 
 
 #: the flags the roles pass a separate value to
-VALUED = {"--config", "--ttl", "--kubeconfig"}
+VALUED = {"--config", "--ttl", "--kubeconfig", "--runtime-endpoint", "--name", "--label", "--state"}
 
 
 def everything_written(rack: Rack) -> str:
@@ -259,10 +260,24 @@ def test_the_gate_stays_closed_unless_every_control_plane_has_the_pinned_kubeadm
     not_run["cp-02"] = NodeResult("cp-02", ok=True, message="host side not run: ...", applied=False)
     assert gate(inv, not_run) == f"the host side did not report kubeadm {version} installed on control plane cp-02"
     limited = {n: r for n, r in host_reports(rack).items() if n != "cp-03"}
-    assert gate(inv, limited) == "control plane cp-03 is not in this run (init/join need every control plane)"
+    assert gate(inv, limited) == (
+        "control plane cp-03 is not in this run (kubeadm init needs every control plane; once the cluster is "
+        "initialised, nodes join without them)"
+    )
     # a closed gate runs nothing
     results, why = cluster_side(rack.ctx, limited)
     assert results == {} and why and rack.recorded() == []
+    # once the cluster is initialised: open for the run's nodes, each of which must answer the version
+    worker = {n: r for n, r in host_reports(rack).items() if n == "gpu-01"}
+    assert gate(inv, worker, initialised=True) is None
+    worker["gpu-01"].data[HOST_FACTS]["kubeadm_version"] = "v1.20.2"
+    assert gate(inv, worker, initialised=True) == (
+        f"`kubeadm version -o short` on gpu-01 answered 'v1.20.2', not v{version}"
+    )
+    assert gate(inv, not_run, initialised=True) is None  # cp-02's host side did not run: the others may join
+    assert gate(inv, {"cp-02": not_run["cp-02"]}, initialised=True) == (
+        f"the host side did not report kubeadm {version} installed on any node of this run"
+    )
 
 
 def test_up_runs_the_cluster_side_where_the_gate_opens_and_moves_the_nodes_to_joined(
@@ -298,3 +313,80 @@ def test_up_runs_the_cluster_side_where_the_gate_opens_and_moves_the_nodes_to_jo
     with Journal(state, readonly=True) as journal:
         assert {n: journal.state(n) for n in NODES} == dict.fromkeys(NODES, NodeState.JOINED)
     assert kube.get_node("gpu-01")["metadata"]["labels"]  # the labels reached the real server
+
+
+def _only(rack: Rack, *nodes: str) -> StageContext:
+    """The rack's context limited to ``nodes`` (an ``up --limit`` of them)."""
+    return dataclasses.replace(rack.ctx, nodes=list(nodes))
+
+
+def _reports(rack: Rack, *nodes: str) -> dict[str, NodeResult]:
+    return {n: r for n, r in host_reports(rack).items() if n in nodes}
+
+
+def test_a_node_joins_later_without_the_control_planes_and_init_never_runs_again(rack: Rack) -> None:
+    """A worker and a control plane redeployed after the cluster was built (their kubelet.conf gone), each in
+    a run of its own: head-01 takes part as a helper (token, certificate key, snapshot), is not initialised
+    again and is not part of the result. Without etcdctl on head-01, the snapshot comes from the etcd pod."""
+    first, _ = cluster_side(rack.ctx, host_reports(rack))
+    assert all(r.ok and r.applied for r in first.values()), first
+    built = len(rack.recorded())
+    (rack.node_dir("head-01") / "bin" / "etcdctl").unlink()  # kubeadm does not install it
+    for node in ("gpu-01", "cp-03"):
+        (rack.node_dir(node) / "etc" / "kubernetes" / "kubelet.conf").unlink()  # reinstalled
+
+    results, closed = cluster_side(_only(rack, "gpu-01"), _reports(rack, "gpu-01"))
+    assert closed is None
+    assert list(results) == ["gpu-01"]  # the helper is not in the result
+    assert results["gpu-01"].ok and results["gpu-01"].applied and results["gpu-01"].message == "joined as worker"
+    steps = [(c["node"], c["tool"], command(c["argv"])) for c in rack.recorded()[built:]]
+    assert steps == [
+        ("head-01", "kubeadm", "token create"),
+        ("gpu-01", "kubeadm", "config validate"),
+        ("gpu-01", "kubeadm", "join phase preflight"),
+        ("gpu-01", "kubeadm", "join"),
+    ], steps
+
+    done = len(rack.recorded())
+    results, closed = cluster_side(_only(rack, "cp-03"), _reports(rack, "cp-03"))
+    assert closed is None
+    assert results["cp-03"].ok and results["cp-03"].message.startswith("joined as control plane (etcd snapshot ")
+    steps = [(c["node"], c["tool"], command(c["argv"])) for c in rack.recorded()[done:]]
+    assert steps == [
+        ("head-01", "kubeadm", "token create"),
+        ("head-01", "kubeadm", "init phase upload-certs"),
+        ("cp-03", "kubeadm", "config validate"),
+        ("cp-03", "kubeadm", "join phase preflight"),
+        ("head-01", "crictl", "ps"),
+        ("head-01", "crictl", "exec standin-etcd-head-01 etcdctl snapshot save"),
+        ("cp-03", "kubeadm", "join"),
+    ], steps
+    saved = sorted((rack.root / "snapshots").glob("etcd-before-join-cp-03-*"))
+    assert len(saved) == 2  # the first build's (host etcdctl), and this one (from the etcd pod)
+    assert saved[-1].read_text() == "STAND-IN etcd snapshot (etcd pod) of head-01\n"
+    assert saved[-1].stat().st_mode & 0o777 == 0o600
+    assert not list((rack.node_dir("cp-03") / "var" / "lib" / "etcd").glob("*.db"))  # moved out of etcd's dir
+    written = everything_written(rack)
+    for secret in standin.SECRETS:
+        assert secret not in written, secret
+
+
+def test_a_first_control_plane_that_lost_admin_conf_is_refused_not_initialised_again(rack: Rack) -> None:
+    first, _ = cluster_side(rack.ctx, host_reports(rack))
+    assert all(r.ok for r in first.values()), first
+    built = len(rack.recorded())
+    (rack.node_dir("head-01") / "etc" / "kubernetes" / "admin.conf").unlink()
+    (rack.node_dir("gpu-01") / "etc" / "kubernetes" / "kubelet.conf").unlink()
+
+    results, closed = cluster_side(_only(rack, "gpu-01"), _reports(rack, "gpu-01"))
+    assert closed is None
+    worker = results["gpu-01"]
+    assert worker.ok and not worker.applied, worker
+    assert worker.message.startswith("not joined: the play stopped after head-01 (in the play as a helper: ")
+    assert "not initialised: head-01 has no " in worker.message and "would make a second cluster" in worker.message
+    assert rack.recorded()[built:] == []  # nothing ran: no init, no token, no join
+    # with head-01 in the run, the same refusal is head-01's own failure
+    results, closed = cluster_side(_only(rack, "head-01", "gpu-01"), _reports(rack, "head-01", "gpu-01"))
+    assert closed is None and not results["head-01"].ok
+    assert "would make a second cluster" in results["head-01"].message
+    assert rack.recorded()[built:] == []
