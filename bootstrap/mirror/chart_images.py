@@ -60,7 +60,7 @@ class ChartImages:
                 "then pass --charts DIR"
             )
         elif self.problems:
-            out["note"] = "; ".join(p.problem for p in self.problems)
+            out["note"] = "; ".join(p.message for p in self.problems)
             out["fix"] = "; ".join(p.fix for p in self.problems)
         return out
 
@@ -89,9 +89,9 @@ def _containers(obj: Any, where: str) -> Iterator[tuple[str, str]]:
                 if match and _is_image(match["ref"]):
                     yield match["ref"], f"{name} argument {arg.split('=', 1)[0]}"
             for env in container.get("env") or []:
-                if isinstance(env, dict) and str(env.get("name", "")).upper().endswith("IMAGE"):
-                    if _is_image(env.get("value")):
-                        yield env["value"], f"{name} env {env['name']}"
+                named = isinstance(env, dict) and str(env.get("name", "")).upper().endswith("IMAGE")
+                if named and _is_image(env.get("value")):
+                    yield env["value"], f"{name} env {env['name']}"
     for key, value in obj.items():
         if key not in ("containers", "initContainers", "ephemeralContainers"):
             yield from _containers(value, where)

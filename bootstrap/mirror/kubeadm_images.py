@@ -83,12 +83,12 @@ def control_plane_images(inv: Inventory) -> list[ControlPlaneImage]:
     images.append(
         ControlPlaneImage(f"{DEFAULT_REPOSITORY}/kube-proxy:{version}", "", f"{why}: the kube-proxy DaemonSet")
     )
-    pinned = {
-        "pause": ("pause", pins.pause if pins else "", "its pause image (image pull at init/join)"),
-        "etcd": ("etcd", pins.etcd if pins else "", "the etcd static pod"),
-        "coredns": ("coredns/coredns", pins.coredns if pins else "", "the CoreDNS Deployment"),
-    }
-    for name, (upstream, tag, what) in pinned.items():
+    pinned = (
+        ("pause", pins.pause if pins else "", "its pause image (image pull at init/join)"),
+        ("etcd", pins.etcd if pins else "", "the etcd static pod"),
+        ("coredns/coredns", pins.coredns if pins else "", "the CoreDNS Deployment"),
+    )
+    for upstream, tag, what in pinned:
         if tag:
             images.append(ControlPlaneImage(f"{DEFAULT_REPOSITORY}/{upstream}:{tag}", "", f"{why}: {what}"))
         else:

@@ -35,9 +35,9 @@ from bootstrap.cluster.vip import kube_vip_upstream
 from bootstrap.cluster.workload_checks import CUDA_IMAGE, NCCL_IMAGE
 from bootstrap.inventory import load_inventory
 from bootstrap.inventory.trtllm import version_info
+from bootstrap.mirror.kubeadm_images import control_plane_images
 from bootstrap.mirror.oci import Entry, write_layout
 from bootstrap.mirror.site_vars import site_vars
-from bootstrap.mirror.kubeadm_images import control_plane_images
 from bootstrap.mirror.upstream_images import UpstreamImage, registry_path, sandbox_image, upstream_images
 from rackctl_lab.head_services import LabHeadServices
 from rackctl_lab.netns import LabNetwork
