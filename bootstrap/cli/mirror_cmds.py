@@ -299,6 +299,8 @@ def _show_images(data: dict[str, Any]) -> None:
         else:
             console.print(f"[yellow]{head}: {escape(chart['state'])}[/yellow]: {escape(chart['note'])}")
             console.print(f"  fix: {escape(chart['fix'])}")
+        if "operator_images" in chart:
+            console.print(f"  [yellow]not listed[/yellow]: {escape(chart['operator_images'])}")
 
 
 def register(cli: click.Group) -> None:

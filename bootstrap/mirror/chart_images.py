@@ -3,9 +3,11 @@
 A chart's images are only known once the chart is at hand (``--charts DIR``, as for ``rackctl up``): its
 manifests are rendered offline (:func:`bootstrap.cluster.helm_render.render_release`) and every image they
 name is collected: ``containers``/``initContainers``, container ``args`` that name an image
-(``--prometheus-config-reloader=IMAGE``) and ``*IMAGE`` environment variables, and the GPU operator's
-ClusterPolicy components (``repository``/``image``/``version``, the operator joins them into the operand's
-image). A chart not at hand is reported as such, never guessed.
+(``--prometheus-config-reloader=IMAGE``), ``*IMAGE`` environment variables, a custom resource's ``spec.image``
+(Prometheus, Alertmanager) and the GPU operator's enabled ClusterPolicy components (``repository``/``image``/
+``version``, which the operator joins into the operand's image). A chart not at hand is reported as such,
+never guessed; an operator that picks further images itself (tigera-operator) is named with the command that
+lists them.
 """
 
 from __future__ import annotations
@@ -26,6 +28,13 @@ from bootstrap.inventory.models import Inventory
 _IMAGE = re.compile(r"^[a-z0-9][\w.-]*(:\d+)?(/[\w.-]+)*(:[\w][\w.-]{0,127})?(@sha256:[0-9a-f]{64})?$")
 #: Container arguments that name an image (prometheus-operator's config reloader, ...).
 _IMAGE_ARG = re.compile(r"^--?[\w.-]*(image|reloader)[\w.-]*=(?P<ref>\S+)$", re.IGNORECASE)
+#: Charts whose operator deploys further images of its own choosing, named nowhere in the chart: how to list
+#: them (``{operator}``: the operator's image as the chart renders it). Calico's docs, "Deploy images by digest".
+OPERATOR_CHOSEN = {
+    "tigera-operator": "tigera-operator deploys Calico's images (calico/node, cni, typha, ...) chosen by its own "
+    "version, not named in the chart: list them with `docker run --rm {operator} --print-images=list` on a "
+    "connected machine, save and import them",
+}
 
 
 @dataclass
@@ -62,6 +71,9 @@ class ChartImages:
         elif self.problems:
             out["note"] = "; ".join(p.message for p in self.problems)
             out["fix"] = "; ".join(p.fix for p in self.problems)
+        if rel.chart in OPERATOR_CHOSEN:
+            operator = next((i for i in sorted(self.images) if "/operator:" in i), "<the chart's operator image>")
+            out["operator_images"] = OPERATOR_CHOSEN[rel.chart].format(operator=operator)
         return out
 
 
@@ -98,8 +110,8 @@ def _containers(obj: Any, where: str) -> Iterator[tuple[str, str]]:
 
 
 def _operands(obj: Any, where: str) -> Iterator[tuple[str, str]]:
-    """(image, where) of each ClusterPolicy component with ``repository``, ``image`` and ``version``."""
-    if not isinstance(obj, dict):
+    """(image, where) of each enabled ClusterPolicy component with ``repository``, ``image`` and ``version``."""
+    if not isinstance(obj, dict) or obj.get("enabled") is False:
         return
     repo, image, version = obj.get("repository"), obj.get("image"), obj.get("version")
     # the driver's tag gets the node's OS appended by the operator: upstream_images lists the real one
@@ -127,9 +139,12 @@ def images_in(manifests: dict[str, list[dict[str, Any]]]) -> dict[str, str]:
         for doc in docs:
             meta = doc.get("metadata") or {}
             where = f"{template}: {doc.get('kind', '?')}/{meta.get('name', '?')}"
-            pairs = list(_containers(doc.get("spec"), where))
+            spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
+            pairs = list(_containers(spec, where))
+            if _is_image(spec.get("image")):  # Prometheus, Alertmanager, ... custom resources
+                pairs.append((spec["image"], f"{where} spec.image"))
             if doc.get("kind") == "ClusterPolicy":
-                pairs += list(_operands(doc.get("spec") or {}, f"{where} spec"))
+                pairs += list(_operands(spec, f"{where} spec"))
             for image, place in pairs:
                 found.setdefault(normalised(image), place)
     return found

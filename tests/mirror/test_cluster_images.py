@@ -11,6 +11,7 @@ argument, an ``*_IMAGE`` environment variable, a ClusterPolicy's repository/imag
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from bootstrap.mirror.upstream_images import upstream_images
 from tests.mirror.test_upstream_images import _edited_lab, _site
 
 REPO_K8S = "10.200.0.11:5000/k8s"
+PINNED_CHARTS = os.environ.get("RACKCTL_CHARTS")
 EXTRA = """\
 apiVersion: apps/v1
 kind: DaemonSet
@@ -46,6 +48,14 @@ spec:
           env:
             - {name: VALIDATOR_IMAGE, value: "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v25.10.0"}
             - {name: LOG_LEVEL, value: "info"}
+---
+apiVersion: monitoring.coreos.com/v1
+kind: Prometheus
+metadata:
+  name: {{ .Release.Name }}-prometheus
+spec:
+  image: quay.io/prometheus/prometheus:v3.7.3
+  retention: 15d
 """
 CLUSTER_POLICY = """\
 apiVersion: nvidia.com/v1
@@ -62,6 +72,7 @@ spec:
   devicePlugin: {repository: nvcr.io/nvidia, image: k8s-device-plugin, version: v0.18.0}
   dcgmExporter: {enabled: {{ .Values.dcgmExporter.enabled }}, repository: nvcr.io/nvidia/k8s, image: dcgm-exporter,
                  version: 4.4.1-4.6.0-distroless}
+  gds: {enabled: false, repository: nvcr.io/nvidia/cloud-native, image: nvidia-fs, version: 2.26.6}
 """
 
 
@@ -147,13 +158,15 @@ def test_chart_images_come_out_of_the_rendered_charts(tmp_path: Path, charts: Pa
         "quay.io/prometheus-operator/prometheus-operator:v0.86.1",
         "quay.io/prometheus-operator/prometheus-config-reloader:v0.86.1",
         "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v25.10.0",
+        "quay.io/prometheus/prometheus:v3.7.3",  # a custom resource's spec.image
     }
     assert (
         "argument --prometheus-config-reloader"
         in local.images["quay.io/prometheus-operator/prometheus-config-reloader:v0.86.1"]
     )
     operands = set(found["gpu-operator"].images) - {"docker.io/library/nginx:1.16.0"}
-    # the driver itself is not taken from the ClusterPolicy: the operator appends the node's OS to its tag
+    # the driver itself is not taken from the ClusterPolicy (the operator appends the node's OS to its tag), nor
+    # a disabled component (gds)
     assert operands == {
         "nvcr.io/nvidia/cloud-native/k8s-driver-manager:v0.8.1",
         "nvcr.io/nvidia/k8s/container-toolkit:v1.18.0",
@@ -162,6 +175,8 @@ def test_chart_images_come_out_of_the_rendered_charts(tmp_path: Path, charts: Pa
     }
     missing = found["tigera-operator"].describe(charts)
     assert missing["images"] == [] and f"not in --charts {charts}" in missing["note"]
+    assert "<the chart's operator image> --print-images=list" in missing["operator_images"]  # Calico's own images
+    assert "operator_images" not in found["gpu-operator"].describe(charts)
     assert (
         missing["fix"].startswith("helm pull tigera-operator --repo https://") and "--version v3.30.3" in missing["fix"]
     )
@@ -186,6 +201,37 @@ def test_a_chart_of_another_version_is_reported_not_guessed(tmp_path: Path) -> N
     (local,) = [c for c in chart_images(inv, charts) if c.release.chart == "local-path-provisioner"]
     assert local.state == "not rendered" and local.images == {}
     assert "is version 0.0.31, the inventory pins 0.0.32" in local.describe(charts)["note"]
+
+
+@pytest.mark.skipif(
+    not PINNED_CHARTS,
+    reason="the pinned chart archives (tigera-operator, local-path-provisioner, kube-prometheus-stack, gpu-operator) "
+    "cannot be had offline here (chart repositories and GitHub unreachable); set RACKCTL_CHARTS to a directory of "
+    "<chart>-<version>.tgz from `helm pull` to run this",
+)
+def test_the_pinned_charts_images(tmp_path: Path) -> None:
+    """The real charts: every one renders, and the images an air-gapped site needs come out of them."""
+    inv = load_inventory(_edited_lab(tmp_path, lambda _doc: None))
+    charts = Path(str(PINNED_CHARTS))
+    found = {c.release.chart: c for c in chart_images(inv, charts)}
+    assert {c: f.state for c, f in found.items()} == dict.fromkeys(found, "rendered")
+    every = " ".join(i for f in found.values() for i in f.images)
+    for name in (
+        "tigera/operator:",
+        "local-path-provisioner:",
+        "prometheus-operator:",
+        "prometheus-config-reloader:",
+        "prometheus/prometheus:",
+        "gpu-operator:",
+        "container-toolkit:",
+        "k8s-device-plugin:",
+        "dcgm-exporter:",
+        "gpu-operator-validator:",
+        "node-feature-discovery:",
+    ):
+        assert f"/{name}" in every, (name, sorted(every.split()))
+    tigera = found["tigera-operator"].describe(charts)["operator_images"]
+    assert "quay.io/tigera/operator:" in tigera and "--print-images=list" in tigera
 
 
 def test_normalised_names_docker_hub_as_containerd_does() -> None:
@@ -221,3 +267,4 @@ def test_plan_lists_the_cluster_images_unknown_pins_and_charts(tmp_path: Path, c
         )
         assert "chart kube-prometheus-stack 79.1.0 (kube-prometheus-stack): chart not at hand" in shown
         assert "chart gpu-operator v25.10.0 (gpu-operator): rendered" in shown
+        assert "not listed: tigera-operator deploys Calico's images" in shown
