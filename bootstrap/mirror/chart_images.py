@@ -139,7 +139,7 @@ def images_in(manifests: dict[str, list[dict[str, Any]]]) -> dict[str, str]:
         for doc in docs:
             meta = doc.get("metadata") or {}
             where = f"{template}: {doc.get('kind', '?')}/{meta.get('name', '?')}"
-            spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
+            spec: dict[str, Any] = doc["spec"] if isinstance(doc.get("spec"), dict) else {}
             pairs = list(_containers(spec, where))
             if _is_image(spec.get("image")):  # Prometheus, Alertmanager, ... custom resources
                 pairs.append((spec["image"], f"{where} spec.image"))

@@ -20,7 +20,7 @@ import pytest
 from bootstrap.cluster.kubeadm import cluster_configuration
 from bootstrap.inventory import load_inventory
 from bootstrap.mirror.chart_images import chart_images, normalised
-from bootstrap.mirror.kubeadm_images import KUBEADM_PINS, control_plane_images
+from bootstrap.mirror.kubeadm_images import control_plane_images, pins_for
 from bootstrap.mirror.upstream_images import upstream_images
 from tests.mirror.test_upstream_images import _edited_lab, _site
 
@@ -86,10 +86,16 @@ def _version(version: str, repository: str | None = None) -> Any:
 
 
 # -- kubeadm's images ----------------------------------------------------------------------------------------
-@pytest.mark.parametrize("version", ["1.29.0", "1.32.0"])
+#: What each release's own `kubeadm config images list` prints (pause, etcd, coredns): kubernetes/minikube's
+#: constants_kubeadm_images.go; 1.32.0's also kubeadm's constants.go on release-1.32.
+LISTED = {"1.29.0": ("3.9", "3.5.10-0", "v1.11.1"), "1.32.0": ("3.10", "3.5.16-0", "v1.11.3")}
+
+
+@pytest.mark.parametrize("version", sorted(LISTED))
 def test_control_plane_images_follow_the_version_and_kubeadm_s_pins(tmp_path: Path, version: str) -> None:
     inv = load_inventory(_edited_lab(tmp_path, _version(version)))
-    pins = KUBEADM_PINS[version]
+    pins = pins_for(version)
+    assert pins is not None and (pins.pause, pins.etcd, pins.coredns) == LISTED[version]
     wanted = {
         f"registry.k8s.io/{name}:v{version}": f"{name}:v{version}"
         for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy")
@@ -107,7 +113,8 @@ def test_control_plane_images_follow_the_version_and_kubeadm_s_pins(tmp_path: Pa
 def test_under_image_repository_each_goes_where_kubeadm_names_it(tmp_path: Path) -> None:
     inv = load_inventory(_edited_lab(tmp_path, _version("1.32.0", REPO_K8S)))
     assert cluster_configuration(inv)["imageRepository"] == REPO_K8S
-    pins = KUBEADM_PINS["1.32.0"]
+    pins = pins_for("1.32.0")
+    assert pins is not None
     images = {i.ref: i.path for i in upstream_images(inv)}
     # kubeadm names <imageRepository>/<name>:<tag>; CoreDNS drops its upstream coredns/ prefix there
     assert images["registry.k8s.io/kube-apiserver:v1.32.0"] == "k8s/kube-apiserver:v1.32.0"
@@ -117,16 +124,24 @@ def test_under_image_repository_each_goes_where_kubeadm_names_it(tmp_path: Path)
     assert images["registry.k8s.io/pause:3.9"] == "pause:3.9"
 
 
+def test_pins_move_within_a_minor() -> None:
+    """kubeadm 1.33.6 raised 1.33's etcd (kubernetes#135018): the table is per patch range, not per minor."""
+    before, after = pins_for("1.33.5"), pins_for("v1.33.6")
+    assert before is not None and after is not None
+    assert (before.etcd, after.etcd) == ("3.5.21-0", "3.5.24-0") and before.coredns == after.coredns == "v1.12.0"
+    assert pins_for("1.23.17") is None and pins_for("1.30.15") is None and pins_for("1.33") is None
+
+
 def test_an_unknown_release_lists_its_unknown_pins_with_the_command_that_answers(tmp_path: Path) -> None:
-    inv = load_inventory(_edited_lab(tmp_path, _version("1.30.4")))
-    assert "1.30.4" not in KUBEADM_PINS
+    inv = load_inventory(_edited_lab(tmp_path, _version("1.30.15")))  # newer than the table's 1.30.14
     images = {i.ref: i for i in upstream_images(inv)}
-    assert images["registry.k8s.io/kube-apiserver:v1.30.4"].pin == "tag v1.30.4"
+    assert images["registry.k8s.io/kube-apiserver:v1.30.15"].pin == "tag v1.30.15"
     unknown = [i for i in control_plane_images(inv) if i.unknown_pin]
     assert [i.ref for i in unknown] == [f"registry.k8s.io/{n}" for n in ("pause", "etcd", "coredns/coredns")]
     for image in unknown:
         assert images[image.ref].pin == "unknown"
-        assert "kubeadm config images list --kubernetes-version v1.30.4" in images[image.ref].unknown_pin
+        assert "kubeadm config images list --kubernetes-version v1.30.15" in images[image.ref].unknown_pin
+        assert "1.30.0-1.30.14" in images[image.ref].unknown_pin  # the releases rackctl knows
 
 
 # -- the charts' images ----------------------------------------------------------------------------------------
@@ -244,15 +259,15 @@ def test_normalised_names_docker_hub_as_containerd_does() -> None:
 @pytest.mark.lab
 @pytest.mark.slow
 def test_plan_lists_the_cluster_images_unknown_pins_and_charts(tmp_path: Path, charts: Path) -> None:
-    with _site(tmp_path, _version("1.30.4")) as site:
+    with _site(tmp_path, _version("1.30.15")) as site:
         rc, plan, _ = site.images("--plan", "--charts", str(charts))
         assert rc == 1 and plan["ok"] is False  # the unknown pins: the operator has something to do
         states = {u["image"]: u for u in plan["upstream"]}
-        assert states["registry.k8s.io/kube-apiserver:v1.30.4"]["state"] == "absent"
-        assert states["registry.k8s.io/kube-apiserver:v1.30.4"]["target"] == "10.200.0.11:5000/kube-apiserver:v1.30.4"
+        assert states["registry.k8s.io/kube-apiserver:v1.30.15"]["state"] == "absent"
+        assert states["registry.k8s.io/kube-apiserver:v1.30.15"]["target"] == "10.200.0.11:5000/kube-apiserver:v1.30.15"
         etcd = states["registry.k8s.io/etcd"]
         assert etcd["state"] == "unknown pin" and etcd["pin"] == "unknown" and not etcd["ok"]
-        assert "kubeadm config images list --kubernetes-version v1.30.4" in etcd["fix"]
+        assert "kubeadm config images list --kubernetes-version v1.30.15" in etcd["fix"]
         toolkit = states["nvcr.io/nvidia/k8s/container-toolkit:v1.18.0"]
         assert toolkit["state"] == "absent" and toolkit["needed_by"][0].startswith("chart gpu-operator v25.10.0")
         assert {c["chart"]: c["state"] for c in plan["charts"]}["kube-prometheus-stack"] == "chart not at hand"
@@ -260,7 +275,7 @@ def test_plan_lists_the_cluster_images_unknown_pins_and_charts(tmp_path: Path, c
         rc, _, shown = site.images("--plan", "--charts", str(charts), as_json=False)
         assert rc == 1
         assert "unknown pin: registry.k8s.io/etcd -> 10.200.0.11:5000/etcd" in shown
-        assert "fix: run `kubeadm config images list --kubernetes-version v1.30.4`" in shown
+        assert "fix: run `kubeadm config images list --kubernetes-version v1.30.15`" in shown
         assert (
             "absent: nvcr.io/nvidia/k8s/container-toolkit:v1.18.0 -> 10.200.0.11:5000/nvidia/k8s/container-toolkit"
             in shown
