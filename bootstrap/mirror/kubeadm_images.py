@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from bootstrap.cluster.kubeadm import kubernetes_version
 from bootstrap.inventory.models import Inventory
+from bootstrap.mirror.upstreams import minor_of
 
 #: kubeadm's default image repository (``constants.DefaultImageRepository``).
 DEFAULT_REPOSITORY = "registry.k8s.io"
@@ -91,13 +92,11 @@ def pins_for(version: str) -> KubeadmPins | None:
     return next((p for p in KUBEADM_PINS if p.minor == minor and p.first <= int(patch) <= p.last), None)
 
 
-def known_releases() -> str:
-    """The releases the table covers, for messages (``1.24.0-1.24.17, ...``)."""
-    spans: dict[str, tuple[int, int]] = {}
-    for p in KUBEADM_PINS:
-        first, last = spans.get(p.minor, (p.first, p.last))
-        spans[p.minor] = (min(first, p.first), max(last, p.last))
-    return ", ".join(f"{m}.{a}-{m}.{b}" for m, (a, b) in spans.items())
+def known_releases(minor: str) -> str:
+    """The releases of ``minor`` the table covers (``1.30.0-1.30.14``), else the whole table's span."""
+    rows = [p for p in KUBEADM_PINS if p.minor == minor]
+    first, last = (rows[0], rows[-1]) if rows else (KUBEADM_PINS[0], KUBEADM_PINS[-1])
+    return f"{first.minor}.{first.first}-{last.minor}.{last.last}"
 
 
 @dataclass(frozen=True)
@@ -113,10 +112,11 @@ class ControlPlaneImage:
 
 def unknown_pin_fix(version: str) -> str:
     """What an operator does when rackctl does not know kubeadm ``version``'s pins."""
+    known = known_releases(minor_of(version.removeprefix("v")))
     return (
-        f"run `kubeadm config images list --kubernetes-version {version}` on a connected machine and save + import "
-        f"the pause, etcd and coredns images it names, or set cluster.versions.kubernetes to one rackctl knows "
-        f"({known_releases()})"
+        f"run `kubeadm config images list --kubernetes-version {version}` on a connected machine, save the pause, "
+        "etcd and coredns images it names and copy each to the target shown with its tag (skopeo copy), or set "
+        f"cluster.versions.kubernetes to a release rackctl knows ({known})"
     )
 
 

@@ -67,13 +67,15 @@ class UpstreamImage:
         return f"skopeo {SAVE_PLATFORM} copy docker://{self.ref} oci-archive:{folder}/{self.archive}"
 
     def describe(self, address: str) -> dict[str, Any]:
-        return {
+        out = {
             "image": self.ref,
             "target": f"{address}/{self.path}",
             "pin": self.pin,
             "needed_by": list(self.needed_by),
-            "archive": self.archive,
         }
+        if not self.unknown_pin:  # no tag: no archive name either
+            out["archive"] = self.archive
+        return out
 
 
 def registry_path(ref: str) -> str:

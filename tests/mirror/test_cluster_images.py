@@ -141,7 +141,7 @@ def test_an_unknown_release_lists_its_unknown_pins_with_the_command_that_answers
     for image in unknown:
         assert images[image.ref].pin == "unknown"
         assert "kubeadm config images list --kubernetes-version v1.30.15" in images[image.ref].unknown_pin
-        assert "1.30.0-1.30.14" in images[image.ref].unknown_pin  # the releases rackctl knows
+        assert "a release rackctl knows (1.30.0-1.30.14)" in images[image.ref].unknown_pin
 
 
 # -- the charts' images ----------------------------------------------------------------------------------------
@@ -268,6 +268,7 @@ def test_plan_lists_the_cluster_images_unknown_pins_and_charts(tmp_path: Path, c
         etcd = states["registry.k8s.io/etcd"]
         assert etcd["state"] == "unknown pin" and etcd["pin"] == "unknown" and not etcd["ok"]
         assert "kubeadm config images list --kubernetes-version v1.30.15" in etcd["fix"]
+        assert "archive" not in etcd and etcd["target"] == "10.200.0.11:5000/etcd"
         toolkit = states["nvcr.io/nvidia/k8s/container-toolkit:v1.18.0"]
         assert toolkit["state"] == "absent" and toolkit["needed_by"][0].startswith("chart gpu-operator v25.10.0")
         assert {c["chart"]: c["state"] for c in plan["charts"]}["kube-prometheus-stack"] == "chart not at hand"
