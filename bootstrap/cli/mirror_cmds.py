@@ -23,6 +23,7 @@ from bootstrap.errors import EXIT_FAILED, InvalidInput, Problem
 from bootstrap.inventory import load_inventory
 from bootstrap.mirror.apt_fetch import DEBIAN_ARCHIVE, DEBIAN_SECURITY, Upstream
 from bootstrap.mirror.build import DEBIAN_ORIGIN, build_mirror, plan_mirror
+from bootstrap.mirror.chart_images import chart_images
 from bootstrap.mirror.check import check_mirror
 from bootstrap.mirror.images import plan_images, push_images, required_images
 from bootstrap.mirror.layout import MirrorLayout
@@ -194,12 +195,23 @@ def _show_check(data: dict[str, Any]) -> None:
     default=None,
     help="Import the upstream images the registry lacks from archives saved in DIR (names: --plan).",
 )
+@click.option(
+    "--charts",
+    "charts_dir",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    default=None,
+    help="Directory of the pinned chart archives (<chart>-<version>.tgz): their rendered images are listed too.",
+)
 @json_option
 @handle_errors()
-def images_cmd(inventory_path: Path, state_dir: Path, plan: bool, from_dir: Path | None, as_json: bool) -> None:
+def images_cmd(  # noqa: PLR0917 - click passes options as arguments
+    inventory_path: Path, state_dir: Path, plan: bool, from_dir: Path | None, charts_dir: Path | None, as_json: bool
+) -> None:
     """Fill the registry with the images the stages need: rackctl's own (built here as OCI layouts, pushed
-    with skopeo) and, with --from DIR, the upstream ones (CUDA, NCCL, Triton, the operator's driver, kube-vip)
-    from archives saved on a connected machine. Upstream images already in the registry are left unchanged.
+    with skopeo) and, with --from DIR, the upstream ones (the control-plane images kubeadm pulls, containerd's
+    pause, kube-vip, the operator's driver, CUDA, NCCL, Triton and, with --charts DIR, every image of the
+    rendered charts) from archives saved on a connected machine. Upstream images already in the registry are
+    left unchanged. A chart not in --charts is listed as such: its images are known once it is at hand.
 
     An upstream image's archive is DIR/<ref with '/' and ':' as '_'>.tar, written by
     `skopeo --override-os linux --override-arch amd64 copy docker://REF oci-archive:DIR/NAME.tar`
@@ -209,7 +221,10 @@ def images_cmd(inventory_path: Path, state_dir: Path, plan: bool, from_dir: Path
     environment = environment_for(inventory)
     registry = site_vars(inventory, state_dir, environment)["rackctl_registry"]
     images = required_images(inventory)
-    wanted = upstream_images(inventory)
+    charts = chart_images(inventory, charts_dir)
+    wanted = upstream_images(inventory, charts)
+    chart_list = [c.describe(charts_dir) for c in charts]
+    charts_ok = not any(c.problems for c in charts)  # a chart at hand that does not render
     if plan:
         with err_console.status("looking up the registry...", spinner="dots") as status:
             upstream = sync_upstream(
@@ -219,8 +234,15 @@ def images_cmd(inventory_path: Path, state_dir: Path, plan: bool, from_dir: Path
                 wrap=environment.wrap_command,
                 progress=lambda m: status.update(m + "..."),
             )
-        ok = all(u["ok"] for u in upstream)
-        data = {"ok": ok, "plan": True, "applied": False, "images": plan_images(images, registry), "upstream": upstream}
+        ok = all(u["ok"] for u in upstream) and charts_ok
+        data = {
+            "ok": ok,
+            "plan": True,
+            "applied": False,
+            "images": plan_images(images, registry),
+            "upstream": upstream,
+            "charts": chart_list,
+        }
         emit(data, as_json, _show_images)
         if not ok:
             sys.exit(EXIT_FAILED)
@@ -241,8 +263,9 @@ def images_cmd(inventory_path: Path, state_dir: Path, plan: bool, from_dir: Path
             wrap=environment.wrap_command,
             progress=lambda m: status.update(m + "..."),
         )
-    ok = all(r["ok"] for r in results + upstream)
-    emit({"ok": ok, "applied": True, "images": results, "upstream": upstream}, as_json, _show_images)
+    ok = all(r["ok"] for r in results + upstream) and charts_ok
+    data = {"ok": ok, "applied": True, "images": results, "upstream": upstream, "charts": chart_list}
+    emit(data, as_json, _show_images)
     if not ok:
         sys.exit(EXIT_FAILED)
 
@@ -269,6 +292,15 @@ def _show_images(data: dict[str, Any]) -> None:
             err_console.print(f"  [red]{escape(image['problem'])}[/red]; fix: {escape(image['fix'])}")
     for error in dict.fromkeys(i["registry_error"] for i in data["upstream"] if i.get("registry_error")):
         err_console.print(f"[yellow]the registry did not answer[/yellow]: {escape(error)}")
+    for chart in data["charts"]:
+        head = f"chart {escape(chart['chart'])} {escape(chart['version'])} ({escape(chart['release'])})"
+        if chart["state"] == "rendered":
+            console.print(f"{head}: rendered, {len(chart['images'])} images listed above")
+        else:
+            console.print(f"[yellow]{head}: {escape(chart['state'])}[/yellow]: {escape(chart['note'])}")
+            console.print(f"  fix: {escape(chart['fix'])}")
+        if "operator_images" in chart:
+            console.print(f"  [yellow]not listed[/yellow]: {escape(chart['operator_images'])}")
 
 
 def register(cli: click.Group) -> None:

@@ -157,3 +157,12 @@ def kube_prometheus_stack(inv: Inventory) -> Release:
         values={"prometheus": {"prometheusSpec": spec}, "grafana": {"enabled": mon.grafana}},
         sources=("monitoring", "kubernetes.charts.kube_prometheus_stack"),
     )
+
+
+def cluster_releases(inv: Inventory) -> list[Release]:
+    """The charts of the cluster itself, in install order: CNI, storage, monitoring (the GPU operator is
+    :func:`bootstrap.cluster.gpu_operator.gpu_operator`'s)."""
+    out = [cni(inv), local_path(inv)]
+    if inv.monitoring.enabled:
+        out.append(kube_prometheus_stack(inv))
+    return out

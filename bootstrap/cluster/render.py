@@ -257,9 +257,7 @@ def render_cluster(inv: Inventory, charts_dir: Path | None = None) -> Bundle:
     bundle = Bundle(kubernetes_version=versions.kubernetes, kubeadm_api=kubeadm.api_version(inv))
     bundle.corrections += list(inv.cluster.profile().notes)
     bundle.files += _kubernetes_files(inv)
-    releases = [charts.cni(inv), charts.local_path(inv)]
-    if inv.monitoring.enabled:
-        releases.append(charts.kube_prometheus_stack(inv))
+    releases = charts.cluster_releases(inv)
     gpu = gpu_operator(inv)
     bundle.problems += gpu.problems
     # The profile's notes may already report the same correction (e.g. defaultRuntime): say it once.

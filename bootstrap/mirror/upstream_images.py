@@ -19,12 +19,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from bootstrap.cluster.gpu_operator import driver_image
 from bootstrap.cluster.vip import kube_vip_image, kube_vip_upstream
 from bootstrap.cluster.workload_checks import CUDA_IMAGE, NCCL_IMAGE, nccl_targets, smoke_targets
 from bootstrap.inventory.models import Inventory
 from bootstrap.inventory.trtllm import version_info
+from bootstrap.mirror.chart_images import ChartImages
 from bootstrap.mirror.images import PushError, registry_address, registry_certs, served_digest, skopeo
+from bootstrap.mirror.kubeadm_images import control_plane_images
+from bootstrap.resources import roles_dir
 
 #: What the registry says (in skopeo's message) when it does not hold a repository or tag.
 _ABSENT = ("manifest unknown", "name unknown", "not found")
@@ -40,6 +45,8 @@ class UpstreamImage:
     ref: str
     path: str
     needed_by: tuple[str, ...]
+    #: set when rackctl does not know the tag: what to do instead (the image cannot be looked up or imported)
+    unknown_pin: str = ""
 
     @property
     def archive(self) -> str:
@@ -48,7 +55,9 @@ class UpstreamImage:
 
     @property
     def pin(self) -> str:
-        """``tag <tag>`` or ``digest <digest>``: what fixes the image's content."""
+        """``tag <tag>``, ``digest <digest>`` or ``unknown``: what fixes the image's content."""
+        if self.unknown_pin:
+            return "unknown"
         if "@" in self.ref:
             return "digest " + self.ref.split("@", 1)[1]
         return "tag " + self.ref.rsplit(":", 1)[1]
@@ -58,13 +67,15 @@ class UpstreamImage:
         return f"skopeo {SAVE_PLATFORM} copy docker://{self.ref} oci-archive:{folder}/{self.archive}"
 
     def describe(self, address: str) -> dict[str, Any]:
-        return {
+        out = {
             "image": self.ref,
             "target": f"{address}/{self.path}",
             "pin": self.pin,
             "needed_by": list(self.needed_by),
-            "archive": self.archive,
         }
+        if not self.unknown_pin:  # no tag: no archive name either
+            out["archive"] = self.archive
+        return out
 
 
 def registry_path(ref: str) -> str:
@@ -73,13 +84,23 @@ def registry_path(ref: str) -> str:
     return rest if rest and ("." in host or ":" in host or host == "localhost") else ref
 
 
-def upstream_images(inv: Inventory) -> list[UpstreamImage]:
-    """The upstream images this inventory's cluster pulls, each once with every stage or check that needs it."""
-    wanted: dict[str, tuple[str, list[str]]] = {}
+def sandbox_image() -> str:
+    """containerd's sandbox (pause) image, as role container_runtime configures it on every node."""
+    defaults = yaml.safe_load((roles_dir() / "container_runtime" / "defaults" / "main.yml").read_text())
+    return str(defaults["container_runtime_sandbox_image"])
 
-    def add(ref: str, needed_by: str, served_as: str | None = None) -> None:
-        wanted.setdefault(ref, (registry_path(served_as or ref), []))[1].append(needed_by)
 
+def upstream_images(inv: Inventory, charts: list[ChartImages] | None = None) -> list[UpstreamImage]:
+    """The upstream images this inventory's cluster pulls, each once with every stage or check that needs it;
+    with ``charts`` (:func:`~bootstrap.mirror.chart_images.chart_images`), the images of each rendered chart."""
+    wanted: dict[str, tuple[str, list[str], str]] = {}
+
+    def add(ref: str, needed_by: str, served_as: str | None = None, unknown_pin: str = "") -> None:
+        wanted.setdefault(ref, (registry_path(served_as or ref), [], unknown_pin))[1].append(needed_by)
+
+    for image in control_plane_images(inv):
+        add(image.ref, image.needed_by, image.served_as or None, image.unknown_pin)
+    add(sandbox_image(), "container_runtime: containerd's sandbox (pause) image of every pod")
     if inv.kubernetes.api_endpoint == "kube-vip":
         add(kube_vip_upstream(inv), "kubernetes: the kube-vip static pod on each control plane", kube_vip_image(inv))
     driver = driver_image(inv)
@@ -91,7 +112,10 @@ def upstream_images(inv: Inventory) -> list[UpstreamImage]:
         add(NCCL_IMAGE, "validate-cluster --nccl: the nccl-allreduce Job of each SXM node")
     for spec in inv.models:
         add(version_info(spec.trtllm_version).image, f"triton: model {spec.name}")
-    return [UpstreamImage(ref, path, tuple(needs)) for ref, (path, needs) in wanted.items()]
+    for chart in charts or []:
+        for ref, where in chart.images.items():
+            add(ref, f"chart {chart.release.chart} {chart.release.version} ({where})")
+    return [UpstreamImage(ref, path, tuple(needs), unknown) for ref, (path, needs, unknown) in wanted.items()]
 
 
 def archive_transport(archive: Path) -> str:
@@ -127,6 +151,15 @@ def sync_upstream(
     with registry_certs(registry) as certs:
         for image in images:
             result = image.describe(address)
+            if image.unknown_pin:
+                result.update(
+                    state="unknown pin",
+                    ok=False,
+                    problem=f"rackctl does not know the tag of {image.ref} for {'; '.join(image.needed_by)}",
+                    fix=image.unknown_pin,
+                )
+                results.append(result)
+                continue
             if unanswered is None:
                 progress(f"looking up {image.path} in {address}")
                 state, result["registry_digest"], unanswered = _look_up(wrap, f"{address}/{image.path}", certs)

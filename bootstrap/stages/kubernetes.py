@@ -81,10 +81,7 @@ def node_action(inv: Inventory, node: Node) -> str:
 
 def releases(inv: Inventory) -> list[charts.Release]:
     """The charts of the cluster itself, in install order (the GPU operator is the nvidia stage's)."""
-    out = [charts.cni(inv), charts.local_path(inv)]
-    if inv.monitoring.enabled:
-        out.append(charts.kube_prometheus_stack(inv))
-    return out
+    return charts.cluster_releases(inv)
 
 
 @register_stage

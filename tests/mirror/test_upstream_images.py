@@ -35,9 +35,10 @@ from bootstrap.cluster.vip import kube_vip_upstream
 from bootstrap.cluster.workload_checks import CUDA_IMAGE, NCCL_IMAGE
 from bootstrap.inventory import load_inventory
 from bootstrap.inventory.trtllm import version_info
+from bootstrap.mirror.kubeadm_images import control_plane_images
 from bootstrap.mirror.oci import Entry, write_layout
 from bootstrap.mirror.site_vars import site_vars
-from bootstrap.mirror.upstream_images import UpstreamImage, registry_path, upstream_images
+from bootstrap.mirror.upstream_images import UpstreamImage, registry_path, sandbox_image, upstream_images
 from rackctl_lab.head_services import LabHeadServices
 from rackctl_lab.netns import LabNetwork
 from tests.mirror.conftest import lab_inventory_copy
@@ -67,7 +68,8 @@ def test_the_lab_inventory_needs_each_pinned_upstream_image_once(tmp_path: Path)
     images = {i.ref: i for i in upstream_images(inv)}
     driver = driver_image(inv)
     assert driver == "nvcr.io/nvidia/driver:580.95.05-debian12"  # profile current's driver, Debian 12 nodes
-    assert list(images) == [kube_vip_upstream(inv), driver, CUDA_IMAGE, NCCL_IMAGE, TRITON_IMAGE]
+    cluster = [i.ref for i in control_plane_images(inv)] + [sandbox_image()]
+    assert list(images) == [*cluster, kube_vip_upstream(inv), driver, CUDA_IMAGE, NCCL_IMAGE, TRITON_IMAGE]
     assert images[NCCL_IMAGE].path == "nvidia/cuda-dl-base:24.11-cuda12.6-devel-ubuntu24.04"  # what containerd asks
     assert images[CUDA_IMAGE].archive == "nvcr.io_nvidia_cuda_12.2.2-base-ubuntu22.04.tar"
     assert images[CUDA_IMAGE].pin == "tag 12.2.2-base-ubuntu22.04"
@@ -91,13 +93,14 @@ def test_only_the_images_that_apply(tmp_path: Path) -> None:
         doc["kubernetes"] = {"api_endpoint": "keepalived-haproxy"}
 
     bare = load_inventory(_edited_lab(tmp_path / "b", host_driver_no_models))
-    assert [i.ref for i in upstream_images(bare)] == [CUDA_IMAGE, NCCL_IMAGE]
+    cluster = [i.ref for i in control_plane_images(bare)] + [sandbox_image()]
+    assert [i.ref for i in upstream_images(bare)] == [*cluster, CUDA_IMAGE, NCCL_IMAGE]
 
     def own_repository(doc: dict[str, Any]) -> None:
         doc["kubernetes"] = {"image_repository": "10.200.0.11:5000/k8s"}
 
     moved = load_inventory(_edited_lab(tmp_path / "c", own_repository))
-    vip = upstream_images(moved)[0]
+    vip = next(i for i in upstream_images(moved) if "kube-vip" in i.ref)
     assert vip.ref == kube_vip_upstream(moved) and vip.path == f"k8s/kube-vip:{vip.ref.rsplit(':', 1)[1]}"
     assert registry_path("busybox:1") == "busybox:1" and registry_path("localhost/a/b:1") == "a/b:1"
 
