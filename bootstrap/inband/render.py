@@ -20,6 +20,7 @@ from bootstrap.inband.node_services import node_service_vars
 from bootstrap.inventory.hardware import GPU_TYPES
 from bootstrap.inventory.models import Inventory, Node, Role
 from bootstrap.inventory.profiles import kubeadm_api_for
+from bootstrap.mirror.kubeadm_images import sandbox_image
 from bootstrap.mirror.site_vars import site_vars
 
 if TYPE_CHECKING:
@@ -146,6 +147,8 @@ def group_vars(inv: Inventory, site: Mapping[str, Any] | None = None) -> dict[st
             # the node's rendered kubeadm config (placeholders for the token, CA hash and certificate key: the
             # roles kubeadm_init/kubeadm_join fill them on the node in a 0600 temp file in kube_config_dir)
             "kubeadm_config_file": KUBEADM_CONFIG_ON_NODE,
+            # containerd's sandbox image: kubeadm's pause of this release (role container_runtime)
+            "container_runtime_sandbox_image": sandbox_image(inv)[1],
         },
         "gpu.yml": {"gpu_operator_enabled": True},
         "fabric_manager.yml": {"fabric_manager_enabled": True},

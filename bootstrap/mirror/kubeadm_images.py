@@ -16,9 +16,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import yaml
+
 from bootstrap.cluster.kubeadm import kubernetes_version
 from bootstrap.inventory.models import Inventory
 from bootstrap.mirror.upstreams import minor_of
+from bootstrap.resources import roles_dir
 
 #: kubeadm's default image repository (``constants.DefaultImageRepository``).
 DEFAULT_REPOSITORY = "registry.k8s.io"
@@ -151,3 +154,19 @@ def control_plane_images(inv: Inventory) -> list[ControlPlaneImage]:
     return [
         ControlPlaneImage(i.ref, f"{repository}/{i.ref.rsplit('/', 1)[1]}", i.needed_by, i.unknown_pin) for i in images
     ]
+
+
+def sandbox_image(inv: Inventory) -> tuple[str, str]:
+    """containerd's sandbox (pause) image: (its upstream reference, the reference containerd names).
+
+    kubeadm's own pause for the inventory's release, under ``kubernetes.image_repository`` where set: kubeadm's
+    preflight warns where containerd's sandbox image differs from it, and a pod then needs both. Where rackctl
+    does not know the release's pin, role ``container_runtime``'s default.
+    """
+    pins = pins_for(kubernetes_version(inv))
+    if pins is None:
+        defaults = yaml.safe_load((roles_dir() / "container_runtime" / "defaults" / "main.yml").read_text())
+        default = str(defaults["container_runtime_sandbox_image"])
+        return default, default
+    repository = inv.kubernetes.image_repository or DEFAULT_REPOSITORY
+    return f"{DEFAULT_REPOSITORY}/pause:{pins.pause}", f"{repository}/pause:{pins.pause}"

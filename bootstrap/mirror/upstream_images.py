@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from bootstrap.cluster.gpu_operator import driver_image
 from bootstrap.cluster.vip import kube_vip_image, kube_vip_upstream
 from bootstrap.cluster.workload_checks import CUDA_IMAGE, NCCL_IMAGE, nccl_targets, smoke_targets
@@ -28,8 +26,7 @@ from bootstrap.inventory.models import Inventory
 from bootstrap.inventory.trtllm import version_info
 from bootstrap.mirror.chart_images import ChartImages
 from bootstrap.mirror.images import PushError, registry_address, registry_certs, served_digest, skopeo
-from bootstrap.mirror.kubeadm_images import control_plane_images
-from bootstrap.resources import roles_dir
+from bootstrap.mirror.kubeadm_images import control_plane_images, sandbox_image
 
 #: What the registry says (in skopeo's message) when it does not hold a repository or tag.
 _ABSENT = ("manifest unknown", "name unknown", "not found")
@@ -84,12 +81,6 @@ def registry_path(ref: str) -> str:
     return rest if rest and ("." in host or ":" in host or host == "localhost") else ref
 
 
-def sandbox_image() -> str:
-    """containerd's sandbox (pause) image, as role container_runtime configures it on every node."""
-    defaults = yaml.safe_load((roles_dir() / "container_runtime" / "defaults" / "main.yml").read_text())
-    return str(defaults["container_runtime_sandbox_image"])
-
-
 def upstream_images(inv: Inventory, charts: list[ChartImages] | None = None) -> list[UpstreamImage]:
     """The upstream images this inventory's cluster pulls, each once with every stage or check that needs it;
     with ``charts`` (:func:`~bootstrap.mirror.chart_images.chart_images`), the images of each rendered chart."""
@@ -100,7 +91,8 @@ def upstream_images(inv: Inventory, charts: list[ChartImages] | None = None) -> 
 
     for image in control_plane_images(inv):
         add(image.ref, image.needed_by, image.served_as or None, image.unknown_pin)
-    add(sandbox_image(), "container_runtime: containerd's sandbox (pause) image of every pod")
+    upstream, named = sandbox_image(inv)
+    add(upstream, "container_runtime: containerd's sandbox (pause) image of every pod", named)
     if inv.kubernetes.api_endpoint == "kube-vip":
         add(kube_vip_upstream(inv), "kubernetes: the kube-vip static pod on each control plane", kube_vip_image(inv))
     driver = driver_image(inv)

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from bootstrap.cluster.kubeadm import cluster_configuration
+from bootstrap.inband.render import group_vars
 from bootstrap.inventory import load_inventory
 from bootstrap.mirror.chart_images import chart_images, normalised
 from bootstrap.mirror.kubeadm_images import control_plane_images, pins_for
@@ -120,8 +121,10 @@ def test_under_image_repository_each_goes_where_kubeadm_names_it(tmp_path: Path)
     assert images["registry.k8s.io/kube-apiserver:v1.32.0"] == "k8s/kube-apiserver:v1.32.0"
     assert images[f"registry.k8s.io/etcd:{pins.etcd}"] == f"k8s/etcd:{pins.etcd}"
     assert images[f"registry.k8s.io/coredns/coredns:{pins.coredns}"] == f"k8s/coredns:{pins.coredns}"
-    # containerd's sandbox image is not kubeadm's: it stays under the registry.k8s.io mirror
-    assert images["registry.k8s.io/pause:3.9"] == "pause:3.9"
+    # containerd's sandbox image is kubeadm's pause, named under the repository too (rendered for the role)
+    assert "registry.k8s.io/pause:3.9" not in images
+    sandbox = group_vars(inv)["k8s_cluster.yml"]["container_runtime_sandbox_image"]
+    assert sandbox == f"{REPO_K8S}/pause:{pins.pause}" and pins.pause == "3.10"
 
 
 def test_pins_move_within_a_minor() -> None:
@@ -138,6 +141,9 @@ def test_an_unknown_release_lists_its_unknown_pins_with_the_command_that_answers
     assert images["registry.k8s.io/kube-apiserver:v1.30.15"].pin == "tag v1.30.15"
     unknown = [i for i in control_plane_images(inv) if i.unknown_pin]
     assert [i.ref for i in unknown] == [f"registry.k8s.io/{n}" for n in ("pause", "etcd", "coredns/coredns")]
+    # containerd keeps role container_runtime's own sandbox image, a known tag
+    sandbox = group_vars(inv)["k8s_cluster.yml"]["container_runtime_sandbox_image"]
+    assert sandbox == "registry.k8s.io/pause:3.9" and images[sandbox].pin == "tag 3.9"
     for image in unknown:
         assert images[image.ref].pin == "unknown"
         assert "kubeadm config images list --kubernetes-version v1.30.15" in images[image.ref].unknown_pin

@@ -38,7 +38,7 @@ from bootstrap.inventory.trtllm import version_info
 from bootstrap.mirror.kubeadm_images import control_plane_images
 from bootstrap.mirror.oci import Entry, write_layout
 from bootstrap.mirror.site_vars import site_vars
-from bootstrap.mirror.upstream_images import UpstreamImage, registry_path, sandbox_image, upstream_images
+from bootstrap.mirror.upstream_images import UpstreamImage, registry_path, upstream_images
 from rackctl_lab.head_services import LabHeadServices
 from rackctl_lab.netns import LabNetwork
 from tests.mirror.conftest import lab_inventory_copy
@@ -68,8 +68,10 @@ def test_the_lab_inventory_needs_each_pinned_upstream_image_once(tmp_path: Path)
     images = {i.ref: i for i in upstream_images(inv)}
     driver = driver_image(inv)
     assert driver == "nvcr.io/nvidia/driver:580.95.05-debian12"  # profile current's driver, Debian 12 nodes
-    cluster = [i.ref for i in control_plane_images(inv)] + [sandbox_image()]
+    cluster = [i.ref for i in control_plane_images(inv)]  # containerd's sandbox image is kubeadm's pause: once
     assert list(images) == [*cluster, kube_vip_upstream(inv), driver, CUDA_IMAGE, NCCL_IMAGE, TRITON_IMAGE]
+    pause = images["registry.k8s.io/pause:3.10"]  # kubeadm 1.33.5's pin
+    assert pause.needed_by[-1] == "container_runtime: containerd's sandbox (pause) image of every pod"
     assert images[NCCL_IMAGE].path == "nvidia/cuda-dl-base:24.11-cuda12.6-devel-ubuntu24.04"  # what containerd asks
     assert images[CUDA_IMAGE].archive == "nvcr.io_nvidia_cuda_12.2.2-base-ubuntu22.04.tar"
     assert images[CUDA_IMAGE].pin == "tag 12.2.2-base-ubuntu22.04"
@@ -93,7 +95,7 @@ def test_only_the_images_that_apply(tmp_path: Path) -> None:
         doc["kubernetes"] = {"api_endpoint": "keepalived-haproxy"}
 
     bare = load_inventory(_edited_lab(tmp_path / "b", host_driver_no_models))
-    cluster = [i.ref for i in control_plane_images(bare)] + [sandbox_image()]
+    cluster = [i.ref for i in control_plane_images(bare)]
     assert [i.ref for i in upstream_images(bare)] == [*cluster, CUDA_IMAGE, NCCL_IMAGE]
 
     def own_repository(doc: dict[str, Any]) -> None:
