@@ -146,6 +146,8 @@ def group_vars(inv: Inventory, site: Mapping[str, Any] | None = None) -> dict[st
             # the node's rendered kubeadm config (placeholders for the token, CA hash and certificate key: the
             # roles kubeadm_init/kubeadm_join fill them on the node in a 0600 temp file in kube_config_dir)
             "kubeadm_config_file": KUBEADM_CONFIG_ON_NODE,
+            # what holds the API VIP (role api_endpoint on the host side, its place.yml before init/join)
+            "kube_api_endpoint": inv.kubernetes.api_endpoint,
         },
         "gpu.yml": {"gpu_operator_enabled": True},
         "fabric_manager.yml": {"fabric_manager_enabled": True},
