@@ -67,11 +67,12 @@ class Rack:
 
 
 @contextmanager
-def build_rack(tmp_path: Path, **kubernetes: str) -> Iterator[Rack]:
+def build_rack(tmp_path: Path, staged: bool = True, **kubernetes: str) -> Iterator[Rack]:
     """Four installed, networked nodes (sshd on loopback), each with its rendered kubeadm config, a stand-in
     kubeadm/etcdctl and, on the control planes, the kube-vip static pods the host side stages (role api_endpoint;
     tests/ansible/test_kubernetes_host_stage.py runs that part) in its own directory; a StageContext whose
-    extravars point the roles there. ``kubernetes``: ``software_profile`` (cluster) and ``kubernetes:`` fields."""
+    extravars point the roles there. ``staged``: False leaves the staging to the host side; ``kubernetes``:
+    ``software_profile`` (cluster) and ``kubernetes:`` fields."""
     client = tmp_path / "admin" / "id_ed25519"
     client.parent.mkdir()
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(client)], check=True)
@@ -101,7 +102,7 @@ def build_rack(tmp_path: Path, **kubernetes: str) -> Iterator[Rack]:
         config.parent.mkdir(parents=True)
         config.write_text(bundle[f"kubeadm/{hostname}.yaml"])
         for name, content in bundle.items():  # what the host side stages (a stand-in here for its own test)
-            if name.startswith(f"static-pods/{hostname}/"):
+            if staged and name.startswith(f"static-pods/{hostname}/"):
                 (config.parent / Path(name).name).write_text(content)
         sshds[hostname] = start_ssh_node(
             tmp_path / "sshd" / hostname, host_key=pins[hostname][0].private_path, client_key=client
