@@ -92,6 +92,8 @@ def keepalived_conf(inv: Inventory, node: Node) -> str:
     state = "MASTER" if index == 0 else "BACKUP"
     return (
         "# rendered by rackctl: the API VIP held by keepalived, checked through haproxy\n"
+        # without script_security keepalived's own check (keepalived -t) rejects a config that runs a script
+        "global_defs {\n  enable_script_security\n  script_user root\n}\n"
         "vrrp_script chk_haproxy {\n"
         f'  script "/usr/bin/curl -sfk https://localhost:{HAPROXY_PORT}/healthz -o /dev/null"\n'
         "  interval 3\n  fall 3\n  rise 2\n}\n"

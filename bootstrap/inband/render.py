@@ -149,6 +149,8 @@ def group_vars(inv: Inventory, site: Mapping[str, Any] | None = None) -> dict[st
             "kubeadm_config_file": KUBEADM_CONFIG_ON_NODE,
             # containerd's sandbox image: kubeadm's pause of this release (role container_runtime)
             "container_runtime_sandbox_image": sandbox_image(inv)[1],
+            # what holds the API VIP (role api_endpoint on the host side, its place.yml before init/join)
+            "kube_api_endpoint": inv.kubernetes.api_endpoint,
         },
         "gpu.yml": {"gpu_operator_enabled": True},
         "fabric_manager.yml": {"fabric_manager_enabled": True},

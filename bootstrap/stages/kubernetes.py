@@ -10,7 +10,8 @@ fails the stage as bad input (exit 2), naming the inventory field, and nothing i
 Then the host side runs for real on every node the network stage configured
 (:mod:`bootstrap.stages.kubernetes_host`: kubeadm/kubelet/kubectl at exactly the cluster's version from the
 site's package source, held, the node's kubeadm config validated by that kubeadm; where the sources lack
-them nothing changes and the node says which are missing).
+them nothing changes and the node says which are missing; on the control planes the API VIP's holder:
+kube-vip's static pods staged, or keepalived + haproxy installed, configured and started).
 
 Where a cluster already exists (``<state-dir>/kubeconfig``), the nodes' labels and taints are applied to it
 (:mod:`bootstrap.stages.kubernetes_labels`): per node "labels/taints applied: ..." or "not joined: Node <name>
@@ -49,7 +50,7 @@ from bootstrap.stages.cluster_render import (
 )
 from bootstrap.stages.helm_releases import planned, with_helm_releases
 from bootstrap.stages.kubernetes_cluster import cluster_side, joinable, planned_actions, with_cluster_side
-from bootstrap.stages.kubernetes_host import HOST_PLAYBOOK, host_side, source_described
+from bootstrap.stages.kubernetes_host import HOST_PLAYBOOK, api_endpoint_action, host_side, source_described
 from bootstrap.stages.kubernetes_labels import with_live_labels
 
 #: Where the stage writes the bundle, under the state directory.
@@ -103,13 +104,15 @@ class KubernetesStage(ClusterRenderStage):
         out_of_band = ctx.options.environment.out_of_band_only(inv)
         actions = []
         for hostname in ctx.nodes:
+            vip_action = api_endpoint_action(inv, ctx.node(hostname))
             actions.append(
                 PlannedAction(
                     self.name,
                     hostname,
                     f"playbooks/{HOST_PLAYBOOK} over SSH once the network stage configured the node: kubeadm, "
                     f"kubelet, kubectl {version} from {source_described(inv)}, held, and kubeadm config validate "
-                    "on the node's rendered config (nothing changed if the sources lack them)",
+                    "on the node's rendered config (nothing changed if the sources lack them)"
+                    + (f"; the API VIP: {vip_action}" if vip_action else ""),
                     skip=out_of_band.get(hostname),
                 )
             )

@@ -6,7 +6,11 @@ short`` on the first control plane answered ``v<version>`` (:func:`gate`; once t
 on the run's nodes). Then, in order: ``kubeadm init
 --upload-certs`` on the first control plane (role ``kubeadm_init``, skipped where ``admin.conf`` exists), the
 other control planes joined one at a time (``serial: 1``), each after an etcd snapshot on the first (roles
-``etcd_snapshot``, ``kubeadm_join``), then the workers (skipped where ``kubelet.conf`` exists). Each node's
+``etcd_snapshot``, ``kubeadm_join``), then the workers (skipped where ``kubelet.conf`` exists). With kube-vip
+(``kubernetes.api_endpoint``) the static pod the host side staged is copied into the manifests directory first
+(role ``api_endpoint``, ``place.yml``): the super-admin.conf variant before init from 1.29, switched to the
+admin.conf one after it (also on a later run, where one stopped in between), ``kube-vip.yaml`` before each
+control-plane join, whose preflight then lets ``DirAvailable--etc-kubernetes-manifests`` through. Each node's
 ``kubeadm config validate`` and ``kubeadm init|join phase preflight`` run on the resolved config first
 (role ``kubeadm_preflight``). The token, CA hash and certificate key are made on the node / the first control
 plane at that moment and never logged. The admin kubeconfig is fetched to ``<state-dir>/kubeconfig`` (0600,
@@ -29,16 +33,48 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from bootstrap.cluster import vip
 from bootstrap.fsutil import atomic_write_bytes
 from bootstrap.inventory.models import Inventory
 from bootstrap.kube import KUBECONFIG
 from bootstrap.stages.base import NOT_APPLIED, NodeResult, PlannedAction, StageContext, StageResult
-from bootstrap.stages.kubernetes_host import HOST_FACTS
+from bootstrap.stages.kubernetes_host import HOST_FACTS, KUBE_VIP_STAGE_DIR
 from bootstrap.stages.playbook import NOT_REACHED, PlaybookStage
 
 #: The cluster side's playbook and the fact each node returns (``{action, ...}``).
 CLUSTER_PLAYBOOK = "kubernetes_cluster.yml"
 CLUSTER_FACTS = "kubeadm_cluster_report"
+#: kube-vip's static pod on a control plane, placed from what the host side staged (role api_endpoint, place.yml).
+KUBE_VIP_MANIFEST = "/etc/kubernetes/manifests/kube-vip.yaml"
+KUBE_VIP_PLACED = f"{KUBE_VIP_STAGE_DIR}/kube-vip.yaml placed as {KUBE_VIP_MANIFEST}"
+KUBE_VIP_SWITCH = f", then kube-vip switched to admin.conf ({KUBE_VIP_PLACED})"
+#: The one kubeadm preflight check a control-plane join lets through with kube-vip's pod in the manifests dir
+#: (kubeadm join before 1.23 refuses a non-empty directory; init checks only its own four manifests).
+JOIN_IGNORED = "DirAvailable--etc-kubernetes-manifests"
+
+
+def kube_vip_before_init(inv: Inventory) -> str:
+    """The plan's words for kube-vip's static pod placed before init on the first control plane."""
+    if vip.needs_super_admin(inv):
+        return f"{KUBE_VIP_STAGE_DIR}/kube-vip-init.yaml (super-admin.conf, 1.29+) placed as {KUBE_VIP_MANIFEST}, then "
+    return f"{KUBE_VIP_PLACED}, then "
+
+
+def kube_vip_words(report: dict[str, Any]) -> str:
+    """What the cluster side did with kube-vip's static pod on a node, from its report ('' where nothing)."""
+    manifest = report.get("kube_vip_manifest")
+    if not manifest:
+        return ""
+    if "kube_vip_before_init" in report:  # the first control plane: placed before init, switched after it
+        before = report.get("kube_vip_before_init")
+        done = [f"{before} placed before init"] if before else []
+        if report.get("kube_vip_switched"):
+            done.append(f"switched to {report['kube_vip_switched']} (admin.conf) after it")
+        return f"kube-vip static pod {manifest}: {', '.join(done)}" if done else ""
+    ignored = ",".join(report.get("ignored_preflight_errors") or [])
+    return f"kube-vip static pod placed as {manifest} before the join" + (
+        f" (--ignore-preflight-errors={ignored})" if ignored else ""
+    )
 
 
 def first_control_plane(inv: Inventory) -> str | None:
@@ -123,6 +159,7 @@ def planned_actions(ctx: StageContext, stage: str) -> list[PlannedAction]:
             f"-o short` on {first} answers v{version}, else {NOT_APPLIED}"
         )
     checks = "kubeadm config validate + kubeadm {} phase preflight on the node's config, then "
+    kube_vip = inv.kubernetes.api_endpoint == "kube-vip"
     actions = []
     for hostname in ctx.nodes:
         node = ctx.node(hostname)
@@ -133,13 +170,19 @@ def planned_actions(ctx: StageContext, stage: str) -> list[PlannedAction]:
             )
         elif hostname == first:
             what = (
-                f"{checks.format('init')}kubeadm init --upload-certs (skipped where admin.conf exists); its "
-                f"admin.conf fetched to {ctx.state_dir / KUBECONFIG} (0600)"
+                f"{kube_vip_before_init(inv) if kube_vip else ''}{checks.format('init')}kubeadm init --upload-certs "
+                f"(skipped where admin.conf exists){KUBE_VIP_SWITCH if kube_vip and vip.needs_super_admin(inv) else ''}"
+                f"; its admin.conf fetched to {ctx.state_dir / KUBECONFIG} (0600)"
             )
         elif node.is_control_plane:
+            join = (
+                f"{KUBE_VIP_PLACED} and kubeadm join as control plane with --ignore-preflight-errors={JOIN_IGNORED}"
+                if kube_vip
+                else "kubeadm join as control plane"
+            )
             what = (
-                f"an etcd snapshot on {first}, then {checks.format('join')}kubeadm join as control plane, one "
-                "control plane at a time (skipped where kubelet.conf exists)"
+                f"an etcd snapshot on {first}, then {checks.format('join')}{join}, one control plane at a time "
+                "(skipped where kubelet.conf exists)"
             )
         else:
             what = (
@@ -216,6 +259,8 @@ def cluster_side(ctx: StageContext, host: dict[str, NodeResult]) -> tuple[dict[s
             text = str(report["action"])
             if report.get("etcd_snapshot"):
                 text += f" (etcd snapshot {report['etcd_snapshot']} on {first} first)"
+            if kube_vip_words(report):
+                text += f"; {kube_vip_words(report)}"
             out[node] = NodeResult(node, ok=True, message=text, changed=res.changed, data=res.data)
         elif node in unreached(played) and failed:  # the play stopped at another node's failure
             why = f"not joined: the play stopped after {', '.join(failed)} failed"

@@ -8,6 +8,14 @@ the node's package source, holds them, and validates the node's rendered kubeadm
 Where the node's sources lack them it changes nothing and says which are missing; a different version
 already installed fails the node (an upgrade is a separate operation).
 
+On the control planes the same playbook puts what holds the API VIP in place (role ``api_endpoint``,
+``kubernetes.api_endpoint``): kube-vip's rendered static pods (``static-pods/<cp>/kube-vip.yaml``, and
+``kube-vip-init.yaml`` on the first control plane from 1.29) staged 0600 in ``/etc/rackctl``, from where the
+cluster side places them into the manifests directory before init/join; or keepalived + haproxy installed
+from the site's package source, ``host/<cp>/keepalived.conf`` and ``haproxy.cfg`` written after
+``keepalived -t`` / ``haproxy -c`` accepted them, both enabled and started. Its report is added to the host
+side's fact as ``api_endpoint``.
+
 Where the packages come from is the site's package source (``site_services.packages``): the head node's
 mirror or a site mirror carries them or not (nothing else is added); with the public archives the role
 adds the upstream repository ``pkgs.k8s.io/core:/stable:/v<major.minor>/deb/``, signed by the key that
@@ -23,7 +31,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from bootstrap.inventory.models import Inventory
+from bootstrap.cluster import vip
+from bootstrap.inventory.models import Inventory, Node
 from bootstrap.inventory.package_upstreams import KUBERNETES_REPO
 from bootstrap.stages.base import NodeResult, StageContext
 from bootstrap.stages.playbook import PlaybookStage, host_side_targets
@@ -35,6 +44,8 @@ HOST_FACTS = "kubernetes_packages_report"
 UPSTREAM_REPO = KUBERNETES_REPO
 UPSTREAM_KEY_ON_NODE = "/etc/apt/keyrings/kubernetes-apt-keyring.asc"
 PACKAGES = ("kubeadm", "kubelet", "kubectl")
+#: Where role api_endpoint stages kube-vip's static pods on a control plane (its ``api_endpoint_stage_dir``).
+KUBE_VIP_STAGE_DIR = "/etc/rackctl"
 
 
 def minor_of(version: str) -> str:
@@ -76,6 +87,44 @@ def missing_hint(inv: Inventory) -> str:
     return "`rackctl mirror build` puts them into the mirror from Kubernetes' repository: run it, then this stage again"
 
 
+def api_endpoint_fix(inv: Inventory) -> str:
+    """The fix where a control plane's sources lack keepalived or haproxy (Debian packages), by package source."""
+    src = inv.site_services.packages
+    if src.source == "mirror":
+        return (
+            "`rackctl mirror build` puts them into the head node's mirror (role api_endpoint declares them in "
+            "api_endpoint_packages): run it, then this stage again"
+        )
+    if src.source == "public":
+        return "the node's Debian sources carry them: check its apt sources (role package_source), then run this again"
+    return f"add them to the site mirror {src.uri}, then run this stage again"
+
+
+def api_endpoint_action(inv: Inventory, node: Node) -> str:
+    """What the host side does for the API VIP on ``node`` ('' off the control planes), for the plan."""
+    if not node.is_control_plane:
+        return ""
+    if inv.kubernetes.api_endpoint == "keepalived-haproxy":
+        return (
+            f"keepalived + haproxy from {source_described(inv)} (the node fails, nothing changed, where they are "
+            "missing), host/<node>/keepalived.conf and haproxy.cfg written after keepalived -t / haproxy -c "
+            "accepted them, both enabled and started"
+        )
+    files = ", ".join(f"{KUBE_VIP_STAGE_DIR}/{name}" for name in vip.kube_vip_files(inv, node))
+    return f"kube-vip static pod staged at {files} (0600; the cluster side places it before init/join)"
+
+
+def api_endpoint_message(report: dict[str, Any]) -> str:
+    """What role api_endpoint did on a control plane, in words ('' where it did not run)."""
+    if report.get("staged"):
+        staged = ", ".join(report["staged"])
+        return f"kube-vip static pod staged at {staged} (placed by the cluster side before init/join)"
+    if report.get("configs"):
+        versions = ", ".join(f"{p} {v}" for p, v in (report.get("packages") or {}).items())
+        return f"API VIP: {versions} installed; {', '.join(report['configs'])}; {report.get('services')}"
+    return ""
+
+
 class KubernetesHostPlay(PlaybookStage):
     """The kubernetes stage's host side: ``playbooks/kubernetes_host.yml`` (run by the stage, not registered)."""
 
@@ -88,9 +137,13 @@ class KubernetesHostPlay(PlaybookStage):
         self.cluster_dir = cluster_dir
 
     def extravars(self, ctx: StageContext) -> dict[str, Any]:
+        inv = ctx.inventory
         return {
-            "kubernetes_packages_repo": package_repo(ctx.inventory),
+            "kubernetes_packages_repo": package_repo(inv),
             "kubernetes_packages_cluster_dir": str(self.cluster_dir.resolve()),
+            "api_endpoint_cluster_dir": str(self.cluster_dir.resolve()),
+            "api_endpoint_source": source_described(inv),
+            "api_endpoint_missing_fix": api_endpoint_fix(inv),
             **super().extravars(ctx),
         }
 
@@ -152,6 +205,10 @@ def host_side(ctx: StageContext, cluster_dir: Path) -> dict[str, NodeResult]:
             continue
         report = res.data.get(HOST_FACTS) or {}
         text = report_message(report, source, hint)
+        vip_text = api_endpoint_message(report.get("api_endpoint") or {})
+        if vip_text:  # "nothing changed" (the packages' words where the sources lack them) stays last, if still true
+            quiet = text.endswith("; nothing changed") and not res.changed
+            text = text.removesuffix("; nothing changed") + f"; {vip_text}" + ("; nothing changed" if quiet else "")
         out[node] = NodeResult(
             node,
             ok=True,

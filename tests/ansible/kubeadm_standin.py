@@ -9,6 +9,12 @@ join, the snapshot file, from etcdctl or from ``crictl exec`` into the "etcd con
 made the etcd PKI) under the node's own directories. What it answers is fixed below; a ``fail-init`` file in
 the node's directory makes init fail the way kubeadm does (stderr, rc 1). It refuses a config that still
 holds one of the rendered placeholders, as a real kubeadm would refuse a malformed token.
+
+Each call also records the node's static pod directory (``<kube_config_dir>/manifests``: file name -> content)
+and the ``--ignore-preflight-errors`` it was given. Its preflight (``phase preflight``, init, join) refuses what
+kubeadm's does there: init a ``kube-apiserver.yaml`` already in the directory (FileAvailable), join a non-empty
+directory (DirAvailable--etc-kubernetes-manifests, as kubeadm before 1.23 did), unless that check is ignored.
+Init writes the stand-in's own ``kube-apiserver.yaml`` there.
 """
 
 from __future__ import annotations
@@ -33,12 +39,15 @@ import json, os, sys
 from pathlib import Path
 NODE, ROOT, CALLS, VERSION, ADMIN = {node!r}, Path({root!r}), Path({calls!r}), {version!r}, {admin!r}
 CONFIG_DIR = ROOT / "etc" / "kubernetes"
+MANIFESTS = CONFIG_DIR / "manifests"
 argv = sys.argv[1:]
 config = argv[argv.index("--config") + 1] if "--config" in argv else None
 text = Path(config).read_text() if config else None
+manifests = {{p.name: p.read_text() for p in sorted(MANIFESTS.glob("*"))}} if MANIFESTS.is_dir() else {{}}
+ignored = [i.lower() for a in argv if a.startswith("--ignore-preflight-errors=") for i in a.split("=", 1)[1].split(",")]
 with CALLS.open("a") as fh:
-    fh.write(json.dumps({{"node": NODE, "tool": {tool!r}, "argv": argv, "config": text,
-                         "env": {{"ETCDCTL_API": os.environ.get("ETCDCTL_API")}}}}) + "\n")
+    fh.write(json.dumps({{"node": NODE, "tool": {tool!r}, "argv": argv, "config": text, "manifests": manifests,
+                         "ignored": ignored, "env": {{"ETCDCTL_API": os.environ.get("ETCDCTL_API")}}}}) + "\n")
 def out(line):
     print(line)
 def fail(line):
@@ -62,6 +71,17 @@ if {tool!r} == "crictl":  # the etcd static pod "runs" once init has made the et
 if text is not None and "${{KUBEADM_" in text:
     fail("STAND-IN kubeadm: a placeholder is left in " + config)
 cmd = " ".join(a for i, a in enumerate(argv) if not a.startswith("-") and not (i and argv[i - 1].startswith("-")))
+def preflight(phase):
+    errors = []
+    if phase == "init" and "kube-apiserver.yaml" in manifests:
+        errors.append("FileAvailable--etc-kubernetes-manifests-kube-apiserver.yaml]: " + str(MANIFESTS)
+                      + "/kube-apiserver.yaml already exists")
+    if phase == "join" and manifests and "diravailable--etc-kubernetes-manifests" not in ignored:
+        errors.append("DirAvailable--etc-kubernetes-manifests]: " + str(MANIFESTS) + " is not empty")
+    if errors:
+        fail("STAND-IN kubeadm: [preflight] Some fatal errors occurred: " + " ".join("[ERROR " + e for e in errors))
+if cmd in ("init", "join") or cmd.endswith("phase preflight"):
+    preflight(cmd.split()[0])
 if argv[:2] == ["version", "-o"]:
     out("v" + VERSION)
 elif cmd == "token generate":
@@ -86,6 +106,8 @@ elif cmd == "init":
     for name in ("ca.crt", "healthcheck-client.crt", "healthcheck-client.key"):
         (CONFIG_DIR / "pki" / "etcd" / name).write_text("STAND-IN\n")
     (CONFIG_DIR / "admin.conf").write_text(ADMIN)
+    MANIFESTS.mkdir(mode=0o700, exist_ok=True)
+    (MANIFESTS / "kube-apiserver.yaml").write_text("# STAND-IN kube-apiserver static pod\n")
     (CONFIG_DIR / "kubelet.conf").write_text("# STAND-IN kubelet.conf\n")
     out("STAND-IN kubeadm: Your Kubernetes control-plane has initialized successfully!")
     out("kubeadm join 10.200.1.10:6443 --token {init_token} --certificate-key {init_key}")  # as kubeadm prints it

@@ -16,7 +16,8 @@ import dataclasses
 import json
 import sqlite3
 import subprocess
-from contextlib import closing
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import pytest
@@ -51,18 +52,27 @@ class Rack:
     root: Path
     calls: Path
     version: str
+    #: the rendered bundle: path -> content
+    bundle: dict[str, str]
 
     def node_dir(self, node: str) -> Path:
         return self.root / "nodes" / node
+
+    def staged(self, node: str, name: str) -> Path:
+        """Where role api_endpoint stages ``name`` on ``node`` (its api_endpoint_stage_dir here)."""
+        return self.node_dir(node) / "etc" / "rackctl" / name
 
     def recorded(self) -> list[dict]:
         return standin.calls(self.calls)
 
 
-@pytest.fixture
-def rack(tmp_path: Path):
-    """Four installed, networked nodes (sshd on loopback), each with its rendered kubeadm config and a
-    stand-in kubeadm/etcdctl in its own directory; a StageContext whose extravars point the roles there."""
+@contextmanager
+def build_rack(tmp_path: Path, staged: bool = True, **kubernetes: str) -> Iterator[Rack]:
+    """Four installed, networked nodes (sshd on loopback), each with its rendered kubeadm config, a stand-in
+    kubeadm/etcdctl and, on the control planes, the kube-vip static pods the host side stages (role api_endpoint;
+    tests/ansible/test_kubernetes_host_stage.py runs that part) in its own directory; a StageContext whose
+    extravars point the roles there. ``staged``: False leaves the staging to the host side; ``kubernetes``:
+    ``software_profile`` (cluster) and ``kubernetes:`` fields."""
     client = tmp_path / "admin" / "id_ed25519"
     client.parent.mkdir()
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(client)], check=True)
@@ -72,6 +82,10 @@ def rack(tmp_path: Path):
         if node["hostname"].startswith("cp-"):
             node.update(role="control-plane", model="R660")
             node.pop("gpus", None)
+    if "software_profile" in kubernetes:
+        data["cluster"]["software_profile"] = kubernetes.pop("software_profile")
+    if kubernetes:
+        data["kubernetes"] = {**data.get("kubernetes", {}), **kubernetes}
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     inventory = load_inventory(path)
     version = inventory.cluster.resolved_versions().kubernetes
@@ -87,6 +101,9 @@ def rack(tmp_path: Path):
         config = node_dir / "etc" / "rackctl" / "kubeadm.yaml"
         config.parent.mkdir(parents=True)
         config.write_text(bundle[f"kubeadm/{hostname}.yaml"])
+        for name, content in bundle.items():  # what the host side stages (a stand-in here for its own test)
+            if staged and name.startswith(f"static-pods/{hostname}/"):
+                (config.parent / Path(name).name).write_text(content)
         sshds[hostname] = start_ssh_node(
             tmp_path / "sshd" / hostname, host_key=pins[hostname][0].private_path, client_key=client
         )
@@ -100,15 +117,29 @@ def rack(tmp_path: Path):
         "kubeadm_config_file": f"{per_node}/etc/rackctl/kubeadm.yaml",
         "etcd_snapshot_dir": f"{root}/snapshots",
         "etcd_snapshot_data_dir": f"{per_node}/var/lib/etcd",
+        # role api_endpoint: the staged files, the configs, and no daemon started on this machine
+        "api_endpoint_stage_dir": f"{per_node}/etc/rackctl",
+        "api_endpoint_keepalived_conf": f"{per_node}/etc/keepalived/keepalived.conf",
+        "api_endpoint_haproxy_cfg": f"{per_node}/etc/haproxy/haproxy.cfg",
+        "api_endpoint_manage_services": False,
     }
     options = RunOptions(environment=RelayEnvironment(client, port_map), extra={"kubernetes": {"extravars": extravars}})
-    with Journal(state) as journal:
-        journal.register_nodes([n.hostname for n in inventory.nodes])
-        run_id = journal.begin_run("test: cluster side")
-        ctx = StageContext("kubernetes", inventory, NODES, journal, state, run_id, options, Recorder())
-        yield Rack(ctx, root, calls, version)
-    for sshd in sshds.values():
-        sshd.stop()
+    try:
+        with Journal(state) as journal:
+            journal.register_nodes([n.hostname for n in inventory.nodes])
+            run_id = journal.begin_run("test: cluster side")
+            ctx = StageContext("kubernetes", inventory, NODES, journal, state, run_id, options, Recorder())
+            yield Rack(ctx, root, calls, version, bundle)
+    finally:
+        for sshd in sshds.values():
+            sshd.stop()
+
+
+@pytest.fixture
+def rack(tmp_path: Path) -> Iterator[Rack]:
+    """The rack with the inventory's defaults: kube-vip, Kubernetes 1.33 (super-admin.conf during init)."""
+    with build_rack(tmp_path) as built:
+        yield built
 
 
 def host_reports(rack: Rack, **first: str) -> dict[str, NodeResult]:
@@ -150,10 +181,17 @@ def test_init_then_control_planes_one_at_a_time_then_workers_and_a_second_run_ch
     results, closed = cluster_side(rack.ctx, host_reports(rack))
     assert closed is None
     assert {n: (r.ok, r.applied) for n, r in results.items()} == dict.fromkeys(NODES, (True, True)), results
-    assert results["head-01"].message == "initialised"
+    manifest = rack.node_dir("head-01") / "etc" / "kubernetes" / "manifests" / "kube-vip.yaml"
+    assert results["head-01"].message == (
+        f"initialised; kube-vip static pod {manifest}: {rack.staged('head-01', 'kube-vip-init.yaml')} placed before "
+        f"init, switched to {rack.staged('head-01', 'kube-vip.yaml')} (admin.conf) after it"
+    )
     for cp in ("cp-02", "cp-03"):
         assert results[cp].message.startswith("joined as control plane (etcd snapshot ")
-        assert results[cp].message.endswith(" on head-01 first)")
+        assert results[cp].message.endswith(
+            f" on head-01 first); kube-vip static pod placed as {rack.node_dir(cp)}/etc/kubernetes/manifests/"
+            "kube-vip.yaml before the join (--ignore-preflight-errors=DirAvailable--etc-kubernetes-manifests)"
+        )
     assert results["gpu-01"].message == "joined as worker"
 
     calls = rack.recorded()
@@ -167,6 +205,15 @@ def test_init_then_control_planes_one_at_a_time_then_workers_and_a_second_run_ch
     ], steps
     init = calls[init_at]
     assert "--upload-certs" in init["argv"]
+    # kube-vip held the VIP while init ran: the super-admin.conf variant (1.29+), placed before the checks;
+    # init's preflight has no check on other files in the directory, so nothing is ignored
+    init_pod = rack.bundle["static-pods/head-01/kube-vip-init.yaml"]
+    assert "/etc/kubernetes/super-admin.conf" in init_pod
+    for call in calls[init_at - 1 : init_at + 1]:
+        assert call["manifests"] == {"kube-vip.yaml": init_pod} and call["ignored"] == [], call["argv"]
+    # after init: switched to the admin.conf one (init's kube-apiserver.yaml beside it)
+    assert manifest.read_text() == rack.bundle["static-pods/head-01/kube-vip.yaml"] != init_pod
+    assert manifest.stat().st_mode & 0o777 == 0o600 and manifest.parent.stat().st_mode & 0o777 == 0o700
     assert standin.INIT_TOKEN in init["config"] and standin.INIT_CERT_KEY in init["config"]  # filled on the node
     # each other control plane, one after the other: token + certificates on head-01, checks, snapshot, join
     per_cp = [
@@ -186,6 +233,17 @@ def test_init_then_control_planes_one_at_a_time_then_workers_and_a_second_run_ch
         ("gpu-01", "kubeadm", "join phase preflight"),
         ("gpu-01", "kubeadm", "join"),
     ], after
+    # each control plane's kube-vip.yaml was in its manifests dir for its join's checks and the join, which let
+    # through that one check (kubeadm before 1.23 refuses a non-empty directory; the stand-in does too)
+    for call in calls:
+        if call["tool"] == "kubeadm" and command(call["argv"]) in ("join phase preflight", "join"):
+            want = (
+                {}
+                if call["node"] == "gpu-01"
+                else {"kube-vip.yaml": rack.bundle[f"static-pods/{call['node']}/kube-vip.yaml"]}
+            )
+            assert call["manifests"] == want, call
+            assert call["ignored"] == ([] if call["node"] == "gpu-01" else ["diravailable--etc-kubernetes-manifests"])
     joins = [c for c in calls if c["argv"][0] == "join" and c["tool"] == "kubeadm"]
     for join in joins:
         assert standin.JOIN_TOKEN in join["config"] and standin.CA_HASH in join["config"]
@@ -211,6 +269,7 @@ def test_init_then_control_planes_one_at_a_time_then_workers_and_a_second_run_ch
     assert closed is None
     assert {n: (r.ok, r.message) for n, r in again.items()} == dict.fromkeys(NODES, (True, "already joined"))
     assert [command(c["argv"]) for c in rack.recorded()[len(calls) :]] == []  # not even the checks
+    assert manifest.read_text() == rack.bundle["static-pods/head-01/kube-vip.yaml"]
 
     written = everything_written(rack)
     assert "kubeadm_cluster_report" in written and "etcd-before-join-cp-02" in written  # artefacts and journal read
@@ -305,7 +364,8 @@ def test_up_runs_the_cluster_side_where_the_gate_opens_and_moves_the_nodes_to_jo
     stage = outcome.stages[0].as_dict()
     nodes = stage["nodes"]
     assert {n: r["status"] for n, r in nodes.items()} == dict.fromkeys(NODES, "completed"), outcome.as_dict()
-    assert nodes["head-01"]["message"].startswith("initialised (playbooks/kubernetes_cluster.yml); ")
+    assert nodes["head-01"]["message"].startswith("initialised; kube-vip static pod ")
+    assert "(admin.conf) after it (playbooks/kubernetes_cluster.yml); " in nodes["head-01"]["message"]
     assert nodes["cp-03"]["message"].startswith("joined as control plane (etcd snapshot ")
     assert nodes["gpu-01"]["message"].startswith("joined as worker (playbooks/kubernetes_cluster.yml); ")
     assert all("labels/taints applied" in r["message"] for r in nodes.values()), nodes
@@ -390,3 +450,55 @@ def test_a_first_control_plane_that_lost_admin_conf_is_refused_not_initialised_a
     assert closed is None and not results["head-01"].ok
     assert "would make a second cluster" in results["head-01"].message
     assert rack.recorded()[built:] == []
+
+
+def test_a_run_that_stopped_between_init_and_the_switch_is_switched_by_the_next(rack: Rack) -> None:
+    """head-01 initialised by an earlier run that died before kube-vip's switch (admin.conf written, the
+    super-admin.conf variant still in the manifests dir): the next run leaves init alone and switches it."""
+    config_dir = rack.node_dir("head-01") / "etc" / "kubernetes"
+    (config_dir / "manifests").mkdir(parents=True, mode=0o700)
+    manifest = config_dir / "manifests" / "kube-vip.yaml"
+    manifest.write_text(rack.bundle["static-pods/head-01/kube-vip-init.yaml"])
+    (config_dir / "admin.conf").write_text("# STAND-IN admin.conf of head-01, from the run that died\n")
+    (config_dir / "kubelet.conf").write_text("# STAND-IN kubelet.conf\n")
+    results, closed = cluster_side(rack.ctx, host_reports(rack))
+    assert closed is None
+    assert results["head-01"].ok, results["head-01"]
+    assert results["head-01"].message == (
+        f"already joined; kube-vip static pod {manifest}: switched to {rack.staged('head-01', 'kube-vip.yaml')} "
+        "(admin.conf) after it"
+    )
+    assert manifest.read_text() == rack.bundle["static-pods/head-01/kube-vip.yaml"]
+    assert not [c for c in rack.recorded() if c["node"] == "head-01" and command(c["argv"]) == "init"]
+
+
+def test_below_1_29_the_first_control_plane_runs_kube_vip_on_admin_conf_from_the_start(tmp_path: Path) -> None:
+    """Kubernetes 1.27 (the Dell design's profile): admin.conf has its rights during init, so the host side
+    stages no kube-vip-init.yaml, kube-vip.yaml is placed before init and nothing is switched."""
+    with build_rack(tmp_path, software_profile="dell-dvd-2024") as rack:
+        assert rack.version == "1.27.6" and "static-pods/head-01/kube-vip-init.yaml" not in rack.bundle
+        results, closed = cluster_side(rack.ctx, host_reports(rack))
+        assert closed is None
+        assert {n: r.ok for n, r in results.items()} == dict.fromkeys(NODES, True), results
+        manifest = rack.node_dir("head-01") / "etc" / "kubernetes" / "manifests" / "kube-vip.yaml"
+        pod = rack.bundle["static-pods/head-01/kube-vip.yaml"]
+        assert "super-admin.conf" not in pod
+        assert results["head-01"].message == (
+            f"initialised; kube-vip static pod {manifest}: {rack.staged('head-01', 'kube-vip.yaml')} placed before init"
+        )
+        init = next(c for c in rack.recorded() if c["node"] == "head-01" and command(c["argv"]) == "init")
+        assert init["manifests"] == {"kube-vip.yaml": pod} and init["ignored"] == []
+        assert manifest.read_text() == pod
+
+
+def test_with_keepalived_haproxy_no_static_pod_is_placed(tmp_path: Path) -> None:
+    """keepalived + haproxy hold the VIP on the hosts (the host side's part): the cluster side places nothing
+    in the manifests dir and ignores no preflight check."""
+    with build_rack(tmp_path, api_endpoint="keepalived-haproxy") as rack:
+        results, closed = cluster_side(rack.ctx, host_reports(rack))
+        assert closed is None
+        assert {n: r.ok for n, r in results.items()} == dict.fromkeys(NODES, True), results
+        assert results["head-01"].message == "initialised"
+        assert not any("kube-vip" in r.message for r in results.values()), results
+        calls = [c for c in rack.recorded() if c["tool"] == "kubeadm"]
+        assert all(c["ignored"] == [] and "kube-vip.yaml" not in c["manifests"] for c in calls)

@@ -5,18 +5,30 @@ host key, gpu-02 another one), so the role runs on this machine, whose apt sourc
 the "not available" path, which must change nothing here (no package, hold, source or file). The install,
 hold and refusal paths run on a lab VM (tests/inband/test_network_stage_lab.py): no package is installed
 onto this machine by a test.
+
+The control planes' part (role api_endpoint) runs on the cluster side's loopback rack
+(tests/ansible/test_kubernetes_cluster_side.py: head-01, cp-02, cp-03, gpu-01, every path pointed into the
+test's directory): kube-vip's static pods staged, and keepalived + haproxy with the real ``haproxy -c`` and
+``keepalived -t`` checking the rendered configs. The packages are the ones scripts/setup.sh installs here
+(apt finds them installed: nothing is installed by the test), and ``api_endpoint_manage_services`` is false:
+no keepalived or haproxy daemon is enabled or started on this machine.
 """
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from bootstrap.journal.states import NodeState
-from bootstrap.journal.store import Journal
-from bootstrap.stages.base import RunOptions
-from bootstrap.stages.kubernetes_host import package_repo, report_message
+from bootstrap.journal.store import STAGE_STEP, Journal
+from bootstrap.stages.base import NodeResult, RunOptions
+from bootstrap.stages.kubernetes_host import HOST_FACTS, host_side, package_repo, report_message
 from bootstrap.stages.runner import EXIT_NOT_APPLIED, Runner, plan, select
+from tests.ansible.test_kubernetes_cluster_side import NODES as RACK_NODES
+from tests.ansible.test_kubernetes_cluster_side import Rack, build_rack
 from tests.ansible.test_playbook_stage import Recorder, networked, rack  # noqa: F401 - the fixtures
 
 NODES = ["gpu-01", "gpu-02"]
@@ -132,3 +144,110 @@ def test_the_message_names_what_was_installed_and_validated() -> None:
     assert "kubeadm config validate --config /etc/rackctl/kubeadm.yaml passed" in text
     partial = {"version": "1.33.5", "missing": ["kubeadm", "kubelet"], "available": {"kubectl": "1.33.5-1.1"}}
     assert "have no kubeadm/kubelet 1.33.5 (they have kubectl 1.33.5-1.1)" in report_message(partial, "x")
+
+
+def networked_rack(cp_rack: Rack) -> Path:
+    """The rack's nodes installed and networked in the journal (the host side runs after the network stage),
+    and the rendered bundle written where the stage writes it; returns that directory."""
+    journal = cp_rack.ctx.journal
+    for node in RACK_NODES:
+        for to in (NodeState.DISCOVERED, NodeState.CONFIGURED, NodeState.PROVISIONING, NodeState.PROVISIONED):
+            journal.transition(node, to, "test: installed")
+        journal.record_step(cp_rack.ctx.run_id, node, "network", STAGE_STEP, status="completed", destructive=False)
+    cluster_dir = cp_rack.ctx.state_dir / "cluster"
+    for name, content in cp_rack.bundle.items():
+        (cluster_dir / name).parent.mkdir(parents=True, exist_ok=True)
+        (cluster_dir / name).write_text(content)
+    return cluster_dir
+
+
+def applied(results: dict[str, NodeResult], node: str) -> str:
+    """The node's message, asserting the host side ran there and succeeded."""
+    assert results[node].ok, results[node]
+    return results[node].message
+
+
+def test_the_control_planes_stage_kube_vips_static_pods_and_a_second_run_changes_nothing(tmp_path: Path) -> None:
+    with build_rack(tmp_path, staged=False) as cp_rack:
+        cluster_dir = networked_rack(cp_rack)
+        stale = cp_rack.staged("cp-02", "kube-vip-init.yaml")  # from a bundle that had it: removed
+        stale.write_text("stale\n")
+        results = host_side(cp_rack.ctx, cluster_dir)
+        for cp in ("head-01", "cp-02", "cp-03"):
+            names = ["kube-vip.yaml", "kube-vip-init.yaml"] if cp == "head-01" else ["kube-vip.yaml"]
+            paths = [cp_rack.staged(cp, n) for n in names]
+            message = applied(results, cp)
+            assert f"kube-vip static pod staged at {', '.join(map(str, paths))} (placed by the cluster side" in message
+            assert "changed): kubeadm/kubelet/kubectl not installed" in message and "nothing changed" not in message
+            for name, path in zip(names, paths, strict=True):
+                assert path.read_text() == cp_rack.bundle[f"static-pods/{cp}/{name}"]
+                assert path.stat().st_mode & 0o777 == 0o600
+            assert not (cp_rack.node_dir(cp) / "etc" / "kubernetes" / "manifests").exists()  # not placed yet
+            assert results[cp].data[HOST_FACTS]["api_endpoint"]["staged"] == [str(p) for p in paths]
+        assert not stale.exists()
+        assert "kube-vip" not in applied(results, "gpu-01") and not list(cp_rack.staged("gpu-01", "").glob("kube-vip*"))
+        with Journal(cp_rack.ctx.state_dir, readonly=True) as journal:
+            facts = journal.latest_facts("head-01")["kubernetes"][HOST_FACTS]
+            assert facts["api_endpoint"]["kind"] == "kube-vip"
+
+        again = host_side(cp_rack.ctx, cluster_dir)
+        for node in RACK_NODES:
+            message = applied(again, node)
+            assert "host side applied (0 changed)" in message and message.endswith("; nothing changed"), message
+
+
+def vip_interface() -> str:
+    """An interface of this machine keepalived -t accepts (it refuses a missing one, and lo)."""
+    names = sorted(p.name for p in Path("/sys/class/net").iterdir() if p.name != "lo")
+    return "eth0" if "eth0" in names else (names[0] if names else "")
+
+
+@pytest.mark.skipif(
+    not (shutil.which("haproxy") and shutil.which("keepalived") and vip_interface()),
+    reason="haproxy/keepalived not installed (scripts/setup.sh installs them) or no interface but lo",
+)
+def test_keepalived_haproxy_configs_are_checked_by_the_daemons_and_written(tmp_path: Path) -> None:
+    """keepalived + haproxy: packages (already here), configs checked by the real haproxy -c and keepalived -t,
+    written; a second run changes nothing; a config haproxy rejects fails that node with haproxy's words and
+    leaves its file; a package the sources lack fails the nodes naming it and the fix, nothing changed."""
+    with build_rack(
+        tmp_path, staged=False, api_endpoint="keepalived-haproxy", vip_interface=vip_interface()
+    ) as cp_rack:
+        cluster_dir = networked_rack(cp_rack)
+        versions = {p: installed_here(p) for p in ("keepalived", "haproxy")}
+        results = host_side(cp_rack.ctx, cluster_dir)
+        for cp in ("head-01", "cp-02", "cp-03"):
+            etc = cp_rack.node_dir(cp) / "etc"
+            haproxy, keepalived = etc / "haproxy" / "haproxy.cfg", etc / "keepalived" / "keepalived.conf"
+            assert applied(results, cp).endswith(
+                f"; API VIP: keepalived {versions['keepalived']}, haproxy {versions['haproxy']} installed; "
+                f"{haproxy} (haproxy -c passed), {keepalived} (keepalived -t passed); not enabled or started "
+                "(api_endpoint_manage_services is false)"
+            )
+            assert haproxy.read_text() == cp_rack.bundle[f"host/{cp}/haproxy.cfg"]
+            assert keepalived.read_text() == cp_rack.bundle[f"host/{cp}/keepalived.conf"]
+            assert not list(cp_rack.staged(cp, "").glob("kube-vip*"))
+        assert not (cp_rack.node_dir("gpu-01") / "etc" / "haproxy").exists()
+
+        again = host_side(cp_rack.ctx, cluster_dir)
+        assert all("host side applied (0 changed)" in applied(again, n) for n in RACK_NODES), again
+
+        good = (cp_rack.node_dir("cp-02") / "etc" / "haproxy" / "haproxy.cfg").read_text()
+        bad = cluster_dir / "host" / "cp-02" / "haproxy.cfg"
+        bad.write_text(bad.read_text().replace("balance roundrobin", "balance round-robin"))
+        rejected = host_side(cp_rack.ctx, cluster_dir)
+        said = rejected["cp-02"].message
+        assert not rejected["cp-02"].ok and "Write haproxy.cfg (checked with haproxy -c) failed on cp-02" in said
+        assert "[ALERT]" in said and "balance only supports" in said, said  # haproxy's own words
+        assert (cp_rack.node_dir("cp-02") / "etc" / "haproxy" / "haproxy.cfg").read_text() == good
+        assert all(rejected[n].ok for n in ("head-01", "cp-03", "gpu-01")), rejected
+
+        bad.write_text(cp_rack.bundle["host/cp-02/haproxy.cfg"])
+        extravars = cp_rack.ctx.options.extra["kubernetes"]["extravars"]
+        extravars["api_endpoint_packages"] = ["keepalived", "haproxy", "rackctl-no-such-package"]
+        missing = host_side(cp_rack.ctx, cluster_dir)
+        for cp in ("head-01", "cp-02", "cp-03"):
+            said = missing[cp].message
+            assert not missing[cp].ok and "rackctl-no-such-package not available from the head node's mirror" in said
+            assert "`rackctl mirror build` puts them into the head node's mirror" in said and "nothing changed" in said
+        assert missing["gpu-01"].ok

@@ -157,7 +157,27 @@ def test_cli_json_human_plan_and_journal_say_not_applied(
     assert set(by_node) == set(hostnames) and all(a["applies"] for a in cluster_side)  # behind the gate
     assert "kubeadm init phase preflight on the node's config, then kubeadm init --upload-certs" in by_node["head-01"]
     assert "an etcd snapshot on head-01, then kubeadm config validate" in by_node["cp-02"]
-    assert "kubeadm join as control plane, one control plane at a time" in by_node["cp-02"]
+    # kube-vip: the staged static pod placed before init (super-admin.conf, 1.29+) and switched after it, and
+    # before each control-plane join, which lets through only kubeadm's check on a non-empty manifests dir
+    assert by_node["head-01"].startswith(
+        "playbooks/kubernetes_cluster.yml over SSH: /etc/rackctl/kube-vip-init.yaml (super-admin.conf, 1.29+) "
+        "placed as /etc/kubernetes/manifests/kube-vip.yaml, then kubeadm config validate"
+    )
+    assert (
+        "(skipped where admin.conf exists), then kube-vip switched to admin.conf (/etc/rackctl/kube-vip.yaml "
+        "placed as /etc/kubernetes/manifests/kube-vip.yaml)" in by_node["head-01"]
+    )
+    assert (
+        "/etc/rackctl/kube-vip.yaml placed as /etc/kubernetes/manifests/kube-vip.yaml and kubeadm join as control "
+        "plane with --ignore-preflight-errors=DirAvailable--etc-kubernetes-manifests, one control plane at a time"
+    ) in by_node["cp-02"]
+    vip_host = {a["node"]: a["action"].partition("; the API VIP: ")[2] for a in kube_host}
+    assert vip_host["head-01"] == (
+        "kube-vip static pod staged at /etc/rackctl/kube-vip.yaml, /etc/rackctl/kube-vip-init.yaml (0600; the "
+        "cluster side places it before init/join)"
+    )
+    assert vip_host["cp-02"].startswith("kube-vip static pod staged at /etc/rackctl/kube-vip.yaml (0600;")
+    assert vip_host["gpu-xe9680-01"] == ""
     assert "kubeadm join as worker after the control planes" in by_node["gpu-xe9680-01"]
     assert all("`kubeadm version -o short` on head-01 answers v1." in a for a in by_node.values())
     assert f"admin.conf fetched to {tmp_path / 'kubeconfig'} (0600)" in by_node["head-01"]
