@@ -116,16 +116,17 @@ def test_smoke_job_per_product_complete_then_deleted(
 def test_failed_pending_and_unstarted_jobs_say_why(
     kube: KubeObjects, kubeconfig: Path, cluster: dict[str, dict[str, str]], namespace: str
 ) -> None:
+    # the pending Job takes the whole timeout; the failed one must be seen Failed within it, under load too
     with JobControllerStandIn(kube, namespace, _decide({L40S: "fail", H100: "pending"}), cluster) as ctl:
-        code, doc = _validate(kubeconfig, namespace, "--timeout", "3")
-    assert not ctl.errors
+        code, doc = _validate(kubeconfig, namespace, "--timeout", "15")
+    assert not ctl.errors, ctl.errors
     assert (code, doc["ok"]) == (1, False)
     smoke = _by("cuda-smoke", doc)
-    assert not smoke[L40S]["ok"]
+    assert not smoke[L40S]["ok"], _failed(doc)
     assert "Failed (BackoffLimitExceeded: Job has reached the specified backoff limit)" in smoke[L40S]["message"]
     assert "Error, exit code 1: set by the test: exit 1" in smoke[L40S]["message"]
     assert not smoke[H100]["ok"]
-    assert "not Complete within 3 s" in smoke[H100]["message"]
+    assert "not Complete within 15 s" in smoke[H100]["message"]
     assert (
         "not scheduled: Unschedulable: 0/5 nodes are available: 1 Insufficient nvidia.com/gpu" in smoke[H100]["message"]
     )
