@@ -12,7 +12,16 @@ from typing import TYPE_CHECKING, Any
 import click
 from rich.progress import Progress
 
-from bootstrap.cli.common import console, emit, err_console, escape, handle_errors, inventory_option, json_option
+from bootstrap.cli.common import (
+    console,
+    dir_option,
+    emit,
+    err_console,
+    escape,
+    handle_errors,
+    inventory_option,
+    json_option,
+)
 from bootstrap.errors import EXIT_FAILED, EnvironmentMissing, InvalidInput, Problem
 from bootstrap.inventory.loader import load_inventory
 from redfish_tools.secrets import redact
@@ -38,19 +47,17 @@ def render() -> None:
 @click.option(
     "-o", "--out", "out_dir", required=True, type=click.Path(path_type=Path, file_okay=False), help="Output directory."
 )
-@click.option(
+@dir_option(
     "--crds",
     "crd_dir",
-    type=click.Path(path_type=Path, file_okay=False, exists=True),
-    default=None,
-    help="Directory of CRD YAML (the pinned charts' crds/) to check custom resources against.",
+    "Directory of CRD YAML (the pinned charts' crds/) to check custom resources against.",
+    must_exist=True,
 )
-@click.option(
+@dir_option(
     "--charts",
     "charts_dir",
-    type=click.Path(path_type=Path, file_okay=False, exists=True),
-    default=None,
-    help="Directory of the pinned chart archives (<chart>-<version>.tgz) to render with our values.",
+    "Directory of the pinned chart archives (<chart>-<version>.tgz) to render with our values.",
+    must_exist=True,
 )
 @click.option("--dry-run", is_flag=True, help="Render and validate; write nothing.")
 @json_option

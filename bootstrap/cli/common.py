@@ -87,6 +87,13 @@ def seconds_option(
     )
 
 
+def dir_option(flag: str, dest: str, help_text: str, *, must_exist: bool = False) -> Callable[[F], F]:
+    """An optional ``FLAG DIR``; ``must_exist``: click refuses a path that is not an existing directory (else
+    the command checks it, e.g. :func:`bootstrap.stages.cluster_inputs.checked_inputs`)."""
+    kind = click.Path(path_type=Path, file_okay=False, exists=True) if must_exist else click.Path(path_type=Path)
+    return click.option(flag, dest, type=kind, default=None, metavar="DIR", help=help_text)
+
+
 def out_option(sub: str, what: str) -> Callable[[F], F]:
     """Add ``--out`` (a directory) whose default is ``<state-dir>/<sub>``: resolve it with :func:`out_dir`."""
     return click.option(

@@ -10,6 +10,7 @@ import click
 
 from bootstrap.cli.common import (
     console,
+    dir_option,
     emit,
     environment_for,
     err_console,
@@ -188,19 +189,17 @@ def _show_check(data: dict[str, Any]) -> None:
     is_flag=True,
     help="List the images, whether the registry has each, where they would go; push nothing.",
 )
-@click.option(
+@dir_option(
     "--from",
     "from_dir",
-    type=click.Path(path_type=Path, file_okay=False, exists=True),
-    default=None,
-    help="Import the upstream images the registry lacks from archives saved in DIR (names: --plan).",
+    "Import the upstream images the registry lacks from archives saved in DIR (names: --plan).",
+    must_exist=True,
 )
-@click.option(
+@dir_option(
     "--charts",
     "charts_dir",
-    type=click.Path(path_type=Path, file_okay=False, exists=True),
-    default=None,
-    help="Directory of the pinned chart archives (<chart>-<version>.tgz): their rendered images are listed too.",
+    "Directory of the pinned chart archives (<chart>-<version>.tgz): their rendered images are listed too.",
+    must_exist=True,
 )
 @json_option
 @handle_errors()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,7 @@ from rich.table import Table
 
 from bootstrap.cli.common import (
     console,
+    dir_option,
     emit,
     environment_for,
     err_console,
@@ -54,21 +54,16 @@ def _selection_options(func: Any) -> Any:
 
 def _cluster_input_options(func: Any) -> Any:
     """``--charts DIR`` and ``--crds DIR``: what the kubernetes and nvidia stages render and check with."""
-    func = _dir_option(
+    func = dir_option(
         "--crds",
         "crd_dir",
         "CRD YAML (the pinned charts' crds/) to check custom resources against (kubernetes, nvidia stages).",
     )(func)
-    return _dir_option(
+    return dir_option(
         "--charts",
         "charts_dir",
         "Pinned chart archives (<chart>-<version>.tgz) to render with our values (kubernetes, nvidia stages).",
     )(func)
-
-
-def _dir_option(flag: str, dest: str, help_text: str) -> Callable[[Any], Any]:
-    """An optional ``FLAG DIR`` (a path, checked later by :func:`checked_inputs`)."""
-    return click.option(flag, dest, type=click.Path(path_type=Path), default=None, metavar="DIR", help=help_text)
 
 
 def _status_style(status: str) -> str:
