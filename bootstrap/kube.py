@@ -19,7 +19,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 from bootstrap.errors import EnvironmentMissing, RackctlError
 from redfish_tools.secrets import redact
@@ -62,7 +62,7 @@ class Cluster(Protocol):
 
     def uncordon(self, node: str) -> None: ...
 
-    def remove_etcd_member(self, node: str, *, via: str) -> None: ...
+    def remove_etcd_member(self, node: str, *, via: str) -> str: ...
 
     def label(self, node: str, labels: dict[str, str]) -> None: ...
 
@@ -78,7 +78,7 @@ class NotDeployed:
     def nodes(self) -> dict[str, KubeNode]:
         return {}
 
-    def _refuse(self, what: str) -> None:
+    def _refuse(self, what: str) -> NoReturn:
         raise KubeError(f"cannot {what}: {self.reason}")
 
     def drain(self, node: str) -> None:
@@ -90,11 +90,15 @@ class NotDeployed:
     def uncordon(self, node: str) -> None:
         self._refuse(f"uncordon {node}")
 
-    def remove_etcd_member(self, node: str, *, via: str) -> None:
+    def remove_etcd_member(self, node: str, *, via: str) -> str:
         self._refuse(f"remove {node} from etcd")
 
     def label(self, node: str, labels: dict[str, str]) -> None:
         self._refuse(f"label {node}")
+
+
+#: kubeadm's etcd data directory (``etcd.local.dataDir``), mounted from the host into its etcd pod.
+ETCD_DATA_DIR = "/var/lib/etcd"
 
 
 class Kubectl:
@@ -185,9 +189,14 @@ class Kubectl:
     def uncordon(self, node: str) -> None:
         self._run("uncordon", node)
 
-    def remove_etcd_member(self, node: str, *, via: str) -> None:
-        """Remove ``node`` from etcd through the etcd static pod on control plane ``via`` (``kubectl exec``:
-        needs a kubelet, so the tests against a bare API server do not exercise it)."""
+    def remove_etcd_member(self, node: str, *, via: str) -> str:
+        """Remove ``node`` from etcd through the etcd static pod on control plane ``via`` (``kubectl exec``: needs
+        a kubelet), after an etcd snapshot there; returns what was done.
+
+        The snapshot is written by the pod's etcdctl into etcd's data directory, which kubeadm's etcd pod mounts
+        from ``via``'s host (``/var/lib/etcd/rackctl-etcd-before-remove-<node>-<UTC>.db``). A node that is no
+        etcd member is left alone: no snapshot, nothing removed.
+        """
         etcdctl = [
             "exec",
             "-n",
@@ -201,9 +210,15 @@ class Kubectl:
             "--key=/etc/kubernetes/pki/etcd/server.key",
         ]
         members = json.loads(self._run(*etcdctl, "member", "list", "-w", "json")).get("members", [])
-        ids = [m["ID"] for m in members if m.get("name") == node]
+        ids = [format(int(m["ID"]), "x") for m in members if m.get("name") == node]
+        if not ids:
+            return f"{node} is no etcd member (listed through etcd-{via}): nothing removed"
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        snapshot = f"{ETCD_DATA_DIR}/rackctl-etcd-before-remove-{node}-{stamp}.db"
+        self._run(*etcdctl, "snapshot", "save", snapshot, timeout_s=max(self.timeout_s, 300.0))
         for member in ids:
-            self._run(*etcdctl, "member", "remove", format(int(member), "x"))
+            self._run(*etcdctl, "member", "remove", member)
+        return f"etcd snapshot {snapshot} on {via} first, then member {', '.join(ids)} removed"
 
     def label(self, node: str, labels: dict[str, str]) -> None:
         if labels:

@@ -235,23 +235,23 @@ def _remove(
                         cluster.drain(node)
                     else:  # joined once, but no Node now (deleted, or its kubelet never registered it)
                         step.detail = {"skipped": "no Kubernetes node of this name"}
+            etcd = "removed from etcd"
             if control_plane:
                 with journal.step(run_id, node, APPLY_STAGE, "etcd-remove") as step:
                     if not step.already_done:
                         others = [m for m in members if m != node]
                         staying = [m for m in others if inventory.node(m) is not None]  # not leaving too
-                        cluster.remove_etcd_member(node, via=(staying or others)[0])
+                        step.detail = {"etcd": cluster.remove_etcd_member(node, via=(staying or others)[0])}
+                        etcd += f" ({step.detail['etcd']})"
             with journal.step(run_id, node, APPLY_STAGE, "delete-node") as step:
                 if not step.already_done:
                     cluster.delete_node(node)
             if known:
-                did.append(
-                    "drained" + (", removed from etcd" if control_plane else "") + " and deleted from Kubernetes"
-                )
+                did.append("drained" + (f", {etcd}" if control_plane else "") + " and deleted from Kubernetes")
             else:
                 did.append(
                     "not a Kubernetes node (no Node of this name): nothing to drain"
-                    + (", removed from etcd" if control_plane else "")
+                    + (f", {etcd}" if control_plane else "")
                 )
         else:
             did.append(f"no drain: {'not joined to Kubernetes' if not joined else cluster.reason}")

@@ -215,10 +215,13 @@ def run_redeploy(
             if step == "drain" and not present:  # joined once, but no Node now: nothing to drain
                 did.append(f"drain: skipped (no Kubernetes node {hostname})")
                 continue
+            said = None
             with journal.step(run_id, hostname, REDEPLOY_STAGE, f"{step}-{ongoing['epoch']}") as handle:
                 if not handle.already_done:
-                    action()
-            did.append(step)
+                    said = action()
+                    if said:
+                        handle.detail = {"result": said}
+            did.append(f"{step} ({said})" if said else step)
         if journal.status(hostname).epoch == int(ongoing["epoch"]):
             journal.transition(
                 hostname,

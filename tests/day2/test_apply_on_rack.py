@@ -169,8 +169,9 @@ class RecordingCluster:
     def uncordon(self, node: str) -> None:
         self.calls.append(("uncordon", node))
 
-    def remove_etcd_member(self, node: str, *, via: str) -> None:
+    def remove_etcd_member(self, node: str, *, via: str) -> str:
         self.calls.append(("etcd-remove", f"{node} via {via}"))
+        return f"test double: {node} removed through etcd-{via}"
 
     def label(self, node: str, labels: dict[str, str]) -> None:
         self.calls.append(("label", node))
@@ -218,5 +219,6 @@ def test_removing_a_joined_control_plane_waits_for_etcd_quorum(
         ("etcd-remove", "cp-03 via head-01"),
         ("delete-node", "cp-03"),
     ]
+    assert "removed from etcd (test double: cp-02 removed through etcd-head-01)" in str(result["nodes"]["cp-02"])
     assert {rack.rack.state(n)["power_state"] for n in ("cp-02", "cp-03")} == {"Off"}
     assert sorted(n for n, size in before.items() if rack.requests_since(n, size)) == ["cp-02", "cp-03"]

@@ -4,7 +4,7 @@ No kubelet or controller-manager runs (tests/cluster/apiserver.py). Where their 
 it through the API and says so: Node status (Ready, allocatable ``nvidia.com/gpu``), pods bound to nodes and
 marked Running, a PodDisruptionBudget's status, and finalising gracefully deleted pods
 (:class:`tests.kube_objects.PodFinaliser`). ``Kubectl.remove_etcd_member`` runs ``kubectl exec`` in an etcd
-pod, which needs a kubelet: it is not exercised here.
+pod, which needs a kubelet: tests/day2/test_etcd_member_removal.py checks its calls with a stand-in kubectl.
 """
 
 from __future__ import annotations
