@@ -25,6 +25,8 @@ import uuid
 from collections.abc import Iterator
 from typing import Any, Self
 
+import requests
+
 from tests.cluster.apiserver import ApiServer
 from tests.cluster.apiserver_apply import apply_crds
 
@@ -409,7 +411,9 @@ class JobControllerStandIn(BackgroundPoller):
       nvidia.com/gpu``); the Job active;
     - ``None``: nothing (as if no controller ran).
 
-    Records every Job as it first saw it (``seen``, by name)."""
+    Records every Job as it first saw it (``seen``, by name). A write the API server refuses or does not answer
+    (a loaded machine) is retried at the next poll, the same pod again (``retried`` says what went wrong);
+    ``errors`` holds what the test's own ``decide`` or node choice raised."""
 
     thread_name = "job-controller-stand-in"
 
@@ -419,35 +423,55 @@ class JobControllerStandIn(BackgroundPoller):
         super().__init__(poll_s)
         self.kube, self.namespace, self.decide, self.nodes = kube, namespace, decide, nodes
         self.seen: dict[str, dict[str, Any]] = {}
+        self.done: set[str] = set()
+        self.retried: list[str] = []
 
     def poll(self) -> None:
-        resp = self.kube.server.request("GET", f"/apis/batch/v1/namespaces/{self.namespace}/jobs")
+        try:
+            resp = self.kube.server.request("GET", f"/apis/batch/v1/namespaces/{self.namespace}/jobs")
+        except requests.RequestException as exc:
+            self.retried.append(f"list Jobs: {exc!r}")
+            return
         for job in resp.json().get("items", []) if resp.status_code == 200 else []:
             name = job["metadata"]["name"]
-            if name not in self.seen:
-                self.seen[name] = job
-                try:
-                    self._act(job, self.decide(job))
-                except (AssertionError, StopIteration, KeyError) as exc:  # the test reads them
-                    self.errors.append(f"{name}: {exc!r}")
+            if name in self.done:
+                continue
+            self.seen.setdefault(name, job)
+            try:
+                what = self.decide(job)
+                node = self._node_for(job) if what not in (None, "pending") else None
+            except (AssertionError, StopIteration, KeyError) as exc:  # the test's own logic: the test reads them
+                self.errors.append(f"{name}: {exc!r}")
+                self.done.add(name)
+                continue
+            try:
+                self._act(job, what, node)
+            except (AssertionError, requests.RequestException) as exc:  # the API server's answer: next poll
+                self.retried.append(f"{name}: {exc!r}")
+                continue
+            self.done.add(name)
 
     def _node_for(self, job: dict[str, Any]) -> str:
         selector = job["spec"]["template"]["spec"].get("nodeSelector", {})
         return next(n for n, labels in self.nodes.items() if all(labels.get(k) == v for k, v in selector.items()))
 
-    def _act(self, job: dict[str, Any], what: str | None) -> None:
+    def _act(self, job: dict[str, Any], what: str | None, node: str | None) -> None:
+        """Write what the controllers would; idempotent (a retry finds the pod it made before)."""
         if what is None:
             return
         meta, template = job["metadata"], job["spec"]["template"]
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        pod_name = f"{meta['name']}-{uuid.uuid4().hex[:5]}"
+        pod_name = f"{meta['name']}-{meta['uid'][:5]}"  # the same on a retry
         owner = {"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"], "uid": meta["uid"], "controller": True}
         spec = dict(template["spec"])
-        if what != "pending":
-            spec["nodeName"] = self._node_for(job)
+        if node is not None:
+            spec["nodeName"] = node
         pod_meta = {"name": pod_name, "labels": template["metadata"]["labels"], "ownerReferences": [owner]}
         base = f"/api/v1/namespaces/{self.namespace}/pods"
-        self.kube.call("POST", base, {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": spec})
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": spec}
+        made = self.kube.server.request("POST", base, json=pod)
+        if made.status_code not in (201, 409):  # 409: made by an earlier try of this Job
+            raise AssertionError(f"POST {base}: {made.status_code} {made.text[-800:]}")
         container = spec["containers"][0]["name"]
         job_status: dict[str, Any] = {"startTime": now}
         if what == "pending":

@@ -384,20 +384,26 @@ def watch_jobs(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     progress: Callable[[str], None] | None = None,
-) -> dict[str, dict[str, Any] | None]:
-    """Poll the Jobs until each is Complete or Failed (or gone), or ``timeout_s`` passed; their last state.
-    Polls every 0.5 s at first, then less often (up to every 5 s)."""
+) -> tuple[dict[str, dict[str, Any] | None], dict[str, str]]:
+    """Poll the Jobs until each is Complete or Failed (or gone), or ``timeout_s`` passed: their last state, and
+    for each Job whose last read failed, why. A read that fails (a loaded or restarting API server) is tried
+    again at the next poll. Polls every 0.5 s at first, then less often (up to every 5 s)."""
     deadline, pause = clock() + timeout_s, 0.5
     last: dict[str, dict[str, Any] | None] = {}
+    unanswered: dict[str, str] = {}
     while True:
         for name in names:
             if name not in last or not finished(last[name]):
-                last[name] = api.get_object("job", name, namespace)
-        done = sum(finished(last[n]) for n in names)
+                try:
+                    last[name] = api.get_object("job", name, namespace)
+                    unanswered.pop(name, None)
+                except KubeError as exc:
+                    unanswered[name] = exc.message
+        done = sum(name in last and finished(last[name]) for name in names)
         if progress:
             progress(f"{done}/{len(names)} Jobs finished")
         if done == len(names) or clock() >= deadline:
-            return last
+            return last, unanswered
         sleep(min(pause, max(0.0, deadline - clock())))
         pause = min(pause * 1.5, 5.0)
 
@@ -443,9 +449,17 @@ def _check_message(target: Target, namespace: str, name: str, outcome: str, sett
     return f"Job {namespace}/{name} ({what}): {outcome}"
 
 
-def _judge(api: WorkloadApi, target: Target, name: str, job: dict[str, Any] | None, settings: Settings) -> Check:
-    """One finished (or timed-out) Job as a :class:`Check`; a Complete NCCL Job is judged by its output."""
-    ok, outcome = job_outcome(job, _job_pods(api, settings.namespace, name), settings.timeout_s)
+def _judge(
+    api: WorkloadApi, target: Target, name: str, job: dict[str, Any] | None, settings: Settings, *, unread: str = ""
+) -> Check:
+    """One finished (or timed-out) Job as a :class:`Check`; a Complete NCCL Job is judged by its output.
+    ``unread``: why the Job's last read failed (``job`` is then its state before, None where none was read)."""
+    if job is None and unread:
+        ok, outcome = False, f"its state could not be read within {settings.timeout_s:g} s: {unread}"
+    else:
+        ok, outcome = job_outcome(job, _job_pods(api, settings.namespace, name), settings.timeout_s)
+        if unread and not ok:
+            outcome += f" (its last read failed: {unread})"
     expected: float | None = None
     actual: float | None = None
     if ok and target.check == NCCL_ALLREDUCE:
@@ -494,10 +508,13 @@ def run(
             if name not in created:
                 why = applied.not_applied.get(f"Job/{settings.namespace}/{name}", "not applied")
                 result.checks.append(Check(target.check, target.subject, False, f"Job not created: {why}"))
-        states = watch_jobs(
+        states, unread = watch_jobs(
             api, settings.namespace, created, timeout_s=settings.timeout_s, clock=clock, sleep=sleep, progress=progress
         )
-        result.checks += [_judge(api, runnable[name][0], name, states.get(name), settings) for name in created]
+        result.checks += [
+            _judge(api, runnable[name][0], name, states.get(name), settings, unread=unread.get(name, ""))
+            for name in created
+        ]
     finally:
         result.jobs = _clean_up(api, settings, {name: runnable[name][0] for name in created})
     return result

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from bootstrap.cli import cli
 from bootstrap.cluster import workload_checks
 from bootstrap.inventory.loader import load_inventory
-from bootstrap.kube import Kubectl
+from bootstrap.kube import Kubectl, KubeError
 from tests.kube_objects import JobControllerStandIn, KubeObjects
 
 pytestmark = pytest.mark.skipif(not Path("/usr/bin/kubectl").exists(), reason="kubectl (kubernetes-client) missing")
@@ -279,3 +279,41 @@ def test_validate_live_for_a_stage_reads_nodes_and_runs_the_jobs(
     skip = workload_checks.validate_live(inv, Kubectl(kubeconfig), settings, workloads=False)
     assert "cuda-smoke" not in [c.name for c in skip.checks]
     assert _jobs(kube, namespace) == []
+
+
+class FlakyJobReads(Kubectl):
+    """The real API server through kubectl, except that reading a Job fails ``failures`` times first, as kubectl
+    does against a loaded or restarting API server (a test double for that failure only: the real server
+    cannot be made to time out on demand)."""
+
+    def __init__(self, kubeconfig: Path, failures: int) -> None:
+        super().__init__(kubeconfig)
+        self.failures = failures
+
+    def get_object(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        if kind == "job" and self.failures > 0:
+            self.failures -= 1
+            raise KubeError(f"kubectl get job {name} did not finish within 60 s (test double)")
+        return super().get_object(kind, name, namespace)
+
+
+def test_a_failed_read_of_a_job_is_tried_again_and_one_never_answered_says_so(
+    kube: KubeObjects, kubeconfig: Path, cluster: dict[str, dict[str, str]], namespace: str
+) -> None:
+    inv = load_inventory(EXAMPLE)
+    settings = workload_checks.Settings(namespace=namespace, timeout_s=60)
+    flaky = FlakyJobReads(kubeconfig, failures=3)
+    with JobControllerStandIn(kube, namespace, _decide({L40S: "complete", H100: "complete"}), cluster) as ctl:
+        result = workload_checks.run(inv, flaky, {"items": flaky.objects("nodes")}, settings)
+    assert not ctl.errors, ctl.errors
+    assert flaky.failures == 0  # the three failed reads happened, and the watch went on
+    smoke = [c for c in result.checks if c.name == "cuda-smoke"]
+    assert len(smoke) == 2 and all(c.ok for c in smoke), [c.message for c in smoke]
+
+    never = FlakyJobReads(kubeconfig, failures=10**6)
+    quick = workload_checks.Settings(namespace=namespace, timeout_s=2)
+    result = workload_checks.run(inv, never, {"items": never.objects("nodes")}, quick)
+    for check in (c for c in result.checks if c.name == "cuda-smoke"):
+        assert not check.ok
+        assert "its state could not be read within 2 s: kubectl get job " in check.message, check.message
+    assert _jobs(kube, namespace) == [], result.jobs  # deleted all the same
