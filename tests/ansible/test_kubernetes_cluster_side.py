@@ -65,6 +65,10 @@ class Rack:
     def recorded(self) -> list[dict]:
         return standin.calls(self.calls)
 
+    def steps(self, since: int = 0) -> list[tuple[str, str, str]]:
+        """(node, tool, subcommand) of each recorded call from the ``since``-th on."""
+        return [(c["node"], c["tool"], command(c["argv"])) for c in self.recorded()[since:]]
+
 
 @contextmanager
 def build_rack(tmp_path: Path, staged: bool = True, **kubernetes: str) -> Iterator[Rack]:
@@ -399,7 +403,7 @@ def test_a_node_joins_later_without_the_control_planes_and_init_never_runs_again
     assert closed is None
     assert list(results) == ["gpu-01"]  # the helper is not in the result
     assert results["gpu-01"].ok and results["gpu-01"].applied and results["gpu-01"].message == "joined as worker"
-    steps = [(c["node"], c["tool"], command(c["argv"])) for c in rack.recorded()[built:]]
+    steps = rack.steps(built)
     assert steps == [
         ("head-01", "kubeadm", "token create"),
         ("gpu-01", "kubeadm", "config validate"),
@@ -411,7 +415,7 @@ def test_a_node_joins_later_without_the_control_planes_and_init_never_runs_again
     results, closed = cluster_side(_only(rack, "cp-03"), _reports(rack, "cp-03"))
     assert closed is None
     assert results["cp-03"].ok and results["cp-03"].message.startswith("joined as control plane (etcd snapshot ")
-    steps = [(c["node"], c["tool"], command(c["argv"])) for c in rack.recorded()[done:]]
+    steps = rack.steps(done)
     assert steps == [
         ("head-01", "kubeadm", "token create"),
         ("head-01", "kubeadm", "init phase upload-certs"),
