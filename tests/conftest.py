@@ -26,6 +26,31 @@ def pytest_configure() -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+# -- the lab's Kubernetes components, built once per machine (rackctl lab components) ------------------
+#: What the tests run for real: the API server and etcd, kubectl, kubeadm (its pins and image list).
+TEST_COMPONENTS = ("kube-apiserver", "etcd", "kubectl", "kubeadm")
+
+
+@pytest.fixture(scope="session")
+def kube_components() -> dict[str, Path]:
+    """The newest pinned release's :data:`TEST_COMPONENTS`, built from their Go modules (cached after the first).
+
+    Skips without a Go toolchain; with RACKCTL_REQUIRE_COMPONENTS=1 (scripts/test.sh, CI) that is a failure.
+    """
+    from bootstrap.errors import EnvironmentMissing
+    from rackctl_lab.components import build
+    from rackctl_lab.components.pins import RELEASES
+
+    release = RELEASES[next(iter(RELEASES))]
+    try:
+        built = build.build(build.select(release, TEST_COMPONENTS))
+    except EnvironmentMissing as exc:
+        if os.environ.get("RACKCTL_REQUIRE_COMPONENTS") == "1":
+            pytest.fail(f"the lab's Kubernetes components cannot be built: {exc.message}")
+        pytest.skip(f"the lab's Kubernetes components cannot be built: {exc.message}")
+    return {b.name: Path(b.path) for b in built}
+
+
 # -- the real kube-apiserver, one per session for every test directory ---------------------------------
 @pytest.fixture(scope="session")
 def kube_apiserver(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:

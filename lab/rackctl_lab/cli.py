@@ -24,6 +24,7 @@ from bootstrap.cli.common import (
 )
 from bootstrap.errors import EXIT_FAILED
 from rackctl_lab import head_cli, paths
+from rackctl_lab.components.cli import components_cmd
 from rackctl_lab.head_cli import serve_group
 
 lab_dir_option = head_cli.lab_dir_option(
@@ -246,6 +247,7 @@ def lab_status_cmd(**kwargs: Any) -> None:
 
 
 lab_group.add_command(serve_group)
+lab_group.add_command(components_cmd)
 
 
 def register(cli: click.Group) -> None:

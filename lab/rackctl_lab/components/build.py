@@ -1,0 +1,222 @@
+"""Build the lab's pinned Go programs with ``go build``, once, into a cache keyed like the OS image's.
+
+Each program is built in a small generated module that requires its upstream module at the pinned version
+(for ``k8s.io/kubernetes``, every staging module replaced by its published version), with ``GOTOOLCHAIN=local``
+and ``CGO_ENABLED=0``: nothing but Go modules comes in, through the ``go`` command. The binary lands in
+``<cache>/components/<name>/<version>-<key>/<name>`` where the key hashes the pin, the build flags and the Go
+version; a second build of the same pin is a cache hit. Each entry has a ``build.json`` (module, version, Go,
+seconds, sha256).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from bootstrap.errors import EnvironmentMissing, InvalidInput, Problem, RackctlError
+from bootstrap.provision.ramdisk import cache_lock, cache_root, mark_used
+from rackctl_lab.components.pins import GO_MINIMUM, GROUPS, RELEASES, GoProgram, KubernetesRelease, programs
+
+#: Bump when the build recipe changes what it produces (part of every cache key).
+RECIPE = 1
+VERSION_FIELD = "cluster.versions.kubernetes"
+
+
+class BuildFailed(RackctlError):
+    """``go`` refused or failed a build: the message carries its last words."""
+
+
+@dataclass(frozen=True)
+class Built:
+    """One program's binary and how it came to be."""
+
+    name: str
+    module: str
+    version: str
+    path: str
+    cached: bool
+    seconds: float
+    sha256: str
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def release_for(version: str) -> KubernetesRelease:
+    """The pins of ``version`` (``cluster.versions.kubernetes``), or a refusal naming the field and the fix."""
+    plain = version.removeprefix("v")
+    if plain in RELEASES:
+        return RELEASES[plain]
+    known = ", ".join(RELEASES)
+    raise InvalidInput(
+        f"the lab cannot build Kubernetes {version}",
+        problems=[
+            Problem(
+                VERSION_FIELD,
+                f"{version!r} has no pinned components in the lab (it builds {known})",
+                f"set {VERSION_FIELD} to one of {known}, or pin the release in rackctl_lab/components/pins.py "
+                "(RELEASES: its etcd, CoreDNS and pause from `kubeadm config images list`)",
+            )
+        ],
+    )
+
+
+def select(release: KubernetesRelease, only: Iterable[str] = ()) -> list[GoProgram]:
+    """The release's programs, narrowed to the groups or names in ``only`` (every one when empty)."""
+    wanted = set(only)
+    everything = programs(release)
+    unknown = wanted - set(GROUPS) - {p.name for p in everything}
+    if unknown:
+        names = ", ".join([*GROUPS, *(p.name for p in everything)])
+        raise InvalidInput(
+            f"--only {', '.join(sorted(unknown))}: no such component group or program",
+            problems=[Problem("--only", f"unknown: {', '.join(sorted(unknown))}", f"use one of {names}")],
+        )
+    return [p for p in everything if not wanted or p.group in wanted or p.name in wanted]
+
+
+def go_version(go: str = "go") -> str:
+    """``go1.26.8``, or a refusal (exit 3) when no usable Go toolchain is on PATH."""
+    path = shutil.which(go)
+    if not path:
+        raise EnvironmentMissing(
+            "no Go toolchain: the lab builds its Kubernetes components with `go build`",
+            problems=[Problem("go", "not on PATH", f"install Go {GO_MINIMUM[0]}.{GO_MINIMUM[1]} or newer")],
+        )
+    out = subprocess.run([path, "env", "GOVERSION"], capture_output=True, text=True, check=False, env=_go_env())
+    found = out.stdout.strip()
+    match = re.fullmatch(r"go(\d+)\.(\d+)(?:\.\d+)?", found)
+    if not match or (int(match[1]), int(match[2])) < GO_MINIMUM:
+        raise EnvironmentMissing(
+            f"Go {found or '(unknown)'} is too old for the lab's components",
+            problems=[Problem("go", found or out.stderr.strip(), f"install Go {GO_MINIMUM[0]}.{GO_MINIMUM[1]}+")],
+        )
+    return found
+
+
+def cache_dir() -> Path:
+    return cache_root() / "components"
+
+
+def entry_for(program: GoProgram, go: str) -> Path:
+    """Where ``program`` built with Go ``go`` lives in the cache."""
+    spec = json.dumps([asdict(program), go, RECIPE, os.uname().machine], sort_keys=True)
+    key = hashlib.sha256(spec.encode()).hexdigest()[:12]
+    return cache_dir() / program.name / f"{program.version}-{key}"
+
+
+def plan(selected: list[GoProgram], go: str) -> list[dict[str, object]]:
+    """What a build would do: each program with its pin and whether the cache has it."""
+    return [
+        {
+            "name": p.name,
+            "module": p.module,
+            "version": p.version,
+            "group": p.group,
+            "cached": (entry_for(p, go) / p.name).is_file(),
+            "path": str(entry_for(p, go) / p.name),
+        }
+        for p in selected
+    ]
+
+
+Progress = Callable[[str], None]
+
+
+def build(selected: list[GoProgram], *, progress: Progress = lambda _msg: None) -> list[Built]:
+    """Build (or find in the cache) every program in ``selected``, in order."""
+    go = go_version()
+    results: list[Built] = []
+    for index, program in enumerate(selected, 1):
+        progress(f"[{index}/{len(selected)}] {program.ident} ({program.module})")
+        results.append(_build_one(program, go, progress))
+    return results
+
+
+def _build_one(program: GoProgram, go: str, progress: Progress) -> Built:
+    entry = entry_for(program, go)
+    binary = entry / program.name
+    with cache_lock(cache_dir()):
+        if binary.is_file() and (entry / "build.json").is_file():
+            mark_used(entry)
+            record = json.loads((entry / "build.json").read_text())
+            return Built(program.name, program.module, program.version, str(binary), True, 0.0, record["sha256"])
+        start = time.monotonic()
+        workdir = _module_dir(program, go)
+        tmp = entry.with_name(entry.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        flags = ["-trimpath", "-ldflags", " ".join(["-s", "-w", *program.ldflags])]
+        if program.tags:
+            flags += ["-tags", ",".join(program.tags)]
+        progress(f"go build {program.package}")
+        _go(["build", *flags, "-o", str(tmp / program.name), program.package], workdir, program)
+        seconds = round(time.monotonic() - start, 1)
+        digest = hashlib.sha256((tmp / program.name).read_bytes()).hexdigest()
+        record = {"module": program.module, "version": program.version, "go": go, "seconds": seconds, "sha256": digest}
+        (tmp / "build.json").write_text(json.dumps(record, indent=2) + "\n")
+        shutil.rmtree(entry, ignore_errors=True)
+        tmp.rename(entry)
+        progress(f"{program.name}: built in {seconds:.0f} s")
+        return Built(program.name, program.module, program.version, str(binary), False, seconds, digest)
+
+
+def _module_dir(program: GoProgram, go: str) -> Path:
+    """A build module requiring ``program.module@version`` (tidied once; shared by its programs)."""
+    spec = json.dumps([program.module, program.version, program.staging, program.replaces, go, RECIPE])
+    workdir = cache_dir() / "src" / hashlib.sha256(spec.encode()).hexdigest()[:12]
+    if (workdir / "go.sum").is_file():
+        return workdir
+    workdir.mkdir(parents=True, exist_ok=True)
+    replaces = list(program.replaces)
+    if program.staging:
+        replaces += [(m, program.staging) for m in _staging_modules(program, workdir)]
+    lines = ["module rackctl.lab/components", "", "go 1.26.0", "", f"require {program.module} {program.version}", ""]
+    if replaces:
+        lines += ["replace (", *(f"\t{m} => {m} {v}" for m, v in sorted(replaces)), ")", ""]
+    (workdir / "go.mod").write_text("\n".join(lines))
+    # Every main package of the module is imported here, so one `go mod tidy` serves each of its programs.
+    packages = sorted({p.package for p in _siblings(program)})
+    imports = "\n".join(f'\t_ "{pkg}"' for pkg in packages)
+    (workdir / "tools.go").write_text(f"//go:build tools\n\npackage tools\n\nimport (\n{imports}\n)\n")
+    _go(["mod", "tidy"], workdir, program)
+    return workdir
+
+
+def _siblings(program: GoProgram) -> list[GoProgram]:
+    """Programs of every release built from the same module at the same version."""
+    return [
+        p
+        for release in RELEASES.values()
+        for p in programs(release)
+        if (p.module, p.version, p.staging) == (program.module, program.version, program.staging)
+    ]
+
+
+def _staging_modules(program: GoProgram, workdir: Path) -> list[str]:
+    """The ``k8s.io/*`` modules upstream's go.mod replaces with ``./staging/...`` paths."""
+    out = _go(["mod", "download", "-json", f"{program.module}@{program.version}"], workdir, program)
+    gomod = Path(json.loads(out)["GoMod"]).read_text()
+    return re.findall(r"^\s*(k8s\.io/[\w.-]+)\s+=>\s+\./staging/", gomod, flags=re.MULTILINE)
+
+
+def _go_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({"GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOWORK": "off"})
+    return env
+
+
+def _go(args: list[str], workdir: Path, program: GoProgram) -> str:
+    proc = subprocess.run(["go", *args], cwd=workdir, capture_output=True, text=True, check=False, env=_go_env())
+    if proc.returncode != 0:
+        words = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
+        raise BuildFailed(f"go {args[0]} failed for {program.ident} ({program.module}):\n{words}")
+    return proc.stdout

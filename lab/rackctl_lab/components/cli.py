@@ -1,0 +1,78 @@
+"""``rackctl lab components``: build the inventory's Kubernetes release and its companions (cached)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.table import Table
+
+from bootstrap.cli.common import console, emit, err_console, escape, handle_errors, inventory_option, json_option
+from rackctl_lab.components.pins import GROUPS
+
+
+@click.command("components")
+@inventory_option
+@click.option(
+    "--only",
+    multiple=True,
+    metavar="GROUP|NAME",
+    help=f"Build only these groups ({', '.join(GROUPS)}) or programs; repeatable.",
+)
+@click.option("--plan", "show_plan", is_flag=True, help="List the pins and what the cache has; build nothing.")
+@json_option
+@handle_errors()
+def components_cmd(inventory_path: Path, only: tuple[str, ...], show_plan: bool, as_json: bool) -> None:
+    """Build the Kubernetes release the inventory names (cluster.versions.kubernetes) from its Go modules.
+
+    kubeadm, kubelet, kubectl, the control plane, kube-proxy, etcd, crictl, CoreDNS and Helm, each at the
+    exact module version pinned in rackctl_lab/components/pins.py, built once with `go build` and cached
+    under ~/.cache/rackctl/components (or $RACKCTL_CACHE).
+    """
+    from bootstrap.inventory import load_inventory  # noqa: PLC0415 - fast --help
+    from rackctl_lab.components import build  # noqa: PLC0415
+
+    version = load_inventory(inventory_path).cluster.resolved_versions().kubernetes
+    release = build.release_for(version)
+    selected = build.select(release, only)
+    if show_plan:
+        go = build.go_version()
+        emit(
+            {"ok": True, "plan": True, "kubernetes": release.version, "go": go, "programs": build.plan(selected, go)},
+            as_json,
+            _show_plan,
+        )
+        return
+    start = time.monotonic()
+    progress = (lambda _m: None) if as_json else (lambda m: err_console.print(escape(m)))
+    done = build.build(selected, progress=progress)
+    data = {
+        "ok": True,
+        "kubernetes": release.version,
+        "go": build.go_version(),
+        "seconds": round(time.monotonic() - start, 1),
+        "programs": [b.as_dict() for b in done],
+    }
+    emit(data, as_json, _show_built)
+
+
+def _show_plan(data: dict[str, Any]) -> None:
+    table = Table(title=f"Kubernetes {data['kubernetes']} components ({data['go']}): would build")
+    for col in ("program", "version", "module", "cache"):
+        table.add_column(col)
+    for p in data["programs"]:
+        table.add_row(p["name"], p["version"], p["module"], "cached" if p["cached"] else "to build")
+    console.print(table)
+
+
+def _show_built(data: dict[str, Any]) -> None:
+    table = Table(title=f"Kubernetes {data['kubernetes']} components ({data['go']})")
+    for col in ("program", "version", "build"):
+        table.add_column(col)
+    for p in data["programs"]:
+        table.add_row(p["name"], p["version"], "cached" if p["cached"] else f"{p['seconds']:.0f} s")
+    console.print(table)
+    built = sum(1 for p in data["programs"] if not p["cached"])
+    console.print(f"{built} built, {len(data['programs']) - built} cached, {data['seconds']:.0f} s in all")

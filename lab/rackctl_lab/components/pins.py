@@ -1,0 +1,120 @@
+"""Every Go program the lab builds, pinned by exact module version: the one place these versions live.
+
+A Kubernetes release is buildable when it is a key of :data:`RELEASES`. Its companions (etcd, CoreDNS, the
+pause tag) are kubeadm's own pins for that release, read from the real kubeadm built at that version
+(``kubeadm config images list --kubernetes-version vX.Y.Z``), so the images the lab assembles are the ones
+kubeadm asks for. crictl follows the Kubernetes minor (cri-tools releases one per minor).
+
+``k8s.io/kubernetes`` is not ``go install``-able: its go.mod replaces every ``k8s.io/*`` staging module with
+a local path. A build module requires it and replaces each staging module with its published ``v0.X.Y``
+(kubernetes/kubernetes#79384), the way other projects consume it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+#: The oldest Go toolchain these pins build with (k8s.io/kubernetes v1.37's go.mod says ``go 1.26.0``).
+GO_MINIMUM = (1, 26)
+
+KUBERNETES_MODULE = "k8s.io/kubernetes"
+
+
+@dataclass(frozen=True)
+class KubernetesRelease:
+    """A Kubernetes release the lab can build, with kubeadm's companions for it."""
+
+    version: str  #: e.g. ``1.37.2``
+    etcd: str  #: kubeadm's etcd, module version (image tag ``3.7.0-0`` -> ``v3.7.0``)
+    coredns: str  #: kubeadm's CoreDNS, module version
+    pause: str  #: kubeadm's pause tag (the pause image is C, built from the lab's own source; see images)
+    cri_tools: str  #: crictl of the same minor
+    helm: str = "v3.22.0"  #: Helm, for every release (one Helm serves every supported minor)
+
+    @property
+    def minor(self) -> str:
+        return ".".join(self.version.split(".")[:2])
+
+    @property
+    def staging_version(self) -> str:
+        """``1.37.2`` -> ``v0.37.2``: the version of every ``k8s.io/*`` staging module of the release."""
+        major, minor, patch = self.version.split(".")
+        return f"v0.{minor}.{patch}" if major == "1" else f"v{major}.{minor}.{patch}"
+
+
+#: Buildable releases, newest first. Add one by building its kubeadm and reading its image list.
+RELEASES: dict[str, KubernetesRelease] = {
+    "1.37.2": KubernetesRelease("1.37.2", etcd="v3.7.0", coredns="v1.14.6", pause="3.10.2", cri_tools="v1.37.0"),
+}
+
+
+@dataclass(frozen=True)
+class GoProgram:
+    """One binary: ``go build -o NAME PACKAGE`` in a module that requires ``MODULE@VERSION``."""
+
+    name: str
+    module: str
+    version: str
+    package: str
+    group: str  #: ``control-plane``, ``node`` or ``addons``: what ``--only`` selects
+    ldflags: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    #: ``k8s.io/*`` staging modules replaced by their published versions (``k8s.io/kubernetes`` only)
+    staging: str = ""
+    #: modules pinned beside the main one (``replace`` lines), where upstream's go.mod relies on its own replaces
+    replaces: tuple[tuple[str, str], ...] = field(default=())
+
+    @property
+    def ident(self) -> str:
+        return f"{self.name} {self.version}"
+
+
+def _kube_ldflags(version: str) -> tuple[str, ...]:
+    """The version stamp kubeadm, kubelet and the API server report (and kubeadm checks against its target)."""
+    major, minor, _ = version.split(".")
+    pkg = "k8s.io/component-base/version"
+    return (
+        f"-X {pkg}.gitVersion=v{version}",
+        f"-X {pkg}.gitMajor={major}",
+        f"-X {pkg}.gitMinor={minor}",
+        f"-X {pkg}.gitTreeState=clean",
+        f"-X {pkg}.buildDate=1970-01-01T00:00:00Z",
+    )
+
+
+KUBERNETES_COMMANDS = {
+    "kube-apiserver": "control-plane",
+    "kube-controller-manager": "control-plane",
+    "kube-scheduler": "control-plane",
+    "kubeadm": "node",
+    "kubelet": "node",
+    "kubectl": "node",
+    "kube-proxy": "node",
+}
+
+
+def programs(release: KubernetesRelease) -> list[GoProgram]:
+    """Every program the lab builds for ``release``, in build order (the shared Kubernetes packages first)."""
+    kube = [
+        GoProgram(
+            name,
+            KUBERNETES_MODULE,
+            f"v{release.version}",
+            f"{KUBERNETES_MODULE}/cmd/{name}",
+            group,
+            ldflags=_kube_ldflags(release.version),
+            staging=release.staging_version,
+        )
+        for name, group in KUBERNETES_COMMANDS.items()
+    ]
+    return [
+        *kube,
+        GoProgram("etcd", "go.etcd.io/etcd/server/v3", release.etcd, "go.etcd.io/etcd/server/v3", "control-plane"),
+        GoProgram("etcdctl", "go.etcd.io/etcd/etcdctl/v3", release.etcd, "go.etcd.io/etcd/etcdctl/v3", "control-plane"),
+        GoProgram("crictl", "sigs.k8s.io/cri-tools", release.cri_tools, "sigs.k8s.io/cri-tools/cmd/crictl", "node"),
+        GoProgram("coredns", "github.com/coredns/coredns", release.coredns, "github.com/coredns/coredns", "addons"),
+        GoProgram("helm", "helm.sh/helm/v3", release.helm, "helm.sh/helm/v3/cmd/helm", "addons"),
+    ]
+
+
+GROUPS = ("control-plane", "node", "addons")

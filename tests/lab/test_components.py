@@ -1,0 +1,97 @@
+"""``rackctl lab components``: the inventory's Kubernetes release built from its Go modules by a real ``go build``.
+
+The build itself is the session fixture ``kube_components`` (tests/conftest.py), shared with every test that
+runs a real Kubernetes binary; these tests check what it built against the pins and kubeadm's own words.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from bootstrap.cli import cli
+from rackctl_lab.components import build
+from rackctl_lab.components.pins import RELEASES, programs
+
+LAB = Path(__file__).parents[2] / "inventory" / "lab.yml"
+
+
+def _inventory(tmp_path: Path, kubernetes: str) -> Path:
+    text = LAB.read_text().replace(
+        "  software_profile: current\n", f"  software_profile: current\n  versions: {{kubernetes: '{kubernetes}'}}\n"
+    )
+    path = tmp_path / "lab.yml"
+    path.write_text(text)
+    return path
+
+
+def _run(*args: str) -> tuple[int, dict]:
+    result = CliRunner().invoke(cli, ["lab", "components", *args, "--json"])
+    return result.exit_code, json.loads(result.output)
+
+
+def test_a_release_the_lab_cannot_build_is_refused_naming_the_field(tmp_path: Path) -> None:
+    code, data = _run("-i", str(_inventory(tmp_path, "1.30.0")), "--plan")
+    assert code == 2 and not data["ok"]
+    (problem,) = data["errors"]
+    assert problem["path"] == "cluster.versions.kubernetes"
+    assert "'1.30.0'" in problem["message"]
+    assert all(version in problem["fix"] for version in RELEASES)
+
+
+def test_an_unknown_component_is_refused_with_the_names_there_are(tmp_path: Path) -> None:
+    newest = next(iter(RELEASES))
+    code, data = _run("-i", str(_inventory(tmp_path, newest)), "--plan", "--only", "kube-vip")
+    assert code == 2
+    assert data["errors"][0]["path"] == "--only" and "kubeadm" in data["errors"][0]["fix"]
+
+
+def test_the_plan_lists_every_pin_and_builds_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RACKCTL_CACHE", str(tmp_path / "empty-cache"))
+    newest = next(iter(RELEASES))
+    code, data = _run("-i", str(_inventory(tmp_path, newest)), "--plan")
+    assert code == 0 and data["plan"] and data["kubernetes"] == newest
+    pinned = {(p.name, p.version) for p in programs(RELEASES[newest])}
+    assert {(p["name"], p["version"]) for p in data["programs"]} == pinned
+    assert not any(p["cached"] for p in data["programs"])
+    assert not (tmp_path / "empty-cache").exists()
+
+
+def test_kubeadm_built_at_the_pin_reports_it_and_asks_for_the_pinned_images(kube_components: dict[str, Path]) -> None:
+    release = RELEASES[next(iter(RELEASES))]
+    kubeadm = str(kube_components["kubeadm"])
+    version = subprocess.run([kubeadm, "version", "-o", "short"], capture_output=True, text=True, check=True)
+    assert version.stdout.strip() == f"v{release.version}"
+    listed = subprocess.run(
+        [kubeadm, "config", "images", "list", "--kubernetes-version", f"v{release.version}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    tags = {image.rsplit("/", 1)[-1].split(":")[0]: image.rsplit(":", 1)[-1] for image in listed}
+    # kubeadm's own pins are the lab's: the etcd and CoreDNS it builds, the pause tag it assembles.
+    assert tags["etcd"].removesuffix("-0") == release.etcd.removeprefix("v")
+    assert tags["coredns"] == release.coredns
+    assert tags["pause"] == release.pause
+    assert tags["kube-apiserver"] == f"v{release.version}"
+
+
+def test_the_control_plane_binaries_answer_with_their_pinned_versions(kube_components: dict[str, Path]) -> None:
+    release = RELEASES[next(iter(RELEASES))]
+    apiserver = subprocess.run(
+        [str(kube_components["kube-apiserver"]), "--version"], capture_output=True, text=True, check=True
+    )
+    assert apiserver.stdout.strip() == f"Kubernetes v{release.version}"
+    etcd = subprocess.run([str(kube_components["etcd"]), "--version"], capture_output=True, text=True, check=True)
+    assert f"etcd Version: {release.etcd.removeprefix('v')}" in etcd.stdout
+
+
+def test_a_second_build_of_the_same_pins_is_a_cache_hit(kube_components: dict[str, Path]) -> None:
+    release = RELEASES[next(iter(RELEASES))]
+    again = build.build(build.select(release, list(kube_components)))
+    assert all(b.cached for b in again)
+    assert {b.name: Path(b.path) for b in again} == kube_components
