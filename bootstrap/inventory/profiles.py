@@ -114,7 +114,8 @@ OPERATOR_DEFAULT_DRIVER: dict[str, str] = {
 OPERATOR_DOCKER_DEFAULT = ("v22.9",)
 
 #: The first chart release without ``operator.defaultRuntime``: from v25.3.0 the operator reads each node's
-#: runtime from ``status.nodeInfo.containerRuntimeVersion`` (stack-facts; NVIDIA's 25.3.0 release notes).
+#: runtime from the node's info (NVIDIA/gpu-operator#1211, merged 2025-01: "no longer used ... We glean the
+#: runtime from K8s Node Info instead"; the chart template's conditional block went with it).
 OPERATOR_RUNTIME_DETECTED = (25, 3)
 
 
