@@ -50,6 +50,8 @@ def supported_kubernetes(today: date) -> list[str]:
 
 def operator_past_support(chart: str) -> str | None:
     """Why GPU Operator chart ``chart`` is past NVIDIA's support; None while its line is patched."""
+    if len(version_tuple(chart)) < 2:  # not a release number: nothing to compare
+        return None
     line = operator_line(chart)
     oldest = min(OPERATOR_SUPPORTED, key=version_tuple)
     if line in OPERATOR_SUPPORTED or version_tuple(line) > version_tuple(oldest):
