@@ -22,10 +22,12 @@ from bootstrap.cli.common import (
     limit_option,
     seconds_option,
     state_dir_option,
+    warn,
 )
 from bootstrap.cli.validate_options import validate_extra, validate_options
 from bootstrap.errors import EXIT_NOT_APPLIED, EXIT_OK, InvalidInput
 from bootstrap.inventory import Inventory, load_inventory
+from bootstrap.inventory.rules import support_warnings
 from bootstrap.journal.states import NodeState, check_transition
 from bootstrap.journal.store import JOURNAL_FILE, Journal
 from bootstrap.selection import STAGES_OPTION, split_csv
@@ -131,6 +133,14 @@ def _show_outcome(data: dict[str, Any]) -> None:
     console.print(f"[{style}]{escape(data['message'])}[/{style}]")
 
 
+def _load(inventory_path: Path, as_json: bool) -> Inventory:
+    """The inventory, with its end-of-life warnings said (on stderr, or in the ``--json`` document)."""
+    inventory = load_inventory(inventory_path)
+    for problem in support_warnings(inventory):
+        warn(str(problem), as_json)
+    return inventory
+
+
 @click.command("plan")
 @_selection_options
 @_cluster_input_options
@@ -152,7 +162,7 @@ def plan_cmd(
 ) -> None:
     """Show what `rackctl up` would do per stage and node; changes nothing."""
     inputs = checked_inputs(charts_dir, crd_dir)
-    inventory = load_inventory(inventory_path)
+    inventory = _load(inventory_path, as_json)
     selection = select(
         inventory, stages=split_csv(stages, STAGES_OPTION), limit=split_csv(limit), from_stage=from_stage, force=force
     )
@@ -231,7 +241,7 @@ def up_cmd(
     validation = validate_extra(
         skip_validate=skip_validate, validate_timeout=validate_timeout, validate_nccl=validate_nccl
     )
-    inventory = load_inventory(inventory_path)
+    inventory = _load(inventory_path, as_json)
     selection = select(
         inventory, stages=split_csv(stages, STAGES_OPTION), limit=split_csv(limit), from_stage=from_stage, force=force
     )

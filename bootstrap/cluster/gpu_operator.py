@@ -14,20 +14,24 @@ from typing import Any
 from bootstrap.cluster.charts import PROMETHEUS_RELEASE, Release
 from bootstrap.errors import InvalidInput, Problem
 from bootstrap.inventory.cluster import GpuProfile
+from bootstrap.inventory.driver_images import published_driver_tag
 from bootstrap.inventory.hardware import GPU_TYPES, MIG_PROFILES_80GB
 from bootstrap.inventory.models import Inventory, Node
-from bootstrap.inventory.profiles import OPERATOR_DOCKER_DEFAULT, operator_default_driver, operator_line
+from bootstrap.inventory.profiles import (
+    OPERATOR_DOCKER_DEFAULT,
+    operator_default_driver,
+    operator_line,
+    operator_sets_runtime,
+)
 from bootstrap.inventory.suggest import did_you_mean
 from bootstrap.nvidia.fabric_manager import check_versions
 
 CONTAINERD_CONFIG = "/etc/containerd/config.toml"
 CONTAINERD_SOCKET = "/run/containerd/containerd.sock"
 #: The chart's driver image (its default ``driver.repository`` + ``driver.image``, which rackctl keeps). The
-#: operator tags it ``<driver.version>-<ID><VERSION_ID>`` of the node's ``/etc/os-release``
-#: (NVIDIA/gpu-operator#2225: it pulls ``nvcr.io/nvidia/driver:580.105.08-debian13`` on a Debian 13 node).
+#: operator tags it ``<driver.version>-<ID><VERSION_ID>`` of the node's ``/etc/os-release``; the suffix for
+#: ``cluster.versions.os`` comes from :func:`bootstrap.inventory.driver_images.published_driver_tag`.
 DRIVER_IMAGE = "nvcr.io/nvidia/driver"
-#: That suffix on rackctl's nodes: Debian 12 (bookworm).
-NODE_OS_TAG = "debian12"
 
 
 @dataclass
@@ -144,7 +148,6 @@ def gpu_operator(inv: Inventory) -> GpuPlan:
         )
     slicing = {m: inv.nvidia.profile_for(m).time_slicing_replicas for m in models}
     values: dict[str, Any] = {
-        "operator": {"defaultRuntime": "containerd"},
         "driver": {
             "enabled": bool(operator_models),
             "upgradePolicy": {"autoUpgrade": True, "maxParallelUpgrades": 1, "maxUnavailable": "25%"},
@@ -173,6 +176,8 @@ def gpu_operator(inv: Inventory) -> GpuPlan:
         "nfd": {"enabled": True},
         "cdi": {"enabled": inv.nvidia.cdi},
     }
+    if operator_sets_runtime(versions.gpu_operator):  # from v25.3.0 the chart has no operator.defaultRuntime
+        values = {"operator": {"defaultRuntime": "containerd"}, **values}
     if operator_models and driver:
         values["driver"]["version"] = driver
     if any(slicing.values()):
@@ -220,9 +225,12 @@ def _time_slicing(replicas: int) -> str:
 
 
 def driver_image(inv: Inventory) -> str | None:
-    """The operator's driver container image; None without an operator-managed driver (or a known version)."""
+    """The driver container image the operator pulls on the nodes (``cluster.versions.os``); None without an
+    operator-managed driver, a known version or an image NVIDIA publishes for that OS (the inventory rule
+    ``operator-driver-image`` refuses that case)."""
     plan = gpu_operator(inv)
     driver = plan.release.values["driver"] if plan.release else {}
-    if not driver.get("enabled") or not driver.get("version"):
+    tag = published_driver_tag(inv.cluster.resolved_versions().os)
+    if not driver.get("enabled") or not driver.get("version") or tag is None:
         return None
-    return f"{DRIVER_IMAGE}:{driver['version']}-{NODE_OS_TAG}"
+    return f"{DRIVER_IMAGE}:{driver['version']}-{tag}"

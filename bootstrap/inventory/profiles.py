@@ -23,7 +23,7 @@ class Versions(BaseModel):
         default=None, description="kubeadm config API version; derived from the Kubernetes version when unset."
     )
     containerd: str
-    gpu_operator: str = Field(description="NVIDIA GPU operator chart version, e.g. v25.10.0.")
+    gpu_operator: str = Field(description="NVIDIA GPU operator chart version, e.g. v26.7.0.")
     nvidia_driver: str | None = Field(
         default=None, description="Pinned NVIDIA driver; unset means the GPU operator chart's default."
     )
@@ -47,9 +47,9 @@ PROFILES: dict[str, Profile] = {
         description="Current stack (default)",
         versions=Versions(
             os="ubuntu-24.04",
-            kubernetes="1.33.5",
+            kubernetes="1.37.2",
             containerd="2.1.4",
-            gpu_operator="v25.10.0",
+            gpu_operator="v26.7.0",
             nvidia_driver="580.95.05",
             triton="25.12",
             trtllm="1.1.0",
@@ -104,10 +104,25 @@ OPERATOR_DEFAULT_DRIVER: dict[str, str] = {
     "v25.3.4": "580.82.07",
     "v25.10.0": "580.95.05",
     "v25.10.1": "580.105.08",
+    # not read from values.yaml: the component matrix in NVIDIA's release docs (NVIDIA/cloud-native-docs#353,
+    # "580.126.20 (D, R)" for 26.3.0; #456, "NVIDIA GPU Driver 595.91.07" among 26.7.0's component versions)
+    "v26.3.0": "580.126.20",
+    "v26.7.0": "595.91.07",
 }
 
 #: Chart lines whose ``operator.defaultRuntime`` default is docker (rackctl must set containerd).
 OPERATOR_DOCKER_DEFAULT = ("v22.9",)
+
+#: The first chart release without ``operator.defaultRuntime``: from v25.3.0 the operator reads each node's
+#: runtime from the node's info (NVIDIA/gpu-operator#1211, merged 2025-01: "no longer used ... We glean the
+#: runtime from K8s Node Info instead"; the chart template's conditional block went with it).
+OPERATOR_RUNTIME_DETECTED = (25, 3)
+
+
+def operator_sets_runtime(chart: str) -> bool:
+    """Whether chart release ``chart`` still takes ``operator.defaultRuntime`` (older than v25.3.0)."""
+    return version_tuple(chart)[:2] < OPERATOR_RUNTIME_DETECTED
+
 
 #: Triton release -> (CUDA version of its container, the driver release that CUDA needs: a branch such as
 #: "545" means "release 545 or later"). Data-center GPUs may also run the older branches of
@@ -222,7 +237,7 @@ def version_tuple(version: str) -> tuple[int, ...]:
 
 
 def kubeadm_api_for(kubernetes: str) -> str:
-    """kubeadm config API for a Kubernetes version: v1beta3 for 1.22-1.30, v1beta4 from 1.31."""
+    """kubeadm config API for a Kubernetes version: v1beta3 for 1.22-1.30, v1beta4 from 1.31 (1.37 reads it too)."""
     return "kubeadm.k8s.io/v1beta4" if version_tuple(kubernetes)[:2] >= (1, 31) else "kubeadm.k8s.io/v1beta3"
 
 

@@ -10,10 +10,12 @@ import ipaddress
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from datetime import date
 
 from pydantic import ValidationError
 
 from bootstrap.errors import Problem
+from bootstrap.inventory.driver_images import PUBLISHED_IN_WORDS, os_release_tag, published_driver_tag
 from bootstrap.inventory.firmware import COMPONENT_ORDER
 from bootstrap.inventory.hardware import BUILTIN_MODELS, GPU_TYPES, MIG_PROFILES_80GB
 from bootstrap.inventory.models import Inventory, Network, Node, Role
@@ -32,6 +34,7 @@ from bootstrap.inventory.profiles import (
     version_tuple,
 )
 from bootstrap.inventory.suggest import did_you_mean
+from bootstrap.inventory.support import kubernetes_eol, operator_past_support, supported_kubernetes
 
 
 @dataclass(frozen=True)
@@ -665,6 +668,49 @@ def _version_consistency(v: Versions) -> Iterator[Finding]:
         )
 
 
+@rule("supported-versions")
+def supported_versions(inv: Inventory) -> Iterator[Finding]:
+    """Warn where the Kubernetes release or the GPU Operator chart is past its upstream support."""
+    if inv.cluster.software_profile not in PROFILES:
+        return
+    try:
+        versions = inv.cluster.resolved_versions()
+    except ValidationError:
+        return
+    yield from support_findings(versions, date.today(), inv.cluster.software_profile, set(inv.cluster.versions))
+
+
+def support_findings(v: Versions, today: date, profile: str, pinned: set[str]) -> Iterator[Finding]:
+    """The end-of-life warnings for versions ``v`` on ``today`` (``pinned``: the keys the inventory overrides)."""
+    path = "cluster.versions"
+    current = PROFILES["current"].versions
+
+    def source(key: str) -> str:
+        return "" if key in pinned else f" (from profile {profile})"
+
+    eol = kubernetes_eol(v.kubernetes, today) if len(version_tuple(v.kubernetes)) == 3 else None
+    if eol:
+        supported = ", ".join(supported_kubernetes(today)) or "a newer minor"
+        yield warn(
+            f"{path}.kubernetes",
+            f"{v.kubernetes}{source('kubernetes')}: {eol}; it gets no more fixes",
+            f"set cluster.versions.kubernetes to a supported release ({supported}; profile current: "
+            f"{current.kubernetes})",
+        )
+    past = operator_past_support(v.gpu_operator)
+    if past:
+        yield warn(
+            f"{path}.gpu_operator",
+            f"{v.gpu_operator}{source('gpu_operator')}: {past}",
+            f"set cluster.versions.gpu_operator to a supported release (profile current: {current.gpu_operator})",
+        )
+
+
+def support_warnings(inv: Inventory) -> list[Problem]:
+    """The end-of-life warnings of ``inv`` (``plan`` and ``up`` show them; ``validate`` shows every warning)."""
+    return [f.problem for f in supported_versions(inv)]
+
+
 @rule("firmware-baseline")
 def firmware_baseline(inv: Inventory) -> Iterator[Finding]:
     """Baseline entries name known hardware models and numeric versions."""
@@ -692,6 +738,32 @@ def fabric_manager(inv: Inventory) -> Iterator[Finding]:
         for t in hw.gpu_types:
             if t not in GPU_TYPES:
                 yield err(f"hardware_models.{name}.gpu_types", f"unknown GPU type {t!r}", did_you_mean(t, GPU_TYPES))
+
+
+@rule("operator-driver-image")
+def operator_driver_image(inv: Inventory) -> Iterator[Finding]:
+    """An operator-managed driver needs a driver image NVIDIA publishes for the nodes' OS."""
+    if inv.cluster.software_profile not in PROFILES:
+        return
+    try:
+        os_name = inv.cluster.resolved_versions().os
+    except ValidationError:
+        return
+    if published_driver_tag(os_name) is not None:
+        return
+    models = sorted({n.model for n in inv.workers if inv.gpus_of(n).count > 0})
+    operator = [m for m in models if inv.nvidia.profile_for(m).driver == "operator"]
+    if not operator:
+        return
+    tag = os_release_tag(os_name) or os_name
+    hosts = ", ".join(f"nvidia.profiles.{m}.driver: host" for m in operator)
+    yield err(
+        "cluster.versions.os",
+        f"{os_name}: the GPU operator's driver container would pull nvcr.io/nvidia/driver:<version>-{tag}, which "
+        f"NVIDIA does not publish (driver images exist for {PUBLISHED_IN_WORDS}); {', '.join(operator)} use it",
+        f"set {hosts} (the host driver path, with cluster.gpu_driver: host), or run the nodes on an OS with "
+        "published driver images",
+    )
 
 
 # --- served models ----------------------------------------------------------------------------

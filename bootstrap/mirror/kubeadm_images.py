@@ -48,6 +48,10 @@ class KubeadmPins:
 #: and runs that command). Cross-checked: kubernetes ``cmd/kubeadm/app/constants/constants.go`` on
 #: release-1.32 (PauseVersion 3.10, CoreDNSVersion v1.11.3, SupportedEtcdVersion[32] 3.5.24-0 from 1.32.10)
 #: and ``CHANGELOG/CHANGELOG-1.33.md`` (v1.33.6 raised 1.33's etcd to 3.5.24, kubernetes#135018).
+#: 1.37.2 (only that patch): read from the source of module ``k8s.io/kubernetes@v1.37.2`` as the ``go`` command
+#: fetches it, ``cmd/kubeadm/app/constants/constants.go``: ``PauseVersion`` 3.10.2, ``CoreDNSVersion`` v1.14.6,
+#: and ``SupportedEtcdVersion`` {34, 35, 36: 3.7.0-0}, which has no 1.37 key, so ``EtcdSupportedVersion`` falls
+#: back to the highest minor's 3.7.0-0 (``images.GetEtcdImageTag``; kubeadm logs that at -v1).
 KUBEADM_PINS: tuple[KubeadmPins, ...] = (
     KubeadmPins("1.24", 0, 7, "3.7", "3.5.3-0", "v1.8.6"),
     KubeadmPins("1.24", 8, 8, "3.7", "3.5.5-0", "v1.8.6"),
@@ -84,6 +88,7 @@ KUBEADM_PINS: tuple[KubeadmPins, ...] = (
     KubeadmPins("1.34", 2, 10, "3.10.1", "3.6.5-0", "v1.12.1"),
     KubeadmPins("1.35", 0, 7, "3.10.1", "3.6.6-0", "v1.13.1"),
     KubeadmPins("1.36", 0, 3, "3.10.2", "3.6.8-0", "v1.14.2"),
+    KubeadmPins("1.37", 2, 2, "3.10.2", "3.7.0-0", "v1.14.6"),
 )
 
 

@@ -141,7 +141,7 @@ def build_rack(tmp_path: Path, staged: bool = True, **kubernetes: str) -> Iterat
 
 @pytest.fixture
 def rack(tmp_path: Path) -> Iterator[Rack]:
-    """The rack with the inventory's defaults: kube-vip, Kubernetes 1.33 (super-admin.conf during init)."""
+    """The rack with the inventory's defaults: kube-vip, Kubernetes 1.37 (super-admin.conf during init)."""
     with build_rack(tmp_path) as built:
         yield built
 

@@ -81,10 +81,10 @@ def test_chart_rendered_with_our_values(write_inventory: Callable[..., Path], tm
     monitor = files["manifests/local-path-provisioner/templates/servicemonitor.yaml"]
     assert monitor.checks == ["CRD openAPIV3Schema (strict)"]  # checked against the chart's own CRD
     deployment = files["manifests/local-path-provisioner/templates/deployment.yaml"]
-    assert deployment.checks == ["kubernetes-validate --strict 1.33"]
+    assert deployment.checks == ["kubernetes-validate --strict 1.37"]
     (missing,) = [n for n in bundle.not_rendered if n["what"].startswith("chart manifests")]
     assert "local-path-provisioner" not in missing["what"]
-    assert "gpu-operator v25.10.0" in missing["what"]
+    assert "gpu-operator v26.7.0" in missing["what"]
 
 
 def test_chart_objects_checked_strictly(write_inventory: Callable[..., Path], tmp_path: Path) -> None:

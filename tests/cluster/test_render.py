@@ -40,12 +40,12 @@ def _profile(name: str) -> Callable[[dict[str, Any]], None]:
 
 def test_current_profile_uses_v1beta4(write_inventory: Callable[..., Path]) -> None:
     bundle = _render(write_inventory())
-    assert (bundle.kubernetes_version, bundle.kubeadm_api) == ("1.33.5", "kubeadm.k8s.io/v1beta4")
+    assert (bundle.kubernetes_version, bundle.kubeadm_api) == ("1.37.2", "kubeadm.k8s.io/v1beta4")
     init, cluster, kubelet, proxy = _docs(bundle, "kubeadm/head-01.yaml")
     assert init["kind"] == "InitConfiguration"
     assert init["timeouts"]["controlPlaneComponentHealthCheck"] == "4m0s"
     assert {"name": "node-ip", "value": "10.20.0.21"} in init["nodeRegistration"]["kubeletExtraArgs"]
-    assert cluster["kubernetesVersion"] == "v1.33.5"
+    assert cluster["kubernetesVersion"] == "v1.37.2"
     assert cluster["controlPlaneEndpoint"] == "10.20.0.10:6443"
     assert cluster["networking"] == {
         "serviceSubnet": "10.96.0.0/12",
@@ -124,6 +124,7 @@ def test_chart_values_follow_the_inventory(write_inventory: Callable[..., Path])
     prom = _values(bundle, "kube-prometheus-stack")["prometheus"]["prometheusSpec"]
     assert prom["serviceMonitorSelectorNilUsesHelmValues"] is False
     gpu = _values(bundle, "gpu-operator")
+    assert "operator" not in gpu  # chart v26.7.0 has no operator.defaultRuntime (detected per node since v25.3.0)
     assert gpu["mig"]["strategy"] == "mixed" and gpu["migManager"]["enabled"] is True
     assert gpu["dcgmExporter"]["serviceMonitor"]["additionalLabels"] == {"release": "kube-prometheus-stack"}
     assert gpu["toolkit"]["enabled"] and gpu["nfd"]["enabled"]

@@ -51,7 +51,7 @@ def test_render_writes_the_directory_and_index(write_inventory: Callable[..., Pa
     kubeadm = next(i for i in index["files"] if i["path"] == "kubeadm/head-01.yaml")
     assert kubeadm["checked_by"] and "nodes[0]" in kubeadm["from"]
     deploy = next(i for i in index["files"] if i["path"] == "triton/llama-2-13b-awq/deployment.yaml")
-    assert deploy["checked_by"] == ["kubernetes-validate --strict 1.33"]
+    assert deploy["checked_by"] == ["kubernetes-validate --strict 1.37"]
     assert any("ServiceMonitor" in n["what"] for n in index["not_rendered"])  # said, not hidden
     assert next(yaml.safe_load_all((out / "kubeadm/cp-02.yaml").read_text()))["kind"] == "JoinConfiguration"
 
@@ -101,7 +101,7 @@ def test_kubeadm_api_version_mismatch(write_inventory: Callable[..., Path], tmp_
     inv = _unchecked(path)
     problems = validate_bundle(inv, render_cluster(inv))
     assert {p.path for p in problems} == {"cluster.versions.kubeadm_api"}
-    assert "1.22-1.30" in problems[0].message and "1.33.5" in problems[0].message
+    assert "1.22-1.30" in problems[0].message and "1.37.2" in problems[0].message
     code, doc = _render_json(path, tmp_path / "o")  # the CLI refuses it too (the inventory rules first)
     assert code == 2 and "cluster.versions.kubeadm_api" in _paths(doc)
 

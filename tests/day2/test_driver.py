@@ -64,9 +64,21 @@ def test_a_branch_the_operator_line_does_not_support_is_refused_with_the_lines_t
     assert [c["check"] for c in checks] == ["triton", "gpu-operator"] and warnings == []
 
 
+def operator_v25_10(data: dict[str, Any]) -> None:
+    """GPU Operator v25.10.0, a line the driver matrix names (the default v26.7 is not in it yet)."""
+    data["cluster"]["versions"] = {"gpu_operator": "v25.10.0"}
+
+
 def test_a_version_the_matrix_does_not_name_passes_with_a_warning(tmp_path: Path) -> None:
-    checks, warnings = check_version(load(tmp_path), "580.95.99")
+    checks, warnings = check_version(load(tmp_path, operator_v25_10), "580.95.99")
     assert len(checks) == 2 and "580.95.99" in warnings[0]
+
+
+def test_an_operator_line_the_matrix_does_not_name_is_a_warning_not_a_refusal(tmp_path: Path) -> None:
+    """The default v26.7.0: its driver support is not checked, and the warning says so naming the field."""
+    checks, warnings = check_version(load(tmp_path), "580.95.05")
+    assert [c["check"] for c in checks] == ["triton"]
+    assert warnings[0].startswith("cluster.versions.gpu_operator: GPU Operator v26.7.0 (line v26.7) is not in")
 
 
 @pytest.mark.parametrize("bad", ["latest", "580", "580.95.05; rm -rf /", ""])

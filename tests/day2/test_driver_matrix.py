@@ -124,7 +124,7 @@ def test_the_cuda_13_release_refuses_a_580_driver_below_580_95(tmp_path: Path) -
 def test_an_unknown_triton_release_is_a_warning_naming_the_inventory_field(
     tmp_path: Path, data: dict[str, Any]
 ) -> None:
-    data = versions_of(data, triton="26.01")
+    data = versions_of(data, triton="26.01", gpu_operator="v25.10.0")  # a line the driver matrix names
     found = [w for w in valid(data).warnings if w.path == "cluster.versions.triton"]
     assert any("Triton 26.01 is not in rackctl's driver matrix" in w.message for w in found)
     inventory_path = tmp_path / "cluster.yml"

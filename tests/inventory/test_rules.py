@@ -374,6 +374,58 @@ def test_fabric_manager_groups_and_custom_nvswitch(data):
     expect(data, "hardware_models.odd.nvswitch", "NVSwitch with non-SXM GPUs")
 
 
+@covers("supported-versions")
+def test_a_kubernetes_release_past_its_end_of_life_is_a_warning_naming_the_field(data):
+    """1.33 ended 2026-06-28: the file stays valid and the warning names the field, the date and the fix."""
+    data["cluster"]["versions"] = {"kubernetes": "1.33.5"}
+    result = valid(data)
+    found = [w for w in result.warnings if w.path == "cluster.versions.kubernetes"]
+    assert len(found) == 1 and "end of life on 2026-06-28" in found[0].message
+    assert "1.33.5:" in found[0].message and "profile current: 1.37.2" in found[0].fix
+
+
+@covers("supported-versions")
+def test_a_gpu_operator_past_support_and_a_profiles_old_release_are_warnings(data):
+    data["cluster"]["versions"] = {"gpu_operator": "v25.10.0"}
+    found = [w for w in valid(data).warnings if w.path == "cluster.versions.gpu_operator"]
+    assert len(found) == 1 and "past NVIDIA's support" in found[0].message and "v26.7.0" in found[0].fix
+    data["cluster"]["versions"] = {}
+    data["cluster"]["software_profile"] = "dell-dvd-2024"  # 1.27.6, v22.9.2: both long past
+    warnings = {w.path: w for w in valid(data).warnings}
+    assert "(from profile dell-dvd-2024)" in warnings["cluster.versions.kubernetes"].message
+    assert "past NVIDIA's support" in warnings["cluster.versions.gpu_operator"].message
+
+
+@covers("supported-versions")
+def test_the_default_profile_is_supported(data):
+    """The shipped default carries no end-of-life warning (on the day its dates were read)."""
+    from datetime import date
+
+    from bootstrap.inventory.profiles import PROFILES
+    from bootstrap.inventory.rules import support_findings
+
+    current = PROFILES["current"].versions
+    assert list(support_findings(current, date(2026, 11, 27), "current", set())) == []
+    later = [f.problem.path for f in support_findings(current, date(2027, 10, 28), "current", set())]
+    assert later == ["cluster.versions.kubernetes"]  # 1.37's own end of life
+
+
+@covers("operator-driver-image")
+def test_an_os_without_published_driver_images_refuses_the_operator_driver(data):
+    """Debian 12: NVIDIA publishes no driver image, so the operator's driver is refused naming the field and
+    both fixes; the host driver path on every GPU model is accepted."""
+    data["cluster"]["versions"] = {"os": "debian-12"}
+    problem = expect(data, "cluster.versions.os", "nvcr.io/nvidia/driver:<version>-debian12", "R760xa, XE9680")
+    assert "nvidia.profiles.R760xa.driver: host" in problem.fix
+    data["nvidia"] = {"profiles": {"R760xa": {"driver": "host"}}}
+    expect(data, "cluster.versions.os", "XE9680 use it")
+    data["nvidia"]["profiles"]["XE9680"] = {"driver": "host"}
+    valid(data)
+    data["cluster"]["versions"] = {"os": "ubuntu-22.04"}
+    data["nvidia"] = {}
+    valid(data)
+
+
 def test_every_rule_has_a_test():
     assert set(RULES) - COVERED == set(), "rules without a test"
 

@@ -47,7 +47,7 @@ spec:
             - --prometheus-config-reloader=quay.io/prometheus-operator/prometheus-config-reloader:v0.86.1
             - --log-level=info
           env:
-            - {name: VALIDATOR_IMAGE, value: "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v25.10.0"}
+            - {name: VALIDATOR_IMAGE, value: "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v26.7.0"}
             - {name: LOG_LEVEL, value: "info"}
 ---
 apiVersion: monitoring.coreos.com/v1
@@ -88,8 +88,13 @@ def _version(version: str, repository: str | None = None) -> Any:
 
 # -- kubeadm's images ----------------------------------------------------------------------------------------
 #: What each release's own `kubeadm config images list` prints (pause, etcd, coredns): kubernetes/minikube's
-#: constants_kubeadm_images.go; 1.32.0's also kubeadm's constants.go on release-1.32.
-LISTED = {"1.29.0": ("3.9", "3.5.10-0", "v1.11.1"), "1.32.0": ("3.10", "3.5.16-0", "v1.11.3")}
+#: constants_kubeadm_images.go; 1.32.0's also kubeadm's constants.go on release-1.32; 1.37.2 (the default)
+#: from kubeadm's constants.go in module k8s.io/kubernetes@v1.37.2 (etcd: the nearest minor's, 1.36's).
+LISTED = {
+    "1.29.0": ("3.9", "3.5.10-0", "v1.11.1"),
+    "1.32.0": ("3.10", "3.5.16-0", "v1.11.3"),
+    "1.37.2": ("3.10.2", "3.7.0-0", "v1.14.6"),
+}
 
 
 @pytest.mark.parametrize("version", sorted(LISTED))
@@ -133,6 +138,7 @@ def test_pins_move_within_a_minor() -> None:
     assert before is not None and after is not None
     assert (before.etcd, after.etcd) == ("3.5.21-0", "3.5.24-0") and before.coredns == after.coredns == "v1.12.0"
     assert pins_for("1.23.17") is None and pins_for("1.30.15") is None and pins_for("1.33") is None
+    assert pins_for("1.37.1") is None  # only 1.37.2's source was read: other 1.37 patches are unknown pins
 
 
 def test_an_unknown_release_lists_its_unknown_pins_with_the_command_that_answers(tmp_path: Path) -> None:
@@ -160,7 +166,7 @@ def charts(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     root = tmp_path_factory.mktemp("charts")
     scaffold_chart(helm, root, "local-path-provisioner", "0.0.32", templates={**LOCAL_PATH_TEMPLATES, "x.yaml": EXTRA})
-    return scaffold_chart(helm, root, "gpu-operator", "v25.10.0", templates={"clusterpolicy.yaml": CLUSTER_POLICY})
+    return scaffold_chart(helm, root, "gpu-operator", "v26.7.0", templates={"clusterpolicy.yaml": CLUSTER_POLICY})
 
 
 def test_chart_images_come_out_of_the_rendered_charts(tmp_path: Path, charts: Path) -> None:
@@ -178,7 +184,7 @@ def test_chart_images_come_out_of_the_rendered_charts(tmp_path: Path, charts: Pa
         "quay.io/example/prepare:v2",
         "quay.io/prometheus-operator/prometheus-operator:v0.86.1",
         "quay.io/prometheus-operator/prometheus-config-reloader:v0.86.1",
-        "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v25.10.0",
+        "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v26.7.0",
         "quay.io/prometheus/prometheus:v3.7.3",  # a custom resource's spec.image
     }
     assert (
@@ -206,7 +212,7 @@ def test_chart_images_come_out_of_the_rendered_charts(tmp_path: Path, charts: Pa
     toolkit = images["nvcr.io/nvidia/k8s/container-toolkit:v1.18.0"]
     assert toolkit.path == "nvidia/k8s/container-toolkit:v1.18.0"
     policy = "gpu-operator/templates/clusterpolicy.yaml: ClusterPolicy/cluster-policy"
-    assert toolkit.needed_by == (f"chart gpu-operator v25.10.0 ({policy} spec.toolkit)",)
+    assert toolkit.needed_by == (f"chart gpu-operator v26.7.0 ({policy} spec.toolkit)",)
     assert len(images["docker.io/library/nginx:1.16.0"].needed_by) == 2  # each chart that pulls it
 
 
@@ -276,7 +282,7 @@ def test_plan_lists_the_cluster_images_unknown_pins_and_charts(tmp_path: Path, c
         assert "kubeadm config images list --kubernetes-version v1.30.15" in etcd["fix"]
         assert "archive" not in etcd and etcd["target"] == "10.200.0.11:5000/etcd"
         toolkit = states["nvcr.io/nvidia/k8s/container-toolkit:v1.18.0"]
-        assert toolkit["state"] == "absent" and toolkit["needed_by"][0].startswith("chart gpu-operator v25.10.0")
+        assert toolkit["state"] == "absent" and toolkit["needed_by"][0].startswith("chart gpu-operator v26.7.0")
         assert {c["chart"]: c["state"] for c in plan["charts"]}["kube-prometheus-stack"] == "chart not at hand"
 
         rc, _, shown = site.images("--plan", "--charts", str(charts), as_json=False)
@@ -288,5 +294,5 @@ def test_plan_lists_the_cluster_images_unknown_pins_and_charts(tmp_path: Path, c
             in shown
         )
         assert "chart kube-prometheus-stack 79.1.0 (kube-prometheus-stack): chart not at hand" in shown
-        assert "chart gpu-operator v25.10.0 (gpu-operator): rendered" in shown
+        assert "chart gpu-operator v26.7.0 (gpu-operator): rendered" in shown
         assert "not listed: tigera-operator deploys Calico's images" in shown

@@ -33,6 +33,7 @@ import yaml
 from bootstrap.cluster.gpu_operator import driver_image
 from bootstrap.cluster.vip import kube_vip_upstream
 from bootstrap.cluster.workload_checks import CUDA_IMAGE, NCCL_IMAGE
+from bootstrap.errors import InvalidInput
 from bootstrap.inventory import load_inventory
 from bootstrap.inventory.trtllm import version_info
 from bootstrap.mirror.kubeadm_images import control_plane_images
@@ -67,10 +68,11 @@ def test_the_lab_inventory_needs_each_pinned_upstream_image_once(tmp_path: Path)
     inv = load_inventory(lab_inventory_copy(tmp_path))
     images = {i.ref: i for i in upstream_images(inv)}
     driver = driver_image(inv)
-    assert driver == "nvcr.io/nvidia/driver:580.95.05-debian12"  # profile current's driver, Debian 12 nodes
+    # profile current's driver; the suffix NVIDIA publishes for the inventory's OS (profile current: ubuntu-24.04)
+    assert driver == "nvcr.io/nvidia/driver:580.95.05-ubuntu24.04"
     cluster = [i.ref for i in control_plane_images(inv)]  # containerd's sandbox image is kubeadm's pause: once
     assert list(images) == [*cluster, kube_vip_upstream(inv), driver, CUDA_IMAGE, NCCL_IMAGE, TRITON_IMAGE]
-    pause = images["registry.k8s.io/pause:3.10"]  # kubeadm 1.33.5's pin
+    pause = images["registry.k8s.io/pause:3.10.2"]  # kubeadm 1.37.2's pin
     assert pause.needed_by[-1] == "container_runtime: containerd's sandbox (pause) image of every pod"
     assert images[NCCL_IMAGE].path == "nvidia/cuda-dl-base:24.11-cuda12.6-devel-ubuntu24.04"  # what containerd asks
     assert images[CUDA_IMAGE].archive == "nvcr.io_nvidia_cuda_12.2.2-base-ubuntu22.04.tar"
@@ -95,6 +97,7 @@ def test_only_the_images_that_apply(tmp_path: Path) -> None:
         doc["kubernetes"] = {"api_endpoint": "keepalived-haproxy"}
 
     bare = load_inventory(_edited_lab(tmp_path / "b", host_driver_no_models))
+    assert driver_image(bare) is None
     cluster = [i.ref for i in control_plane_images(bare)]
     assert [i.ref for i in upstream_images(bare)] == [*cluster, CUDA_IMAGE, NCCL_IMAGE]
 
@@ -105,6 +108,32 @@ def test_only_the_images_that_apply(tmp_path: Path) -> None:
     vip = next(i for i in upstream_images(moved) if "kube-vip" in i.ref)
     assert vip.ref == kube_vip_upstream(moved) and vip.path == f"k8s/kube-vip:{vip.ref.rsplit(':', 1)[1]}"
     assert registry_path("busybox:1") == "busybox:1" and registry_path("localhost/a/b:1") == "a/b:1"
+
+
+def test_the_driver_image_follows_the_nodes_os(tmp_path: Path) -> None:
+    """The tag is the one the operator pulls on nodes of ``cluster.versions.os``; an OS NVIDIA publishes no
+    driver image for (Debian 12) is refused on the operator path and has no driver image on the host path."""
+
+    def on(os_name: str, host: bool = False) -> Any:
+        def edit(doc: dict[str, Any]) -> None:
+            doc["cluster"]["versions"] = {"os": os_name}
+            if host:
+                doc["nvidia"] = {"profiles": {m: {"driver": "host"} for m in ("R760xa", "XE9680")}}
+
+        return edit
+
+    tags = {os: driver_image(load_inventory(_edited_lab(tmp_path / os, on(os)))) for os in ("ubuntu-22.04", "rhel-9.4")}
+    assert tags == {
+        "ubuntu-22.04": "nvcr.io/nvidia/driver:580.95.05-ubuntu22.04",
+        "rhel-9.4": "nvcr.io/nvidia/driver:580.95.05-rhel9.4",
+    }
+    with pytest.raises(InvalidInput) as refused:
+        load_inventory(_edited_lab(tmp_path / "debian", on("debian-12")))
+    (problem,) = [p for p in refused.value.problems if p.path == "cluster.versions.os"]
+    assert "driver:<version>-debian12" in problem.message and "nvidia.profiles.XE9680.driver: host" in problem.fix
+    host = load_inventory(_edited_lab(tmp_path / "debian-host", on("debian-12", host=True)))
+    assert driver_image(host) is None
+    assert not [i for i in upstream_images(host) if i.ref.startswith("nvcr.io/nvidia/driver")]
 
 
 # -- the import, for real ----------------------------------------------------------------------------------

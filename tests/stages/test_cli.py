@@ -138,3 +138,27 @@ def test_journal_mark_maintenance_and_back(registry: dict, hostnames: list[str],
     shown = json.loads(invoke("journal", "show", node, "--json", *state).stdout)
     assert [t["to"] for t in shown["history"]] == ["registered", "maintenance", "registered"]
     assert shown["history"][1]["cause"] == "by hand: DIMM swap"
+
+
+def test_plan_and_up_warn_of_a_kubernetes_release_past_its_end_of_life(registry: dict, tmp_path: Path) -> None:
+    """The inventory pins 1.33.5 (end of life 2026-06-28): plan and up still run, and say so naming the field,
+    in the --json document and on stderr."""
+    text = EXAMPLE_INVENTORY.read_text().replace(
+        "software_profile: current", "software_profile: current\n  versions: {kubernetes: 1.33.5}"
+    )
+    assert "versions: {kubernetes: 1.33.5}" in text
+    inventory = tmp_path / "old.yml"
+    inventory.write_text(text)
+    for path in EXAMPLE_INVENTORY.parent.iterdir():  # files the sample names relative to itself
+        if path.name != EXAMPLE_INVENTORY.name and not (tmp_path / path.name).exists():
+            (tmp_path / path.name).symlink_to(path)
+    args = ["-i", str(inventory), "--state-dir", str(tmp_path / "state")]
+    for command in (["plan"], ["up", "--dry-run"]):
+        res = invoke(*command, *args, "--json")
+        assert res.exit_code == 0, res.output
+        (warning,) = [w for w in json.loads(res.stdout)["warnings"] if "end of life" in w]
+        assert warning.startswith("cluster.versions.kubernetes: 1.33.5: Kubernetes 1.33 reached its end of life")
+        human = invoke(*command, *args)
+        assert human.exit_code == 0 and "cluster.versions.kubernetes: 1.33.5" in human.stderr
+    res = invoke("plan", *base_args(tmp_path / "state"), "--json")
+    assert not [w for w in json.loads(res.stdout).get("warnings", []) if "end of life" in w]  # the default: none

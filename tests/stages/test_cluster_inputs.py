@@ -31,8 +31,9 @@ BEFORE = ("preflight", "discover", "firmware", "bios", "provision", "os-check", 
 FIXTURES = Path(__file__).resolve().parents[1] / "cluster" / "fixtures"
 GPU_NODE = "gpu-xe9680-01"
 CRD_CHECK = "CRD openAPIV3Schema (strict)"
-#: The pinned GPU Operator of the example inventory (cluster.versions.gpu_operator v25.10.0).
-OPERATOR_VERSION = "25.10.0"
+#: The pinned GPU Operator of the example inventory (cluster.versions.gpu_operator v26.7.0; like the real
+#: chart since v25.3.0, the test chart has no operator.defaultRuntime).
+OPERATOR_VERSION = "26.7.0"
 
 CLUSTER_POLICY = """\
 apiVersion: nvidia.com/v1
@@ -40,8 +41,6 @@ kind: ClusterPolicy
 metadata:
   name: cluster-policy
 spec:
-  operator:
-    defaultRuntime: {{ .Values.operator.defaultRuntime }}
   driver:
     enabled: {{ .Values.driver.enabled }}
     version: {{ .Values.driver.version | quote }}
@@ -75,10 +74,6 @@ spec:
             spec:
               type: object
               properties:
-                operator:
-                  type: object
-                  properties:
-                    defaultRuntime: {type: string, enum: [docker, crio, containerd]}
                 driver:
                   type: object
                   properties:
@@ -107,13 +102,12 @@ def cluster_stages(registry: dict) -> dict:
 
 
 def operator_chart(root: Path, mig_key: str = "strategy") -> Path:
-    """A gpu-operator chart archive (``gpu-operator-25.10.0.tgz``, packaged by Helm); returns its directory."""
+    """A gpu-operator chart archive (``gpu-operator-26.7.0.tgz``, packaged by Helm); returns its directory."""
     chart = root / "src" / "gpu-operator"
     (chart / "templates").mkdir(parents=True)
     (chart / "Chart.yaml").write_text(f"apiVersion: v2\nname: gpu-operator\nversion: {OPERATOR_VERSION}\n")
     (chart / "values.yaml").write_text(
-        "operator: {defaultRuntime: docker}\ndriver: {enabled: true, version: ''}\n"
-        "mig: {strategy: single}\ntoolkit: {enabled: true}\n"
+        "driver: {enabled: true, version: ''}\nmig: {strategy: single}\ntoolkit: {enabled: true}\n"
     )
     (chart / "templates" / "clusterpolicy.yaml").write_text(CLUSTER_POLICY.replace("MIG_KEY", mig_key))
     charts = root / "charts"
@@ -156,7 +150,7 @@ def test_without_the_options_chart_manifests_and_custom_resources_are_unchecked(
     kube, nvidia = records["kubernetes"], records["nvidia"]
     assert CRD_CHECK not in kube["checked"] and CRD_CHECK not in nvidia["checked"]
     assert any("ServiceMonitor" in u and "their CRDs are not at hand" in u for u in kube["unchecked"])
-    assert any("gpu-operator v25.10.0" in u and "no --charts directory was given" in u for u in nvidia["unchecked"])
+    assert any("gpu-operator v26.7.0" in u and "no --charts directory was given" in u for u in nvidia["unchecked"])
 
 
 def test_up_renders_the_chart_and_checks_custom_resources_against_the_crds(
@@ -184,7 +178,7 @@ def test_up_renders_the_chart_and_checks_custom_resources_against_the_crds(
     policy = files["manifests/gpu-operator/templates/clusterpolicy.yaml"]
     assert policy["checked_by"] == [CRD_CHECK]
     text = (state / "nvidia" / "manifests" / "gpu-operator" / "templates" / "clusterpolicy.yaml").read_text()
-    assert "defaultRuntime: containerd" in text and "580.95.05" in text  # our values, not the chart's defaults
+    assert "580.95.05" in text  # our driver.version, not the chart's empty default
 
     # the journal's run names the options (what ran, exactly)
     code, shown = invoke("journal", "show", "--state-dir", str(state), "--json")

@@ -109,7 +109,7 @@ def test_up_renders_kubernetes_nvidia_triton_applies_nothing_and_exits_5(
     assert fabric["gpu-xe9680-01"]["nvswitch_expected_from_model"] is True
     assert fabric["gpu-l40s-01"]["nvswitch_expected_from_model"] is False
     values = yaml.safe_load((tmp_path / "nvidia" / "charts" / "gpu-operator" / "values.yaml").read_text())
-    assert values["operator"]["defaultRuntime"] == "containerd"
+    assert "operator" not in values and values["driver"]["version"] == "580.95.05"  # no defaultRuntime from v25.3.0
     assert (tmp_path / "triton" / "llama-2-70b-fp8" / "k8s").is_dir()
 
     with Journal(tmp_path, readonly=True) as j:

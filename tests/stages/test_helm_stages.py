@@ -4,7 +4,7 @@ a real kube-apiserver 1.20.2 behind ``<state-dir>/kubeconfig``.
 Real parts: the CLI (click, ``--json``), the runner and SQLite journal, the real kubernetes and nvidia stages
 (render, kubernetes-validate), Helm 4.2.3's Go SDK (helm-python-sdk) against the real API server, ``kubectl``
 reading the objects back. The charts are ``helm create`` scaffolds named and versioned as the pinned
-local-path-provisioner 0.0.32 and gpu-operator v25.10.0 (tests/cluster/scaffold_charts.py: the pinned charts
+local-path-provisioner 0.0.32 and gpu-operator v26.7.0 (tests/cluster/scaffold_charts.py: the pinned charts
 cannot be had offline); tigera-operator and kube-prometheus-stack are left out of ``--charts`` on purpose. No
 controller-manager or kubelet runs: where the Deployment controller would report the releases' Deployments
 rolled out, a stand-in thread writes their status (:class:`tests.kube_objects.DeploymentReadier`).
@@ -40,7 +40,7 @@ GPU_OPERATOR = ("gpu-operator", "gpu-operator")
 def charts(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("stage-charts")
     scaffold_chart(helm, root, "local-path-provisioner", "0.0.32", templates=LOCAL_PATH_TEMPLATES)
-    return scaffold_chart(helm, root, "gpu-operator", "v25.10.0")
+    return scaffold_chart(helm, root, "gpu-operator", "v26.7.0")
 
 
 @pytest.fixture
@@ -120,7 +120,7 @@ def test_up_installs_the_charts_at_hand_then_unchanged_then_upgrades(
     assert _local_path_config(kube) == ["/mnt/nvme/lp"]
     assert kube.call("GET", "/apis/apps/v1/namespaces/gpu-operator/deployments/gpu-operator")["metadata"]["labels"][
         "helm.sh/chart"
-    ] == ("gpu-operator-v25.10.0")
+    ] == ("gpu-operator-v26.7.0")
     with Journal(state_dir, readonly=True) as journal:
         releases = journal.latest_facts("gpu-l40s-01")["helm"]["releases"]
     assert releases["local-path-provisioner"] | {"values_digest": "-"} == {
@@ -205,7 +205,7 @@ def test_plan_names_each_helm_release(state_dir: Path, charts: Path, tmp_path: P
         ]["applies"]
         is True
     )
-    assert helm_actions["helm install/upgrade gpu-operator (gpu-operator v25.10.0) into gpu-operator"]["applies"]
+    assert helm_actions["helm install/upgrade gpu-operator (gpu-operator v26.7.0) into gpu-operator"]["applies"]
     cni = next(a for text, a in actions.items() if text.startswith("helm install/upgrade tigera-operator"))
     assert cni["applies"] is False
     assert cni["action"].endswith(f"not installed, chart tigera-operator v3.30.3 not in --charts {charts}")

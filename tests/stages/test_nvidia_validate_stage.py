@@ -2,7 +2,7 @@
 --charts DIR --json`` against a real kube-apiserver 1.20.2 behind ``<state-dir>/kubeconfig``.
 
 Real parts: the CLI, the runner and SQLite journal, the real nvidia stage (render, kubernetes-validate), Helm
-4.2.3's Go SDK installing a ``helm create`` scaffold named and versioned as the pinned gpu-operator v25.10.0
+4.2.3's Go SDK installing a ``helm create`` scaffold named and versioned as the pinned gpu-operator v26.7.0
 (tests/cluster/scaffold_charts.py), ``kubectl`` reading the Nodes and applying/watching/deleting the CUDA smoke
 Jobs. No kubelet, device plugin, controller-manager or scheduler runs; stand-in threads (tests/kube_objects.py)
 write through the API what those would: the Nodes as kubelet registration makes them (Ready, no GPUs yet);
@@ -89,7 +89,7 @@ def xe9680_verdict() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def charts(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return scaffold_chart(helm, tmp_path_factory.mktemp("validate-charts"), "gpu-operator", "v25.10.0")
+    return scaffold_chart(helm, tmp_path_factory.mktemp("validate-charts"), "gpu-operator", "v26.7.0")
 
 
 @pytest.fixture
@@ -278,7 +278,7 @@ def test_skip_validate_and_no_chart_say_validators_not_run(
     empty.mkdir()
     code, doc = _up(state_dir, empty)
     assert code == EXIT_NOT_APPLIED, doc
-    why = f"the GPU Operator release is not installed: chart gpu-operator v25.10.0 not in --charts {empty}"
+    why = f"the GPU Operator release is not installed: chart gpu-operator v26.7.0 not in --charts {empty}"
     assert f"validators not run: {why}" in _nvidia(doc)["message"]
     assert _nvidia(doc)["data"]["validation"] == {"status": "not run", "why": why}
 
@@ -312,6 +312,6 @@ def test_plan_names_the_validation_and_its_timeout(state_dir: Path, charts: Path
     empty.mkdir()
     (action,) = [a for a in cluster_wide("plan", "--charts", str(empty)) if a["action"].startswith("validat")]
     assert action["action"] == (
-        f"validators not run: the GPU Operator is not installed: chart gpu-operator v25.10.0 not in --charts {empty}"
+        f"validators not run: the GPU Operator is not installed: chart gpu-operator v26.7.0 not in --charts {empty}"
     )
     assert action["applies"] is False
