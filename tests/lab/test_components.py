@@ -95,3 +95,20 @@ def test_a_second_build_of_the_same_pins_is_a_cache_hit(kube_components: dict[st
     again = build.build(build.select(release, list(kube_components)))
     assert all(b.cached for b in again)
     assert {b.name: Path(b.path) for b in again} == kube_components
+
+
+def test_the_air_gap_list_pins_what_the_real_kubeadm_asks_for(kube_components: dict[str, Path]) -> None:
+    """``rackctl mirror images`` (bootstrap/mirror/kubeadm_images.py) names the tags the real kubeadm pulls."""
+    from bootstrap.mirror.kubeadm_images import pins_for
+
+    release = RELEASES[next(iter(RELEASES))]
+    listed = subprocess.run(
+        [str(kube_components["kubeadm"]), "config", "images", "list", "--kubernetes-version", f"v{release.version}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    tags = {image.rsplit("/", 1)[-1].split(":")[0]: image.rsplit(":", 1)[-1] for image in listed}
+    pins = pins_for(release.version)
+    assert pins is not None, f"no air-gap pins for {release.version}"
+    assert (pins.pause, pins.etcd, pins.coredns) == (tags["pause"], tags["etcd"], tags["coredns"])

@@ -144,7 +144,7 @@ def build(selected: list[GoProgram], *, progress: Progress = lambda _msg: None) 
 def _build_one(program: GoProgram, go: str, progress: Progress) -> Built:
     entry = entry_for(program, go)
     binary = entry / program.name
-    with cache_lock(cache_dir()):
+    with cache_lock(entry.parent):  # one program at a time; other programs' builds and hits go on
         if binary.is_file() and (entry / "build.json").is_file():
             mark_used(entry)
             record = json.loads((entry / "build.json").read_text())
@@ -173,9 +173,13 @@ def _module_dir(program: GoProgram, go: str) -> Path:
     """A build module requiring ``program.module@version`` (tidied once; shared by its programs)."""
     spec = json.dumps([program.module, program.version, program.staging, program.replaces, go, RECIPE])
     workdir = cache_dir() / "src" / hashlib.sha256(spec.encode()).hexdigest()[:12]
-    if (workdir / "go.sum").is_file():
-        return workdir
-    workdir.mkdir(parents=True, exist_ok=True)
+    with cache_lock(workdir):
+        if not (workdir / "go.sum").is_file():
+            _write_module(program, workdir)
+    return workdir
+
+
+def _write_module(program: GoProgram, workdir: Path) -> None:
     replaces = list(program.replaces)
     if program.staging:
         replaces += [(m, program.staging) for m in _staging_modules(program, workdir)]
@@ -188,7 +192,6 @@ def _module_dir(program: GoProgram, go: str) -> Path:
     imports = "\n".join(f'\t_ "{pkg}"' for pkg in packages)
     (workdir / "tools.go").write_text(f"//go:build tools\n\npackage tools\n\nimport (\n{imports}\n)\n")
     _go(["mod", "tidy"], workdir, program)
-    return workdir
 
 
 def _siblings(program: GoProgram) -> list[GoProgram]:
