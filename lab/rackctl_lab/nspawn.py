@@ -27,6 +27,9 @@ from rackctl_lab.netns import LabNetwork, NetnsError, _ip
 NSPAWN_RUN = Path("/run/systemd/nspawn")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CGROUP_PARENT = "rackctl-lab"
+#: What a kubelet and its containers need of a container node (as kind gives its nodes): the kernel log,
+#: every capability the host has, and no seccomp filter of nspawn's under the runtime's own.
+KUBELET_NEEDS = ("--bind=/dev/kmsg", "--capability=all", "--system-call-filter=@known")
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,7 @@ def start(node: NativeNode, tree: Path, network: LabNetwork, *, authorized_keys:
     _overlay(node, tree, authorized_keys)
     log = (node.state / "console.log").open("wb")
     cgroups = _cgroups(node)
+    (node.state / "containerd").mkdir(exist_ok=True)
     proc = subprocess.Popen(
         [
             "systemd-nspawn",
@@ -73,11 +77,17 @@ def start(node: NativeNode, tree: Path, network: LabNetwork, *, authorized_keys:
             f"--directory={node.root}",
             f"--network-namespace-path=/run/netns/{node.netns}",
             "--console=passive",
+            *KUBELET_NEEDS,
+            # containerd's overlayfs snapshots cannot have their upper directories on the node's overlay root
+            f"--bind={node.state / 'containerd'}:/var/lib/containerd",
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
         start_new_session=True,
+        # /proc/sys writable, as the kubelet sets vm.overcommit_memory and kernel.panic* (host-wide: not
+        # namespaced); kind's nodes do the same.
+        env={**os.environ, "SYSTEMD_NSPAWN_API_VFS_WRITABLE": "1"},
         preexec_fn=lambda: _join(cgroups),  # noqa: PLW1509 - a write of our own PID before exec
     )
     (node.state / "pid").write_text(str(proc.pid))
@@ -141,6 +151,8 @@ def _plumb(node: NativeNode, network: LabNetwork) -> None:
     _ip("-n", node.netns, "link", "set", "lo", "up")
     _ip("-n", node.netns, "addr", "add", node.address, "dev", "host0")  # set here: the tree runs no DHCP client
     _ip("-n", node.netns, "link", "set", "host0", "up")
+    # the default route the kubelet picks its node address from, via the head node's address on the bridge
+    _ip("-n", node.netns, "route", "add", "default", "via", network.ip)
 
 
 def _overlay(node: NativeNode, tree: Path, authorized_keys: str) -> None:
@@ -152,6 +164,7 @@ def _overlay(node: NativeNode, tree: Path, authorized_keys: str) -> None:
     options = f"lowerdir={tree},upperdir={upper},workdir={work}"
     subprocess.run(["mount", "-t", "overlay", "overlay", "-o", options, str(node.root)], check=True)
     (node.root / "etc/hostname").write_text(node.name + "\n")
+    (node.root / "etc/hosts").write_text(f"127.0.0.1 localhost\n{node.ip} {node.name}\n")
     machine_id = node.root / "etc/machine-id"
     machine_id.unlink(missing_ok=True)  # systemd makes one at first boot
     ssh = node.root / "root/.ssh"

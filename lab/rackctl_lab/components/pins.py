@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 GO_MINIMUM = (1, 26)
 
 KUBERNETES_MODULE = "k8s.io/kubernetes"
+CONTAINERD_MODULE = "github.com/containerd/containerd/v2"
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class KubernetesRelease:
     pause: str  #: kubeadm's pause tag (the pause image is C, built from the lab's own source; see images)
     cri_tools: str  #: crictl of the same minor
     helm: str = "v3.22.0"  #: Helm, for every release (one Helm serves every supported minor)
+    containerd: str = "v2.4.2"  #: the CRI of the native nodes (Debian's 1.6 is out of support)
 
     @property
     def minor(self) -> str:
@@ -112,6 +114,18 @@ def programs(release: KubernetesRelease) -> list[GoProgram]:
         GoProgram("etcd", "go.etcd.io/etcd/server/v3", release.etcd, "go.etcd.io/etcd/server/v3", "control-plane"),
         GoProgram("etcdctl", "go.etcd.io/etcd/etcdctl/v3", release.etcd, "go.etcd.io/etcd/etcdctl/v3", "control-plane"),
         GoProgram("crictl", "sigs.k8s.io/cri-tools", release.cri_tools, "sigs.k8s.io/cri-tools/cmd/crictl", "node"),
+        *(
+            GoProgram(
+                name,
+                CONTAINERD_MODULE,
+                release.containerd,
+                f"{CONTAINERD_MODULE}/cmd/{name}",
+                "node",
+                ldflags=(f"-X {CONTAINERD_MODULE}/version.Version={release.containerd}",),
+                tags=("no_btrfs", "no_devmapper", "no_zfs"),
+            )
+            for name in ("containerd", "containerd-shim-runc-v2", "ctr")
+        ),
         GoProgram("coredns", "github.com/coredns/coredns", release.coredns, "github.com/coredns/coredns", "addons"),
         GoProgram("helm", "helm.sh/helm/v3", release.helm, "helm.sh/helm/v3/cmd/helm", "addons"),
     ]
