@@ -24,6 +24,8 @@ from bootstrap.errors import EXIT_INVALID, InvalidInput, Problem
 from bootstrap.fsutil import atomic_write_text, replace_tree
 from bootstrap.inband.render import inventory_dir, render_for
 from bootstrap.inventory import check_inventory
+from bootstrap.inventory.environment_checks import environment_problems
+from bootstrap.inventory.models import Inventory
 from bootstrap.resources import examples_dir
 
 
@@ -44,11 +46,20 @@ def register(cli: click.Group) -> None:
     cli.add_command(inventory)
 
 
+def machine_warnings(inv: Inventory) -> list[Problem]:
+    """What the inventory references that this machine lacks (password sources, CA bundles), as warnings."""
+    return [Problem(p.path, f"on this machine: {p.message}", p.fix) for p in environment_problems(inv, inv.nodes)]
+
+
 @click.command()
 @inventory_option
 @json_option
 def validate(inventory_path: Path, as_json: bool) -> None:
-    """Check the inventory; list every problem with its path, line and fix (exit 2 if any)."""
+    """Check the inventory; list every problem with its path, line and fix (exit 2 if any).
+
+    Also warns (the file stays valid) when what it references is absent on this machine: a password
+    variable not set, a password file missing or open to others, a CA bundle missing.
+    """
     try:
         result = check_inventory(inventory_path)
     except InvalidInput as exc:
@@ -61,10 +72,11 @@ def validate(inventory_path: Path, as_json: bool) -> None:
                 err_console.print(f"  [red]error[/red]   {escape(str(problem))}")
         raise SystemExit(EXIT_INVALID) from None
     inv = result.inventory
+    warnings = [*result.warnings, *machine_warnings(inv)]
     data: dict[str, Any] = {
         "ok": True,
         "errors": [],
-        "warnings": [w.as_dict() for w in result.warnings],
+        "warnings": [w.as_dict() for w in warnings],
         "summary": {
             "cluster": inv.cluster.name,
             "nodes": len(inv.nodes),
@@ -82,7 +94,7 @@ def validate(inventory_path: Path, as_json: bool) -> None:
             f"({s['control_planes']} control planes, {s['workers']} workers, {s['gpus']} GPUs), "
             f"profile {s['profile']}"
         )
-        for w in result.warnings:
+        for w in warnings:
             console.print(f"  [yellow]warning[/yellow] {escape(str(w))}")
 
     emit(data, as_json, human)

@@ -167,3 +167,22 @@ def test_credentials_from_env_and_file(data, tmp_path, monkeypatch):
         resolve_bmc_credentials(inv, inv.nodes[0])
     assert "chmod 600" in exc.value.problems[0].fix
     assert "s3cret-value" not in str(exc.value) + str(exc.value.problems)
+
+
+def test_validate_warns_when_the_password_variable_or_file_is_absent_here(data, tmp_path, monkeypatch):
+    monkeypatch.delenv("RACKCTL_BMC_PASSWORD")
+    data["credentials"]["spare"] = {"username": "root", "password_file": "secrets/bmc-spare.yml"}
+    data["nodes"][0]["bmc"]["credentials"] = "spare"
+    result = runner.invoke(cli, ["validate", "-i", str(write(tmp_path, data)), "--json"])
+    assert result.exit_code == 0, result.output  # still a valid file
+    doc = json.loads(result.output)
+    assert doc["ok"] is True
+    warned = {w["path"]: w for w in doc["warnings"]}
+    env = warned["credentials.idrac.password_env"]
+    assert env["message"] == "on this machine: environment variable RACKCTL_BMC_PASSWORD is not set"
+    assert "export RACKCTL_BMC_PASSWORD=" in env["fix"]
+    assert "does not exist" in warned["credentials.spare.password_file"]["message"]
+    monkeypatch.setenv("RACKCTL_BMC_PASSWORD", "pw-set-here-123")
+    again = json.loads(runner.invoke(cli, ["validate", "-i", str(write(tmp_path, data)), "--json"]).output)
+    assert "credentials.idrac.password_env" not in {w["path"] for w in again["warnings"]}
+    assert "pw-set-here-123" not in json.dumps(again)
