@@ -42,6 +42,7 @@ def inventory_option(func: F) -> F:
         "inventory_path",
         type=click.Path(path_type=Path, dir_okay=False),
         envvar="RACKCTL_INVENTORY",
+        show_envvar=True,
         default=DEFAULT_INVENTORY,
         show_default=True,
         help="Cluster inventory YAML.",
@@ -54,10 +55,24 @@ def state_dir_option(func: F) -> F:
         "--state-dir",
         type=click.Path(path_type=Path, file_okay=False),
         envvar="RACKCTL_STATE_DIR",
+        show_envvar=True,
         default=Path(".rackctl"),
         show_default=True,
         help="Directory for the run journal and rendered artefacts.",
     )(func)
+
+
+class _PlanOption(click.Option):
+    """``--plan`` in help; ``--dry-run`` still accepted (a hidden alias: one convention for previews)."""
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        record = super().get_help_record(ctx)
+        return ("--plan", record[1]) if record else None
+
+
+def plan_option(help_text: str, dest: str = "plan_only") -> Callable[[F], F]:
+    """Add ``--plan`` (hidden alias ``--dry-run``): show what the command would do, do nothing."""
+    return click.option("--plan", "--dry-run", dest, cls=_PlanOption, is_flag=True, help=help_text)
 
 
 def limit_option(func: F) -> F:

@@ -19,6 +19,7 @@ from bootstrap.cli.common import (
     inventory_option,
     json_option,
     limit_option,
+    plan_option,
     seconds_option,
     state_dir_option,
     warn,
@@ -92,7 +93,7 @@ def _progress(as_json: bool) -> tuple[ProgressReporter, Any]:
 
 
 @click.command("apply")
-@click.option("--plan", "plan_only", is_flag=True, help="Only show the plan (contacts nothing, writes nothing).")
+@plan_option("Only show the plan (contacts nothing, writes nothing).")
 @click.option(
     "--stages",
     "stages",
@@ -184,7 +185,7 @@ def _show_apply_result(data: dict[str, Any]) -> None:
 # -- redeploy ----------------------------------------------------------------------------------------
 @click.command("redeploy")
 @click.argument("node")
-@click.option("--plan", "plan_only", is_flag=True, help="Only check and show the steps (changes nothing).")
+@plan_option("Only check and show the steps (changes nothing).")
 @click.option(
     "--until",
     metavar="STAGE",
@@ -260,7 +261,7 @@ def driver_group() -> None:
 
 @driver_group.command("upgrade")
 @click.option("--version", "version", required=True, metavar="V", help="Target driver version, e.g. 580.95.05.")
-@click.option("--plan", "plan_only", is_flag=True, help="Only check and show the plan (renders nothing).")
+@plan_option("Only check and show the plan (renders nothing).")
 @click.option(
     "--max-unavailable",
     default=None,

@@ -18,6 +18,7 @@ from bootstrap.cli.common import (
     handle_errors,
     inventory_option,
     json_option,
+    plan_option,
     state_dir_option,
 )
 from bootstrap.errors import EXIT_INVALID, InvalidInput, Problem
@@ -158,7 +159,7 @@ def inventory() -> None:
     default=None,
     help="Output directory (default: <state-dir>/ansible/inventory, the one every playbook run uses).",
 )
-@click.option("--dry-run", is_flag=True, help="Show what would be written, write nothing.")
+@plan_option("Show what would be written, write nothing.", "dry_run")
 @json_option
 @handle_errors()
 def render(inventory_path: Path, state_dir: Path, out: Path | None, dry_run: bool, as_json: bool) -> None:

@@ -20,6 +20,7 @@ from bootstrap.cli.common import (
     inventory_option,
     json_option,
     limit_option,
+    plan_option,
     seconds_option,
     state_dir_option,
 )
@@ -166,7 +167,7 @@ def plan_cmd(
 @click.command("up")
 @_selection_options
 @_cluster_input_options
-@click.option("--dry-run", is_flag=True, help="Only show the plan (same as `rackctl plan`).")
+@plan_option("Only show the plan (same as `rackctl plan`).", "dry_run")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before destructive stages or steps.")
 @click.option("--insecure", is_flag=True, help="Do not verify BMC TLS certificates (lab only; verified by default).")
 @click.option(
@@ -270,7 +271,7 @@ def run_or_plan(
     command: str,
     as_json: bool,
 ) -> None:
-    """``--dry-run``: show the plan. Else run the selection through the :class:`Runner` (rich progress
+    """``--plan``: show the plan. Else run the selection through the :class:`Runner` (rich progress
     unless ``--json``), show the outcome and exit with its code when that is not 0."""
     if options.dry_run:
         emit({**plan(inventory, state_dir, selection, options), "dry_run": True}, as_json, _show_plan)
@@ -332,7 +333,7 @@ def journal_show(node: str | None, state_dir: Path, as_json: bool) -> None:
 @click.argument("state", type=click.Choice([s.value for s in NodeState]))
 @click.option("--cause", required=True, help="Why (recorded with the transition), e.g. 'DIMM replacement'.")
 @click.option("--force", is_flag=True, help="Allow a reimage move (back to provisioning).")
-@click.option("--dry-run", is_flag=True, help="Only check whether the move is allowed.")
+@plan_option("Only check whether the move is allowed.", "dry_run")
 @state_dir_option
 @json_option
 @handle_errors()

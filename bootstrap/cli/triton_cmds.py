@@ -18,6 +18,7 @@ from bootstrap.cli.common import (
     inventory_option,
     json_option,
     out_dir,
+    plan_option,
     state_dir_option,
 )
 from bootstrap.errors import EXIT_FAILED, InvalidInput, Problem
@@ -110,7 +111,7 @@ def triton() -> None:
 @inventory_option
 @models_option
 @out_option
-@click.option("--dry-run", is_flag=True, help="Show what would be written; write nothing.")
+@plan_option("Show what would be written; write nothing.", "dry_run")
 @json_option
 @handle_errors()
 def render_cmd(  # noqa: PLR0917 - click passes options as arguments
@@ -133,7 +134,7 @@ def render_cmd(  # noqa: PLR0917 - click passes options as arguments
 @models_option
 @out_option
 @click.option("--k8s-version", default=DEFAULT_K8S_VERSION, show_default=True, help="Schemas to validate against.")
-@click.option("--dry-run", is_flag=True, help="Show what would be written; write nothing.")
+@plan_option("Show what would be written; write nothing.", "dry_run")
 @json_option
 @handle_errors()
 def manifests_cmd(
