@@ -62,7 +62,7 @@ CHECKS: tuple[Check, ...] = (
     Check("aiohttp", "python", "emulated iDRAC server", "lab", f"{PIP} 'aiohttp>=3.9'", "3.9"),
     Check("sshd", "command", "SSH test hosts", "lab", "apt-get install openssh-server", target="sshd"),
     Check("ip", "command", "lab network namespaces", "lab", "apt-get install iproute2"),
-    Check("tritonclient", "python", "triton smoke, load checks", "triton", TRITON, "2.41"),
+    Check("tritonclient", "python", "Triton config parse, load checks", "triton", TRITON, "2.41"),
     Check("nvidia-pytriton", "python", "tritonserver binary for load checks", "triton", f"{PIP} nvidia-pytriton"),
     Check("kubernetes-validate", "python", "render cluster: schemas", "cluster", CLUSTER, "1.30"),
     Check("jsonschema", "python", "render cluster: CRD schemas", "cluster", CLUSTER, "4.21"),

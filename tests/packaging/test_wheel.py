@@ -125,3 +125,21 @@ def test_doctor_of_the_base_install_is_complete_and_names_the_missing_extras(ins
     assert cluster.returncode == 3, cluster.stdout + cluster.stderr
     missing = [c for c in json.loads(cluster.stdout)["checks"] if c["group"] == "cluster" and not c["ok"]]
     assert missing and all("rackctl[cluster]" in c["install"] for c in missing)
+
+
+def test_the_base_install_has_no_triton_client_and_says_which_extra_brings_it(installed: Path, tmp_path: Path) -> None:
+    env = _isolated_env(installed, tmp_path)
+    for heavy in ("tritonclient", "numpy", "grpc"):
+        probe = _run([str(installed / "python"), "-c", f"import {heavy}"], tmp_path, env)
+        assert probe.returncode != 0 and "ModuleNotFoundError" in probe.stderr, heavy
+    rackctl = str(installed / "rackctl")
+    assert _run([rackctl, "init", "--example", "dvd-inference", "-o", "cluster.yml"], tmp_path, env).returncode == 0
+    render = _run([rackctl, "triton", "render", "-i", "cluster.yml", "--state-dir", "state", "--json"], tmp_path, env)
+    assert render.returncode == 0, render.stdout + render.stderr
+    check = _run([rackctl, "triton", "check", "state/triton", "--skip-engine", "--json"], tmp_path, env)
+    assert check.returncode == 3, check.stdout + check.stderr
+    assert "pip install 'rackctl[triton]'" in check.stdout and "Traceback" not in check.stderr
+    triton = _run([rackctl, "doctor", "--require", "triton", "--json"], tmp_path, env)
+    assert triton.returncode == 3
+    entry = next(c for c in json.loads(triton.stdout)["checks"] if c["name"] == "tritonclient")
+    assert "rackctl[triton]" in entry["install"]
