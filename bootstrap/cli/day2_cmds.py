@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import click
@@ -19,6 +20,7 @@ from bootstrap.cli.common import (
     inventory_option,
     json_option,
     limit_option,
+    node_options,
     plan_option,
     seconds_option,
     state_dir_option,
@@ -28,13 +30,14 @@ from bootstrap.cli.driver_host_run import run_host_upgrade, will_reboot
 from bootstrap.day2.apply import plan_apply, run_apply
 from bootstrap.day2.driver import DriverPlan, plan_upgrade, render
 from bootstrap.day2.driver_operator import NodeUpgrade, OperatorUpgrade, upgrade_with_operator
+from bootstrap.day2.reconcile import ReconcilePlan
 from bootstrap.day2.redeploy import plan_redeploy, run_redeploy
 from bootstrap.day2.status import COLUMNS, collect
 from bootstrap.errors import EXIT_FAILED, EXIT_NOT_APPLIED, EXIT_OK, InvalidInput, Problem
-from bootstrap.inventory import load_inventory
+from bootstrap.inventory import Inventory, load_inventory
 from bootstrap.kube import Kubectl, cluster_for
 from bootstrap.rollout import max_unavailable_count
-from bootstrap.selection import STAGES_OPTION, check_stages, select_nodes, split_csv
+from bootstrap.selection import STAGES_OPTION, check_stages, match_nodes, select_nodes, split_csv
 from bootstrap.stages.base import STAGE_ORDER, NullProgress, ProgressReporter, RunOptions
 from bootstrap.stages.insecure import insecure_warning
 from bootstrap.stages.progress import RichProgress
@@ -102,17 +105,25 @@ def _progress(as_json: bool) -> tuple[ProgressReporter, Any]:
     help="Stages new nodes go through (default: every stage; `up` stops at the first not implemented yet).",
 )
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before destructive stages or steps.")
-@inventory_option
-@state_dir_option
+@node_options
 @json_option
 @handle_errors()
 def apply_cmd(
-    *, plan_only: bool, stages: str | None, yes: bool, inventory_path: Path, state_dir: Path, as_json: bool
+    *,
+    plan_only: bool,
+    stages: str | None,
+    yes: bool,
+    inventory_path: Path,
+    state_dir: Path,
+    limit: str | None,
+    as_json: bool,
 ) -> None:
     """Reconcile the cluster with the edited inventory; the plan is shown first.
 
     New nodes go through the pipeline alone, removed nodes are drained (when Kubernetes is there) and
     powered off, changed nodes get only the stages their change needs, unchanged nodes are not contacted.
+    With --limit only the selected nodes' changes are applied (a removed node by its name); the others stay
+    pending for a later apply.
     """
 
     inventory = load_inventory(inventory_path)
@@ -121,6 +132,8 @@ def apply_cmd(
         check_stages(new_stages, STAGE_ORDER)
         new_stages = [s for s in STAGE_ORDER if s in new_stages]
     plan = plan_apply(inventory, state_dir)
+    if limit is not None:
+        plan = limit_plan(plan, inventory, limit)
     data: dict[str, Any] = {"ok": True, "plan": plan.as_dict()}
     if plan_only:
         emit({**data, "applied": False}, as_json, _show_apply)
@@ -155,6 +168,17 @@ def apply_cmd(
     emit(data, as_json, _show_apply_result)
     if result["exit_code"] != EXIT_OK:
         sys.exit(result["exit_code"])
+
+
+def limit_plan(plan: ReconcilePlan, inventory: Inventory, limit: str) -> ReconcilePlan:
+    """The changes of the nodes ``--limit`` selects: inventory nodes by name, glob or role; a removed or
+    forgotten node (no longer in the inventory) by its name or a glob."""
+    known = {n.hostname: n for n in inventory.nodes}
+    candidates = SimpleNamespace(
+        nodes=[known.get(c.node) or SimpleNamespace(hostname=c.node, role="") for c in plan.changes]
+    )
+    chosen = set(match_nodes(candidates, split_csv(limit)))
+    return ReconcilePlan([c for c in plan.changes if c.node in chosen])
 
 
 def _show_apply(data: dict[str, Any]) -> None:
@@ -282,8 +306,7 @@ def driver_group() -> None:
     default=5.0,
     help_text="Operator path: how often to read the GPU nodes' upgrade states.",
 )
-@inventory_option
-@state_dir_option
+@node_options
 @json_option
 @handle_errors()
 def driver_upgrade_cmd(
@@ -295,6 +318,7 @@ def driver_upgrade_cmd(
     poll_s: float,
     inventory_path: Path,
     state_dir: Path,
+    limit: str | None,
     as_json: bool,
 ) -> None:
     """Check V against Triton's CUDA and the GPU Operator's matrix, plan the upgrade, then apply it.
@@ -304,11 +328,12 @@ def driver_upgrade_cmd(
     the plan after its checks and says it was not applied (exit 5). Host path (cluster.gpu_driver: host):
     executes, node by node in batches: cordon + drain (with <state-dir>/kubeconfig), driver (+ Fabric Manager)
     at exactly V, held, REBOOT, verify, uncordon; journalled, run it again to resume; exit 0 when every GPU node
-    runs V, 1 on failures. --plan renders nothing and exits 0.
+    runs V, 1 on failures. --plan renders nothing and exits 0. --limit: the host path's GPU nodes to upgrade.
     """
 
     inventory = load_inventory(inventory_path)
-    plan = plan_upgrade(inventory, version, max_unavailable=_count_or_percent(max_unavailable))
+    only = match_nodes(inventory, split_csv(limit)) if limit is not None else None
+    plan = plan_upgrade(inventory, version, max_unavailable=_count_or_percent(max_unavailable), only=only)
     for message in plan.warnings:
         warn(message, as_json)
     if plan.path == "operator" and not plan_only:

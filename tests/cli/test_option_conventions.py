@@ -3,12 +3,17 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import click
+import yaml
 from click.testing import CliRunner
 
 from bootstrap.cli import cli
+
+SAMPLE = str(Path(__file__).resolve().parents[2] / "inventory" / "examples" / "dvd-inference.yml")
 
 
 def commands(group: click.Group = cli, prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], click.Command]]:
@@ -42,7 +47,7 @@ def test_every_preview_is_plan_with_dry_run_a_hidden_alias() -> None:
 
 
 def test_the_hidden_dry_run_alias_still_previews(tmp_path) -> None:
-    sample = "inventory/examples/dvd-inference.yml"
+    sample = SAMPLE
     out = tmp_path / "out"
     for flag in ("--plan", "--dry-run"):
         result = CliRunner().invoke(
@@ -59,3 +64,41 @@ def test_the_environment_variables_are_shown_in_help() -> None:
     assert "env var: RACKCTL_INVENTORY" in help_of(("validate",))
     up = help_of(("up",))
     assert "env var: RACKCTL_INVENTORY" in up and "env var: RACKCTL_STATE_DIR" in up
+
+
+def test_every_command_that_touches_nodes_takes_limit() -> None:
+    for path in (("apply",), ("driver", "upgrade"), ("up",), ("plan",), ("status",), ("discover",)):
+        assert "--limit NODES" in help_of(path), path
+
+
+def _invoke(*args: str) -> tuple[int, dict]:
+    result = CliRunner().invoke(cli, [*args, "--json"])
+    return result.exit_code, json.loads(result.output)
+
+
+def test_apply_limit_keeps_only_the_selected_nodes_changes(tmp_path) -> None:
+    state = str(tmp_path / "state")
+    code, everything = _invoke("apply", "--plan", "-i", SAMPLE, "--state-dir", state)
+    assert code == 0 and len(everything["plan"]["nodes"]) == 5
+    code, out = _invoke("apply", "--plan", "-i", SAMPLE, "--state-dir", state, "--limit", "gpu-*")
+    assert code == 0, out
+    assert [n["node"] for n in out["plan"]["nodes"]] == ["gpu-l40s-01", "gpu-xe9680-01"]
+    assert out["plan"]["contacted"] == ["gpu-l40s-01", "gpu-xe9680-01"]
+    code, out = _invoke("apply", "--plan", "-i", SAMPLE, "--state-dir", state, "--limit", "gpu-l4os-01")
+    assert code == 2 and out["errors"][0]["path"] == "--limit" and "gpu-l40s-01" in out["errors"][0]["fix"]
+
+
+def test_driver_upgrade_limit_on_the_host_path_and_refused_on_the_operators(tmp_path) -> None:
+    data = yaml.safe_load(Path(SAMPLE).read_text())
+    data["cluster"]["gpu_driver"] = "host"
+    host = tmp_path / "host.yml"
+    host.write_text(yaml.safe_dump(data, sort_keys=False))
+    args = ("driver", "upgrade", "--version", "580.95.05", "--plan", "--state-dir", str(tmp_path / "s"))
+    code, out = _invoke(*args, "-i", str(host), "--limit", "gpu-xe9680-01")
+    assert code == 0, out
+    assert list(out["plan"]["steps"]) == ["gpu-xe9680-01"]
+    assert [n for batch in out["plan"]["batches"] for n in batch] == ["gpu-xe9680-01"]
+    code, out = _invoke(*args, "-i", str(host), "--limit", "head-01")
+    assert code == 2 and "no GPU" in out["errors"][0]["message"]
+    code, out = _invoke(*args, "-i", SAMPLE, "--limit", "gpu-xe9680-01")
+    assert code == 2 and out["errors"][0]["fix"] == "drop --limit"
