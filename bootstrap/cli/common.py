@@ -62,17 +62,17 @@ def state_dir_option(func: F) -> F:
     )(func)
 
 
-class _PlanOption(click.Option):
-    """``--plan`` in help; ``--dry-run`` still accepted (a hidden alias: one convention for previews)."""
+class AliasedOption(click.Option):
+    """An option whose last long name is an old spelling: still accepted, not shown in ``--help``."""
 
     def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
         record = super().get_help_record(ctx)
-        return ("--plan", record[1]) if record else None
+        return (record[0].replace(f", {self.opts[-1]}", "", 1), record[1]) if record else None
 
 
 def plan_option(help_text: str, dest: str = "plan_only") -> Callable[[F], F]:
     """Add ``--plan`` (hidden alias ``--dry-run``): show what the command would do, do nothing."""
-    return click.option("--plan", "--dry-run", dest, cls=_PlanOption, is_flag=True, help=help_text)
+    return click.option("--plan", "--dry-run", dest, cls=AliasedOption, is_flag=True, help=help_text)
 
 
 def limit_option(func: F) -> F:
@@ -110,8 +110,9 @@ def dir_option(flag: str, dest: str, help_text: str, *, must_exist: bool = False
 
 
 def out_option(sub: str, what: str) -> Callable[[F], F]:
-    """Add ``--out`` (a directory) whose default is ``<state-dir>/<sub>``: resolve it with :func:`out_dir`."""
+    """Add ``-o/--out`` (a directory) whose default is ``<state-dir>/<sub>``: resolve it with :func:`out_dir`."""
     return click.option(
+        "-o",
         "--out",
         "out_dir",
         type=click.Path(path_type=Path, file_okay=False),

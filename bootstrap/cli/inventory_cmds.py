@@ -9,6 +9,7 @@ import click
 from rich.table import Table
 
 from bootstrap.cli.common import (
+    AliasedOption,
     console,
     emit,
     emit_json,
@@ -105,10 +106,14 @@ def validate(inventory_path: Path, as_json: bool) -> None:
 @click.option("--example", "name", default="dvd-inference", show_default=True, help="Sample to write.")
 @click.option(
     "-o",
+    "--out",
     "--output",
+    "output",
+    cls=AliasedOption,
     type=click.Path(path_type=Path, dir_okay=False),
     default=Path("inventory/cluster.yml"),
     show_default=True,
+    help="Where to write it.",
 )
 @click.option("--force", is_flag=True, help="Overwrite an existing file.")
 @click.option("--list", "list_only", is_flag=True, help="List the samples and exit.")
@@ -132,7 +137,7 @@ def init(name: str, output: Path, force: bool, list_only: bool, as_json: bool) -
     if output.exists() and not force:
         raise InvalidInput(
             f"{output} already exists",
-            problems=[Problem("--output", f"{output} exists", "choose another path or pass --force")],
+            problems=[Problem("--out", f"{output} exists", "choose another path or pass --force")],
         )
     atomic_write_text(output, examples[name].read_text(encoding="utf-8"))
     emit(

@@ -49,6 +49,7 @@ def models_option(func: Any) -> Any:
 
 def out_option(func: Any) -> Any:
     func = click.option(
+        "-o",
         "--out",
         "out_dir",
         type=click.Path(path_type=Path, file_okay=False),

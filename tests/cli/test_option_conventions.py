@@ -102,3 +102,25 @@ def test_driver_upgrade_limit_on_the_host_path_and_refused_on_the_operators(tmp_
     assert code == 2 and "no GPU" in out["errors"][0]["message"]
     code, out = _invoke(*args, "-i", SAMPLE, "--limit", "gpu-xe9680-01")
     assert code == 2 and out["errors"][0]["fix"] == "drop --limit"
+
+
+def test_every_output_path_is_o_out() -> None:
+    outputs = []
+    for path, command in commands():
+        for param in command.params:
+            opts = set(getattr(param, "opts", []))
+            if opts & {"--out", "--output", "-o"}:
+                outputs.append(path)
+                assert {"-o", "--out"} <= opts, f"rackctl {' '.join(path)}: {sorted(opts)}"
+        if path in outputs:
+            assert "--output" not in help_of(path), path
+        shorts = [o for p in command.params for o in getattr(p, "opts", []) if o == "-o"]
+        assert len(shorts) <= 1, path
+    assert ("init",) in outputs and ("render", "cluster") in outputs and ("triton", "render") in outputs
+
+
+def test_init_still_accepts_the_old_output_spelling(tmp_path) -> None:
+    for flag in ("-o", "--out", "--output"):
+        target = tmp_path / f"{flag.strip('-')}.yml"
+        result = CliRunner().invoke(cli, ["init", flag, str(target), "--json"])
+        assert result.exit_code == 0 and target.is_file(), result.output
