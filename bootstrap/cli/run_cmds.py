@@ -81,22 +81,62 @@ def _status_style(status: str) -> str:
     }.get(status, "white")
 
 
-def _show_plan(data: dict[str, Any]) -> None:
+def _plan_cells(data: dict[str, Any], stage: dict[str, Any], act: dict[str, Any]) -> tuple[str, str]:
+    """The action and note cells of one planned action."""
+    note = escape(act.get("skip") or "") or ("[red]destructive[/red]" if act.get("destructive") else "")
+    if not stage["reached"]:
+        note = f"[dim]not reached: `up` stops at {data['stops_at']}[/dim]"
+    action = escape(act["action"])
+    if act.get("skip") and act["action"] != "skip":  # the stage itself will not do this on the node
+        action = f"skip (would {action})"
+    elif not act.get("applies", True) and not note:
+        note = "[yellow]not applied[/yellow]"
+    return action, note
+
+
+def plan_rows(data: dict[str, Any], *, wide: bool = False) -> list[tuple[str, str, str, str]]:
+    """(stage, nodes, action, note) rows: one per node with ``wide``, else one per distinct action of a
+    stage, its nodes named (``all N`` when every node of the stage does the same)."""
+    rows: list[tuple[str, str, str, str]] = []
+    for stage in data["stages"]:
+        groups: dict[tuple[str, str], list[str]] = {}
+        for act in stage["actions"]:
+            action, note = _plan_cells(data, stage, act)
+            node = act.get("node") or "(all)"
+            if wide:
+                rows.append((stage["name"], node, action, note))
+            else:
+                groups.setdefault((action, note), []).append(node)
+        everyone = len(stage["actions"])
+        for (action, note), nodes in groups.items():
+            who = nodes[0] if len(nodes) == 1 else f"all {everyone}" if len(nodes) == everyone else ", ".join(nodes)
+            rows.append((stage["name"], who, action, note))
+    return rows
+
+
+#: an action longer than this is shown whole below the table, its cell keeping the start and a reference
+SHORT_ACTION = 48
+
+
+def _short(text: str, ref: int) -> str:
+    """The start of ``text`` at a word boundary, with the reference to the whole text below the table."""
+    cut = text[:SHORT_ACTION].rsplit(" ", 1)[0].rstrip(",;:(")
+    return f"{cut} … {escape(f'[{ref}]')}"
+
+
+def _show_plan(data: dict[str, Any], *, wide: bool = False) -> None:
     table = Table(title="rackctl up would", show_lines=False)
     for col in ("stage", "node", "action", "note"):
-        table.add_column(col)
-    for stage in data["stages"]:
-        for act in stage["actions"]:
-            note = escape(act.get("skip") or "") or ("[red]destructive[/red]" if act.get("destructive") else "")
-            if not stage["reached"]:
-                note = f"[dim]not reached: `up` stops at {data['stops_at']}[/dim]"
-            action = escape(act["action"])
-            if act.get("skip") and act["action"] != "skip":  # the stage itself will not do this on the node
-                action = f"skip (would {action})"
-            elif not act.get("applies", True) and not note:
-                note = "[yellow]not applied[/yellow]"
-            table.add_row(stage["name"], act.get("node") or "(all)", action, note)
+        table.add_column(col, overflow="fold")
+    details: dict[str, int] = {}  # long action -> its reference (the same text written once)
+    for stage, nodes, action, note in plan_rows(data, wide=wide):
+        shown = action
+        if len(action) > SHORT_ACTION:  # wrapped below at the terminal's width, not in a narrow cell
+            shown = _short(action, details.setdefault(action, len(details) + 1))
+        table.add_row(stage, nodes, shown, note)
     console.print(table)
+    for text, ref in details.items():
+        console.print(f"{escape(f'[{ref}]')} {text}", soft_wrap=False)
     if data.get("not_applied"):
         names = data["not_applied"]
         partly = [
@@ -111,7 +151,8 @@ def _show_plan(data: dict[str, Any]) -> None:
         )
         console.print(
             f"[yellow]`rackctl up` would only render and validate {', '.join(names)}{what}, and the run would end "
-            f"with exit {EXIT_NOT_APPLIED}.[/yellow]"
+            f"with exit {EXIT_NOT_APPLIED}.[/yellow]",
+            soft_wrap=False,
         )
     if data.get("stops_at"):
         console.print(f"[yellow]`rackctl up` would stop at stage {data['stops_at']!r} (not implemented yet).[/yellow]")
@@ -137,10 +178,12 @@ def _show_outcome(data: dict[str, Any]) -> None:
 @_cluster_input_options
 @inventory_option
 @state_dir_option
+@click.option("--wide", is_flag=True, help="One row per node and action (default: nodes doing the same share a row).")
 @json_option
 @handle_errors()
 def plan_cmd(
     *,
+    wide: bool = False,
     stages: str | None,
     limit: str | None,
     from_stage: str | None,
@@ -161,7 +204,7 @@ def plan_cmd(
         dry_run=True, force=force, environment=environment_for(inventory), extra={EXTRA_KEY: inputs.as_extra()}
     )
     data = plan(inventory, state_dir, selection, options)
-    emit(data, as_json, _show_plan)
+    emit(data, as_json, lambda d: _show_plan(d, wide=wide))
 
 
 @click.command("up")

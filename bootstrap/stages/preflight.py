@@ -63,7 +63,7 @@ class PreflightStage(Stage):
     description = "Prove each BMC (TLS trust, credential, Redfish version, iDRAC firmware) and this machine's tools"
 
     def plan(self, ctx: StageContext) -> list[PlannedAction]:
-        what = "prove the BMC: TLS trust, credential (session), Redfish version, iDRAC firmware"
+        what = "prove the BMC: TLS, credential, Redfish and iDRAC versions"
         return [PlannedAction(self.name, n, what) for n in ctx.nodes]
 
     def check_environment(self, ctx: StageContext) -> None:
