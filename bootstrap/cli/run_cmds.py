@@ -404,25 +404,24 @@ def journal_mark(
 
 
 def _show_nodes(data: dict[str, Any]) -> None:
+    """One line per node and per run; timestamps never cut; each run's message below the runs table."""
     table = Table(title="nodes")
     for col in ("node", "state", "since", "left from", "rendered, not applied"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col == "since", overflow="fold")
     for n in data["nodes"]:
         table.add_row(n["node"], n["state"], n["since"], n["left_from"] or "", ", ".join(n["not_applied"]))
     console.print(table)
     runs = Table(title="latest runs")
-    for col in ("run", "started", "finished", "status", "command", "message"):
-        runs.add_column(col)
+    for col in ("run", "started", "status", "command"):
+        runs.add_column(col, no_wrap=col == "started", overflow="fold")
     for r in data["runs"]:
-        runs.add_row(
-            str(r["id"]),
-            r["started"],
-            r["finished"] or "",
-            r["status"],
-            escape(r["command"]),
-            escape(r["message"]),
-        )
+        runs.add_row(str(r["id"]), r["started"], r["status"], escape(r["command"]))
     console.print(runs)
+    for r in data["runs"]:
+        if r["message"] or r["finished"]:
+            ended = f"finished {r['finished']}" if r["finished"] else "not finished"
+            text = f"run {r['id']}, {ended}" + (f": {escape(r['message'])}" if r["message"] else "")
+            console.print(text, soft_wrap=False)
 
 
 def _show_node(data: dict[str, Any]) -> None:
@@ -430,13 +429,13 @@ def _show_node(data: dict[str, Any]) -> None:
     console.print(f"[bold]{escape(data['node'])}[/bold]: {data['state']}{left} since {data['since']}")
     table = Table(title="transitions")
     for col in ("at", "run", "from", "to", "cause"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col == "at", overflow="fold")
     for t in data["history"]:
         table.add_row(t["at"], str(t["run"] or ""), t["from"] or "", t["to"], escape(t["cause"]))
     console.print(table)
     steps = Table(title="steps")
     for col in ("at", "run", "stage", "step", "status", "destructive"):
-        steps.add_column(col)
+        steps.add_column(col, no_wrap=col == "at", overflow="fold")
     for s in data["steps"]:
         steps.add_row(
             s["at"],
