@@ -44,19 +44,47 @@ from bootstrap.stages.progress import RichProgress
 from bootstrap.stages.runner import ensure_writable_state_dir
 
 STYLE = {"ok": "", "unavailable": "dim", "degraded": "bold red"}
+#: a cell's status in a narrow column (the reason it refers to is written below the table)
+SHORT_STATUS = {"unavailable": "n/a", "degraded": "err"}
 
 
 # -- status ------------------------------------------------------------------------------------------
+def status_table(data: dict[str, Any], *, wide: bool = False) -> tuple[Table, dict[str, int]]:
+    """The status table and, unless ``wide``, the reasons its cells refer to (``degraded [2]``), each once."""
+    table = Table(title="rackctl status")
+    shown = ("node", "role", *COLUMNS) if wide else ("node", *COLUMNS)  # the role: --wide, --json
+    for col in shown:
+        table.add_column(col, no_wrap=col == "node", overflow="fold")
+    reasons: dict[str, int] = {}
+    for row in data["nodes"]:
+        cells = []
+        for col in COLUMNS:
+            cell = row[col]
+            if cell["status"] == "ok":
+                text = escape(str(cell["value"]))
+            elif wide:
+                text = escape(f"{cell['status']}: {cell['reason']}")
+            else:
+                ref = reasons.setdefault(cell["reason"], len(reasons) + 1)
+                text = f"{SHORT_STATUS[cell['status']]} {escape(f'[{ref}]')}"
+            style = STYLE[cell["status"]]
+            cells.append(f"[{style}]{text}[/{style}]" if style else text)
+        table.add_row(row["node"], *([row["role"]] if wide else []), *cells)
+    return table, reasons
+
+
 @click.command("status")
 @limit_option
 @inventory_option
 @state_dir_option
+@click.option("--wide", is_flag=True, help="The role, and each reason inside its cell (default: written below once).")
 @json_option
 @handle_errors()
-def status_cmd(*, limit: str | None, inventory_path: Path, state_dir: Path, as_json: bool) -> None:
+def status_cmd(*, limit: str | None, inventory_path: Path, state_dir: Path, wide: bool, as_json: bool) -> None:
     """Per node: power, health, lifecycle, firmware vs baseline, driver, Kubernetes and GPUs (reads only).
 
-    Exit 1 when some data is degraded (a BMC or the Kubernetes API not answering).
+    One line per node; why a value is missing is written once below the table. Exit 1 when some data is
+    degraded (a BMC or the Kubernetes API not answering).
     """
 
     inventory = load_inventory(inventory_path)
@@ -67,18 +95,10 @@ def status_cmd(*, limit: str | None, inventory_path: Path, state_dir: Path, as_j
     data = collect(inventory, nodes, state_dir, cluster_for(state_dir))
 
     def human(d: dict[str, Any]) -> None:
-        table = Table(title="rackctl status")
-        for col in ("node", "role", *COLUMNS):
-            table.add_column(col)
-        for row in d["nodes"]:
-            cells = []
-            for col in COLUMNS:
-                cell = row[col]
-                text = str(cell["value"]) if cell["status"] == "ok" else f"{cell['status']}: {cell['reason']}"
-                style = STYLE[cell["status"]]
-                cells.append(f"[{style}]{escape(text)}[/{style}]" if style else escape(text))
-            table.add_row(row["node"], row["role"], *cells)
+        table, reasons = status_table(d, wide=wide)
         console.print(table)
+        for reason, ref in reasons.items():  # each reason once, wrapped at the terminal's width
+            console.print(f"{escape(f'[{ref}]')} {escape(reason)}", soft_wrap=False)
         if d["degraded"]:
             console.print(f"[red]degraded data for: {', '.join(d['degraded'])}[/red]")
 
