@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import importlib.metadata
+import os
+import re
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from bootstrap import resources
 from bootstrap.inventory.profiles import version_tuple
 
 VENV_BIN = Path(sys.executable).parent
 PIP = f"{VENV_BIN / 'python'} -m pip install"
+CLUSTER = f"{PIP} 'rackctl[cluster]'"
+TRITON = f"{PIP} 'rackctl[triton]'"
+# a task's module (or a filter/lookup) named by its fully qualified name: namespace.collection.name
+_FQCN = re.compile(r"^\s*(?:- )?([a-z][a-z0-9_]*)\.([a-z][a-z0-9_]*)\.[a-z][a-z0-9_]*:", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -21,7 +28,7 @@ class Check:
     name: str
     kind: str  # "python" | "command" | "collection" | "file"
     purpose: str
-    group: str  # "core" (rackctl itself), "lab", "triton", "peer"
+    group: str  # "core" (rackctl itself), "cluster"/"triton" (extras), "lab", "peer" (tests)
     install: str
     minimum: str | None = None
     target: str | None = None  # module/command/path looked up when it differs from name
@@ -35,7 +42,13 @@ CHECKS: tuple[Check, ...] = (
     Check("ansible-runner", "python", "Ansible driver", "core", f"{PIP} 'ansible-runner>=2.4'", "2.4"),
     Check("redfish", "python", "out-of-band layer", "core", f"{PIP} 'redfish>=3.2'", "3.2"),
     Check("paramiko", "python", "SSH host-key checks", "core", f"{PIP} 'paramiko>=3.4'", "3.4"),
-    Check("tritonclient", "python", "Triton config checks", "core", f"{PIP} 'tritonclient[http,grpc]'", "2.41"),
+    Check(
+        "shipped roles' collections",
+        "collections",
+        "modules the shipped playbooks use",
+        "core",
+        "ansible-galaxy collection install",
+    ),
     Check(
         "ansible-playbook",
         "command",
@@ -49,8 +62,11 @@ CHECKS: tuple[Check, ...] = (
     Check("aiohttp", "python", "emulated iDRAC server", "lab", f"{PIP} 'aiohttp>=3.9'", "3.9"),
     Check("sshd", "command", "SSH test hosts", "lab", "apt-get install openssh-server", target="sshd"),
     Check("ip", "command", "lab network namespaces", "lab", "apt-get install iproute2"),
+    Check("tritonclient", "python", "Triton config parse, load checks", "triton", TRITON, "2.41"),
     Check("nvidia-pytriton", "python", "tritonserver binary for load checks", "triton", f"{PIP} nvidia-pytriton"),
-    Check("kubernetes-validate", "python", "manifest checks", "triton", f"{PIP} kubernetes-validate"),
+    Check("kubernetes-validate", "python", "render cluster: schemas", "cluster", CLUSTER, "1.30"),
+    Check("jsonschema", "python", "render cluster: CRD schemas", "cluster", CLUSTER, "4.21"),
+    Check("helm-python-sdk", "python", "render cluster: charts", "cluster", CLUSTER, "0.2.2"),
     Check(
         "community.general",
         "collection",
@@ -109,12 +125,46 @@ def run_check(check: Check) -> Finding:
         path = _which(check.target or check.name)
         return Finding(check, path is not None, path or "missing")
     if check.kind == "collection":
-        for entry in sys.path:
-            candidate = Path(entry) / (check.target or "")
-            if candidate.is_dir():
-                return Finding(check, True, str(candidate))
-        return Finding(check, False, "missing")
+        found = _collection_dir(check.target or "")
+        return Finding(check, found is not None, str(found) if found else "missing")
+    if check.kind == "collections":
+        return _shipped_collections(check)
     return Finding(check, False, f"unknown check kind {check.kind}")
+
+
+def _collection_dirs() -> list[Path]:
+    """Where ansible-core looks for collections: ANSIBLE_COLLECTIONS_PATH (or its defaults), then sys.path."""
+    configured = os.environ.get("ANSIBLE_COLLECTIONS_PATH") or os.environ.get("ANSIBLE_COLLECTIONS_PATHS")
+    roots = configured.split(os.pathsep) if configured else ["~/.ansible/collections", "/usr/share/ansible/collections"]
+    return [Path(r).expanduser() for r in roots if r] + [Path(p) for p in sys.path if p]
+
+
+def _collection_dir(target: str) -> Path | None:
+    """The first installed ``ansible_collections/<namespace>/<name>`` directory, or None."""
+    for root in _collection_dirs():
+        candidate = root / target
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+def collections_used(share: Path | None = None) -> set[str]:
+    """The collections (``namespace.name``) the shipped playbooks and roles name, ansible.builtin left out."""
+    base = share or resources.SHARE
+    files = [*(base / "playbooks").rglob("*.yml"), *(base / "roles").glob("*/tasks/*.yml")]
+    files += [*(base / "roles").glob("*/handlers/*.yml")]
+    used = {f"{m[1]}.{m[2]}" for f in files for m in _FQCN.finditer(f.read_text(encoding="utf-8"))}
+    return {c for c in used if c not in {"ansible.builtin", "ansible.legacy"}}
+
+
+def _shipped_collections(check: Check) -> Finding:
+    """Every collection the shipped roles use is installed (none is: the roles use ansible-core's builtins)."""
+    used = sorted(collections_used())
+    missing = [c for c in used if _collection_dir("ansible_collections/" + c.replace(".", "/")) is None]
+    if missing:
+        install = f"{check.install} {' '.join(missing)}"
+        return Finding(replace(check, install=install), False, "missing " + ", ".join(missing))
+    return Finding(check, True, ", ".join(used) if used else "ansible.builtin only")
 
 
 def run_doctor(groups: set[str] | None = None) -> list[Finding]:

@@ -139,10 +139,11 @@ def _plugins() -> dict[str, metadata.EntryPoint]:
     "--env",
     "env_name",
     envvar="RACKCTL_ENV",
+    show_envvar=True,
     default=None,
     metavar="NAME",
     help="Where rackctl runs: `host` (a real head node, the default) or a registered environment such as `lab` "
-    "(default for an inventory with cluster.lab: true when the lab is installed). $RACKCTL_ENV.",
+    "(default for an inventory with cluster.lab: true when the lab is installed).",
 )
 @click.pass_context
 def cli(ctx: click.Context, env_name: str | None) -> None:
@@ -151,6 +152,12 @@ def cli(ctx: click.Context, env_name: str | None) -> None:
     Exit codes: 0 ok, 1 something failed, 2 invalid input, 3 missing tool on this machine,
     4 stage not implemented yet, 5 not applied (only rendered + validated: stages, driver upgrade),
     130 interrupted.
+
+    \b
+    Environment variables (each the default of an option):
+      RACKCTL_INVENTORY  -i/--inventory, the cluster inventory
+      RACKCTL_STATE_DIR  --state-dir, the journal and rendered artefacts
+      RACKCTL_ENV        --env, where rackctl runs (host, lab)
     """
     ctx.ensure_object(dict)["env_name"] = env_name
 

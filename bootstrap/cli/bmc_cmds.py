@@ -2,7 +2,7 @@
 
 Every command reads the inventory, works on the nodes ``--limit`` selects, talks to all their BMCs at once
 (one session and at most two requests in flight per BMC), shows progress per node, reports failures per
-node, and prints one JSON document with ``--json``. Mutating commands have ``--dry-run``; nothing reboots a
+node, and prints one JSON document with ``--json``. Mutating commands have ``--plan``; nothing reboots a
 node unless ``--reboot`` is given.
 """
 
@@ -27,6 +27,7 @@ from bootstrap.cli.common import (
     handle_errors,
     json_option,
     node_options,
+    plan_option,
     warn,
 )
 from bootstrap.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
@@ -56,9 +57,7 @@ from redfish_tools.lc import lc_status
 from redfish_tools.power import POWER_ACTIONS, plan_power, power_state, set_power
 from redfish_tools.resources import Service
 
-dry_run_option = click.option(
-    "--dry-run", is_flag=True, help="Read the BMCs and show what would change; change nothing."
-)
+dry_run_option = plan_option("Read the BMCs and show what would change; change nothing.", "dry_run")
 
 
 class FleetProgress:
@@ -357,7 +356,7 @@ def power_cmd(  # noqa: PLR0917 - click passes options as arguments
 
 
 def _would(v: dict[str, Any]) -> str:
-    """A ``--dry-run`` result in words: the current value and what would change."""
+    """A ``--plan`` result in words: the current value and what would change."""
     return f"{v['current']}: " + ("no change" if v["would"] == "nothing" else f"would {v['would']}")
 
 
@@ -543,7 +542,7 @@ def bios_apply_cmd(  # noqa: PLR0917 - click passes options as arguments
 ) -> None:
     """Run the bios stage: stage each node's profile in an apply-on-reset job (runs at next boot, or now: --reboot).
 
-    Journalled like `rackctl up`; a node that succeeds moves to `configured`. --dry-run is `bios plan`.
+    Journalled like `rackctl up`; a node that succeeds moves to `configured`. --plan is `bios plan`.
     """
     if dry_run:
         _bios_plan(inventory_path, state_dir, limit, as_json)

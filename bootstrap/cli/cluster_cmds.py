@@ -21,6 +21,7 @@ from bootstrap.cli.common import (
     handle_errors,
     inventory_option,
     json_option,
+    plan_option,
 )
 from bootstrap.errors import EXIT_FAILED, EnvironmentMissing, InvalidInput, Problem
 from bootstrap.inventory.loader import load_inventory
@@ -59,7 +60,7 @@ def render() -> None:
     "Directory of the pinned chart archives (<chart>-<version>.tgz) to render with our values.",
     must_exist=True,
 )
-@click.option("--dry-run", is_flag=True, help="Render and validate; write nothing.")
+@plan_option("Render and validate; write nothing.", "dry_run")
 @json_option
 @handle_errors()
 def render_cluster_cmd(  # noqa: PLR0917 - click passes options as arguments
@@ -208,7 +209,7 @@ def _node_files(values: tuple[str, ...], option: str) -> dict[str, Path]:
 )
 @click.option("--cuda-image", default=None, metavar="IMAGE", help="Image of the CUDA smoke Job (a mirror's copy).")
 @click.option("--nccl-image", default=None, metavar="IMAGE", help="Image of the NCCL Job (a mirror's copy).")
-@click.option("--plan", "plan_only", is_flag=True, help="Print the workload Jobs it would create; create nothing.")
+@plan_option("Print the workload Jobs it would create; create nothing.")
 @json_option
 @handle_errors()
 def validate_cluster_cmd(  # noqa: PLR0917 - click passes options as arguments

@@ -42,6 +42,7 @@ def inventory_option(func: F) -> F:
         "inventory_path",
         type=click.Path(path_type=Path, dir_okay=False),
         envvar="RACKCTL_INVENTORY",
+        show_envvar=True,
         default=DEFAULT_INVENTORY,
         show_default=True,
         help="Cluster inventory YAML.",
@@ -54,10 +55,24 @@ def state_dir_option(func: F) -> F:
         "--state-dir",
         type=click.Path(path_type=Path, file_okay=False),
         envvar="RACKCTL_STATE_DIR",
+        show_envvar=True,
         default=Path(".rackctl"),
         show_default=True,
         help="Directory for the run journal and rendered artefacts.",
     )(func)
+
+
+class AliasedOption(click.Option):
+    """An option whose last long name is an old spelling: still accepted, not shown in ``--help``."""
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        record = super().get_help_record(ctx)
+        return (record[0].replace(f", {self.opts[-1]}", "", 1), record[1]) if record else None
+
+
+def plan_option(help_text: str, dest: str = "plan_only") -> Callable[[F], F]:
+    """Add ``--plan`` (hidden alias ``--dry-run``): show what the command would do, do nothing."""
+    return click.option("--plan", "--dry-run", dest, cls=AliasedOption, is_flag=True, help=help_text)
 
 
 def limit_option(func: F) -> F:
@@ -95,8 +110,9 @@ def dir_option(flag: str, dest: str, help_text: str, *, must_exist: bool = False
 
 
 def out_option(sub: str, what: str) -> Callable[[F], F]:
-    """Add ``--out`` (a directory) whose default is ``<state-dir>/<sub>``: resolve it with :func:`out_dir`."""
+    """Add ``-o/--out`` (a directory) whose default is ``<state-dir>/<sub>``: resolve it with :func:`out_dir`."""
     return click.option(
+        "-o",
         "--out",
         "out_dir",
         type=click.Path(path_type=Path, file_okay=False),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import click
@@ -19,6 +20,8 @@ from bootstrap.cli.common import (
     inventory_option,
     json_option,
     limit_option,
+    node_options,
+    plan_option,
     seconds_option,
     state_dir_option,
     warn,
@@ -27,32 +30,61 @@ from bootstrap.cli.driver_host_run import run_host_upgrade, will_reboot
 from bootstrap.day2.apply import plan_apply, run_apply
 from bootstrap.day2.driver import DriverPlan, plan_upgrade, render
 from bootstrap.day2.driver_operator import NodeUpgrade, OperatorUpgrade, upgrade_with_operator
+from bootstrap.day2.reconcile import ReconcilePlan
 from bootstrap.day2.redeploy import plan_redeploy, run_redeploy
 from bootstrap.day2.status import COLUMNS, collect
 from bootstrap.errors import EXIT_FAILED, EXIT_NOT_APPLIED, EXIT_OK, InvalidInput, Problem
-from bootstrap.inventory import load_inventory
+from bootstrap.inventory import Inventory, load_inventory
 from bootstrap.kube import Kubectl, cluster_for
 from bootstrap.rollout import max_unavailable_count
-from bootstrap.selection import STAGES_OPTION, check_stages, select_nodes, split_csv
+from bootstrap.selection import STAGES_OPTION, check_stages, match_nodes, select_nodes, split_csv
 from bootstrap.stages.base import STAGE_ORDER, NullProgress, ProgressReporter, RunOptions
 from bootstrap.stages.insecure import insecure_warning
 from bootstrap.stages.progress import RichProgress
 from bootstrap.stages.runner import ensure_writable_state_dir
 
 STYLE = {"ok": "", "unavailable": "dim", "degraded": "bold red"}
+#: a cell's status in a narrow column (the reason it refers to is written below the table)
+SHORT_STATUS = {"unavailable": "n/a", "degraded": "err"}
 
 
 # -- status ------------------------------------------------------------------------------------------
+def status_table(data: dict[str, Any], *, wide: bool = False) -> tuple[Table, dict[str, int]]:
+    """The status table and, unless ``wide``, the reasons its cells refer to (``degraded [2]``), each once."""
+    table = Table(title="rackctl status")
+    shown = ("node", "role", *COLUMNS) if wide else ("node", *COLUMNS)  # the role: --wide, --json
+    for col in shown:
+        table.add_column(col, no_wrap=col == "node", overflow="fold")
+    reasons: dict[str, int] = {}
+    for row in data["nodes"]:
+        cells = []
+        for col in COLUMNS:
+            cell = row[col]
+            if cell["status"] == "ok":
+                text = escape(str(cell["value"]))
+            elif wide:
+                text = escape(f"{cell['status']}: {cell['reason']}")
+            else:
+                ref = reasons.setdefault(cell["reason"], len(reasons) + 1)
+                text = f"{SHORT_STATUS[cell['status']]} {escape(f'[{ref}]')}"
+            style = STYLE[cell["status"]]
+            cells.append(f"[{style}]{text}[/{style}]" if style else text)
+        table.add_row(row["node"], *([row["role"]] if wide else []), *cells)
+    return table, reasons
+
+
 @click.command("status")
 @limit_option
 @inventory_option
 @state_dir_option
+@click.option("--wide", is_flag=True, help="The role, and each reason inside its cell (default: written below once).")
 @json_option
 @handle_errors()
-def status_cmd(*, limit: str | None, inventory_path: Path, state_dir: Path, as_json: bool) -> None:
+def status_cmd(*, limit: str | None, inventory_path: Path, state_dir: Path, wide: bool, as_json: bool) -> None:
     """Per node: power, health, lifecycle, firmware vs baseline, driver, Kubernetes and GPUs (reads only).
 
-    Exit 1 when some data is degraded (a BMC or the Kubernetes API not answering).
+    One line per node; why a value is missing is written once below the table. Exit 1 when some data is
+    degraded (a BMC or the Kubernetes API not answering).
     """
 
     inventory = load_inventory(inventory_path)
@@ -63,18 +95,10 @@ def status_cmd(*, limit: str | None, inventory_path: Path, state_dir: Path, as_j
     data = collect(inventory, nodes, state_dir, cluster_for(state_dir))
 
     def human(d: dict[str, Any]) -> None:
-        table = Table(title="rackctl status")
-        for col in ("node", "role", *COLUMNS):
-            table.add_column(col)
-        for row in d["nodes"]:
-            cells = []
-            for col in COLUMNS:
-                cell = row[col]
-                text = str(cell["value"]) if cell["status"] == "ok" else f"{cell['status']}: {cell['reason']}"
-                style = STYLE[cell["status"]]
-                cells.append(f"[{style}]{escape(text)}[/{style}]" if style else escape(text))
-            table.add_row(row["node"], row["role"], *cells)
+        table, reasons = status_table(d, wide=wide)
         console.print(table)
+        for reason, ref in reasons.items():  # each reason once, wrapped at the terminal's width
+            console.print(f"{escape(f'[{ref}]')} {escape(reason)}", soft_wrap=False)
         if d["degraded"]:
             console.print(f"[red]degraded data for: {', '.join(d['degraded'])}[/red]")
 
@@ -92,7 +116,7 @@ def _progress(as_json: bool) -> tuple[ProgressReporter, Any]:
 
 
 @click.command("apply")
-@click.option("--plan", "plan_only", is_flag=True, help="Only show the plan (contacts nothing, writes nothing).")
+@plan_option("Only show the plan (contacts nothing, writes nothing).")
 @click.option(
     "--stages",
     "stages",
@@ -101,17 +125,25 @@ def _progress(as_json: bool) -> tuple[ProgressReporter, Any]:
     help="Stages new nodes go through (default: every stage; `up` stops at the first not implemented yet).",
 )
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before destructive stages or steps.")
-@inventory_option
-@state_dir_option
+@node_options
 @json_option
 @handle_errors()
 def apply_cmd(
-    *, plan_only: bool, stages: str | None, yes: bool, inventory_path: Path, state_dir: Path, as_json: bool
+    *,
+    plan_only: bool,
+    stages: str | None,
+    yes: bool,
+    inventory_path: Path,
+    state_dir: Path,
+    limit: str | None,
+    as_json: bool,
 ) -> None:
     """Reconcile the cluster with the edited inventory; the plan is shown first.
 
     New nodes go through the pipeline alone, removed nodes are drained (when Kubernetes is there) and
     powered off, changed nodes get only the stages their change needs, unchanged nodes are not contacted.
+    With --limit only the selected nodes' changes are applied (a removed node by its name); the others stay
+    pending for a later apply.
     """
 
     inventory = load_inventory(inventory_path)
@@ -120,6 +152,8 @@ def apply_cmd(
         check_stages(new_stages, STAGE_ORDER)
         new_stages = [s for s in STAGE_ORDER if s in new_stages]
     plan = plan_apply(inventory, state_dir)
+    if limit is not None:
+        plan = limit_plan(plan, inventory, limit)
     data: dict[str, Any] = {"ok": True, "plan": plan.as_dict()}
     if plan_only:
         emit({**data, "applied": False}, as_json, _show_apply)
@@ -156,6 +190,17 @@ def apply_cmd(
         sys.exit(result["exit_code"])
 
 
+def limit_plan(plan: ReconcilePlan, inventory: Inventory, limit: str) -> ReconcilePlan:
+    """The changes of the nodes ``--limit`` selects: inventory nodes by name, glob or role; a removed or
+    forgotten node (no longer in the inventory) by its name or a glob."""
+    known = {n.hostname: n for n in inventory.nodes}
+    candidates = SimpleNamespace(
+        nodes=[known.get(c.node) or SimpleNamespace(hostname=c.node, role="") for c in plan.changes]
+    )
+    chosen = set(match_nodes(candidates, split_csv(limit)))
+    return ReconcilePlan([c for c in plan.changes if c.node in chosen])
+
+
 def _show_apply(data: dict[str, Any]) -> None:
     table = Table(title="rackctl apply would")
     for col in ("node", "change", "sections", "stages", "note"):
@@ -184,7 +229,7 @@ def _show_apply_result(data: dict[str, Any]) -> None:
 # -- redeploy ----------------------------------------------------------------------------------------
 @click.command("redeploy")
 @click.argument("node")
-@click.option("--plan", "plan_only", is_flag=True, help="Only check and show the steps (changes nothing).")
+@plan_option("Only check and show the steps (changes nothing).")
 @click.option(
     "--until",
     metavar="STAGE",
@@ -260,7 +305,7 @@ def driver_group() -> None:
 
 @driver_group.command("upgrade")
 @click.option("--version", "version", required=True, metavar="V", help="Target driver version, e.g. 580.95.05.")
-@click.option("--plan", "plan_only", is_flag=True, help="Only check and show the plan (renders nothing).")
+@plan_option("Only check and show the plan (renders nothing).")
 @click.option(
     "--max-unavailable",
     default=None,
@@ -281,8 +326,7 @@ def driver_group() -> None:
     default=5.0,
     help_text="Operator path: how often to read the GPU nodes' upgrade states.",
 )
-@inventory_option
-@state_dir_option
+@node_options
 @json_option
 @handle_errors()
 def driver_upgrade_cmd(
@@ -294,6 +338,7 @@ def driver_upgrade_cmd(
     poll_s: float,
     inventory_path: Path,
     state_dir: Path,
+    limit: str | None,
     as_json: bool,
 ) -> None:
     """Check V against Triton's CUDA and the GPU Operator's matrix, plan the upgrade, then apply it.
@@ -303,11 +348,12 @@ def driver_upgrade_cmd(
     the plan after its checks and says it was not applied (exit 5). Host path (cluster.gpu_driver: host):
     executes, node by node in batches: cordon + drain (with <state-dir>/kubeconfig), driver (+ Fabric Manager)
     at exactly V, held, REBOOT, verify, uncordon; journalled, run it again to resume; exit 0 when every GPU node
-    runs V, 1 on failures. --plan renders nothing and exits 0.
+    runs V, 1 on failures. --plan renders nothing and exits 0. --limit: the host path's GPU nodes to upgrade.
     """
 
     inventory = load_inventory(inventory_path)
-    plan = plan_upgrade(inventory, version, max_unavailable=_count_or_percent(max_unavailable))
+    only = match_nodes(inventory, split_csv(limit)) if limit is not None else None
+    plan = plan_upgrade(inventory, version, max_unavailable=_count_or_percent(max_unavailable), only=only)
     for message in plan.warnings:
         warn(message, as_json)
     if plan.path == "operator" and not plan_only:

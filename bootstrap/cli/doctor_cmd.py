@@ -9,7 +9,7 @@ from bootstrap.cli.common import console, emit, json_option
 from bootstrap.doctor import run_doctor
 from bootstrap.errors import EXIT_ENVIRONMENT
 
-GROUPS = ("core", "lab", "triton", "peer")
+GROUPS = ("core", "cluster", "triton", "lab", "peer")
 
 
 def register(cli: click.Group) -> None:
@@ -27,7 +27,10 @@ def register(cli: click.Group) -> None:
 )
 @json_option
 def doctor(required: tuple[str, ...], as_json: bool) -> None:
-    """Check Python, packages, Ansible collections and lab tools; say how to install what is missing.
+    """Check Python, packages, the collections the shipped roles use, the extras and lab tools.
+
+    Says how to install what is missing. Groups: core (rackctl itself), cluster and triton (the
+    extras ``rackctl[cluster]``, ``rackctl[triton]``), lab and peer (tests).
 
     Exit 0 when the required groups are complete, 3 otherwise.
     """

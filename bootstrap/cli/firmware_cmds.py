@@ -23,6 +23,7 @@ from bootstrap.cli.common import (
     handle_errors,
     json_option,
     node_options,
+    plan_option,
     warn,
 )
 from bootstrap.cli.rollout_table import show_rollout
@@ -132,7 +133,7 @@ def firmware_plan_cmd(inventory_path: Path, state_dir: Path, limit: str | None, 
 
 @firmware_group.command("apply")
 @node_options
-@click.option("--plan", "--dry-run", "dry_run", is_flag=True, help="Show the plan; flash nothing.")
+@plan_option("Show the plan; flash nothing.", "dry_run")
 @click.option("--poll", type=click.FloatRange(0.05, 60), default=5.0, show_default=True, help="Seconds between polls.")
 @json_option
 @handle_errors()

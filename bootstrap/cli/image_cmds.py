@@ -19,6 +19,7 @@ from bootstrap.cli.common import (
     json_option,
     out_dir,
     out_option,
+    plan_option,
     state_dir_option,
 )
 from bootstrap.inventory import load_inventory
@@ -46,7 +47,7 @@ def image_group() -> None:
 @click.option("--module", "extra_modules", multiple=True, help="Extra kernel module (repeatable).")
 @out_option(ARTEFACTS, "Copy vmlinuz + initrd.img here")
 @state_dir_option
-@click.option("--dry-run", is_flag=True, help="Show the kernel package and modules; build nothing.")
+@plan_option("Show the kernel package and modules; build nothing.", "dry_run")
 @json_option
 @handle_errors()
 def ramdisk_cmd(  # noqa: PLR0917 - click passes options as arguments
@@ -100,7 +101,7 @@ def _show_ramdisk(data: dict[str, Any]) -> None:
     type=click.Path(path_type=Path, dir_okay=False, exists=True),
     help="A public key file (.pub) to authorise besides the inventory's admin keys (repeatable).",
 )
-@click.option("--dry-run", is_flag=True, help="Show what would be built; build nothing.")
+@plan_option("Show what would be built; build nothing.", "dry_run")
 @json_option
 @handle_errors()
 def build_cmd(
@@ -148,7 +149,7 @@ def build_cmd(
     show_default=True,
     help="Built entries to keep per kind (OS images, debootstrap trees per suite, ramdisks per profile).",
 )
-@click.option("--plan", "plan_only", is_flag=True, help="List what would be removed; remove nothing.")
+@plan_option("List what would be removed; remove nothing.")
 @json_option
 @handle_errors()
 def prune_cmd(keep: int, plan_only: bool, as_json: bool) -> None:

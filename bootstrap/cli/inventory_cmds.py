@@ -9,6 +9,7 @@ import click
 from rich.table import Table
 
 from bootstrap.cli.common import (
+    AliasedOption,
     console,
     emit,
     emit_json,
@@ -18,12 +19,15 @@ from bootstrap.cli.common import (
     handle_errors,
     inventory_option,
     json_option,
+    plan_option,
     state_dir_option,
 )
 from bootstrap.errors import EXIT_INVALID, InvalidInput, Problem
 from bootstrap.fsutil import atomic_write_text, replace_tree
 from bootstrap.inband.render import inventory_dir, render_for
 from bootstrap.inventory import check_inventory
+from bootstrap.inventory.environment_checks import environment_problems
+from bootstrap.inventory.models import Inventory
 from bootstrap.resources import examples_dir
 
 
@@ -44,11 +48,20 @@ def register(cli: click.Group) -> None:
     cli.add_command(inventory)
 
 
+def machine_warnings(inv: Inventory) -> list[Problem]:
+    """What the inventory references that this machine lacks (password sources, CA bundles), as warnings."""
+    return [Problem(p.path, f"on this machine: {p.message}", p.fix) for p in environment_problems(inv, inv.nodes)]
+
+
 @click.command()
 @inventory_option
 @json_option
 def validate(inventory_path: Path, as_json: bool) -> None:
-    """Check the inventory; list every problem with its path, line and fix (exit 2 if any)."""
+    """Check the inventory; list every problem with its path, line and fix (exit 2 if any).
+
+    Also warns (the file stays valid) when what it references is absent on this machine: a password
+    variable not set, a password file missing or open to others, a CA bundle missing.
+    """
     try:
         result = check_inventory(inventory_path)
     except InvalidInput as exc:
@@ -61,10 +74,11 @@ def validate(inventory_path: Path, as_json: bool) -> None:
                 err_console.print(f"  [red]error[/red]   {escape(str(problem))}")
         raise SystemExit(EXIT_INVALID) from None
     inv = result.inventory
+    warnings = [*result.warnings, *machine_warnings(inv)]
     data: dict[str, Any] = {
         "ok": True,
         "errors": [],
-        "warnings": [w.as_dict() for w in result.warnings],
+        "warnings": [w.as_dict() for w in warnings],
         "summary": {
             "cluster": inv.cluster.name,
             "nodes": len(inv.nodes),
@@ -82,7 +96,7 @@ def validate(inventory_path: Path, as_json: bool) -> None:
             f"({s['control_planes']} control planes, {s['workers']} workers, {s['gpus']} GPUs), "
             f"profile {s['profile']}"
         )
-        for w in result.warnings:
+        for w in warnings:
             console.print(f"  [yellow]warning[/yellow] {escape(str(w))}")
 
     emit(data, as_json, human)
@@ -92,10 +106,14 @@ def validate(inventory_path: Path, as_json: bool) -> None:
 @click.option("--example", "name", default="dvd-inference", show_default=True, help="Sample to write.")
 @click.option(
     "-o",
+    "--out",
     "--output",
+    "output",
+    cls=AliasedOption,
     type=click.Path(path_type=Path, dir_okay=False),
     default=Path("inventory/cluster.yml"),
     show_default=True,
+    help="Where to write it.",
 )
 @click.option("--force", is_flag=True, help="Overwrite an existing file.")
 @click.option("--list", "list_only", is_flag=True, help="List the samples and exit.")
@@ -119,7 +137,7 @@ def init(name: str, output: Path, force: bool, list_only: bool, as_json: bool) -
     if output.exists() and not force:
         raise InvalidInput(
             f"{output} already exists",
-            problems=[Problem("--output", f"{output} exists", "choose another path or pass --force")],
+            problems=[Problem("--out", f"{output} exists", "choose another path or pass --force")],
         )
     atomic_write_text(output, examples[name].read_text(encoding="utf-8"))
     emit(
@@ -146,7 +164,7 @@ def inventory() -> None:
     default=None,
     help="Output directory (default: <state-dir>/ansible/inventory, the one every playbook run uses).",
 )
-@click.option("--dry-run", is_flag=True, help="Show what would be written, write nothing.")
+@plan_option("Show what would be written, write nothing.", "dry_run")
 @json_option
 @handle_errors()
 def render(inventory_path: Path, state_dir: Path, out: Path | None, dry_run: bool, as_json: bool) -> None:

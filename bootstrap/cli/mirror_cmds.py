@@ -18,6 +18,7 @@ from bootstrap.cli.common import (
     handle_errors,
     inventory_option,
     json_option,
+    plan_option,
     state_dir_option,
 )
 from bootstrap.errors import EXIT_FAILED, InvalidInput, Problem
@@ -72,7 +73,7 @@ def _require_mirror_source(inventory: Any) -> None:
     show_default=True,
     help="The security archive (`none`: the upstream carries the security updates or there are none).",
 )
-@click.option("--plan", "plan", is_flag=True, help="Resolve and show the pinned closure; download and sign nothing.")
+@plan_option("Resolve and show the pinned closure; download and sign nothing.", "plan")
 @json_option
 @handle_errors()
 def build_cmd(  # noqa: PLR0917 - click passes options as arguments
@@ -183,12 +184,7 @@ def _show_check(data: dict[str, Any]) -> None:
 @mirror_group.command("images")
 @inventory_option
 @state_dir_option
-@click.option(
-    "--plan",
-    "plan",
-    is_flag=True,
-    help="List the images, whether the registry has each, where they would go; push nothing.",
-)
+@plan_option("List the images, whether the registry has each, where they would go; push nothing.", "plan")
 @dir_option(
     "--from",
     "from_dir",

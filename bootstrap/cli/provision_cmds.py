@@ -1,6 +1,6 @@
 """``rackctl provision [--limit NODES]``: the provision stage alone, journalled like ``rackctl up``.
 
-A node already provisioned is not reinstalled unless ``--force``. ``--dry-run`` shows what would happen.
+A node already provisioned is not reinstalled unless ``--force``. ``--plan`` shows what would happen.
 Positional NODES are a synonym of ``--limit`` (same grammar, :mod:`bootstrap.selection`).
 """
 
@@ -17,6 +17,7 @@ from bootstrap.cli.common import (
     inventory_option,
     json_option,
     limit_option,
+    plan_option,
     state_dir_option,
 )
 from bootstrap.cli.run_cmds import run_or_plan
@@ -31,7 +32,7 @@ from bootstrap.stages.runner import select
 @click.argument("nodes", nargs=-1)
 @limit_option
 @click.option("--force", is_flag=True, help="Reinstall nodes that are already provisioned.")
-@click.option("--dry-run", is_flag=True, help="Show what would happen; change nothing.")
+@plan_option("Show what would happen; change nothing.", "dry_run")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before rewriting disks.")
 @click.option("--kernel", type=click.Path(path_type=Path, dir_okay=False), help="Deploy/installer kernel.")
 @click.option("--initrd", type=click.Path(path_type=Path, dir_okay=False), help="Deploy ramdisk/installer initrd.")

@@ -20,6 +20,7 @@ from bootstrap.cli.common import (
     inventory_option,
     json_option,
     limit_option,
+    plan_option,
     seconds_option,
     state_dir_option,
     warn,
@@ -82,22 +83,62 @@ def _status_style(status: str) -> str:
     }.get(status, "white")
 
 
-def _show_plan(data: dict[str, Any]) -> None:
+def _plan_cells(data: dict[str, Any], stage: dict[str, Any], act: dict[str, Any]) -> tuple[str, str]:
+    """The action and note cells of one planned action."""
+    note = escape(act.get("skip") or "") or ("[red]destructive[/red]" if act.get("destructive") else "")
+    if not stage["reached"]:
+        note = f"[dim]not reached: `up` stops at {data['stops_at']}[/dim]"
+    action = escape(act["action"])
+    if act.get("skip") and act["action"] != "skip":  # the stage itself will not do this on the node
+        action = f"skip (would {action})"
+    elif not act.get("applies", True) and not note:
+        note = "[yellow]not applied[/yellow]"
+    return action, note
+
+
+def plan_rows(data: dict[str, Any], *, wide: bool = False) -> list[tuple[str, str, str, str]]:
+    """(stage, nodes, action, note) rows: one per node with ``wide``, else one per distinct action of a
+    stage, its nodes named (``all N`` when every node of the stage does the same)."""
+    rows: list[tuple[str, str, str, str]] = []
+    for stage in data["stages"]:
+        groups: dict[tuple[str, str], list[str]] = {}
+        for act in stage["actions"]:
+            action, note = _plan_cells(data, stage, act)
+            node = act.get("node") or "(all)"
+            if wide:
+                rows.append((stage["name"], node, action, note))
+            else:
+                groups.setdefault((action, note), []).append(node)
+        everyone = len(stage["actions"])
+        for (action, note), nodes in groups.items():
+            who = nodes[0] if len(nodes) == 1 else f"all {everyone}" if len(nodes) == everyone else ", ".join(nodes)
+            rows.append((stage["name"], who, action, note))
+    return rows
+
+
+#: an action longer than this is shown whole below the table, its cell keeping the start and a reference
+SHORT_ACTION = 48
+
+
+def _short(text: str, ref: int) -> str:
+    """The start of ``text`` at a word boundary, with the reference to the whole text below the table."""
+    cut = text[:SHORT_ACTION].rsplit(" ", 1)[0].rstrip(",;:(")
+    return f"{cut} … {escape(f'[{ref}]')}"
+
+
+def _show_plan(data: dict[str, Any], *, wide: bool = False) -> None:
     table = Table(title="rackctl up would", show_lines=False)
     for col in ("stage", "node", "action", "note"):
-        table.add_column(col)
-    for stage in data["stages"]:
-        for act in stage["actions"]:
-            note = escape(act.get("skip") or "") or ("[red]destructive[/red]" if act.get("destructive") else "")
-            if not stage["reached"]:
-                note = f"[dim]not reached: `up` stops at {data['stops_at']}[/dim]"
-            action = escape(act["action"])
-            if act.get("skip") and act["action"] != "skip":  # the stage itself will not do this on the node
-                action = f"skip (would {action})"
-            elif not act.get("applies", True) and not note:
-                note = "[yellow]not applied[/yellow]"
-            table.add_row(stage["name"], act.get("node") or "(all)", action, note)
+        table.add_column(col, overflow="fold")
+    details: dict[str, int] = {}  # long action -> its reference (the same text written once)
+    for stage, nodes, action, note in plan_rows(data, wide=wide):
+        shown = action
+        if len(action) > SHORT_ACTION:  # wrapped below at the terminal's width, not in a narrow cell
+            shown = _short(action, details.setdefault(action, len(details) + 1))
+        table.add_row(stage, nodes, shown, note)
     console.print(table)
+    for text, ref in details.items():
+        console.print(f"{escape(f'[{ref}]')} {text}", soft_wrap=False)
     if data.get("not_applied"):
         names = data["not_applied"]
         partly = [
@@ -112,7 +153,8 @@ def _show_plan(data: dict[str, Any]) -> None:
         )
         console.print(
             f"[yellow]`rackctl up` would only render and validate {', '.join(names)}{what}, and the run would end "
-            f"with exit {EXIT_NOT_APPLIED}.[/yellow]"
+            f"with exit {EXIT_NOT_APPLIED}.[/yellow]",
+            soft_wrap=False,
         )
     if data.get("stops_at"):
         console.print(f"[yellow]`rackctl up` would stop at stage {data['stops_at']!r} (not implemented yet).[/yellow]")
@@ -146,10 +188,12 @@ def _load(inventory_path: Path, as_json: bool) -> Inventory:
 @_cluster_input_options
 @inventory_option
 @state_dir_option
+@click.option("--wide", is_flag=True, help="One row per node and action (default: nodes doing the same share a row).")
 @json_option
 @handle_errors()
 def plan_cmd(
     *,
+    wide: bool = False,
     stages: str | None,
     limit: str | None,
     from_stage: str | None,
@@ -170,13 +214,13 @@ def plan_cmd(
         dry_run=True, force=force, environment=environment_for(inventory), extra={EXTRA_KEY: inputs.as_extra()}
     )
     data = plan(inventory, state_dir, selection, options)
-    emit(data, as_json, _show_plan)
+    emit(data, as_json, lambda d: _show_plan(d, wide=wide))
 
 
 @click.command("up")
 @_selection_options
 @_cluster_input_options
-@click.option("--dry-run", is_flag=True, help="Only show the plan (same as `rackctl plan`).")
+@plan_option("Only show the plan (same as `rackctl plan`).", "dry_run")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before destructive stages or steps.")
 @click.option("--insecure", is_flag=True, help="Do not verify BMC TLS certificates (lab only; verified by default).")
 @click.option(
@@ -280,7 +324,7 @@ def run_or_plan(
     command: str,
     as_json: bool,
 ) -> None:
-    """``--dry-run``: show the plan. Else run the selection through the :class:`Runner` (rich progress
+    """``--plan``: show the plan. Else run the selection through the :class:`Runner` (rich progress
     unless ``--json``), show the outcome and exit with its code when that is not 0."""
     if options.dry_run:
         emit({**plan(inventory, state_dir, selection, options), "dry_run": True}, as_json, _show_plan)
@@ -342,7 +386,7 @@ def journal_show(node: str | None, state_dir: Path, as_json: bool) -> None:
 @click.argument("state", type=click.Choice([s.value for s in NodeState]))
 @click.option("--cause", required=True, help="Why (recorded with the transition), e.g. 'DIMM replacement'.")
 @click.option("--force", is_flag=True, help="Allow a reimage move (back to provisioning).")
-@click.option("--dry-run", is_flag=True, help="Only check whether the move is allowed.")
+@plan_option("Only check whether the move is allowed.", "dry_run")
 @state_dir_option
 @json_option
 @handle_errors()
@@ -370,25 +414,24 @@ def journal_mark(
 
 
 def _show_nodes(data: dict[str, Any]) -> None:
+    """One line per node and per run; timestamps never cut; each run's message below the runs table."""
     table = Table(title="nodes")
     for col in ("node", "state", "since", "left from", "rendered, not applied"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col == "since", overflow="fold")
     for n in data["nodes"]:
         table.add_row(n["node"], n["state"], n["since"], n["left_from"] or "", ", ".join(n["not_applied"]))
     console.print(table)
     runs = Table(title="latest runs")
-    for col in ("run", "started", "finished", "status", "command", "message"):
-        runs.add_column(col)
+    for col in ("run", "started", "status", "command"):
+        runs.add_column(col, no_wrap=col == "started", overflow="fold")
     for r in data["runs"]:
-        runs.add_row(
-            str(r["id"]),
-            r["started"],
-            r["finished"] or "",
-            r["status"],
-            escape(r["command"]),
-            escape(r["message"]),
-        )
+        runs.add_row(str(r["id"]), r["started"], r["status"], escape(r["command"]))
     console.print(runs)
+    for r in data["runs"]:
+        if r["message"] or r["finished"]:
+            ended = f"finished {r['finished']}" if r["finished"] else "not finished"
+            text = f"run {r['id']}, {ended}" + (f": {escape(r['message'])}" if r["message"] else "")
+            console.print(text, soft_wrap=False)
 
 
 def _show_node(data: dict[str, Any]) -> None:
@@ -396,13 +439,13 @@ def _show_node(data: dict[str, Any]) -> None:
     console.print(f"[bold]{escape(data['node'])}[/bold]: {data['state']}{left} since {data['since']}")
     table = Table(title="transitions")
     for col in ("at", "run", "from", "to", "cause"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col == "at", overflow="fold")
     for t in data["history"]:
         table.add_row(t["at"], str(t["run"] or ""), t["from"] or "", t["to"], escape(t["cause"]))
     console.print(table)
     steps = Table(title="steps")
     for col in ("at", "run", "stage", "step", "status", "destructive"):
-        steps.add_column(col)
+        steps.add_column(col, no_wrap=col == "at", overflow="fold")
     for s in data["steps"]:
         steps.add_row(
             s["at"],

@@ -10,7 +10,7 @@ import click
 from pydantic import ValidationError
 from rich.markup import escape
 
-from bootstrap.cli.common import console, emit, err_console, handle_errors, inventory_option, json_option
+from bootstrap.cli.common import console, emit, err_console, handle_errors, inventory_option, json_option, plan_option
 from bootstrap.errors import EXIT_FAILED, InvalidInput, Problem, RackctlError
 from bootstrap.inventory.sizing_spec import PRECISIONS, SizingRequirements, SizingSection
 from bootstrap.sizing.inventory_write import apply_sizing_write, plan_sizing_write
@@ -96,7 +96,7 @@ def gather_requirements(
 @click.option("--max-batch-size", type=int, help="Concurrent requests per instance (default 64, the guide's).")
 @click.option("--server", "servers", multiple=True, help="Candidate server configuration (repeatable).")
 @click.option("--write", is_flag=True, help="Store requirements and placement under the inventory's 'sizing:'.")
-@click.option("--dry-run", is_flag=True, help="With --write: show the inventory diff, change nothing.")
+@plan_option("With --write: show the inventory diff, change nothing.", "dry_run")
 @inventory_option
 @json_option
 @handle_errors()
@@ -121,8 +121,8 @@ def size_command(
     """
     if dry_run and not write:
         raise InvalidInput(
-            "--dry-run previews --write",
-            problems=[Problem("--dry-run", "given without --write", "add --write")],
+            "--plan previews --write",
+            problems=[Problem("--plan", "given without --write", "add --write")],
         )
     requirements = gather_requirements(requirements_file, flags, servers)
     result = size(requirements)

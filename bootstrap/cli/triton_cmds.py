@@ -18,6 +18,7 @@ from bootstrap.cli.common import (
     inventory_option,
     json_option,
     out_dir,
+    plan_option,
     state_dir_option,
 )
 from bootstrap.errors import EXIT_FAILED, InvalidInput, Problem
@@ -25,6 +26,7 @@ from bootstrap.kube import KUBECONFIG
 from bootstrap.kube_proxy import KubectlProxy, parse_service, service_path
 from bootstrap.stages.triton_smoke import PORT, VIA
 from bootstrap.triton.check import check_model_dir, model_dirs
+from bootstrap.triton.client import http_client
 from bootstrap.triton.manifests import DEFAULT_K8S_VERSION, write_manifests
 from bootstrap.triton.render import render_all
 from bootstrap.triton.smoke import DEFAULT_PROMPT, run_smoke
@@ -47,6 +49,7 @@ def models_option(func: Any) -> Any:
 
 def out_option(func: Any) -> Any:
     func = click.option(
+        "-o",
         "--out",
         "out_dir",
         type=click.Path(path_type=Path, file_okay=False),
@@ -110,7 +113,7 @@ def triton() -> None:
 @inventory_option
 @models_option
 @out_option
-@click.option("--dry-run", is_flag=True, help="Show what would be written; write nothing.")
+@plan_option("Show what would be written; write nothing.", "dry_run")
 @json_option
 @handle_errors()
 def render_cmd(  # noqa: PLR0917 - click passes options as arguments
@@ -133,7 +136,7 @@ def render_cmd(  # noqa: PLR0917 - click passes options as arguments
 @models_option
 @out_option
 @click.option("--k8s-version", default=DEFAULT_K8S_VERSION, show_default=True, help="Schemas to validate against.")
-@click.option("--dry-run", is_flag=True, help="Show what would be written; write nothing.")
+@plan_option("Show what would be written; write nothing.", "dry_run")
 @json_option
 @handle_errors()
 def manifests_cmd(
@@ -212,8 +215,9 @@ def load_check_cmd(
     directory: Path | None, state_dir: Path, only: tuple[str, ...], tokenizer_dir: Path | None, as_json: bool
 ) -> None:
     """Load each rendered repository in the real tritonserver on CPU (tensorrt_llm replaced by a stand-in)."""
-    from bootstrap.triton.loadcheck import load_check  # noqa: PLC0415 - needs the test extras
-    from bootstrap.triton.server import find_tritonserver  # noqa: PLC0415 - needs the test extras
+    http_client()  # the `triton` extra: exit 3 naming it when missing
+    from bootstrap.triton.loadcheck import load_check  # noqa: PLC0415 - needs the `triton` extra
+    from bootstrap.triton.server import find_tritonserver  # noqa: PLC0415 - needs the `triton` extra
 
     find_tritonserver()  # exit 3 with the fix when the wheel is missing
     results = []

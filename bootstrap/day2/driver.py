@@ -22,6 +22,7 @@ checks, plans and renders.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,29 @@ class DriverPlan:
             "steps": self.steps,
             "rendered": self.rendered,
         }
+
+
+def _limited(path: str, gpu_nodes: list[Any], only: Collection[str]) -> list[Any]:
+    """The GPU nodes ``--limit`` keeps; refused on the operator path and when it keeps none."""
+    if path == "operator":
+        raise InvalidInput(
+            "--limit does not apply to the GPU Operator's upgrade",
+            problems=[
+                Problem(
+                    "--limit",
+                    "the GPU Operator upgrades every GPU node itself (cluster.gpu_driver: operator)",
+                    "drop --limit",
+                )
+            ],
+        )
+    kept = [n for n in gpu_nodes if n.hostname in only]
+    if not kept:
+        names = ", ".join(n.hostname for n in gpu_nodes)
+        raise InvalidInput(
+            "--limit selects no GPU node",
+            problems=[Problem("--limit", f"{', '.join(sorted(only))}: no GPU there", f"name GPU nodes: {names}")],
+        )
+    return kept
 
 
 def branch_of(version: str) -> str:
@@ -164,17 +188,26 @@ def schedule(inventory: Inventory, gpu_nodes: list[str], policy: RolloutPolicy) 
     return [list(batch.nodes) for batch in plan_batches(nodes, policy).batches]
 
 
-def plan_upgrade(inventory: Inventory, version: str, *, max_unavailable: int | str | None = None) -> DriverPlan:
+def plan_upgrade(
+    inventory: Inventory,
+    version: str,
+    *,
+    max_unavailable: int | str | None = None,
+    only: Collection[str] | None = None,
+) -> DriverPlan:
     """Checks, path and per-node steps (reads only the inventory).
 
     ``max_unavailable``: GPU nodes down at once on the host path (default: the inventory's
     ``firmware.rollout.max_unavailable``); the operator path shows the operator's own one-at-a-time order.
+    ``only`` (``--limit``): the host path's GPU nodes to upgrade (the operator upgrades every one itself).
     """
     checks, warnings = check_version(inventory, version)
     plan = DriverPlan(version, inventory.cluster.gpu_driver, checks, warnings)
     gpu_nodes = [n for n in inventory.nodes if inventory.gpus_of(n).count > 0]
     if not gpu_nodes:
         raise InvalidInput("no node of the inventory has GPUs: there is no driver to upgrade")
+    if only is not None:
+        gpu_nodes = _limited(plan.path, gpu_nodes, only)
     names = [n.hostname for n in gpu_nodes]
     if plan.path == "operator":
         parallel = int(str(OPERATOR_UPGRADE_POLICY["maxParallelUpgrades"]))

@@ -32,6 +32,7 @@ from pydantic_core import ErrorDetails
 
 from bootstrap.errors import InvalidInput, Problem
 from bootstrap.inventory.models import Inventory
+from bootstrap.inventory.partial import echoes_removal, original_path, parsed_part
 from bootstrap.inventory.rules import run_rules
 from bootstrap.inventory.suggest import did_you_mean
 
@@ -453,12 +454,27 @@ def validate_data(data: Any, source: Path | None = None) -> LoadResult:
         inventory = Inventory.model_validate(data)
     except ValidationError as exc:
         problems = [problem_from_pydantic(e) for e in exc.errors(include_url=False)]
+        problems += _rules_on_what_parsed(data, exc, source)
         raise InvalidInput(f"{len(problems)} problem(s) in the inventory", problems=problems) from None
     inventory.source = source.resolve() if source else None
     errors, warnings = run_rules(inventory)
     if errors:
         raise InvalidInput(f"{len(errors)} problem(s) in the inventory", problems=errors)
     return LoadResult(inventory, warnings)
+
+
+def _rules_on_what_parsed(data: dict[str, Any], exc: ValidationError, source: Path | None) -> list[Problem]:
+    """The rules' errors on the parts of the file that parsed, at their places in the file (see partial.py)."""
+    part = parsed_part(data, exc)
+    if part is None:
+        return []
+    part.inventory.source = source.resolve() if source else None
+    errors, _ = run_rules(part.inventory)
+    return [
+        Problem(original_path(part, p.path), p.message, p.fix, p.line)
+        for p in errors
+        if not echoes_removal(part, p.path, p.message)
+    ]
 
 
 def _with_lines(exc: InvalidInput, text: str) -> InvalidInput:

@@ -8,33 +8,51 @@ Read-only, in two kinds:
   exists with mode 0600 and holds the entry) and the CA bundle exists and parses
   (``bootstrap.inventory.environment_checks``). A failure is the operator's: ``OperatorEnvironmentError``,
   exit 2, every problem with its field, value and fix, and no node's journal state changes.
-- Node checks (:meth:`PreflightStage.run`): each BMC answers on TCP. A BMC that does not answer fails
-  that node.
+- Node checks (:meth:`PreflightStage.run`): each BMC is proved, not pinged
+  (:func:`redfish_tools.proof.prove_bmc`): the service root read over TLS verified against the CA bundle
+  or the pinned fingerprint, the credential accepted (a session created, and deleted at the end), the
+  Redfish version and the iDRAC firmware read. A node whose BMC fails any of it fails with the cause
+  (the TLS problem and its fix, a rejected credential, no answer).
 """
 
 from __future__ import annotations
 
-import socket
-from concurrent.futures import ThreadPoolExecutor
-from urllib.parse import urlsplit
+from dataclasses import replace
+from typing import Any
 
 from bootstrap.doctor import run_doctor
 from bootstrap.errors import EnvironmentMissing
 from bootstrap.inventory.environment_checks import check_environment
 from bootstrap.stages.base import NodeResult, PlannedAction, Stage, StageContext, StageResult, register_stage
+from bootstrap.stages.oob import policy_for, targets_for
+from redfish_tools.connection import ConnectionPolicy
+from redfish_tools.fleet import NodeResult as FleetResult
+from redfish_tools.fleet import run_fleet
+from redfish_tools.proof import prove_bmc
 
-CONNECT_TIMEOUT_S = 3.0
+#: One BMC's proof (root, login, one read, logout) is cut after 45 s; a dead address fails within seconds.
+PREFLIGHT_POLICY = ConnectionPolicy(
+    connect_timeout=3.0, read_timeout=15.0, retries=1, request_deadline_s=20.0, deadline_s=45.0
+)
 
 
-def bmc_reachable(url: str, timeout: float = CONNECT_TIMEOUT_S) -> str:
-    """'' when a TCP connection to the BMC's HTTPS port opens, else why not."""
-    parts = urlsplit(url)
-    host, port = parts.hostname or "", parts.port or 443
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return ""
-    except OSError as exc:
-        return f"BMC {host}:{port} does not answer ({exc.strerror or exc.__class__.__name__})"
+#: error kind -> what failed, in the operator's words
+_FAILED = {
+    "tls": "TLS not trusted",
+    "auth": "credential rejected",
+    "permission": "account lacks the privilege",
+    "transport": "no answer",
+    "timeout": "no answer",
+    "deadline": "no answer in time",
+    "session_limit": "no free session",
+}
+
+
+def cause_of(result: FleetResult[Any]) -> str:
+    """A failed proof's cause in one line: what failed (TLS, credential, no answer) and the BMC's reason."""
+    error = result.error or {}
+    kind = str(error.get("kind") or "error")
+    return f"BMC {_FAILED.get(kind, kind)}: {error.get('message') or 'failed'}"
 
 
 @register_stage
@@ -42,10 +60,11 @@ class PreflightStage(Stage):
     """Controller-side checks of every selected node; nothing is changed."""
 
     name = "preflight"
-    description = "Check credentials, TLS trust and reachability of each BMC, and this machine's tools"
+    description = "Prove each BMC (TLS trust, credential, Redfish version, iDRAC firmware) and this machine's tools"
 
     def plan(self, ctx: StageContext) -> list[PlannedAction]:
-        return [PlannedAction(self.name, n, "check BMC credentials, TLS trust, reachability") for n in ctx.nodes]
+        what = "prove the BMC: TLS, credential, Redfish and iDRAC versions"
+        return [PlannedAction(self.name, n, what) for n in ctx.nodes]
 
     def check_environment(self, ctx: StageContext) -> None:
         """This machine's part: core tools, readable BMC passwords, CA bundles; raises, touches nothing."""
@@ -58,13 +77,18 @@ class PreflightStage(Stage):
 
     def run(self, ctx: StageContext) -> StageResult:
         self.check_environment(ctx)  # also when run directly, without the runner
-        with ThreadPoolExecutor(max_workers=min(32, max(1, len(ctx.nodes)))) as pool:
-            results = list(pool.map(lambda n: self._check_node(ctx, n), ctx.nodes))
-        return StageResult.from_nodes(results)
-
-    def _check_node(self, ctx: StageContext, hostname: str) -> NodeResult:
-        node = ctx.node(hostname)
-        insecure = bool(ctx.inventory.bmc_settings(node).insecure) or ctx.options.insecure
-        message = bmc_reachable(node.bmc.url)
-        ctx.progress.node_done(self.name, hostname, not message, message)
-        return NodeResult(hostname, ok=not message, message=message, data={"insecure_tls": insecure})
+        targets = targets_for(ctx.inventory, [ctx.node(n) for n in ctx.nodes])
+        if ctx.options.insecure:  # `up --insecure`: an explicit opt-out of BMC certificate checks
+            targets = [replace(t, insecure=True) for t in targets]
+        results = run_fleet(targets, prove_bmc, policy=policy_for(ctx.state_dir, PREFLIGHT_POLICY))
+        out: list[NodeResult] = []
+        for target, result in zip(targets, results, strict=True):
+            data: dict[str, Any] = {"insecure_tls": target.insecure}
+            if result.ok and result.value is not None:
+                data["bmc"] = result.value.as_dict()
+                out.append(NodeResult(result.name, ok=True, message=result.value.summary(), data=data))
+            else:
+                data["error"] = result.error
+                out.append(NodeResult(result.name, ok=False, message=cause_of(result), data=data))
+            ctx.progress.node_done(self.name, result.name, out[-1].ok, out[-1].message)
+        return StageResult.from_nodes(out)

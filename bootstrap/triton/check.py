@@ -12,11 +12,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import yaml
-from google.protobuf import text_format
-from tritonclient.grpc import model_config_pb2
 
 from bootstrap.errors import Problem
 from bootstrap.inventory.served_models import ModelSpec
+from bootstrap.triton.client import model_config
 from bootstrap.triton.render import PLACEHOLDER, REPOSITORY_DIR, load_written_spec
 
 MANIFEST_FILE = "k8s/deployment.yaml"
@@ -73,6 +72,7 @@ class RepoCheck:
 def parse_configs(repo: Path, result: RepoCheck) -> dict[str, ModelConfig]:
     """Parse every ``<model>/config.pbtxt`` with Triton's ModelConfig message."""
     configs: dict[str, ModelConfig] = {}
+    text_format, model_config_pb2 = model_config()  # the `triton` extra; exit 3 naming it when missing
     for path in sorted(repo.glob("*/config.pbtxt")):
         sub = path.parent.name
         text = path.read_text()

@@ -39,3 +39,23 @@ def test_doctor_exit_3_with_install_command_when_required_piece_missing(monkeypa
     assert result.exit_code == 3
     entry = next(c for c in json.loads(result.output)["checks"] if c["name"] == "rackctl-no-such-tool")
     assert entry["install"] == "apt-get install rackctl-no-such-tool"
+
+
+def test_the_shipped_roles_use_only_ansible_core_builtins():
+    assert doctor.collections_used() == set()  # the base install runs every shipped playbook
+
+
+def test_a_role_naming_an_absent_collection_is_missing_with_its_install_command(monkeypatch, tmp_path):
+    tasks = tmp_path / "roles" / "r" / "tasks"
+    tasks.mkdir(parents=True)
+    (tmp_path / "playbooks").mkdir()
+    (tasks / "main.yml").write_text(
+        "- name: x\n  rackctlnosuch.things.modprobe:\n    name: overlay\n- name: y\n  ansible.builtin.command: 'true'\n"
+    )
+    monkeypatch.setattr(doctor.resources, "SHARE", tmp_path)
+    assert doctor.collections_used() == {"rackctlnosuch.things"}
+    result = CliRunner().invoke(cli, ["doctor", "--json"])
+    assert result.exit_code == 3
+    entry = next(c for c in json.loads(result.output)["checks"] if c["name"] == "shipped roles' collections")
+    assert entry["found"] == "missing rackctlnosuch.things"
+    assert entry["install"] == "ansible-galaxy collection install rackctlnosuch.things"

@@ -119,7 +119,8 @@ def test_status_shows_every_column_and_a_dead_bmc_as_degraded(rack: Rack, tmp_pa
     try:
         code, data = rack.invoke("status", "-i", str(inventory), "--state-dir", str(tmp_path / "state"))
         wide = {**rack.env, "COLUMNS": "400"}
-        text = CliRunner().invoke(cli, ["status", "-i", str(inventory), "--state-dir", str(tmp_path)], env=wide)
+        args = ["status", "-i", str(inventory), "--state-dir", str(tmp_path), "--wide"]  # reasons inside cells
+        text = CliRunner().invoke(cli, args, env=wide)
     finally:
         rack.rack.set_faults("cp-03", api.FaultSpec())
     assert code == 1, data

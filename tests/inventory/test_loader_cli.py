@@ -167,3 +167,49 @@ def test_credentials_from_env_and_file(data, tmp_path, monkeypatch):
         resolve_bmc_credentials(inv, inv.nodes[0])
     assert "chmod 600" in exc.value.problems[0].fix
     assert "s3cret-value" not in str(exc.value) + str(exc.value.problems)
+
+
+def test_validate_warns_when_the_password_variable_or_file_is_absent_here(data, tmp_path, monkeypatch):
+    monkeypatch.delenv("RACKCTL_BMC_PASSWORD")
+    data["credentials"]["spare"] = {"username": "root", "password_file": "secrets/bmc-spare.yml"}
+    data["nodes"][0]["bmc"]["credentials"] = "spare"
+    result = runner.invoke(cli, ["validate", "-i", str(write(tmp_path, data)), "--json"])
+    assert result.exit_code == 0, result.output  # still a valid file
+    doc = json.loads(result.output)
+    assert doc["ok"] is True
+    warned = {w["path"]: w for w in doc["warnings"]}
+    env = warned["credentials.idrac.password_env"]
+    assert env["message"] == "on this machine: environment variable RACKCTL_BMC_PASSWORD is not set"
+    assert "export RACKCTL_BMC_PASSWORD=" in env["fix"]
+    assert "does not exist" in warned["credentials.spare.password_file"]["message"]
+    monkeypatch.setenv("RACKCTL_BMC_PASSWORD", "pw-set-here-123")
+    again = json.loads(runner.invoke(cli, ["validate", "-i", str(write(tmp_path, data)), "--json"]).output)
+    assert "credentials.idrac.password_env" not in {w["path"] for w in again["warnings"]}
+    assert "pw-set-here-123" not in json.dumps(again)
+
+
+def test_validate_reports_all_four_mistakes_of_a_file_at_once(data, tmp_path):
+    data["nodes"][0]["rool"] = "head"  # schema: an unknown key
+    data["nodes"][3]["service_tag"] = "not a tag!"  # schema: a bad value
+    data["nodes"][1]["interfaces"][0]["ip"] = "10.99.0.22"  # rule: outside the pxe network
+    data["nodes"][4]["interfaces"][1]["ip"] = "10.20.0.21"  # rule: head-01's management address
+    result = runner.invoke(cli, ["validate", "-i", str(write(tmp_path, data)), "--json"])
+    assert result.exit_code == 2, result.output
+    errors = json.loads(result.output)["errors"]
+    paths = sorted(e["path"] for e in errors)
+    assert len(errors) == 4, errors
+    assert paths[0] == "nodes[0].rool"
+    assert paths[1] == "nodes[1].interfaces[0].ip"
+    assert paths[2] == "nodes[3].service_tag"
+    assert paths[3] in ("nodes[4].interfaces[1].ip", "nodes[0].interfaces[1].ip")
+    assert all(e.get("line") for e in errors), errors  # each at its line in the file
+
+
+def test_rule_findings_after_a_removed_list_item_keep_their_place_in_the_file(data, tmp_path):
+    data["nodes"][1]["role"] = "kontrol-plane"  # schema: the whole node is left out of the rules' view
+    data["nodes"][4]["interfaces"][0]["ip"] = "10.99.0.25"  # rule: outside the pxe network
+    result = runner.invoke(cli, ["validate", "-i", str(write(tmp_path, data)), "--json"])
+    assert result.exit_code == 2, result.output
+    paths = [e["path"] for e in json.loads(result.output)["errors"]]
+    # the file's index (not the fourth node that parsed), and no count rule echoing the node left out
+    assert sorted(paths) == ["nodes[1].role", "nodes[4].interfaces[0].ip"]

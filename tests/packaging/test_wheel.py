@@ -1,10 +1,12 @@
 """The built wheel is the product: installed outside the checkout, it inits, validates, renders and its
 playbooks parse; it carries neither the lab nor the benchmarks.
 
-The wheel is built from this checkout and installed with ``--no-deps`` into a fresh virtualenv in a temp
-directory. Its third-party dependencies are borrowed from the project's venv through a ``.pth`` path
-entry (so the test needs no network and takes seconds); a path entry does not run the venv's editable
-finders, so ``bootstrap`` and ``rackctl_lab`` can only come from the wheel — which the test asserts.
+The wheel is built from this checkout and installed, with its dependencies from the package index (pip's
+cache makes it quick on a second run), into a fresh virtualenv in a temp directory that sees nothing of the
+project's venv: no borrowed site-packages, no Ansible collections from elsewhere
+(``ANSIBLE_COLLECTIONS_PATH`` points at an empty directory). What it runs is what a new user gets from
+``pip install rackctl``; ``bootstrap`` and ``rackctl_lab`` can only come from the wheel, which the test
+asserts.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ import json
 import os
 import subprocess
 import sys
-import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -42,17 +43,23 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh venv outside the checkout with the wheel installed; returns its bin directory."""
+    """A fresh venv outside the checkout with the wheel and its dependencies installed; its bin directory."""
     venv = tmp_path_factory.mktemp("venv") / "env"
     assert _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], cwd=venv.parent).returncode == 0
     py = venv / "bin" / "python"
-    site = Path(_run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], venv).stdout.strip())
-    (site / "borrowed-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    install = _run(
-        [sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps", str(wheel)], cwd=venv.parent
-    )
+    install = _run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", str(wheel)], cwd=venv.parent)
     assert install.returncode == 0, install.stderr[-3000:]
     return venv / "bin"
+
+
+def _isolated_env(installed: Path, tmp_path: Path) -> dict[str, str]:
+    """The environment of a new user: the installed venv first on PATH, no RACKCTL_*, no other collections."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RACKCTL_", "ANSIBLE_", "VIRTUAL_ENV"))}
+    env["PATH"] = f"{installed}{os.pathsep}{env.get('PATH', '')}"
+    (tmp_path / "no-collections").mkdir(exist_ok=True)
+    env["ANSIBLE_COLLECTIONS_PATH"] = str(tmp_path / "no-collections")
+    env["HOME"] = str(tmp_path)  # no ~/.ansible of this machine's user
+    return env
 
 
 def test_the_wheel_ships_playbooks_roles_and_examples_but_no_lab_or_bench(wheel: Path) -> None:
@@ -66,8 +73,7 @@ def test_the_wheel_ships_playbooks_roles_and_examples_but_no_lab_or_bench(wheel:
 
 
 def test_installed_rackctl_inits_validates_and_renders_outside_the_checkout(installed: Path, tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RACKCTL_")}
-    env["PATH"] = f"{installed}{os.pathsep}{env.get('PATH', '')}"
+    env = _isolated_env(installed, tmp_path)
     rackctl = str(installed / "rackctl")
     where = _run([str(installed / "python"), "-c", "import bootstrap; print(bootstrap.__file__)"], tmp_path, env)
     assert where.returncode == 0 and str(installed.parent) in where.stdout, where  # the wheel's copy, not the repo
@@ -101,8 +107,39 @@ def test_shipped_playbooks_parse_from_the_installed_location(installed: Path, tm
     assert str(installed.parent) in str(share)
     playbooks = sorted((share / "playbooks").glob("*.yml"))
     assert playbooks
-    env = dict(os.environ, ANSIBLE_CONFIG=str(share / "ansible.cfg"), ANSIBLE_ROLES_PATH=str(share / "roles"))
-    ansible_playbook = str(Path(sys.executable).parent / "ansible-playbook")
+    env = _isolated_env(installed, tmp_path)
+    env.update(ANSIBLE_CONFIG=str(share / "ansible.cfg"), ANSIBLE_ROLES_PATH=str(share / "roles"))
+    ansible_playbook = str(installed / "ansible-playbook")  # the installed product's own, not this venv's
     for playbook in playbooks:
         check = _run([ansible_playbook, "--syntax-check", "-i", "localhost,", str(playbook)], tmp_path, env)
         assert check.returncode == 0, f"{playbook.name}: {check.stdout}{check.stderr}"
+
+
+def test_doctor_of_the_base_install_is_complete_and_names_the_missing_extras(installed: Path, tmp_path: Path) -> None:
+    env = _isolated_env(installed, tmp_path)
+    core = _run([str(installed / "rackctl"), "doctor", "--json"], tmp_path, env)
+    assert core.returncode == 0, core.stdout + core.stderr
+    checks = {c["name"]: c for c in json.loads(core.stdout)["checks"]}
+    assert checks["shipped roles' collections"]["ok"] is True
+    cluster = _run([str(installed / "rackctl"), "doctor", "--require", "cluster", "--json"], tmp_path, env)
+    assert cluster.returncode == 3, cluster.stdout + cluster.stderr
+    missing = [c for c in json.loads(cluster.stdout)["checks"] if c["group"] == "cluster" and not c["ok"]]
+    assert missing and all("rackctl[cluster]" in c["install"] for c in missing)
+
+
+def test_the_base_install_has_no_triton_client_and_says_which_extra_brings_it(installed: Path, tmp_path: Path) -> None:
+    env = _isolated_env(installed, tmp_path)
+    for heavy in ("tritonclient", "numpy", "grpc"):
+        probe = _run([str(installed / "python"), "-c", f"import {heavy}"], tmp_path, env)
+        assert probe.returncode != 0 and "ModuleNotFoundError" in probe.stderr, heavy
+    rackctl = str(installed / "rackctl")
+    assert _run([rackctl, "init", "--example", "dvd-inference", "-o", "cluster.yml"], tmp_path, env).returncode == 0
+    render = _run([rackctl, "triton", "render", "-i", "cluster.yml", "--state-dir", "state", "--json"], tmp_path, env)
+    assert render.returncode == 0, render.stdout + render.stderr
+    check = _run([rackctl, "triton", "check", "state/triton", "--skip-engine", "--json"], tmp_path, env)
+    assert check.returncode == 3, check.stdout + check.stderr
+    assert "pip install 'rackctl[triton]'" in check.stdout and "Traceback" not in check.stderr
+    triton = _run([rackctl, "doctor", "--require", "triton", "--json"], tmp_path, env)
+    assert triton.returncode == 3
+    entry = next(c for c in json.loads(triton.stdout)["checks"] if c["name"] == "tritonclient")
+    assert "rackctl[triton]" in entry["install"]

@@ -2,7 +2,7 @@
 
 The real preflight stage, the real runner and SQLite journal, through the CLI. The BMC addresses are free
 loopback ports where nothing listens: the environment checks come before any BMC is contacted, and a BMC
-that does not answer is the node failure these tests contrast with.
+that cannot be reached is the node failure these tests contrast with.
 """
 
 from __future__ import annotations
@@ -140,5 +140,5 @@ def test_a_failed_node_stays_failed_and_a_dead_bmc_fails_its_node(site: Path, mo
     monkeypatch.setenv(ENV_VAR, "pw-0123456")
     code, out = up_preflight(site)
     assert code == EXIT_FAILED, out
-    assert "does not answer" in out["stages"][0]["nodes"]["head-01"]["message"]
+    assert "BMC no answer: cannot reach the BMC" in out["stages"][0]["nodes"]["head-01"]["message"]
     assert set(states(site).values()) == {"failed"}

@@ -103,5 +103,5 @@ def test_preflight_reports_an_unreachable_bmc_per_node(lab):
     code, out = invoke("up", "-i", str(moved), "--state-dir", str(tree / "state-pf"), "--yes", "--stages", "preflight")
     assert code == 1, out
     preflight = out["stages"][0]
-    assert "does not answer" in preflight["nodes"]["gpu-02"]["message"]
+    assert "BMC no answer: cannot reach the BMC" in preflight["nodes"]["gpu-02"]["message"]
     assert preflight["nodes"]["head-01"]["status"] == "completed"

@@ -1,0 +1,88 @@
+"""Preflight proves each BMC against the emulated iDRACs: TLS verified against the pin, the credential
+accepted (a session created and deleted), the Redfish version and the iDRAC firmware read. A wrong pin or a
+wrong password fails that node with its cause; the other nodes still pass."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.cli.conftest import ROOT, inventory_on_rack, rackctl_env
+from tests.redfish.rf_lab import NODES, api, make_spec
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def rack(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    specs = [make_spec(*n, index=i) for i, n in enumerate(NODES)]
+    emulated = api.EmulatedRack(specs, tmp_path_factory.mktemp("rack"), processes=1)
+    endpoints = emulated.start()
+    try:
+        yield emulated, {s.name: s for s in specs}, {e.name: e for e in endpoints}
+    finally:
+        emulated.stop()
+
+
+def preflight(inventory: Path, env: dict[str, str], state: Path) -> tuple[int, dict[str, Any]]:
+    argv = ["up", "-i", str(inventory), "--state-dir", str(state), "--stages", "preflight", "--yes", "--json"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "bootstrap", *argv],
+        cwd=ROOT,
+        env=rackctl_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    try:
+        return proc.returncode, json.loads(proc.stdout)
+    except ValueError:
+        raise AssertionError(f"not JSON (exit {proc.returncode}): {proc.stdout}{proc.stderr}") from None
+
+
+def nodes_of(out: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    (stage,) = out["stages"]
+    return stage["nodes"]
+
+
+def test_every_bmc_is_proved_and_its_session_deleted(rack: Any, tmp_path: Path) -> None:
+    emulated, specs, endpoints = rack
+    inventory, env = inventory_on_rack(tmp_path, specs, endpoints)
+    code, out = preflight(inventory, env, tmp_path / "state")
+    assert code == 0, out
+    for name, node in nodes_of(out).items():
+        assert node["status"] == "completed", node
+        assert re.fullmatch(r"Redfish 1\.\d+\.\d+, iDRAC [\d.]+ \(session, tls pinned\)", node["message"]), node
+        assert emulated.open_sessions(name) == 0  # the session it made is gone
+        log = emulated.request_log(name)
+        assert any(r["method"] == "POST" and r["path"].endswith("/Sessions") for r in log)
+        assert any(r["method"] == "DELETE" and "/Sessions/" in r["path"] for r in log)
+    assert not [p for p in specs.values() if p.password in json.dumps(out)]
+
+
+def test_a_wrong_pin_and_a_wrong_password_fail_their_nodes_with_the_cause(rack: Any, tmp_path: Path) -> None:
+    _, specs, endpoints = rack
+    inventory, env = inventory_on_rack(tmp_path, specs, endpoints)
+    data = yaml.safe_load(inventory.read_text())
+    pinned, rejected = data["nodes"][0]["hostname"], data["nodes"][1]["hostname"]
+    data["nodes"][0]["bmc"]["fingerprint"] = "AB" * 32  # another certificate than the one served
+    inventory.write_text(yaml.safe_dump(data, sort_keys=False))
+    env["RF_PW_" + rejected.upper().replace("-", "_")] = "pw-not-this-one"
+    code, out = preflight(inventory, env, tmp_path / "state")
+    assert code == 1, out
+    nodes = nodes_of(out)
+    assert nodes[pinned]["status"] == nodes[rejected]["status"] == "failed"
+    assert nodes[pinned]["message"].startswith("BMC TLS not trusted:")
+    assert "does not match the pinned fingerprint" in nodes[pinned]["message"]
+    assert nodes[rejected]["message"].startswith("BMC credential rejected:"), nodes[rejected]
+    assert "pin the new one" in nodes[pinned]["message"]  # the fix comes with the cause
+    passed = [n for n, v in nodes.items() if v["status"] == "completed"]
+    assert passed == [n for n in nodes if n not in (pinned, rejected)]
