@@ -10,9 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from tests import timing
 from tests.cluster import apiserver
 from tests.cluster.apiserver import ApiServer
 from tests.kube_objects import KubeObjects
+
+#: the per-area time budget printed at the end (tests/budget.py)
+pytest_plugins = ["tests.budget"]
 
 
 def pytest_configure() -> None:
@@ -24,6 +28,10 @@ def pytest_configure() -> None:
     """
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        timing.factor()  # a bad RACKCTL_TEST_TIME_FACTOR stops the run before any test, naming the fix
+    except timing.TimeFactorError as error:
+        raise pytest.UsageError(str(error)) from None
 
 
 # -- the real kube-apiserver, one per session for every test directory ---------------------------------
