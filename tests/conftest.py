@@ -15,8 +15,9 @@ from tests.cluster import apiserver
 from tests.cluster.apiserver import ApiServer
 from tests.kube_objects import KubeObjects
 
-#: the per-area time budget printed at the end (tests/budget.py)
-pytest_plugins = ["tests.budget"]
+#: the per-area time budget printed at the end (tests/budget.py); the session's installed lab, shared by
+#: every VM test that does not test installing itself, its modules run last (tests/installed_lab.py)
+pytest_plugins = ["tests.budget", "tests.installed_lab"]
 
 
 def pytest_configure() -> None:
