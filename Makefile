@@ -1,11 +1,18 @@
 # Quick start: `make demo` (the whole bootstrap against the built-in lab), `make test` (what CI runs).
-.PHONY: setup test demo lint bench clean molecule
+.PHONY: setup test test-fast demo lint bench clean molecule
 
 setup:
 	scripts/setup.sh
 
 test:
 	scripts/test.sh
+
+# The edit-test loop: the quick guards and every test but those that boot VMs (marker vm). Never in CI's
+# place: `make test` is what CI and a newcomer run. Extra pytest arguments: make test-fast ARGS="tests/cli".
+test-fast:
+	scripts/setup.sh && .venv/bin/ruff check bootstrap redfish_tools lab tests bench && \
+	.venv/bin/ruff format --check bootstrap redfish_tools lab tests bench && .venv/bin/lint-imports && \
+	.venv/bin/pytest -q -m "not vm and not proof_pending" $(ARGS)
 
 demo:
 	scripts/demo.sh

@@ -10,9 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from tests import timing
 from tests.cluster import apiserver
 from tests.cluster.apiserver import ApiServer
 from tests.kube_objects import KubeObjects
+
+#: the per-area time budget printed at the end (tests/budget.py); the session's installed lab, shared by
+#: every VM test that does not test installing itself, its modules run last (tests/installed_lab.py)
+pytest_plugins = ["tests.budget", "tests.installed_lab"]
 
 
 def pytest_configure() -> None:
@@ -24,6 +29,10 @@ def pytest_configure() -> None:
     """
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        timing.factor()  # a bad RACKCTL_TEST_TIME_FACTOR stops the run before any test, naming the fix
+    except timing.TimeFactorError as error:
+        raise pytest.UsageError(str(error)) from None
 
 
 # -- the lab's Kubernetes components, built once per machine (rackctl lab components) ------------------

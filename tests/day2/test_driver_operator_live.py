@@ -30,6 +30,7 @@ from bootstrap.cli import cli
 from bootstrap.day2.driver_matrix import OPERATOR_UPGRADE_POLICY
 from bootstrap.day2.driver_operator import CLUSTER_POLICY, STATE_LABEL, OperatorNotDeployed, upgrade_with_operator
 from bootstrap.kube import Kubectl
+from tests import timing
 from tests.cluster.apiserver import ApiServer
 from tests.kube_objects import MERGE, BackgroundPoller, KubeObjects
 
@@ -75,11 +76,8 @@ STAND_IN_CRD: dict[str, Any] = {
 }
 
 
-def _gone(server: ApiServer, path: str, timeout_s: float = 60) -> None:
-    end = time.monotonic() + timeout_s
-    while server.request("GET", path).status_code != 404:
-        assert time.monotonic() < end, f"{path} still there"
-        time.sleep(0.2)
+def _gone(server: ApiServer, path: str, timeout_s: float = timing.SLOW_S) -> None:
+    timing.wait_for(lambda: server.request("GET", path).status_code == 404, timeout_s, 0.2, f"{path} gone")
 
 
 @pytest.fixture
@@ -88,13 +86,12 @@ def crd(kube_apiserver: ApiServer) -> Any:
     server = kube_apiserver
     resp = server.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json=STAND_IN_CRD)
     assert resp.status_code == 201, resp.text
-    end = time.monotonic() + 60
-    while True:
+
+    def established() -> bool:
         conditions = (server.request("GET", CRD_PATH).json().get("status") or {}).get("conditions") or []
-        if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
-            break
-        assert time.monotonic() < end, conditions
-        time.sleep(0.2)
+        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+    timing.wait_for(established, timing.SLOW_S, 0.2, "the CRD Established")
     yield server
     server.request("DELETE", CRD_PATH)
     _gone(server, CRD_PATH)
@@ -283,14 +280,16 @@ def test_a_rollout_that_does_not_finish_times_out_with_each_nodes_state(
     _gpu_nodes(kube)
     state = _state_dir(tmp_path, kubeconfig)
     started = time.monotonic()
-    # 15 s: the first node's walk (a dozen API writes) must end within it even on a loaded machine
+    # 15 s: the first node's walk (a dozen API writes) must end within it on a loaded machine; a slower one
+    # sets RACKCTL_TEST_TIME_FACTOR (tests/timing.py)
+    limit = timing.whole_seconds(15)
     with UpgradeControllerStandIn(kube, start_delay_s=0.3, stall=GPU_NODES[1]):
-        result = _upgrade(state, "--json", "--timeout", "15")
-    assert time.monotonic() - started < 60
+        result = _upgrade(state, "--json", "--timeout", str(limit))
+    assert time.monotonic() - started < timing.seconds(60)
     assert result.exit_code == 1, result.output
     upgrade = json.loads(result.stdout)["operator"]
     assert upgrade["outcome"] == "timeout"
-    assert f"did not finish driver {NEW} within 15 s" in upgrade["message"]
+    assert f"did not finish driver {NEW} within {limit} s" in upgrade["message"]
     assert f"{GPU_NODES[0]}: upgrade-done; {GPU_NODES[1]}: drain-required" in upgrade["message"]
 
 

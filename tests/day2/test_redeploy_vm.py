@@ -18,7 +18,7 @@ from bootstrap.journal.store import Journal
 from rackctl_lab import paths
 from tests.lab.vmlab import VmLab, admin_key, missing_prerequisites, write_inventory
 
-pytestmark = [pytest.mark.lab, pytest.mark.slow]
+pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.vm]
 
 NODE = "gpu-01"
 

@@ -13,8 +13,8 @@ Last, ``rackctl driver upgrade`` on the host path across both VMs (stand-in NVID
 Nodes on the session's real kube-apiserver), then a run that does nothing and one that stops at a version
 the sources lack.
 
-The lab, its site services and the network stage's first run are package fixtures
-(``tests/inband/conftest.py``), shared with the other in-band modules.
+The lab, its site services and the network stage's first run are session fixtures
+(``tests/installed_lab.py``), shared with the other VM modules on the installed lab.
 
 Runs VMs: only under ``flock /tmp/rackctl-lab.lock`` (the ``installed_lab`` fixture takes it).
 """
@@ -31,7 +31,8 @@ from bootstrap.journal.store import Journal
 from bootstrap.stages.base import RunOptions, StageContext, StageResult, get_stage
 from bootstrap.stages.playbook import runs_dir
 from bootstrap.stages.runner import EXIT_NOT_APPLIED, Runner, select
-from tests.inband.conftest import InstalledLab, ServedLab
+from tests.installed_lab import InstalledLab, ServedLab
+from tests.timing import VM_PLAYBOOK_S, seconds
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -165,7 +166,7 @@ def test_the_molecule_scenarios_pass_against_the_lab_nodes(served_lab: ServedLab
         env={**env, "RACKCTL_MOLECULE_COMMAND": "verify"},
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=seconds(VM_PLAYBOOK_S),
         check=False,
     )
     served_lab.timings["molecule_s"] = time.monotonic() - start

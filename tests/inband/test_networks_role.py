@@ -5,7 +5,7 @@ bridge per network in the lab's namespace (storage: MTU 9000, tagged VLAN 20), n
 from the head node's mirror, the rendered Ansible inventory and ``playbooks/networks.yml`` through
 :func:`bootstrap.ansible_driver.run_playbook`.
 
-The role is applied by the network stage (``first_run``, package-scoped in ``tests/inband/conftest.py``),
+The role is applied by the network stage (``first_run``, session-scoped in ``tests/installed_lab.py``),
 whose tests also prove that its first run changes every node and its second changes nothing. This test
 does not apply it again (a TCG VM makes every Ansible task cost seconds): on the networked nodes, the
 addresses, VLANs, MTUs and the bond are as the inventory says; a jumbo ping with DF crosses the storage

@@ -27,7 +27,7 @@ from bootstrap.ansible_driver import run_playbook
 from bootstrap.inband.render import write_ansible_inventory
 from bootstrap.mirror.images import push_images, required_images
 from bootstrap.mirror.layout import MirrorLayout
-from tests.inband.conftest import ServedLab
+from tests.installed_lab import ServedLab
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable, Iterator
 from types import SimpleNamespace
 
@@ -11,6 +10,7 @@ import pytest
 import requests
 
 from rackctl_lab.idrac import BmcEndpoint, EmulatedBmcSpec, EmulatedRack
+from tests import timing
 
 H100 = "NVIDIA H100 80GB HBM3"
 
@@ -144,15 +144,9 @@ def bmc(endpoints: dict[str, BmcEndpoint], specs: dict[str, EmulatedBmcSpec]) ->
             client.logout()
 
 
-def wait_for(predicate: Callable[[], object], timeout: float = 10.0, interval: float = 0.1) -> object:
-    """Poll until ``predicate()`` is truthy; fail the test with the last value otherwise."""
-    deadline = time.monotonic() + timeout
-    value = predicate()
-    while not value and time.monotonic() < deadline:
-        time.sleep(interval)
-        value = predicate()
-    assert value, "condition not reached in time"
-    return value
+def wait_for(predicate: Callable[[], object], timeout: float = timing.QUICK_S, interval: float = 0.1) -> object:
+    """Poll until ``predicate()`` is truthy (within ``timeout`` x the time factor: tests/timing.py)."""
+    return timing.wait_for(predicate, timeout=timeout, interval=interval)
 
 
 def extended_ids(resp: requests.Response) -> list[str]:

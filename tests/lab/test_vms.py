@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from rackctl_lab.vms import KVM, VmSpec, connect, domain_xml
 from redfish_tools.boot import boot_override, set_boot_once
 from redfish_tools.connection import BmcConnection
 from redfish_tools.power import power_state, set_power
+from tests import timing
 from tests.lab.vmlab import VmLab, admin_key, missing_prerequisites, write_inventory
 
 
@@ -49,6 +49,7 @@ def _processes(pattern: str) -> list[str]:
 
 @pytest.mark.lab
 @pytest.mark.slow
+@pytest.mark.vm
 def test_idrac_drives_its_vm_and_lab_down_leaves_nothing(tmp_path: Path) -> None:
     reason = missing_prerequisites()
     if reason:
@@ -68,19 +69,16 @@ def test_idrac_drives_its_vm_and_lab_down_leaves_nothing(tmp_path: Path) -> None
             assert dom.isActive()
             assert re.findall(r"<boot dev='(\w+)'/>", dom.XMLDesc(0)) == ["network", "hd"]
             assert boot_override(bmc)["enabled"] == "Disabled"  # Once was consumed by that boot
-            deadline = time.monotonic() + 60
-            while "net0: 52:54:00:9a:00:02" not in lab.serial("node-a") and time.monotonic() < deadline:
-                time.sleep(1)
-            assert "net0: 52:54:00:9a:00:02" in lab.serial("node-a"), lab.dump()  # iPXE on the node's MAC
+            try:  # iPXE on the node's MAC, read from the serial console as it comes
+                timing.wait_for(lambda: "net0: 52:54:00:9a:00:02" in lab.serial("node-a"), 60, 0.5, "iPXE on net0")
+            except AssertionError as error:
+                raise AssertionError(f"{error}\n{lab.dump()}") from None
             set_power(bmc, "off")
             assert not dom.isActive()
             set_power(bmc, "on")  # no override now: disk only
             assert re.findall(r"<boot dev='(\w+)'/>", dom.XMLDesc(0)) == ["hd"]
             dom.destroy()  # the guest powers itself off (as the deploy ramdisk does)
-            deadline = time.monotonic() + 10
-            while power_state(bmc) != "Off" and time.monotonic() < deadline:
-                time.sleep(0.5)
-            assert power_state(bmc) == "Off"
+            timing.wait_for(lambda: power_state(bmc) == "Off", timing.QUICK_S, 0.5, "the BMC reporting Off")
             virt.close()
     finally:
         result = lab.down()

@@ -31,7 +31,7 @@ from redfish_tools.connection import BmcConnection
 from redfish_tools.power import power_state
 from tests.lab.vmlab import VmLab, admin_key, missing_prerequisites, write_inventory
 
-pytestmark = [pytest.mark.lab, pytest.mark.slow]
+pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.vm]
 
 STRANGER_MAC = "52:54:00:de:ad:01"
 

@@ -21,7 +21,7 @@ from bootstrap.provision.ramdisk import build_ramdisk
 from bootstrap.provision.render import render_boot_tree
 from tests.provision.netlab import BRIDGE, CALLBACK_PORT, SERVER_IP, NetLab, netns_available
 
-pytestmark = [pytest.mark.lab, pytest.mark.slow]
+pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.vm]
 
 
 def _kernel_args(ipxe_script: str) -> str:

@@ -1,19 +1,22 @@
-"""THE installed lab for in-band tests: one package-scoped ``installed_lab`` (``inventory/lab.yml``, really installed).
+"""THE installed lab of the session: one ``installed_lab`` (``inventory/lab.yml``, really installed), shared.
 
 ``lab up`` (emulated iDRACs, libvirt VMs under qemu TCG with the inventory's NICs on one bridge per
 network, in the lab's network namespace), then the two worker VMs installed through the product's own
 provisioning path (:class:`bootstrap.provision.flow.ProvisionSession`: one-time PXE, the deploy ramdisk
 streaming the debootstrap image, callback, pinned SSH host keys, DMI identity), journalled as
 ``provisioned``. Tests get an :class:`InstalledLab`: the inventory, state dir, lab dir, the
-:class:`~rackctl_lab.environment.LabEnvironment`, and :meth:`InstalledLab.ssh` to run a command on a node
-over SSH the way the rendered Ansible inventory reaches it (pinned known_hosts, admin key, netns relay).
+:class:`~rackctl_lab.environment.LabEnvironment`, the provisioning session's runs and logs, and
+:meth:`InstalledLab.ssh` to run a command on a node over SSH the way the rendered Ansible inventory
+reaches it (pinned known_hosts, admin key, netns relay).
 
-The whole fixture runs under the machine-wide lab lock (``/tmp/rackctl-lab.lock``, taken here, see
-:mod:`tests.inband.lablock`), and tears everything down (VMs, daemons, namespace) after the last test of
-``tests/inband`` (package scope: ``tests/inband`` is a package for that reason), so the VM tests of later
-directories, which build labs of their own, find the machine free.
+Paid once per session (a plugin of the root conftest): every VM test that does not test installing
+itself works on these nodes; ``tests/provision/test_e2e_lab.py`` asserts on this very install. So that
+no other lab's VMs run beside it, :func:`pytest_collection_modifyitems` moves the modules that use it to
+the end of the run (their order kept), and marks their tests ``vm``. The fixture runs under the
+machine-wide lab lock (``/tmp/rackctl-lab.lock``, :mod:`tests.inband.lablock`) and tears everything down
+(VMs, daemons, namespace) when the session ends.
 
-On top of it, also package-scoped so that every module works on the same nodes: ``served_lab`` (the head
+On top of it, session-scoped too so that every module works on the same nodes: ``served_lab`` (the head
 node's mirror, registry and time server up in the lab's namespace) and ``first_run`` (the network stage
 applied once through the runner). Modules that need the nodes networked ask for ``first_run``.
 """
@@ -26,6 +29,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,10 +47,11 @@ from bootstrap.mirror.site_vars import site_vars
 from bootstrap.resources import roles_dir
 from bootstrap.stages.base import RunOptions
 from bootstrap.stages.runner import Runner, select
+from tests import timing
 from tests.inband.lablock import lab_lock
 
 WORKERS = ["gpu-01", "gpu-02"]
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 @dataclass
@@ -61,6 +66,10 @@ class InstalledLab:
     nodes: list[str]
     timings: dict[str, float] = field(default_factory=dict)
     dump: str = ""
+    #: the provisioning session's result per node (``ProvisionRun``: ok, timings per phase, identity)
+    runs: dict[str, Any] = field(default_factory=dict)
+    #: the provisioning session's logs (DHCP, HTTP, callback), for a failing test's output
+    logs: dict[str, str] = field(default_factory=dict)
 
     def access(self, host: str) -> NodeAccess:
         """How the rendered Ansible inventory reaches ``host``."""
@@ -132,7 +141,14 @@ def _install(folder: Path) -> InstalledLab:
         artefacts=Artefacts(kernel=ramdisk.kernel, initrd=ramdisk.initrd, image=image.path),
         site=environment.boot_site(inventory),
         environment=environment,
-        settings=FlowSettings(callback_timeout_s=900, ssh_timeout_s=600, ssh_user="root", ssh_key=key),
+        settings=FlowSettings(
+            callback_timeout_s=timing.seconds(timing.VM_CALLBACK_S),
+            ssh_timeout_s=timing.seconds(timing.VM_SSH_S),
+            power_off_timeout_s=timing.seconds(120),
+            power_timeout_s=timing.seconds(120),
+            ssh_user="root",
+            ssh_key=key,
+        ),
         targets={h: target_for(inventory, inventory.node(h)) for h in WORKERS},
     )
     start = time.monotonic()
@@ -150,7 +166,46 @@ def _install(folder: Path) -> InstalledLab:
         for host in WORKERS:
             for to in (NodeState.DISCOVERED, NodeState.CONFIGURED, NodeState.PROVISIONING, NodeState.PROVISIONED):
                 journal.transition(host, to, "installed by the installed_lab fixture")
-    return InstalledLab(inventory_path, inventory, state_dir, lab_dir, environment, list(WORKERS), timings)
+    return InstalledLab(
+        inventory_path, inventory, state_dir, lab_dir, environment, list(WORKERS), timings, runs=runs, logs=logs
+    )
+
+
+FIXTURES = frozenset({"installed_lab", "served_lab", "first_run"})
+#: the test module whose subject is the install this fixture made
+INSTALL_PROOF = "tests/provision/test_e2e_lab.py"
+
+
+def uses_installed_lab(item: pytest.Item) -> bool:
+    """True when the test asks (directly or through another fixture) for the session's installed lab."""
+    return bool(FIXTURES & set(getattr(item, "fixturenames", ())))
+
+
+def last_the_lab_modules(items: list[pytest.Item]) -> list[pytest.Item]:
+    """``items`` with every module that has a test on the installed lab moved to the end, orders kept.
+
+    Whole modules move (their module-scoped fixtures are set up once); the lab is then booted after every
+    other VM test has taken its own VMs down, and is up, idle VMs and all, only while its users run. The
+    module that proves the install itself (:data:`INSTALL_PROOF`) runs first of them: a broken install
+    fails there, by name, before the tests that build on it.
+    """
+
+    def module(item: pytest.Item) -> str:
+        return item.nodeid.split("::", 1)[0]
+
+    modules = {module(item) for item in items if uses_installed_lab(item)}
+    rest = [item for item in items if module(item) not in modules]
+    lab = [item for item in items if module(item) in modules]
+    lab.sort(key=lambda item: module(item) != INSTALL_PROOF)  # stable: the install's own proof first
+    return rest + lab
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects: `-m "not vm"` sees the marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if uses_installed_lab(item):
+            item.add_marker(pytest.mark.vm)
+    items[:] = last_the_lab_modules(items)
 
 
 def _serials(lab_dir: Path) -> str:
@@ -160,7 +215,7 @@ def _serials(lab_dir: Path) -> str:
     )
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="session")
 def installed_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InstalledLab]:
     """The lab of ``inventory/lab.yml`` up, its two workers installed (see the module docstring)."""
     from tests.lab.vmlab import missing_prerequisites
@@ -197,7 +252,7 @@ class ServedLab:
     mirror_log: Path
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="session")
 def served_lab(installed_lab: InstalledLab) -> Iterator[ServedLab]:
     """The installed lab with the head node's mirror, registry (check image pushed) and time server up."""
     from rackctl_lab.head_services import LabHeadServices
@@ -235,9 +290,9 @@ def served_lab(installed_lab: InstalledLab) -> Iterator[ServedLab]:
         services.stop()
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="session")
 def first_run(served_lab: ServedLab):
-    """``rackctl up --stages network`` on both workers, once for the package (its outcome)."""
+    """``rackctl up --stages network`` on both workers, once for the session (its outcome)."""
     lab = served_lab.lab
     selection = select(lab.inventory, stages=["network"], limit=lab.nodes)
     start = time.monotonic()

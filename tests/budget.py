@@ -1,0 +1,62 @@
+"""The per-area time budget: at the end of pytest, seconds spent per test directory (``--durations`` grouped).
+
+Setup and teardown count with the test that paid them, so a shared fixture (the installed lab, the API
+server) is charged to the area whose first test started it. Printed by ``pytest_terminal_summary`` (root
+conftest registers this plugin), widest area first, so a regression shows in CI's log where it landed.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import pytest
+
+WIDTH = 80
+
+
+def area(nodeid: str) -> str:
+    """The area of a test: its directory under ``tests/`` (``tests/inband/test_x.py::t`` is ``inband``)."""
+    path = nodeid.split("::", 1)[0]
+    parts = path.split("/")
+    if parts and parts[0] == "tests":
+        parts = parts[1:]
+    return parts[0] if len(parts) > 1 else "(top)"
+
+
+@dataclass
+class Budget:
+    """Seconds and test counts per area."""
+
+    seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    tests: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+
+    def add(self, nodeid: str, duration: float) -> None:
+        self.seconds[area(nodeid)] += duration
+        self.tests[area(nodeid)].add(nodeid)
+
+    def lines(self) -> list[str]:
+        """The table, at most :data:`WIDTH` columns: area, tests, seconds, minutes, share of the total."""
+        total = sum(self.seconds.values())
+        rows = [f"{'area':<20} {'tests':>6} {'seconds':>9} {'min':>6} {'share':>6}"]
+        for name, spent in sorted(self.seconds.items(), key=lambda kv: (-kv[1], kv[0])):
+            share = spent / total * 100 if total else 0.0
+            rows.append(f"{name[:20]:<20} {len(self.tests[name]):>6} {spent:>9.1f} {spent / 60:>6.1f} {share:>5.1f}%")
+        count = sum(len(t) for t in self.tests.values())
+        rows.append(f"{'total':<20} {count:>6} {total:>9.1f} {total / 60:>6.1f} {100.0 if total else 0.0:>5.1f}%")
+        return rows
+
+
+_BUDGET = Budget()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _BUDGET.add(report.nodeid, report.duration)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not _BUDGET.seconds:
+        return
+    terminalreporter.write_sep("=", "time per area (setup + call + teardown)")
+    for line in _BUDGET.lines():
+        terminalreporter.write_line(line)

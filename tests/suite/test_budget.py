@@ -1,0 +1,57 @@
+"""tests/budget.py: the per-area time budget printed at the end of pytest, widest area first, in 80 columns."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.budget import WIDTH, Budget, area
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_area_is_the_directory_under_tests() -> None:
+    assert area("tests/inband/test_network_stage_lab.py::test_x") == "inband"
+    assert area("tests/day2/test_kube.py::test_y[a/b]") == "day2"
+    assert area("tests/test_top.py::t") == "(top)"
+    assert area("inband/test_x.py::t") == "inband"  # run from inside tests/
+
+
+def test_setup_call_and_teardown_of_a_test_count_once_as_one_test() -> None:
+    budget = Budget()
+    for seconds in (120.0, 3.0, 0.5):  # the installed lab's setup, the call, the teardown
+        budget.add("tests/provision/test_e2e_lab.py::test_pxe", seconds)
+    budget.add("tests/cli/test_doctor.py::test_a", 1.0)
+    budget.add("tests/cli/test_doctor.py::test_b", 2.0)
+    lines = budget.lines()
+    assert all(len(line) <= WIDTH for line in lines)
+    assert lines[1].split() == ["provision", "1", "123.5", "2.1", "97.6%"]
+    assert lines[2].split() == ["cli", "2", "3.0", "0.1", "2.4%"]
+    assert lines[-1].split() == ["total", "3", "126.5", "2.1", "100.0%"]
+
+
+def test_pytest_prints_the_budget_per_directory_at_the_end(tmp_path: Path) -> None:
+    for name, sleep in (("fast", 0.0), ("slow", 0.3)):
+        (tmp_path / "tests" / name).mkdir(parents=True)
+        (tmp_path / "tests" / name / f"test_{name}.py").write_text(
+            f"import time\n\ndef test_one():\n    time.sleep({sleep})\n\ndef test_two():\n    pass\n"
+        )
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "tests.budget", "-c", os.devnull, "--rootdir", str(tmp_path)],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout.splitlines()
+    start = next(i for i, line in enumerate(out) if "time per area" in line)
+    table = out[start + 1 : start + 5]
+    assert table[0].split() == ["area", "tests", "seconds", "min", "share"]
+    assert table[1].split()[:2] == ["slow", "2"] and float(table[1].split()[2]) >= 0.3  # the widest first
+    assert table[2].split()[:2] == ["fast", "2"]
+    assert table[3].split()[:2] == ["total", "4"]

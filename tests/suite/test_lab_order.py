@@ -1,0 +1,53 @@
+"""tests/installed_lab.py: the modules on the session's installed lab run last, the install's proof first."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+LAB_MODULES = [
+    "tests/provision/test_e2e_lab.py",
+    "tests/inband/test_lab_networks.py",
+    "tests/inband/test_network_stage_lab.py",
+    "tests/inband/test_networks_role.py",
+    "tests/inband/test_site_services_lab.py",
+]
+
+
+def _collect(*args: str) -> list[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return [line for line in proc.stdout.splitlines() if "::" in line]
+
+
+def test_the_lab_modules_run_last_whole_and_the_install_proof_first() -> None:
+    ids = _collect("tests/inband", "tests/provision", "tests/lab/test_vms.py")
+    modules = [nodeid.split("::", 1)[0] for nodeid in ids]
+    tail = modules[len(modules) - sum(m in LAB_MODULES for m in modules) :]
+    assert set(tail) == set(LAB_MODULES), tail  # every lab module, and only those, at the end
+    assert list(dict.fromkeys(tail)) == LAB_MODULES  # each module whole, the install's proof first
+    assert "tests/lab/test_vms.py" in modules[: -len(tail)]  # a test with VMs of its own ran before
+
+
+def test_make_test_fast_leaves_every_vm_test_out() -> None:
+    ids = _collect("-m", "not vm", "tests/inband", "tests/provision", "tests/lab", "tests/day2")
+    modules = {nodeid.split("::", 1)[0] for nodeid in ids}
+    vm_modules = {
+        *LAB_MODULES,
+        "tests/day2/test_redeploy_vm.py",
+        "tests/provision/test_flow_failures.py",
+        "tests/provision/test_lab_deploy.py",
+        "tests/provision/test_lab_seed.py",
+    }
+    assert not modules & vm_modules, modules & vm_modules
+    assert not any("test_idrac_drives_its_vm" in nodeid for nodeid in ids)
+    assert "tests/provision/test_render.py" in modules  # the rest stays
