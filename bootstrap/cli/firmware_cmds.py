@@ -30,7 +30,7 @@ from bootstrap.cli.rollout_table import show_rollout
 from bootstrap.errors import EXIT_FAILED, EXIT_INTERRUPTED, RackctlError
 from bootstrap.firmware.apply import ApplySettings, FirmwareNodeOutcome, FirmwareRollout
 from bootstrap.firmware.health import OsHealth
-from bootstrap.firmware.plan import FirmwarePlan, plan_firmware
+from bootstrap.firmware.plan import FLASHED, FirmwarePlan, plan_firmware
 from bootstrap.firmware.read import read_installed
 from bootstrap.inventory import Inventory, load_inventory
 from bootstrap.journal.store import Journal
@@ -44,10 +44,17 @@ from redfish_tools.fleet import FleetInterrupted
 #: ``apply`` keeps reading a BMC that drops connections this long (an iDRAC reset takes about two minutes).
 SETTLE_S = 180.0
 REBOOT_WORDS = {"idrac-reset": "iDRAC resets", "host-reboot": "host reboot"}
+ACTION_STYLE = {"update": "yellow", "downgrade": "yellow", "above-target": "yellow", "no-source": "red"}
 
 
 def read_plan(
-    inventory: Inventory, state_dir: Path, limit: str | None, as_json: bool, *, settle_s: float = 0.0
+    inventory: Inventory,
+    state_dir: Path,
+    limit: str | None,
+    as_json: bool,
+    *,
+    settle_s: float = 0.0,
+    allow_downgrade: bool = False,
 ) -> FirmwarePlan:
     """Read the selected nodes' installed firmware (all BMCs at once) and plan against the baseline.
 
@@ -61,7 +68,7 @@ def read_plan(
 
     with err_console.status("reading installed firmware", spinner="dots") if not as_json else _Quiet():
         installed, errors = read_installed(targets, policy_for(state_dir), settle_s=settle_s)
-    return plan_firmware(inventory, nodes, installed, errors=errors)
+    return plan_firmware(inventory, nodes, installed, errors=errors, allow_downgrade=allow_downgrade)
 
 
 class _Quiet:
@@ -84,7 +91,7 @@ def _plan_table(plan: FirmwarePlan) -> Table:
         if not node.steps:
             table.add_row(batch, node.node, "", "", "", "no baseline for " + escape(node.model), "")
         for step in node.steps:
-            style = {"update": "yellow", "no-source": "red"}.get(step.action, "green")
+            style = ACTION_STYLE.get(step.action, "green")
             table.add_row(
                 batch,
                 node.node,
@@ -92,7 +99,7 @@ def _plan_table(plan: FirmwarePlan) -> Table:
                 step.component,
                 f"{'/'.join(sorted(set(step.installed))) or '?'} → {step.target}",
                 f"[{style}]{step.action}[/{style}]",
-                REBOOT_WORDS[step.reboot] if step.action == "update" else "",
+                REBOOT_WORDS[step.reboot] if step.action in FLASHED else "",
             )
     return table
 
@@ -109,7 +116,20 @@ def _show_plan(plan: FirmwarePlan, note: str) -> None:
         console.print(f"[yellow]blocked[/yellow] {name}: {escape(why)}")
     for problem in plan.problems:
         console.print(f"[red]problem[/red] {escape(problem)}")
+    _show_refused(plan)
     console.print(f"[dim]{note}[/dim]")
+
+
+def _show_refused(plan: FirmwarePlan) -> None:
+    for refused in plan.refused:
+        console.print(f"[yellow]refused[/yellow] {escape(refused)}")
+
+
+DOWNGRADE = click.option(
+    "--allow-downgrade",
+    is_flag=True,
+    help="Roll back a component installed above its baseline version (refused otherwise).",
+)
 
 
 @click.group("firmware")
@@ -119,12 +139,15 @@ def firmware_group() -> None:
 
 @firmware_group.command("plan")
 @node_options
+@DOWNGRADE
 @json_option
 @handle_errors()
-def firmware_plan_cmd(inventory_path: Path, state_dir: Path, limit: str | None, as_json: bool) -> None:
+def firmware_plan_cmd(
+    inventory_path: Path, state_dir: Path, limit: str | None, allow_downgrade: bool, as_json: bool
+) -> None:
     """Per node and component: installed -> target, order, reboots and batch (reads the BMCs, changes nothing)."""
     inventory = load_inventory(inventory_path)
-    plan = read_plan(inventory, state_dir, limit, as_json)
+    plan = read_plan(inventory, state_dir, limit, as_json, allow_downgrade=allow_downgrade)
     data = {"ok": not plan.problems, "applied": False, **plan.as_dict()}
     emit(data, as_json, lambda _d: _show_plan(plan, "plan only: nothing was flashed"))
     if plan.problems:
@@ -135,21 +158,31 @@ def firmware_plan_cmd(inventory_path: Path, state_dir: Path, limit: str | None, 
 @node_options
 @plan_option("Show the plan; flash nothing.", "dry_run")
 @click.option("--poll", type=click.FloatRange(0.05, 60), default=5.0, show_default=True, help="Seconds between polls.")
+@DOWNGRADE
 @json_option
 @handle_errors()
 def firmware_apply_cmd(  # noqa: PLR0917 - click passes options as arguments
-    inventory_path: Path, state_dir: Path, limit: str | None, dry_run: bool, poll: float, as_json: bool
+    inventory_path: Path,
+    state_dir: Path,
+    limit: str | None,
+    dry_run: bool,
+    poll: float,
+    allow_downgrade: bool,
+    as_json: bool,
 ) -> None:
     """Roll the baseline out: control planes one at a time, workers in batches (max_unavailable).
 
     Per node: cordon/drain (with <state-dir>/kubeconfig, for Kubernetes nodes), Lifecycle Controller ready,
     the iDRAC first, then host components staged and applied by one reboot, BMC and OS healthy, versions
     read back, uncordon (a node that fails stays cordoned). Stops when failures reach the inventory's
-    failure_threshold. Journalled under --state-dir: run it again to resume; a component already at its
-    target is never flashed again.
+    failure_threshold. Journalled under --state-dir: run it again to resume (Ctrl-C reports each node so
+    far); the versions read from the BMCs decide, so a component reading at its target is never flashed
+    again and one reading below it (a board swap, a rollback) is, whatever the journal says. A component
+    above its target is left there unless --allow-downgrade.
     """
     inventory = load_inventory(inventory_path)
-    plan = read_plan(inventory, state_dir, limit, as_json, settle_s=0.0 if dry_run else SETTLE_S)
+    settle_s = 0.0 if dry_run else SETTLE_S
+    plan = read_plan(inventory, state_dir, limit, as_json, settle_s=settle_s, allow_downgrade=allow_downgrade)
     if dry_run:
         data = {"ok": not plan.problems, "applied": False, **plan.as_dict()}
         emit(data, as_json, lambda _d: _show_plan(plan, "dry run (--plan): nothing was flashed"))
@@ -176,18 +209,18 @@ def firmware_apply_cmd(  # noqa: PLR0917 - click passes options as arguments
         try:
             report = rollout.run()
         except (KeyboardInterrupt, FleetInterrupted):
-            journal.finish_run(run_id, "interrupted", "interrupted (Ctrl-C)")
-            if as_json:
-                emit({"ok": False, "error": "interrupted (Ctrl-C)", "run": run_id}, True, lambda _d: None)
-            else:
-                err_console.print("[red]interrupted[/red]: run `rackctl firmware apply` again to resume")
+            resume = "`rackctl firmware apply" + (f" --limit {limit}`" if limit else "`")
+            report = rollout.interrupted_report(resume)
+            journal.finish_run(run_id, "interrupted", report.reason)
+            data = {"applied": True, "run": run_id, "error": "interrupted (Ctrl-C)", **report.as_dict()}
+            emit(data, as_json, lambda _d: _show_report(report))
             sys.exit(EXIT_INTERRUPTED)
         except RackctlError as exc:  # e.g. the Kubernetes API not answering before any node was touched
             journal.finish_run(run_id, "failed", exc.message)
             raise
         journal.finish_run(run_id, "completed" if report.ok else "failed", report.reason)
     data = {"applied": True, "run": run_id, **report.as_dict(), "plan": plan.as_dict()}
-    emit(data, as_json, lambda _d: _show_report(report))
+    emit(data, as_json, lambda _d: _show_report(report, plan))
     if not report.ok:
         sys.exit(EXIT_FAILED)
 
@@ -198,8 +231,10 @@ def _say(kind: str, node: str, text: str) -> None:
     err_console.print(f"[{style}]{kind:7}[/{style}] {escape(prefix + text)}")
 
 
-def _show_report(report: RolloutReport[FirmwareNodeOutcome]) -> None:
+def _show_report(report: RolloutReport[FirmwareNodeOutcome], plan: FirmwarePlan | None = None) -> None:
     show_rollout(report, {"components": _components})
+    if plan is not None:
+        _show_refused(plan)
 
 
 def _components(node: FirmwareNodeOutcome) -> str:

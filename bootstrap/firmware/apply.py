@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from bootstrap.firmware.components import at_target, installed_versions, job_matches
+from bootstrap.firmware.components import installed_versions, job_matches
 from bootstrap.firmware.health import OsHealth
-from bootstrap.firmware.plan import ComponentStep, FirmwarePlan, NodePlan
+from bootstrap.firmware.plan import ComponentStep, FirmwarePlan, NodePlan, reached
 from bootstrap.inventory.models import Inventory
 from bootstrap.journal.states import NodeState
 from bootstrap.journal.store import Journal, StepHandle
@@ -52,6 +53,8 @@ from redfish_tools.resources import Service
 from redfish_tools.tasks import TaskOutcome
 
 STAGE = "firmware"
+#: The statuses of a step an earlier run left without an outcome.
+OPEN = ("started", "interrupted")
 
 
 class FirmwareUpdateFailed(E.RedfishError):
@@ -78,6 +81,27 @@ class FirmwareNodeOutcome(NodeOutcome):
 
     def details(self) -> dict[str, Any]:
         return {"components": self.components}
+
+
+def open_steps(journal: Journal, node: str) -> dict[str, Any]:
+    """The firmware steps of ``node`` (current epoch) whose latest record is no outcome: key -> record."""
+    epoch = journal.status(node).epoch
+    last = {s.step: s for s in journal.steps(node=node) if s.stage == STAGE and s.epoch == epoch}
+    return {key: record for key, record in last.items() if record.status in OPEN}
+
+
+def nothing_to_do(plan: NodePlan) -> str:
+    """Why a node needs no work, in words (a downgrade not asked for named)."""
+    if not plan.steps:
+        return "no baseline for its model"
+    above = [
+        f"{s.component} {'/'.join(sorted(set(s.installed)))} > {s.target}"
+        for s in plan.steps
+        if s.action == "above-target"
+    ]
+    if above:
+        return f"at or above the baseline; not downgraded ({', '.join(above)}): --allow-downgrade rolls back"
+    return "at the baseline"
 
 
 def step_key(step: ComponentStep) -> str:
@@ -115,6 +139,8 @@ class FirmwareRollout:
         self.outcomes = {n.node: FirmwareNodeOutcome(n.node, batch=n.batch) for n in plan.nodes}
         self._lock = threading.Lock()
         self._repo_installed: set[str] = set()
+        self._interrupted: set[str] = set()
+        self._rollout: Rollout | None = None
 
     # -- the rollout -------------------------------------------------------------------------------
     def run(self) -> RolloutReport[FirmwareNodeOutcome]:
@@ -125,6 +151,12 @@ class FirmwareRollout:
         for plan in self.plan.nodes:
             if plan.error:
                 self.outcomes[plan.node].status, self.outcomes[plan.node].message = "failed", plan.error
+            # before readiness is read: a node an earlier run left in maintenance and now at the baseline
+            # is released first, so the budget counts only the nodes really down now
+            self._settle(plan)
+            if not plan.needs_work and not plan.error:
+                self.outcomes[plan.node].status = "nothing-to-do"
+                self.outcomes[plan.node].message = nothing_to_do(plan)
         fleet = [
             RolloutNode(
                 n.hostname,
@@ -136,12 +168,7 @@ class FirmwareRollout:
             )
             for n in self.inventory.nodes
         ]
-        rollout = Rollout(fleet, self.plan.policy)
-        for plan in self.plan.nodes:
-            self._settle(plan)
-            if not plan.needs_work and not plan.error:
-                self.outcomes[plan.node].status = "nothing-to-do"
-                self.outcomes[plan.node].message = "at the baseline" if plan.steps else "no baseline for its model"
+        rollout = self._rollout = Rollout(fleet, self.plan.policy)
         run_batches(rollout, self.outcomes, self._run_batch, self.on_event)
         return self._report(rollout)
 
@@ -156,22 +183,31 @@ class FirmwareRollout:
         return [(result.name, result.ok) for result in results]
 
     def _settle(self, plan: NodePlan) -> None:
-        """Close what an earlier (killed) run left open and its jobs have since finished: a component step
-        left started that now reads at target, and a node it left in ``maintenance`` that needs no work."""
+        """Close what an earlier (killed or interrupted) run left open, by what the BMC reads now: a component
+        step left open that now reads at target; on a node that needs no work, every other step left open
+        (a reboot, an OS check) and the ``maintenance`` it was left in."""
         if plan.error:
             return
         for step in plan.steps:
             last = self.journal.last_step(plan.node, STAGE, step_key(step))
-            if step.action == "at-target" and last is not None and last.status not in ("completed", "failed"):
+            if step.action in ("at-target", "above-target") and last is not None and last.status in OPEN:
                 detail = {**last.detail, "result": "already at target", "after": list(step.installed)}
+                detail.pop("error", None)
                 self.journal.record_step(
                     self.run_id, plan.node, STAGE, step_key(step), status="completed", destructive=True, detail=detail
+                )
+        if not plan.needs_work:
+            for key, last in open_steps(self.journal, plan.node).items():
+                detail = {**last.detail, "result": "closed: the node reads at the baseline (an earlier run's step)"}
+                detail.pop("error", None)
+                self.journal.record_step(
+                    self.run_id, plan.node, STAGE, key, status="completed", destructive=True, detail=detail
                 )
         status = self.journal.status(plan.node)
         history = self.journal.history(plan.node)
         left_by_rollout = bool(history) and history[-1].cause.startswith("firmware rollout")
         if not plan.needs_work and status.state is NodeState.MAINTENANCE and left_by_rollout:
-            with self._step(plan.node, "uncordon", again=True) as handle:
+            with self._recorded(plan.node, "uncordon") as handle:
                 handle.detail["gate"] = self.gate.uncordon(plan.node)
                 self.outcomes[plan.node].records["uncordon"] = handle.detail["gate"]
             back = status.left_from() or NodeState.REGISTERED
@@ -185,13 +221,34 @@ class FirmwareRollout:
 
     def _node_finished(self, result: NodeResult[Any]) -> None:
         outcome = self.outcomes[result.name]
-        if result.ok:
+        if result.name in self._interrupted or (result.error or {}).get("kind") == "cancelled":
+            outcome.status = "interrupted"
+            outcome.message = "interrupted (Ctrl-C) mid-update; its iDRAC jobs go on, the next run follows them"
+        elif result.ok:
             outcome.status = "done"
             outcome.message = outcome.message or "at the baseline"
         else:
             outcome.status = "failed"
             outcome.message = str((result.error or {}).get("message") or "failed")
-        self.on_event("done" if result.ok else "failed", result.name, outcome.message)
+        kind = {"done": "done", "interrupted": "stopped"}.get(outcome.status, "failed")
+        self.on_event(kind, result.name, outcome.message)
+
+    def interrupted_report(self, resume: str) -> RolloutReport[FirmwareNodeOutcome]:
+        """After Ctrl-C stopped :meth:`run`: each node's result so far (``interrupted`` for those cut
+        mid-update, ``pending`` for those never started), and ``resume`` named in the reason."""
+        active = set(self._rollout.active) if self._rollout else set()
+        for outcome in self.outcomes.values():
+            if outcome.node in active and outcome.status == "pending":
+                outcome.status = "interrupted"
+                outcome.message = "interrupted (Ctrl-C) mid-update; the next run follows its iDRAC jobs"
+            elif outcome.status == "pending":
+                outcome.batch = None
+                outcome.message = "not started: the rollout was interrupted (Ctrl-C)"
+        nodes = [self.outcomes[n.node] for n in self.plan.nodes]
+        cut = sorted(n.node for n in nodes if n.status == "interrupted")
+        reason = "interrupted (Ctrl-C)" + (f" while {', '.join(cut)} updated" if cut else "")
+        batches = self._rollout.batches if self._rollout else []
+        return RolloutReport(nodes, batches, stopped=True, reason=f"{reason}; run {resume} again to resume")
 
     def _report(self, rollout: Rollout) -> RolloutReport[FirmwareNodeOutcome]:
         mark_unstarted(rollout, self.outcomes)
@@ -209,6 +266,23 @@ class FirmwareRollout:
     def _step(self, node: str, key: str, *, again: bool = False) -> StepHandle:
         return self.journal.step(self.run_id, node, STAGE, key, destructive=True, force=again)
 
+    @contextmanager
+    def _recorded(self, node: str, key: str) -> Iterator[StepHandle]:
+        """A step run again each time (cordon, reboot...); cut by Ctrl-C it is journalled ``interrupted``
+        (for the next run to close), not ``failed``."""
+        handle = self._step(node, key, again=True)
+        handle.__enter__()
+        try:
+            yield handle
+        except E.Cancelled:
+            self._interrupted.add(node)
+            handle.__exit__(KeyboardInterrupt, KeyboardInterrupt(), None)
+            raise
+        except BaseException as exc:
+            handle.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        handle.__exit__(None, None, None)
+
     def _node(self, conn: BmcConnection, batch: Batch) -> dict[str, Any]:
         try:
             return self._update_node(conn, batch)
@@ -216,7 +290,7 @@ class FirmwareRollout:
             raise
         except Exception as exc:  # recorded, then the node's failure (never a crash of the rollout)
             text = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
-            with self._step(conn.target.name, "uncordon", again=True) as step:
+            with self._recorded(conn.target.name, "uncordon") as step:
                 step.detail["gate"] = f"left cordoned: {text}"
                 self.outcomes[conn.target.name].records["uncordon"] = step.detail["gate"]
             raise
@@ -230,7 +304,7 @@ class FirmwareRollout:
             self.journal.transition(
                 name, NodeState.MAINTENANCE, f"firmware rollout, batch {batch.index}", run_id=self.run_id
             )
-        with self._step(name, "cordon", again=True) as step:
+        with self._recorded(name, "cordon") as step:
             outcome.records["cordon"] = step.detail["gate"] = self.gate.cordon(name)
         svc = Service(conn)
         self._wait_lc(conn, svc)
@@ -244,10 +318,11 @@ class FirmwareRollout:
             installed = installed_versions(firmware_inventory(conn, svc))
             problems += self._host(conn, svc, host, installed)
         if problems:
-            with self._step(name, "uncordon", again=True) as step:
-                outcome.records["uncordon"] = step.detail["gate"] = "left cordoned: firmware update failed"
+            why = "interrupted" if name in self._interrupted else "firmware update failed"
+            with self._recorded(name, "uncordon") as step:
+                outcome.records["uncordon"] = step.detail["gate"] = f"left cordoned: {why}"
             raise FirmwareUpdateFailed("; ".join(problems), bmc=name)
-        with self._step(name, "uncordon", again=True) as step:
+        with self._recorded(name, "uncordon") as step:
             outcome.records["uncordon"] = step.detail["gate"] = self.gate.uncordon(name)
         left = self.journal.status(name).left_from() or NodeState.REGISTERED
         self.journal.transition(name, left, "firmware rollout done: at the baseline", run_id=self.run_id)
@@ -320,31 +395,49 @@ class FirmwareRollout:
         self, conn: BmcConnection, svc: Service, step: ComponentStep, installed: dict[str, list[str]]
     ) -> list[str]:
         node = conn.target.name
-        handle = self._step(node, step_key(step))
-        if handle.already_done:
-            self._component(node, step, result="done earlier")
+        handle = self._handle(node, step, installed)
+        if handle is None:
             return []
+        handle.__enter__()
         try:
-            with handle:
-                if at_target(installed.get(step.component), step.target):
-                    handle.detail["result"] = "already at target"
-                    self._component(node, step, result="already at target")
-                    return []
-                job_id = self._start(conn, svc, step, handle, "Immediate")
-                self.on_event("job", node, f"{step.component} -> {step.target}: job {job_id}")
-                done = self._wait_job(conn, svc, job_id)
-                if not done.ok:
-                    raise FirmwareUpdateFailed(f"job {job_id} ended {done.state}: {done.message}", bmc=node)
-                self._wait_lc(conn, svc)
-                after = installed_versions(firmware_inventory(conn, svc)).get(step.component, [])
-                if not at_target(after, step.target):
-                    raise FirmwareUpdateFailed(f"job {job_id} completed but the version reads {after}", bmc=node)
-                handle.detail.update(result="updated", after=after)
-                self._component(node, step, result="updated", job=job_id, after=after)
+            if reached(step, installed.get(step.component)):
+                handle.detail["result"] = "already at target"
+                self._component(node, step, result="already at target")
+                handle.__exit__(None, None, None)
+                return []
+            job_id = self._start(conn, svc, step, handle, "Immediate")
+            self.on_event("job", node, f"{step.component} -> {step.target}: job {job_id}")
+            done = self._wait_job(conn, svc, job_id)
+            if not done.ok:
+                raise FirmwareUpdateFailed(f"job {job_id} ended {done.state}: {done.message}", bmc=node)
+            self._wait_lc(conn, svc)
+            after = installed_versions(firmware_inventory(conn, svc)).get(step.component, [])
+            if not reached(step, after):
+                raise FirmwareUpdateFailed(f"job {job_id} completed but the version reads {after}", bmc=node)
         except E.RedfishError as exc:
-            self._component(node, step, result="failed", error=exc.reason)
-            return [f"{step.component}: {exc.reason}"]
+            return [self._fail(node, step, handle, exc)]
+        except Exception as exc:
+            handle.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        handle.detail.update(result="updated", after=after)
+        handle.__exit__(None, None, None)
+        self._component(node, step, result="updated", job=job_id, after=after)
         return []
+
+    def _handle(self, node: str, step: ComponentStep, installed: dict[str, list[str]]) -> StepHandle | None:
+        """The journal step of one component, or None when it completed before and the BMC agrees. The live
+        state decides: a step journalled done whose component reads off its target now (a board swap, a
+        rollback) is run again."""
+        handle = self._step(node, step_key(step))
+        if not handle.already_done:
+            return handle
+        now = installed.get(step.component)
+        if reached(step, now):
+            self._component(node, step, result="done earlier")
+            return None
+        handle = self._step(node, step_key(step), again=True)
+        handle.detail["again"] = f"journalled done, but reads {'/'.join(now or []) or 'nothing'}"
+        return handle
 
     def _host(
         self, conn: BmcConnection, svc: Service, steps: list[ComponentStep], installed: dict[str, list[str]]
@@ -354,13 +447,12 @@ class FirmwareRollout:
         problems: list[str] = []
         staged: dict[str, tuple[ComponentStep, StepHandle, str]] = {}
         for step in steps:
-            handle = self._step(node, step_key(step))
-            if handle.already_done:
-                self._component(node, step, result="done earlier")
+            handle = self._handle(node, step, installed)
+            if handle is None:
                 continue
             handle.__enter__()
             try:
-                if at_target(installed.get(step.component), step.target):
+                if reached(step, installed.get(step.component)):
                     handle.detail["result"] = "already at target"
                     self._component(node, step, result="already at target")
                     handle.__exit__(None, None, None)
@@ -378,15 +470,22 @@ class FirmwareRollout:
             for step, handle, _job in staged.values():
                 problems.append(self._fail(node, step, handle, exc))
             return problems
-        after = installed_versions(firmware_inventory(conn, svc))
+        try:
+            after = installed_versions(firmware_inventory(conn, svc))
+        except E.Cancelled as exc:
+            return problems + [self._fail(node, step, handle, exc) for step, handle, _job in staged.values()]
         for component, (step, handle, job_id) in staged.items():
-            outcome = self._wait_job(conn, svc, job_id)
+            try:
+                outcome = self._wait_job(conn, svc, job_id)
+            except E.Cancelled as exc:
+                problems.append(self._fail(node, step, handle, exc))
+                continue
             if not outcome.ok:
                 bad = FirmwareUpdateFailed(f"job {job_id} ended {outcome.state}: {outcome.message}", bmc=node)
                 problems.append(self._fail(node, step, handle, bad))
                 continue
             now = after.get(component, [])
-            if not at_target(now, step.target):
+            if not reached(step, now):
                 bad = FirmwareUpdateFailed(f"job {job_id} completed but the version reads {now}", bmc=node)
                 problems.append(self._fail(node, step, handle, bad))
                 continue
@@ -406,6 +505,11 @@ class FirmwareRollout:
         )
 
     def _fail(self, node: str, step: ComponentStep, handle: StepHandle, exc: E.RedfishError) -> str:
+        if isinstance(exc, E.Cancelled):  # Ctrl-C: its job (if any) goes on on the iDRAC; the next run follows it
+            self._interrupted.add(node)
+            handle.__exit__(KeyboardInterrupt, KeyboardInterrupt(), None)
+            self._component(node, step, result="interrupted", job=handle.detail.get("job"))
+            return f"{step.component}: interrupted"
         handle.__exit__(type(exc), exc, None)
         self._component(node, step, result="failed", error=exc.reason)
         return f"{step.component}: {exc.reason}"
@@ -419,7 +523,7 @@ class FirmwareRollout:
         outcome = self.outcomes[node]
         ids = {job_id for _s, _h, job_id in staged.values()}
         waiting = [j for j in update_jobs(conn, svc) if j.id in ids and j.state == "Scheduled"]
-        with self._step(node, "reboot", again=True) as step:
+        with self._recorded(node, "reboot") as step:
             if waiting:
                 before = power_state(conn, svc)
                 action = "on" if before == "Off" else "graceful-restart"
@@ -433,7 +537,7 @@ class FirmwareRollout:
         for job_id in sorted(ids):
             self._wait_job(conn, svc, job_id)
         self._wait_lc(conn, svc)
-        with self._step(node, "os-health", again=True) as step:
+        with self._recorded(node, "os-health") as step:
             try:
                 text = self.os_health.wait(node) if self.os_health else "no SSH access: OS not checked"
             except TimeoutError as exc:

@@ -60,6 +60,11 @@ def at_target(installed: list[str] | None, target: str) -> bool:
     return bool(installed) and all(version_tuple(v) >= version_tuple(target) for v in installed or [])
 
 
+def same_version(installed: list[str] | None, target: str) -> bool:
+    """Every installed copy is exactly ``target`` (an unknown version is not)."""
+    return bool(installed) and all(version_tuple(v) == version_tuple(target) for v in installed or [])
+
+
 def job_matches(component: str, job_name: str) -> bool:
     """Whether an update job (by its name) is for ``component``."""
     name = job_name.lower()

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from bootstrap.firmware.components import REBOOT, at_target
+from bootstrap.firmware.components import REBOOT, at_target, same_version
 from bootstrap.inventory.models import Inventory, Node
 from bootstrap.rollout import RolloutNode, RolloutPolicy, Schedule, plan_batches
 
@@ -24,7 +24,8 @@ class ComponentStep:
     source: str | None
     """The image URI, ``repository:<url>``, or None (no source: the node cannot be brought to target)."""
     action: str
-    """``update`` | ``at-target`` | ``no-source`` | ``not-present``."""
+    """``update`` | ``downgrade`` (asked for) | ``at-target`` | ``above-target`` (a downgrade not asked
+    for: left alone) | ``no-source`` | ``not-present``."""
     reboot: str
     """``idrac-reset`` | ``host-reboot``."""
     order: int
@@ -36,9 +37,20 @@ class ComponentStep:
             "target": self.target,
             "source": self.source,
             "action": self.action,
-            "reboot": self.reboot if self.action == "update" else None,
+            "reboot": self.reboot if self.action in FLASHED else None,
             "order": self.order,
         }
+
+
+#: The actions that flash the component.
+FLASHED = ("update", "downgrade")
+
+
+def reached(step: ComponentStep, installed: list[str] | None) -> bool:
+    """Whether ``installed`` is where ``step`` goes: at or above its target, exactly it for a downgrade."""
+    if step.action == "downgrade":
+        return same_version(installed, step.target)
+    return at_target(installed, step.target)
 
 
 @dataclass
@@ -56,7 +68,7 @@ class NodePlan:
 
     @property
     def updates(self) -> list[ComponentStep]:
-        return [s for s in self.steps if s.action == "update"]
+        return [s for s in self.steps if s.action in FLASHED]
 
     @property
     def needs_work(self) -> bool:
@@ -96,13 +108,24 @@ class FirmwarePlan:
     def problems(self) -> list[str]:
         out = [f"{n.node}: {n.error}" for n in self.nodes if n.error]
         out += [
-            f"{n.node}: {s.component} {'/'.join(s.installed) or '?'} is below {s.target} and the baseline gives "
-            "no image or repository for it"
+            f"{n.node}: {s.component} {'/'.join(s.installed) or '?'} is not at {s.target} and the baseline "
+            "gives no image or repository for it"
             for n in self.nodes
             for s in n.steps
             if s.action == "no-source"
         ]
         return out
+
+    @property
+    def refused(self) -> list[str]:
+        """The components above their target, left there (no ``--allow-downgrade``)."""
+        return [
+            f"{n.node}: {s.component} {'/'.join(sorted(set(s.installed)))} is above the baseline {s.target}: "
+            "not downgraded (pass --allow-downgrade to roll it back)"
+            for n in self.nodes
+            for s in n.steps
+            if s.action == "above-target"
+        ]
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -113,6 +136,7 @@ class FirmwarePlan:
             "schedule": self.schedule.as_dict(),
             "nodes": [n.as_dict() for n in self.nodes],
             "problems": self.problems,
+            "downgrades_refused": self.refused,
         }
 
 
@@ -122,8 +146,22 @@ def rollout_policy(inventory: Inventory) -> RolloutPolicy:
     return RolloutPolicy(settings.max_unavailable, settings.failure_threshold)
 
 
-def plan_node(inventory: Inventory, node: Node, installed: Mapping[str, list[str]] | None) -> NodePlan:
-    """Per component of the node's model baseline: installed -> target, and what to do."""
+def action_for(have: tuple[str, ...], target: str, *, allow_downgrade: bool) -> str:
+    """What to do with one component: nothing, update it, or (only when allowed) roll it back."""
+    if not have:
+        return "not-present"
+    if same_version(list(have), target):
+        return "at-target"
+    if not at_target(list(have), target):
+        return "update"
+    return "downgrade" if allow_downgrade else "above-target"
+
+
+def plan_node(
+    inventory: Inventory, node: Node, installed: Mapping[str, list[str]] | None, *, allow_downgrade: bool = False
+) -> NodePlan:
+    """Per component of the node's model baseline: installed -> target, and what to do (a component above
+    its target is rolled back only with ``allow_downgrade``)."""
     out = NodePlan(node.hostname, node.model, node.role.value)
     baseline = inventory.firmware.baseline.get(node.model)
     if baseline is None:
@@ -133,16 +171,11 @@ def plan_node(inventory: Inventory, node: Node, installed: Mapping[str, list[str
         return out
     for order, (component, target) in enumerate(baseline.targets().items(), start=1):
         have = tuple(installed.get(component, []))
-        if not have:
-            action = "not-present"
-        elif at_target(list(have), target):
-            action = "at-target"
-        else:
-            action = "update"
+        action = action_for(have, target, allow_downgrade=allow_downgrade)
         source = inventory.firmware.image_uri(node.model, component)
         if source is None and baseline.repository is not None:
             source = f"repository:{baseline.repository.url}{baseline.repository.catalog}"
-        if action == "update" and source is None:
+        if action in FLASHED and source is None:
             action = "no-source"
         out.steps.append(ComponentStep(component, have, target, source, action, REBOOT[component], order))
     return out
@@ -155,6 +188,7 @@ def plan_firmware(
     *,
     ready: Mapping[str, bool] | None = None,
     errors: Mapping[str, str] | None = None,
+    allow_downgrade: bool = False,
 ) -> FirmwarePlan:
     """The plan for ``nodes``: each node's components and the batch it falls in.
 
@@ -164,7 +198,7 @@ def plan_firmware(
     policy = rollout_policy(inventory)
     plans = []
     for node in nodes:
-        plan = plan_node(inventory, node, installed.get(node.hostname))
+        plan = plan_node(inventory, node, installed.get(node.hostname), allow_downgrade=allow_downgrade)
         if errors and node.hostname in errors:
             plan.error = errors[node.hostname]
         plans.append(plan)

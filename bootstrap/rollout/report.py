@@ -23,8 +23,8 @@ class NodeOutcome:
 
     node: str
     status: str = "pending"
-    """``done`` | ``nothing-to-do`` | ``failed`` | ``pending`` (never started) | ``blocked`` (``running``
-    while it is worked on)."""
+    """``done`` | ``nothing-to-do`` | ``failed`` | ``pending`` (never started) | ``blocked`` | ``interrupted``
+    (cut by Ctrl-C mid-work; ``running`` while it is worked on)."""
     batch: int | None = None
     message: str = ""
     records: dict[str, str] = field(default_factory=dict)

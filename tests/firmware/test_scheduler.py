@@ -143,3 +143,69 @@ def test_phases_refuse_bad_moves_and_counts_validate() -> None:
     for bad in (0, "0%", "150%", "ten", True):
         with pytest.raises(ValueError, match="max_unavailable"):
             max_unavailable_count(bad, 10)  # type: ignore[arg-type]
+
+
+@st.composite
+def interrupted_runs(draw: st.DrawFn) -> tuple[list[RolloutNode], RolloutPolicy, set[str], list[tuple[int, int]]]:
+    """A fleet (as :func:`fleets`), and for each run until the last: after how many batches it is stopped,
+    and which of the stopped batch's nodes had their jobs finish on the BMC anyway (a bit mask)."""
+    nodes, policy, failing = draw(fleets())
+    stops = draw(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 2**12)), max_size=4))
+    return nodes, policy, failing, stops
+
+
+@settings(max_examples=200, deadline=None)
+@given(interrupted_runs())
+def test_runs_stopped_at_any_batch_and_resumed_keep_the_rules(
+    case: tuple[list[RolloutNode], RolloutPolicy, set[str], list[tuple[int, int]]],
+) -> None:
+    """Each run starts from what is really down: the nodes a stopped run left in maintenance still needing
+    work (down, taken first), never the ones whose jobs finished (settled before the schedule). Within
+    every run the rules hold; nothing done is scheduled again; at the end every node is done, failed, or
+    blocked with its reason."""
+    nodes, policy, failing, stops = case
+    shape = {n.name: n for n in nodes}
+    done: set[str] = set()
+    maintenance: set[str] = set()  # left down by a stopped or failed run, still needing work
+    failed_once: set[str] = set()
+    for run, stop in enumerate([*stops, None]):
+        fleet = [
+            RolloutNode(
+                n.name,
+                control_plane=n.control_plane,
+                ready=(n.ready or n.name in done) and n.name not in maintenance,
+                needs_work=n.needs_work and n.name not in done,
+            )
+            for n in nodes
+        ]
+        by_name = {n.name: n for n in fleet}
+        rollout = Rollout(fleet, policy)
+        started = 0
+        while True:
+            workers_down = down(rollout, by_name, False)
+            batch = rollout.next_batch()
+            if batch is None:
+                break
+            assert not done & set(batch.nodes), "a node at the baseline was worked on again"
+            check_batch(rollout, by_name, batch.nodes, batch.control_plane, workers_down)
+            if stop is not None and started == stop[0]:  # stopped mid-batch: some jobs finish anyway
+                for i, name in enumerate(batch.nodes):
+                    (done if stop[1] >> i & 1 else maintenance).add(name)
+                    if name in done:
+                        maintenance.discard(name)
+                break
+            started += 1
+            for name in batch.nodes:
+                ok = name not in failing or name in failed_once
+                failed_once |= {name} & failing
+                rollout.finish(name, ok)
+                if ok:
+                    done.add(name)
+                    maintenance.discard(name)
+                else:
+                    maintenance.add(name)
+        if stop is None:
+            left = {n for n in shape if shape[n].needs_work} - done
+            assert left <= set(rollout.failures) | set(rollout.pending), run
+            if not rollout.stopped:
+                assert all(name in rollout.blocked for name in rollout.pending)
