@@ -1,4 +1,4 @@
-"""Node labels/taints and Triton manifests applied to a real kube-apiserver 1.20.2 through ``kubectl``.
+"""Node labels/taints and Triton manifests applied to a real kube-apiserver 1.37.2 through ``kubectl``.
 
 Real parts: the API server (tests/cluster/apiserver.py), the ``kubectl`` on PATH (the Google Cloud CLI's
 v1.32 client), :class:`bootstrap.kube.Kubectl`. No kubelet, scheduler or controller-manager runs: where
@@ -12,7 +12,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from bootstrap.cluster.apply_live import FIELD_MANAGER, apply_objects, content, rollout_state, watch_rollouts
@@ -26,7 +25,6 @@ from tests.cluster.apiserver_apply import apply_crds
 from tests.kube_objects import MERGE, KubeObjects, crd_absent, mark_deployment_ready
 from tests.triton.conftest import make_spec
 
-pytestmark = pytest.mark.skipif(not Path("/usr/bin/kubectl").exists(), reason="kubectl missing")
 EXAMPLE = Path(__file__).parents[2] / "inventory" / "examples" / "dvd-inference.yml"
 SERVICEMONITOR_CRD = "servicemonitors.monitoring.coreos.com"
 SUBSET_CRD = Path(__file__).parent / "fixtures" / "servicemonitor-subset-crd.yaml"

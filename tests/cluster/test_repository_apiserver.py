@@ -1,4 +1,4 @@
-"""The repository ConfigMap and the Deployment's copier, judged by the real kube-apiserver 1.20.2.
+"""The repository ConfigMap and the Deployment's copier, judged by the real kube-apiserver 1.37.2.
 
 Real parts: the API server (tests/cluster/apiserver.py) and, for the rollout test, ``kubectl`` through
 :class:`bootstrap.kube.Kubectl`. No controller-manager runs: a "rollout" here is the Deployment's
