@@ -176,13 +176,15 @@ def test_manifests_applied_server_side_as_rackctl_once_the_missing_crd_reported(
             f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/m-repository",
         ]
         before = {path: content(kube.call("GET", path)) for path in paths}
+        versions = {path: kube.call("GET", path)["metadata"]["resourceVersion"] for path in paths}
 
         again = apply_objects(api, objects)
         assert set(again.applied.values()) == {"unchanged"} and not again.changed, again.applied
         assert again.summary().startswith("7 object(s) applied (7 unchanged); not applied: ServiceMonitor/")
-        # Content, labels and the Deployment's generation as before (no rollout triggered). The 1.20 server may
-        # still move resourceVersion: it rewrites managedFields on some no-op applies (seen on the PVC).
+        # Content, labels and the Deployment's generation as before (no rollout triggered); the server wrote
+        # nothing: every resourceVersion as before (a 1.20 server rewrote managedFields on some no-op applies).
         assert {path: content(kube.call("GET", path)) for path in paths} == before
+        assert {path: kube.call("GET", path)["metadata"]["resourceVersion"] for path in paths} == versions
         assert before[paths[0]]["metadata"]["generation"] == 1
 
         # With the CRD installed (the hand-written subset of the Prometheus operator's), it is applied too.
