@@ -2,10 +2,11 @@
 
 Run: .venv/bin/python bench/bench_triton_smoke_proxy.py [--rounds 10] [--tokens 16,1000]
 
-Real parts: kube-apiserver 1.20.2 + etcd (tests/cluster/apiserver.py; scripts/build-kube-apiserver.sh builds
-it), ``kubectl proxy``, tritonserver from the nvidia-pytriton wheel with the stand-in streaming repository on
-this host's own address (tests/triton_serving.py: a Pod with that IP and the Service's Endpoints, written as
-the kubelet and the endpoints controller would). Timed: ``run_smoke`` (generate + generate_stream) through
+Real parts: kube-apiserver + etcd of the lab's newest pinned release (tests/cluster/apiserver.py; built from
+their Go modules by ``rackctl lab components``, cached), ``kubectl proxy``, tritonserver from the
+nvidia-pytriton wheel with the stand-in streaming repository on this host's own address
+(tests/triton_serving.py: a Pod with that IP and the Service's Endpoints, written as the kubelet and the
+endpoints controller would). Timed: ``run_smoke`` (generate + generate_stream) through
 ``kubectl proxy`` -> ``/api/v1/namespaces/NS/services/NAME:http/proxy/``; the peer measured in the same run is
 the same smoke straight to tritonserver (the lower bound). Prints medians of TTFT, generate latency and
 stream latency per token count, and the ratios proxied / direct.
@@ -13,13 +14,14 @@ stream latency per token count, and the ratios proxied / direct.
 Then a paced stream: a small server-sent-events server on the same address sends one event every 50 ms (as a
 model generating 20 tokens/s would), once with Triton's Content-Type ``text/event-stream; charset=utf-8`` and
 once with the bare ``text/event-stream``; printed: when each event arrived, direct and through the proxy. A
-1.20 server (built with Go 1.15) passes the bare type through at once and holds the other until its 200 ms
-flush (or until its write buffer fills): TTFT through it can be up to 200 ms late.
+1.20 server (built with Go 1.15; measured before the move to 1.37) passed the bare type through at once and
+held the other until its 200 ms flush (or until its write buffer filled): TTFT through it up to 200 ms late.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -33,6 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bootstrap.kube_proxy import KubectlProxy
 from bootstrap.triton.smoke import SmokeResult, run_smoke
+from rackctl_lab.components import build
+from rackctl_lab.components.pins import RELEASES
 from tests.cluster import apiserver
 from tests.kube_objects import KubeObjects
 from tests.triton_serving import host_address, serve, serving_triton
@@ -105,11 +109,15 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--tokens", default="16,1000", help="max_tokens values, comma-separated")
     args = parser.parse_args()
-    binary, address = apiserver.find_binary(), host_address()
-    if binary is None or address is None:
-        sys.exit("needs the kube-apiserver binary (scripts/build-kube-apiserver.sh) and a global IPv4 address")
+    address = host_address()
+    if address is None:
+        sys.exit("needs a global IPv4 address")
+    release = RELEASES[next(iter(RELEASES))]
+    selected = build.select(release, ("kube-apiserver", "etcd", "kubectl"))
+    binaries = {b.name: Path(b.path) for b in build.build(selected)}
+    os.environ["PATH"] = f"{binaries['kubectl'].parent}{os.pathsep}{os.environ['PATH']}"  # kubectl proxy
     with tempfile.TemporaryDirectory(prefix="bench-smoke-proxy-") as tmp, serving_triton(address) as triton:
-        server = apiserver.start(binary, Path(tmp) / "api")
+        server = apiserver.start(binaries["kube-apiserver"], binaries["etcd"], Path(tmp) / "api")
         try:
             kube = KubeObjects(server)
             namespace = kube.namespace("bench")

@@ -16,8 +16,9 @@ echo "== mypy"
 .venv/bin/mypy
 echo "== ansible-lint (production profile)"
 PATH="$PWD/.venv/bin:$PATH" .venv/bin/ansible-lint --profile production --offline -q playbooks roles
-echo "== kube-apiserver 1.20.2 for tests/cluster/test_real_apiserver.py (built from source once, then cached)"
-RACKCTL_KUBE_APISERVER="$(scripts/build-kube-apiserver.sh)"
-export RACKCTL_KUBE_APISERVER RACKCTL_REQUIRE_APISERVER=1
+echo "== Kubernetes 1.37.2 for the tests' real API server, etcd, kubectl, kubeadm (built once, then cached)"
+.venv/bin/rackctl lab components --kubernetes 1.37.2 \
+  --only kube-apiserver --only etcd --only kubectl --only kubeadm
+export RACKCTL_REQUIRE_COMPONENTS=1
 echo "== pytest"
 .venv/bin/pytest -q --durations=25 "$@"

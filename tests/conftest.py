@@ -62,26 +62,26 @@ def kube_components() -> dict[str, Path]:
 
 # -- the real kube-apiserver, one per session for every test directory ---------------------------------
 @pytest.fixture(scope="session")
-def kube_apiserver(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
-    """A real kube-apiserver 1.20.2 + etcd on loopback for the whole session (tests/cluster/apiserver.py).
+def kube_apiserver(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    kube_components: dict[str, Path],
+) -> Iterator[ApiServer]:
+    """The pinned release's kube-apiserver + etcd on loopback for the whole session (tests/cluster/apiserver.py).
 
-    Skips when the binary was not built (scripts/build-kube-apiserver.sh); with RACKCTL_REQUIRE_APISERVER=1
-    (scripts/test.sh, CI) that is a failure instead. Logs go to stderr when a test of the session failed.
+    Its kubectl leads PATH for the session (the tests' and rackctl subprocesses' ``kubectl``). Skips or fails
+    as ``kube_components`` does. Logs go to stderr when a test of the session failed.
     """
-    binary = apiserver.find_binary()
-    if binary is None or not binary.is_file():
-        reason = (
-            f"no kube-apiserver {apiserver.VERSION} binary ({binary or 'not in the cache'}): "
-            f"run {apiserver.BUILD_SCRIPT} (builds it from Debian's source, ~7 min cold)"
-        )
-        if os.environ.get("RACKCTL_REQUIRE_APISERVER"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    server = apiserver.start(binary, tmp_path_factory.mktemp("kube-apiserver"))
+    path = os.environ.get("PATH", "")
+    os.environ["PATH"] = f"{kube_components['kubectl'].parent}{os.pathsep}{path}"
+    server = apiserver.start(
+        kube_components["kube-apiserver"], kube_components["etcd"], tmp_path_factory.mktemp("kube-apiserver")
+    )
     try:
         yield server
     finally:
         server.stop()
+        os.environ["PATH"] = path
         if request.session.testsfailed:
             sys.stderr.write(f"\n--- kube-apiserver/etcd logs ({server.workdir})\n{server.logs()[-8000:]}\n")
 

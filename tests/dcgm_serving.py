@@ -1,5 +1,5 @@
 """DCGM exporters for the tests: real HTTP servers serving the recorded metrics, behind stand-in exporter pods
-on the real kube-apiserver 1.20.2.
+on the real kube-apiserver 1.37.2.
 
 Each GPU node's exporter is a :class:`MetricsServer` (``http.server`` in a thread) on a non-loopback address of
 this host (the API server's pod proxy refuses a pod IP in 127.0.0.0/8), serving that node's slice of

@@ -511,9 +511,13 @@ class JobControllerStandIn(BackgroundPoller):
                     "message": "Job has reached the specified backoff limit",
                 }
             )
+            # The Job controller first records the terminal target (SuccessCriteriaMet / FailureTarget); a
+            # current API server refuses Complete or Failed without it.
+            target = {"type": "SuccessCriteriaMet" if code == 0 else "FailureTarget", "status": "True"}
+            target |= {k: v for k, v in condition.items() if k in ("reason", "message")}
             job_status |= {
                 "succeeded" if code == 0 else "failed": 1,
-                "conditions": [{**condition, "lastProbeTime": now, "lastTransitionTime": now}],
+                "conditions": [{**c, "lastProbeTime": now, "lastTransitionTime": now} for c in (target, condition)],
             }
             if code == 0:
                 job_status["completionTime"] = now

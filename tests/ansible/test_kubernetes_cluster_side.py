@@ -348,7 +348,7 @@ def test_up_runs_the_cluster_side_where_the_gate_opens_and_moves_the_nodes_to_jo
 ) -> None:
     """``up --stages kubernetes`` through the real runner and journal. Two stand-ins: the host side's report
     (its apt install cannot run here: no Kubernetes package is reachable) and, on head-01, a stand-in init
-    whose admin.conf is the real kube-apiserver 1.20.2's kubeconfig, where the test registers the Nodes (the
+    whose admin.conf is the real kube-apiserver 1.37.2's kubeconfig, where the test registers the Nodes (the
     kubelets' part after a join). The stage then applies the node labels to that server."""
     state = rack.ctx.state_dir
     admin = kube_apiserver.write_kubeconfig(rack.root / "real-admin.conf").read_text()

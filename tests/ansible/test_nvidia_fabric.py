@@ -1,7 +1,7 @@
 """Role ``nvidia_host``'s nvidia-smi read (``tasks/smi.yml``) over real SSH: which nvidia-smi it runs, the chroot into
 the GPU Operator's driver container, and the nvidia stage's validation reading it again until every GPU is
 registered with Fabric Manager (bootstrap/stages/nvidia_fabric.py), with the real runner, ansible-runner, journal
-and kube-apiserver 1.20.2.
+and kube-apiserver 1.37.2.
 
 The nodes are sshd on loopback (tests/ansible/test_playbook_stage.py's ``rack``: gpu-01 serves its pinned host
 key, gpu-02 another one), so the role runs on this machine, which has no GPU and no NVIDIA driver. TEST DOUBLE:

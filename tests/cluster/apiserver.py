@@ -1,6 +1,7 @@
-"""A real kube-apiserver 1.20.2 (built from Debian's source, scripts/build-kube-apiserver.sh) + etcd on loopback.
+"""A real kube-apiserver + etcd on loopback: the lab's pinned release, built from its Go modules.
 
-Test tooling, envtest style: etcd (Debian ``etcd-server``) and kube-apiserver on random free loopback ports,
+The binaries come from ``rackctl lab components`` (the ``kube_components`` fixture): kube-apiserver 1.37.2 and
+etcd 3.7.0 today. Test tooling, envtest style: etcd and kube-apiserver on random free loopback ports,
 a temporary PKI made with ``cryptography`` (CA, serving cert, a ``system:masters`` client cert, the
 service-account key). No controller-manager runs, so the ``ServiceAccount`` admission plugin is off (nothing
 would create the ``default`` service accounts it insists on). :class:`ApiServer` talks plain HTTPS
@@ -12,8 +13,6 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import json
-import os
-import shutil
 import socket
 import subprocess
 import time
@@ -26,18 +25,6 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-VERSION = "1.20.2"
-BUILD_SCRIPT = Path(__file__).parents[2] / "scripts" / "build-kube-apiserver.sh"
-
-
-def find_binary() -> Path | None:
-    """``$RACKCTL_KUBE_APISERVER`` or the build script's cache (~/.cache/rackctl/kube-apiserver-1.20.2-go*)."""
-    if env := os.environ.get("RACKCTL_KUBE_APISERVER"):
-        return Path(env)
-    cache = Path(os.environ.get("RACKCTL_CACHE", Path.home() / ".cache" / "rackctl"))
-    found = sorted(cache.glob(f"kube-apiserver-{VERSION}-go*/kube-apiserver"))
-    return found[-1] if found else None
 
 
 def free_port() -> int:
@@ -168,11 +155,18 @@ class ApiServer:
         # Not session.verify: $REQUESTS_CA_BUNDLE would override it; verify= per request wins.
         self.session.trust_env = False
 
+    @property
+    def version(self) -> str:
+        """The server's own ``gitVersion`` (``/version``), e.g. ``v1.37.2``."""
+        version: str = self.get("/version").json()["gitVersion"]
+        return version
+
     def get(self, path: str) -> requests.Response:
         return self.session.get(self.url + path, timeout=30, verify=str(self.pki.ca))
 
     def post(self, path: str, obj: dict[str, Any], *, dry_run: bool) -> requests.Response:
-        params = {"fieldManager": "rackctl-test"} | ({"dryRun": "All"} if dry_run else {})
+        """Create; with ``dry_run`` a server-side dry run that rejects unknown or duplicate fields (Strict)."""
+        params = {"fieldManager": "rackctl-test"} | ({"dryRun": "All", "fieldValidation": "Strict"} if dry_run else {})
         return self.session.post(self.url + path, json=obj, params=params, timeout=60, verify=str(self.pki.ca))
 
     def request(self, method: str, path: str, **kwargs: Any) -> requests.Response:
@@ -238,9 +232,8 @@ def _wait_ready(server: ApiServer, deadline_s: float) -> None:
     raise RuntimeError(f"kube-apiserver not ready after {deadline_s:.0f} s: {last}\n{server.logs()[-6000:]}")
 
 
-def start(binary: Path, workdir: Path, etcd: str = "etcd") -> ApiServer:
-    """Start etcd and kube-apiserver under ``workdir``; return once /readyz answers 200."""
-    etcd_bin = shutil.which(etcd) or etcd
+def start(binary: Path, etcd: Path, workdir: Path) -> ApiServer:
+    """Start ``etcd`` and the kube-apiserver ``binary`` under ``workdir``; return once /readyz answers 200."""
     pki = make_pki(workdir / "pki")
     etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
     etcd_url = f"http://127.0.0.1:{etcd_port}"
@@ -248,7 +241,7 @@ def start(binary: Path, workdir: Path, etcd: str = "etcd") -> ApiServer:
     server.processes.append(
         _spawn(
             [
-                etcd_bin,
+                str(etcd),
                 "--name=rackctl-test",
                 f"--data-dir={workdir / 'etcd'}",
                 f"--listen-client-urls={etcd_url}",
@@ -279,7 +272,6 @@ def start(binary: Path, workdir: Path, etcd: str = "etcd") -> ApiServer:
                 "--authorization-mode=Node,RBAC",
                 "--disable-admission-plugins=ServiceAccount",
                 "--allow-privileged=true",
-                "--insecure-port=0",
                 # Loopback may not be a Service endpoint: no reconciler for the "kubernetes" Service.
                 "--endpoint-reconciler-type=none",
             ],

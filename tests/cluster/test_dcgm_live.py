@@ -1,5 +1,5 @@
 """``rackctl validate-cluster --kubeconfig`` reading each GPU node's DCGM exporter live, through the real
-kube-apiserver 1.20.2's pod proxy, from real HTTP servers serving the recorded metrics.
+kube-apiserver 1.37.2's pod proxy, from real HTTP servers serving the recorded metrics.
 
 Real parts: the CLI, ``kubectl`` (listing the exporter pods; ``kubectl proxy``), the API server and its pod
 proxy, an ``http.server`` per GPU node on a non-loopback address of this host serving that node's slice of
@@ -28,7 +28,6 @@ from tests.dcgm_serving import MetricsServer, ensure_namespace, exporter_pod, no
 from tests.kube_objects import KubeObjects
 from tests.triton_serving import host_address
 
-pytestmark = pytest.mark.skipif(not Path("/usr/bin/kubectl").exists(), reason="kubectl (kubernetes-client) missing")
 EXAMPLE = Path(__file__).parents[2] / "inventory" / "examples" / "dvd-inference.yml"
 GPUS = {"gpu-l40s-01": 4, "gpu-xe9680-01": 8}
 NAMESPACE = "gpu-operator"  # the example inventory's nvidia.namespace: the GPU Operator release's
@@ -115,7 +114,7 @@ def test_a_node_whose_exporter_cannot_be_read_fails_saying_why(
     assert _dcgm(doc)["gpu-xe9680-01"]["message"] == f"DCGM exporter metrics not read: {pending}"
     assert xe.gets == 0  # a pod that is not Running is not asked
 
-    # Running, but nothing listens on its port: the pod proxy's own answer, as the 1.20.2 API server gives it
+    # Running, but nothing listens on its port: the pod proxy's own answer, as the API server gives it
     with MetricsServer(address, "") as gone:
         port = gone.port
     cluster.call("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/{pod}", params={"gracePeriodSeconds": "0"})

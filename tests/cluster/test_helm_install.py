@@ -1,4 +1,4 @@
-"""Helm installs and upgrades the pinned charts on a real kube-apiserver 1.20.2 (``bootstrap.cluster.helm_install``).
+"""Helm installs and upgrades the pinned charts on a real kube-apiserver 1.37.2 (``bootstrap.cluster.helm_install``).
 
 Real parts: Helm 4.2.3's Go SDK (helm-python-sdk) talking to the session's real API server, which stores the
 releases (Secrets) and admits every object; ``kubectl`` reads them back. The charts are ``helm create``
@@ -43,8 +43,6 @@ from tests.cluster.scaffold_charts import LOCAL_PATH_TEMPLATES, scaffold_chart
 from tests.kube_objects import MERGE, KubeObjects, WorkloadReadier
 
 helm = pytest.importorskip("helm_python", reason="helm-python-sdk is not installed (pip install 'rackctl[cluster]')")
-pytestmark = pytest.mark.skipif(not Path("/usr/bin/kubectl").exists(), reason="kubectl missing")
-
 VALUES: dict[str, Any] = {
     "storageClass": {
         "create": True,
@@ -169,7 +167,7 @@ def test_install_then_unchanged_then_upgrade(kubeconfig: Path, kube: KubeObjects
         assert storage["volumeBindingMode"] == "WaitForFirstConsumer"
         deployment = _kubectl(kubeconfig, "get", "deployment", "local-path-provisioner", "-n", namespace)
         assert deployment["metadata"]["annotations"]["meta.helm.sh/release-name"] == "local-path-provisioner"
-        # Helm 4 applied it server-side (the 1.20 server's SSA, beta), its field manager the process's name
+        # Helm 4 applied it server-side (SSA, GA since 1.22), its field manager the process's name
         live = kube.call("GET", f"/apis/apps/v1/namespaces/{namespace}/deployments/local-path-provisioner")
         applied = [m["manager"] for m in live["metadata"]["managedFields"] if m["operation"] == "Apply"]
         assert len(applied) == 1, live["metadata"]["managedFields"]  # `python` when run as python -m pytest

@@ -1,10 +1,10 @@
-"""What ``render cluster`` produces, applied to a real kube-apiserver (1.20.2, built from Debian's source).
+"""What ``render cluster`` produces, applied to a real kube-apiserver (the lab's pinned 1.37.2, from Go modules).
 
 CRDs are created for real (the pinned charts' CRDs when charts are rendered; offline here only the hand-written
-ServiceMonitor subset CRD in fixtures/, see test_crds.py), then every object is POSTed with ``?dryRun=All``:
-field, schema and admission errors come from the server. What 1.20 cannot serve (newer API versions of the
-1.33 target) and the fields it drops are printed as "kubernetes-validate only" — the table in
-docs/kubernetes.md says the same. Needs scripts/build-kube-apiserver.sh (scripts/test.sh runs it).
+ServiceMonitor subset CRD in fixtures/, see test_crds.py), then every object is POSTed with ``?dryRun=All`` and
+``fieldValidation=Strict``: field, schema, unknown-field and admission errors come from the server. Only a kind
+the server does not serve (a CRD no chart installs) is "kubernetes-validate only" — the table in
+docs/kubernetes.md says the same. The binaries come from ``rackctl lab components`` (the kube_components fixture).
 """
 
 from __future__ import annotations
@@ -80,14 +80,14 @@ def test_rendered_bundle_accepted_by_real_apiserver(
     bundle = _render(inventory)
     verdicts = _apply(kube_apiserver, discovery, bundle)
     with capsys.disabled():
-        print(f"\n{inventory} → kube-apiserver 1.20.2 (target {bundle.kubernetes_version}):")
+        print(f"\n{inventory} → kube-apiserver {kube_apiserver.version} (target {bundle.kubernetes_version}):")
         for v in verdicts:
             print("  " + v.row())
     assert len(verdicts) == len(_objects(bundle))
     rejected = [v.row() for v in verdicts if not v.ok]
     assert rejected == []
     by_kind = {(v.api_version, v.kind): v.checked_by for v in verdicts}
-    # The kinds render cluster writes and 1.20 serves are all checked by the real server ...
+    # The kinds render cluster writes are all checked by the real server ...
     for kind in [
         ("v1", "Pod"),
         ("v1", "Namespace"),
@@ -144,20 +144,49 @@ def test_custom_resource_schema_enforced_by_real_apiserver(kube_apiserver: ApiSe
 
 
 @pytest.mark.slow
-def test_unknown_field_reported_not_silently_passed(kube_apiserver: ApiServer, discovery: Discovery) -> None:
-    """1.20 has no server-side field validation: it drops unknown fields. The check reports them."""
+def test_unknown_field_rejected_by_real_apiserver(kube_apiserver: ApiServer, discovery: Discovery) -> None:
+    """Strict field validation: the server refuses an unknown field instead of dropping it."""
     verdict = _dry_run_with(kube_apiserver, discovery, "Deployment", ("spec", "replicaz"), 2)
-    assert verdict.ok
-    assert verdict.dropped == ["spec.replicaz"]
-    assert "dropped by 1.20 (kubernetes-validate only): spec.replicaz" in verdict.row()
+    assert verdict.checked_by == SERVER
+    assert not verdict.ok
+    assert 'unknown field "spec.replicaz"' in verdict.message, verdict.message
+
+
+@pytest.mark.slow
+def test_unknown_field_in_custom_resource_rejected(kube_apiserver: ApiServer, discovery: Discovery) -> None:
+    """The same for a CRD's objects: a field its (structural) schema does not have is refused, not pruned."""
+    verdict = _dry_run_with(kube_apiserver, discovery, "ServiceMonitor", ("spec", "endpointz"), [])
+    assert verdict.checked_by == SERVER
+    assert not verdict.ok
+    assert 'unknown field "spec.endpointz"' in verdict.message, verdict.message
+
+
+def test_newer_api_groups_are_checked_by_the_server(kube_apiserver: ApiServer, discovery: Discovery) -> None:
+    """resource.k8s.io/v1 (GA in 1.34) is served: a ResourceClaim is dry-run, and a bad one refused."""
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "gpu", "namespace": "default"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}},
+    }
+    verdict = dry_run(kube_apiserver, discovery, "test", claim)
+    assert (verdict.checked_by, verdict.ok) == (SERVER, True), verdict.row()
+    claim["spec"]["devices"]["requests"][0]["name"] = "Not A DNS Label"
+    verdict = dry_run(kube_apiserver, discovery, "test", claim)
+    assert (verdict.checked_by, verdict.ok) == (SERVER, False)
+    assert "spec.devices.requests[0].name" in verdict.message, verdict.message
 
 
 def test_unserved_api_is_reported_as_validate_only(kube_apiserver: ApiServer, discovery: Discovery) -> None:
-    """A group/version newer than 1.20 (resource.k8s.io/v1, GA in 1.34) is never sent, and said so."""
-    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "gpu", "namespace": "x"}}
-    verdict = dry_run(kube_apiserver, discovery, "test", claim)
+    """A group/version the server does not serve (no chart installed its CRD) is never sent, and said so."""
+    route = {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"name": "triton", "namespace": "default"},
+    }
+    verdict = dry_run(kube_apiserver, discovery, "test", route)
     assert (verdict.checked_by, verdict.ok) == (VALIDATE_ONLY, True)
-    assert "kubernetes-validate only" in verdict.row()
+    assert "kubernetes-validate only (not sent to the server)" in verdict.row()
 
 
 @pytest.mark.slow
@@ -179,7 +208,7 @@ def test_rendered_chart_crds_then_manifests(
     verdicts = _apply(kube_apiserver, discovery, bundle)
     chart = [v for v in verdicts if v.source.startswith("manifests/local-path-provisioner/")]
     with capsys.disabled():
-        print("\nlocal-path-provisioner (scaffold) chart → kube-apiserver 1.20.2:")
+        print(f"\nlocal-path-provisioner (scaffold) chart → kube-apiserver {kube_apiserver.version}:")
         for v in chart:
             print("  " + v.row())
     assert [v.row() for v in verdicts if not v.ok] == []
@@ -203,3 +232,35 @@ def test_existing_namespace_still_validated(kube_apiserver: ApiServer, discovery
     verdict = dry_run(kube_apiserver, discovery, "test", namespace)
     assert not verdict.ok
     assert "metadata.labels" in verdict.message, verdict.message
+
+
+def test_crd_validation_rules_enforced_by_real_apiserver(kube_apiserver: ApiServer, discovery: Discovery) -> None:
+    """A CRD's CEL rules (x-kubernetes-validations, which the 1.20 server refused) are enforced on dry-run."""
+    rule = {"rule": "self.minReplicas <= self.maxReplicas", "message": "minReplicas must not exceed maxReplicas"}
+    spec = {"type": "object", "x-kubernetes-validations": [rule]}
+    spec["properties"] = {"minReplicas": {"type": "integer"}, "maxReplicas": {"type": "integer"}}
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "pools.test.rackctl.dev"},
+        "spec": {
+            "group": "test.rackctl.dev",
+            "names": {"kind": "Pool", "plural": "pools", "singular": "pool"},
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": spec}}},
+                }
+            ],
+        },
+    }
+    apply_crds(kube_apiserver, [crd])
+    discovery.refresh()
+    pool = {"apiVersion": "test.rackctl.dev/v1", "kind": "Pool", "metadata": {"name": "p", "namespace": "default"}}
+    assert dry_run(kube_apiserver, discovery, "test", pool | {"spec": {"minReplicas": 1, "maxReplicas": 2}}).ok
+    verdict = dry_run(kube_apiserver, discovery, "test", pool | {"spec": {"minReplicas": 3, "maxReplicas": 2}})
+    assert (verdict.checked_by, verdict.ok) == (SERVER, False)
+    assert "minReplicas must not exceed maxReplicas" in verdict.message, verdict.message

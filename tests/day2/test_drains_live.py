@@ -1,4 +1,4 @@
-"""``rackctl apply`` and ``rackctl redeploy`` draining for real: emulated iDRACs, the real kube-apiserver 1.20.2.
+"""``rackctl apply`` and ``rackctl redeploy`` draining for real: emulated iDRACs, the real kube-apiserver 1.37.2.
 
 What is real: the CLI, kubectl with ``<state-dir>/kubeconfig``, the API server (cordon, evictions, Node
 deletion, labels) and the emulated iDRACs (power off, PXE boot).
@@ -14,7 +14,6 @@ etcd pod needs a kubelet): ``test_apply_on_rack.py`` keeps that to its recording
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,6 @@ from tests.kube_objects import KubeObjects, NodeSampler, PodFinaliser
 pytestmark = [
     pytest.mark.lab,
     pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl missing"),
 ]
 
 OOB = "preflight,discover,bios"

@@ -48,8 +48,6 @@ V0, V = "580.95.05", "580.105.08"
 L40S, XE = "gpu-l40s-01", "gpu-xe9680-01"
 DRIVER, FM = "cuda-drivers-580", "nvidia-fabricmanager-580"
 
-kubectl_needed = pytest.mark.skipif(not Path("/usr/bin/kubectl").exists(), reason="kubectl missing")
-
 
 def inventory(tmp_path: Path, edit: Callable[[dict[str, Any]], None] | None = None) -> Path:
     data = yaml.safe_load(EXAMPLE.read_text())
@@ -146,7 +144,6 @@ def test_a_node_is_at_the_version_only_with_every_package_held_at_it_and_every_g
 
 
 # -- with the real API server ------------------------------------------------------------------------------
-@kubectl_needed
 def test_a_node_at_the_version_is_not_touched_and_the_other_is_upgraded_while_cordoned(
     tmp_path: Path, kube: KubeObjects, kubeconfig: Path
 ) -> None:
@@ -176,7 +173,6 @@ def test_a_node_at_the_version_is_not_touched_and_the_other_is_upgraded_while_co
         assert journal.state(XE) is NodeState.REGISTERED  # back from maintenance
 
 
-@kubectl_needed
 def test_a_failure_stops_the_rollout_at_the_threshold_and_leaves_the_node_cordoned_and_recorded(
     tmp_path: Path, kube: KubeObjects, kubeconfig: Path
 ) -> None:
@@ -217,7 +213,6 @@ def test_a_failure_stops_the_rollout_at_the_threshold_and_leaves_the_node_cordon
         assert not kube.get_node(node)["spec"].get("unschedulable")
 
 
-@kubectl_needed
 def test_a_node_left_cordoned_that_is_at_the_version_now_is_given_back_without_an_upgrade(
     tmp_path: Path, kube: KubeObjects, kubeconfig: Path
 ) -> None:
@@ -240,7 +235,6 @@ def test_a_node_left_cordoned_that_is_at_the_version_now_is_given_back_without_a
         assert journal.state(L40S) is NodeState.REGISTERED
 
 
-@kubectl_needed
 def test_below_the_threshold_a_failed_node_still_counts_against_max_unavailable(
     tmp_path: Path, kube: KubeObjects, kubeconfig: Path
 ) -> None:
@@ -257,7 +251,6 @@ def test_below_the_threshold_a_failed_node_still_counts_against_max_unavailable(
     assert report.reason.startswith("1 node(s) failed: gpu-l40s-01")
 
 
-@kubectl_needed
 def test_nodes_of_one_batch_run_together_and_each_is_cordoned_during_its_own_upgrade(
     tmp_path: Path, kube: KubeObjects, kubeconfig: Path
 ) -> None:
@@ -279,7 +272,6 @@ def test_without_kubernetes_nothing_is_drained_and_the_records_say_so(tmp_path: 
         assert done["cordon"].startswith("not cordoned (no Kubernetes: not uncordoned")
 
 
-@kubectl_needed
 def test_a_node_kubernetes_does_not_know_is_not_drained_and_a_failure_there_is_not_called_cordoned(
     tmp_path: Path, kube: KubeObjects, kubeconfig: Path
 ) -> None:

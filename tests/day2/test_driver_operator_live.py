@@ -1,4 +1,4 @@
-"""``rackctl driver upgrade`` on the operator path, executed against the real kube-apiserver 1.20.2.
+"""``rackctl driver upgrade`` on the operator path, executed against the real kube-apiserver 1.37.2.
 
 What is real: the API server, kubectl, rackctl's merge patch of the ClusterPolicy and its watch of the Nodes'
 ``nvidia.com/gpu-driver-upgrade-state`` labels, through the CLI with ``<state-dir>/kubeconfig``.
@@ -33,8 +33,6 @@ from bootstrap.kube import Kubectl
 from tests import timing
 from tests.cluster.apiserver import ApiServer
 from tests.kube_objects import MERGE, BackgroundPoller, KubeObjects
-
-pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl missing")
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "inventory" / "examples" / "dvd-inference.yml"

@@ -1,4 +1,4 @@
-"""``Kubectl`` (bootstrap/kube.py) against a real kube-apiserver 1.20.2 with Debian's kubectl 1.20.
+"""``Kubectl`` (bootstrap/kube.py) against a real kube-apiserver 1.37.2 with the kubectl built beside it.
 
 No kubelet or controller-manager runs (tests/cluster/apiserver.py). Where their part is needed the test plays
 it through the API and says so: Node status (Ready, allocatable ``nvidia.com/gpu``), pods bound to nodes and
@@ -17,8 +17,6 @@ import pytest
 
 from bootstrap.kube import ClusterGate, Kubectl, KubeError, user_labels
 from tests.kube_objects import KubeObjects, PodFinaliser
-
-pytestmark = pytest.mark.skipif(not Path("/usr/bin/kubectl").exists(), reason="kubectl (kubernetes-client) missing")
 
 
 def _name(prefix: str) -> str:

@@ -8,12 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from tests.day2.conftest import Rack
 from tests.kube_objects import MERGE, KubeObjects
-
-pytestmark = pytest.mark.skipif(not Path("/usr/bin/kubectl").exists(), reason="kubectl (kubernetes-client) missing")
 
 
 def test_status_reads_kubernetes_readiness_and_gpus_live(rack: Rack, kube: KubeObjects, tmp_path: Path) -> None:

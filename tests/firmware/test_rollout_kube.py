@@ -13,7 +13,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
 from click.testing import CliRunner
 from fwlab import BASELINE_VERSIONS, FwLab, api, start_lab
 
@@ -23,8 +22,6 @@ from bootstrap.journal.store import Journal
 from bootstrap.stages.base import RunOptions
 from bootstrap.stages.runner import Runner, select
 from tests.kube_objects import KubeObjects, NodeSampler, PodFinaliser
-
-pytestmark = pytest.mark.skipif(not Path("/usr/bin/kubectl").exists(), reason="kubectl (kubernetes-client) missing")
 
 
 def _at_baseline(firmware: dict[str, str]) -> bool:

@@ -43,6 +43,22 @@ def test_a_release_the_lab_cannot_build_is_refused_naming_the_field(tmp_path: Pa
     assert all(version in problem["fix"] for version in RELEASES)
 
 
+def test_kubernetes_names_the_release_in_place_of_the_inventory(tmp_path: Path) -> None:
+    """--kubernetes (scripts/test.sh) wins over the inventory's field, even one the lab cannot build."""
+    newest = next(iter(RELEASES))
+    code, data = _run("-i", str(_inventory(tmp_path, "1.30.0")), "--kubernetes", newest, "--plan", "--only", "etcd")
+    assert code == 0 and data["kubernetes"] == newest
+    assert [(p["name"], p["version"]) for p in data["programs"]] == [("etcd", RELEASES[newest].etcd)]
+
+
+def test_an_unbuildable_kubernetes_option_is_refused_naming_the_option(tmp_path: Path) -> None:
+    code, data = _run("-i", str(_inventory(tmp_path, next(iter(RELEASES)))), "--kubernetes", "1.20.2", "--plan")
+    assert code == 2 and not data["ok"]
+    (problem,) = data["errors"]
+    assert problem["path"] == "--kubernetes" and "'1.20.2'" in problem["message"]
+    assert problem["fix"].startswith("set --kubernetes to one of ")
+
+
 def test_an_unknown_component_is_refused_with_the_names_there_are(tmp_path: Path) -> None:
     newest = next(iter(RELEASES))
     code, data = _run("-i", str(_inventory(tmp_path, newest)), "--plan", "--only", "kube-vip")

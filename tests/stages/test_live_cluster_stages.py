@@ -1,4 +1,4 @@
-"""``rackctl up --stages kubernetes,triton`` where a cluster exists: a real kube-apiserver 1.20.2 behind
+"""``rackctl up --stages kubernetes,triton`` where a cluster exists: a real kube-apiserver 1.37.2 behind
 ``<state-dir>/kubeconfig``.
 
 Real parts: the CLI (click, ``--json``), the runner and SQLite journal, the real kubernetes and triton stages
@@ -29,7 +29,6 @@ from tests.cluster.apiserver import ApiServer, free_port
 from tests.kube_objects import MERGE, KubeObjects, crd_absent
 from tests.triton_serving import ServingStandIn
 
-pytestmark = pytest.mark.skipif(not Path("/usr/bin/kubectl").exists(), reason="kubectl missing")
 EXAMPLE = Path(__file__).resolve().parents[2] / "inventory" / "examples" / "dvd-inference.yml"
 JOINED = ("head-01", "gpu-l40s-01", "gpu-xe9680-01")  # cp-02 and cp-03 never joined
 MODELS = ("llama-2-13b-awq", "llama-2-70b-fp8")

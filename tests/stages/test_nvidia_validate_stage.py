@@ -1,5 +1,5 @@
 """The nvidia stage validates the cluster once Helm holds the GPU Operator deployed: ``rackctl up --stages nvidia
---charts DIR --json`` against a real kube-apiserver 1.20.2 behind ``<state-dir>/kubeconfig``.
+--charts DIR --json`` against a real kube-apiserver 1.37.2 behind ``<state-dir>/kubeconfig``.
 
 Real parts: the CLI, the runner and SQLite journal, the real nvidia stage (render, kubernetes-validate), Helm
 4.2.3's Go SDK installing a ``helm create`` scaffold named and versioned as the pinned gpu-operator v26.7.0
@@ -45,7 +45,6 @@ from tests.kube_objects import DeploymentReadier, DevicePluginStandIn, JobContro
 from tests.triton_serving import host_address
 
 helm = pytest.importorskip("helm_python", reason="helm-python-sdk is not installed (pip install 'rackctl[cluster]')")
-pytestmark = pytest.mark.skipif(not Path("/usr/bin/kubectl").exists(), reason="kubectl missing")
 EXAMPLE = Path(__file__).resolve().parents[2] / "inventory" / "examples" / "dvd-inference.yml"
 OPERATOR = ("gpu-operator", "gpu-operator")
 #: The example inventory's GPU nodes: GPUs and the product label GPU feature discovery gives them.

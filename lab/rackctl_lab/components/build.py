@@ -50,8 +50,8 @@ class Built:
         return asdict(self)
 
 
-def release_for(version: str) -> KubernetesRelease:
-    """The pins of ``version`` (``cluster.versions.kubernetes``), or a refusal naming the field and the fix."""
+def release_for(version: str, source: str = VERSION_FIELD) -> KubernetesRelease:
+    """The pins of ``version`` (read from ``source``, by default the inventory's field), or a refusal naming it."""
     plain = version.removeprefix("v")
     if plain in RELEASES:
         return RELEASES[plain]
@@ -60,9 +60,9 @@ def release_for(version: str) -> KubernetesRelease:
         f"the lab cannot build Kubernetes {version}",
         problems=[
             Problem(
-                VERSION_FIELD,
+                source,
                 f"{version!r} has no pinned components in the lab (it builds {known})",
-                f"set {VERSION_FIELD} to one of {known}, or pin the release in rackctl_lab/components/pins.py "
+                f"set {source} to one of {known}, or pin the release in rackctl_lab/components/pins.py "
                 "(RELEASES: its etcd, CoreDNS and pause from `kubeadm config images list`)",
             )
         ],

@@ -21,21 +21,31 @@ from rackctl_lab.components.pins import GROUPS
     metavar="GROUP|NAME",
     help=f"Build only these groups ({', '.join(GROUPS)}) or programs; repeatable.",
 )
+@click.option(
+    "--kubernetes",
+    metavar="VERSION",
+    help="Build this release instead of the inventory's cluster.versions.kubernetes (the lab's own tests).",
+)
 @click.option("--plan", "show_plan", is_flag=True, help="List the pins and what the cache has; build nothing.")
 @json_option
 @handle_errors()
-def components_cmd(inventory_path: Path, only: tuple[str, ...], show_plan: bool, as_json: bool) -> None:
+def components_cmd(
+    inventory_path: Path, only: tuple[str, ...], kubernetes: str | None, show_plan: bool, as_json: bool
+) -> None:
     """Build the Kubernetes release the inventory names (cluster.versions.kubernetes) from its Go modules.
 
     kubeadm, kubelet, kubectl, the control plane, kube-proxy, etcd, crictl, CoreDNS and Helm, each at the
     exact module version pinned in rackctl_lab/components/pins.py, built once with `go build` and cached
-    under ~/.cache/rackctl/components (or $RACKCTL_CACHE).
+    under ~/.cache/rackctl/components (or $RACKCTL_CACHE). --kubernetes names the release instead of the
+    inventory (scripts/test.sh builds the tests' API server, etcd, kubectl and kubeadm so).
     """
     from bootstrap.inventory import load_inventory  # noqa: PLC0415 - fast --help
     from rackctl_lab.components import build  # noqa: PLC0415
 
-    version = load_inventory(inventory_path).cluster.resolved_versions().kubernetes
-    release = build.release_for(version)
+    if kubernetes:
+        release = build.release_for(kubernetes, "--kubernetes")
+    else:
+        release = build.release_for(load_inventory(inventory_path).cluster.resolved_versions().kubernetes)
     selected = build.select(release, only)
     if show_plan:
         go = build.go_version()
