@@ -137,12 +137,12 @@ class KubeObjects:
     def budget(self, namespace: str, name: str, labels: dict[str, str], *, healthy: int, allowed: int) -> None:
         """A PodDisruptionBudget (minAvailable = ``healthy``), and its status as the disruption controller
         would write it: ``allowed`` disruptions, observed at its generation (else evictions get a 429 too)."""
-        base = f"/apis/policy/v1beta1/namespaces/{namespace}/poddisruptionbudgets"
+        base = f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets"
         obj = self.call(
             "POST",
             base,
             {
-                "apiVersion": "policy/v1beta1",
+                "apiVersion": "policy/v1",
                 "kind": "PodDisruptionBudget",
                 "metadata": {"name": name},
                 "spec": {"minAvailable": healthy, "selector": {"matchLabels": labels}},

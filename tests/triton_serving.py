@@ -102,7 +102,8 @@ class ServingStandIn(DeploymentReadier):
 
 def serve(kube: KubeObjects, namespace: str, service: str, address: str, port: int, *, endpoints: bool = True) -> None:
     """Pod ``<service>-0`` Running with IP ``address`` (as the scheduler and kubelet would make it) and the
-    Endpoints of ``service`` listing it on port ``http`` = ``port`` (as the endpoints controller would), or no
+    Endpoints and an EndpointSlice of ``service`` listing it on port ``http`` = ``port`` (as the endpoints and
+    EndpointSlice controllers would), or no
     address at all when ``endpoints`` is false. Idempotent: a pod or Endpoints already there is kept or updated
     (a second stand-in over the same namespace, as for a later ``up``)."""
     pod = f"{service}-0"
@@ -139,3 +140,27 @@ def serve(kube: KubeObjects, namespace: str, service: str, address: str, port: i
         kube.call("POST", path, endpoints_obj)
     else:  # a second stand-in (a later `up`) over the same namespace: the endpoints controller's update
         kube.call("PATCH", f"{path}/{service}", {"subsets": endpoints_obj["subsets"]}, headers=MERGE)
+    # The API server's service proxy resolves a Service through its EndpointSlices (1.37), as the
+    # EndpointSlice controller would write them.
+    ready = [
+        {"addresses": [address], "conditions": {"ready": True}, "targetRef": subsets[0]["addresses"][0]["targetRef"]}
+    ]
+    slice_obj = {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": f"{service}-standin",
+            "labels": {
+                "kubernetes.io/service-name": service,
+                "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io",
+            },
+        },
+        "addressType": "IPv4",
+        "endpoints": ready if endpoints else [],
+        "ports": [{"name": "http", "port": port, "protocol": "TCP"}],
+    }
+    slices = f"/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices"
+    if kube.server.request("GET", f"{slices}/{service}-standin").status_code == 404:
+        kube.call("POST", slices, slice_obj)
+    else:
+        kube.call("PATCH", f"{slices}/{service}-standin", {"endpoints": slice_obj["endpoints"]}, headers=MERGE)

@@ -114,7 +114,7 @@ def test_a_node_whose_exporter_cannot_be_read_fails_saying_why(
     assert _dcgm(doc)["gpu-xe9680-01"]["message"] == f"DCGM exporter metrics not read: {pending}"
     assert xe.gets == 0  # a pod that is not Running is not asked
 
-    # Running, but nothing listens on its port: the pod proxy's own answer, as the API server gives it
+    # Running, but nothing listens on its port: the pod proxy's own answer (1.37: 503 Service Unavailable)
     with MetricsServer(address, "") as gone:
         port = gone.port
     cluster.call("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/{pod}", params={"gracePeriodSeconds": "0"})
@@ -123,7 +123,7 @@ def test_a_node_whose_exporter_cannot_be_read_fails_saying_why(
     assert code == EXIT_FAILED
     message = _dcgm(doc)["gpu-xe9680-01"]["message"]
     path = pod_path(NAMESPACE, pod, port)
-    assert message.startswith(f"DCGM exporter metrics not read: GET {path} {VIA} failed: HTTP 500: "), message
+    assert message.startswith(f"DCGM exporter metrics not read: GET {path} {VIA} failed: HTTP 503: "), message
     assert f"error trying to reach service: dial tcp {address}:{port}: connect: connection refused" in message
 
     # a pod IP in 127.0.0.0/8: the pod proxy refuses it (a real exporter pod never has one; hence this host's

@@ -270,10 +270,10 @@ def test_triton_smoke_cli_reaches_a_service_through_the_api_server(
     )
     assert code == EXIT_FAILED and data["ok"] is False
     assert data["errors"][0] == "generate: HTTP 404: Request for unknown model: 'x' is not found", data["errors"]
-    # a Service with no Endpoints object at all (nothing ever wrote one): the API server's 404, said as such
+    # a Service nothing serves (no EndpointSlice names it): the API server's 1.37 answer, said as such
     code, data = _run("triton", "smoke", "--service", f"{namespace}/nothing", "--state-dir", str(state_dir))
     assert code == EXIT_FAILED
-    assert data["errors"][0] == 'generate: HTTP 404: services "nothing" not found', data["errors"]
+    assert data["errors"][0] == 'generate: HTTP 503: no endpoints available for service "nothing"', data["errors"]
 
 
 @pytest.mark.parametrize(
