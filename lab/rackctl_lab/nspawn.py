@@ -167,6 +167,12 @@ def _overlay(node: NativeNode, tree: Path, authorized_keys: str) -> None:
     (node.root / "etc/hosts").write_text(f"127.0.0.1 localhost\n{node.ip} {node.name}\n")
     machine_id = node.root / "etc/machine-id"
     machine_id.unlink(missing_ok=True)  # systemd makes one at first boot
+    # /proc/sys is writable for the kubelet (KUBELET_NEEDS); the node's own sysctl defaults must not be
+    # applied to this machine's kernel at every boot
+    mask = node.root / "etc/systemd/system/systemd-sysctl.service"
+    mask.parent.mkdir(parents=True, exist_ok=True)
+    if not mask.is_symlink():
+        mask.symlink_to("/dev/null")
     ssh = node.root / "root/.ssh"
     ssh.mkdir(mode=0o700, parents=True, exist_ok=True)
     (ssh / "authorized_keys").write_text(authorized_keys)

@@ -91,6 +91,8 @@ def test_each_native_node_boots_its_own_systemd_and_answers_ssh(nodes: list[nspa
         # its own PID 1 is systemd, not this machine's init
         assert _ssh(node, key, "cat /proc/1/comm") == "systemd"
         assert _ssh(node, key, "systemctl is-active ssh") == "active"
+        # its sysctl defaults are not applied to this machine's kernel (/proc/sys is writable for the kubelet)
+        assert _ssh(node, key, "systemctl is-enabled systemd-sysctl.service || true") == "masked"
 
 
 def test_native_nodes_reach_each_other_over_the_bridge(nodes: list[nspawn.NativeNode], key: Path) -> None:
