@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import secrets
+from collections.abc import Iterator
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from pydantic import SecretStr
@@ -86,3 +88,15 @@ class Lab:
 def assert_no_secret(text: str, secrets_: list[str]) -> None:
     for value in secrets_:
         assert value not in text, "a secret leaked into the output"
+
+
+@pytest.fixture(scope="module")
+def rack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One emulated iDRAC per :data:`NODES` for a module: (rack, specs by name, endpoints by name)."""
+    specs = [make_spec(*n, index=i) for i, n in enumerate(NODES)]
+    emulated = api.EmulatedRack(specs, tmp_path_factory.mktemp("rack"), processes=1)
+    endpoints = emulated.start()
+    try:
+        yield emulated, {s.name: s for s in specs}, {e.name: e for e in endpoints}
+    finally:
+        emulated.stop()

@@ -15,20 +15,10 @@ import pytest
 import yaml
 
 from tests.cli.conftest import ROOT, inventory_on_rack, rackctl_env
-from tests.redfish.rf_lab import NODES, api, make_spec
+from tests.redfish import rf_lab
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def rack(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    specs = [make_spec(*n, index=i) for i, n in enumerate(NODES)]
-    emulated = api.EmulatedRack(specs, tmp_path_factory.mktemp("rack"), processes=1)
-    endpoints = emulated.start()
-    try:
-        yield emulated, {s.name: s for s in specs}, {e.name: e for e in endpoints}
-    finally:
-        emulated.stop()
+rack = rf_lab.rack  # the module's emulated iDRACs (a fixture shared with other modules)
 
 
 def preflight(inventory: Path, env: dict[str, str], state: Path) -> tuple[int, dict[str, Any]]:

@@ -20,24 +20,14 @@ from typing import Any
 import pytest
 
 from tests.cli.conftest import ROOT, inventory_on_rack, rackctl_env
-from tests.redfish.rf_lab import NODES, api, make_spec
+from tests.redfish import rf_lab
 
 FAST = "head-01"
 SLOW_MS = 250
 STAGES = "preflight,discover,bios"
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def rack(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    specs = [make_spec(*n, index=i) for i, n in enumerate(NODES)]
-    emulated = api.EmulatedRack(specs, tmp_path_factory.mktemp("rack"), processes=1)
-    endpoints = emulated.start()
-    try:
-        yield emulated, {s.name: s for s in specs}, {e.name: e for e in endpoints}
-    finally:
-        emulated.stop()
+rack = rf_lab.rack  # the module's emulated iDRACs (a fixture shared with other modules)
 
 
 def _up(inventory: Path, state: Path, env: dict[str, str]) -> subprocess.Popen[str]:
