@@ -61,15 +61,32 @@ def _digest(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def write_layout(out: Path, entries: list[Entry], *, tag: str, cmd: list[str]) -> str:
-    """Write an OCI image layout with one image tagged ``tag`` to ``out`` (swapped in whole); its manifest digest."""
+def write_layout(
+    out: Path,
+    entries: list[Entry],
+    *,
+    tag: str,
+    cmd: list[str],
+    entrypoint: list[str] | None = None,
+    env: tuple[str, ...] = ("PATH=/bin",),
+    name: str = "",
+    level: int = 9,
+) -> str:
+    """Write an OCI image layout with one image tagged ``tag`` to ``out`` (swapped in whole); its manifest digest.
+
+    ``name`` (a full reference) is recorded for importers that name images from the layout (containerd's
+    ``io.containerd.image.name``); ``level`` is the layer's gzip level (1 for large binaries).
+    """
     raw = layer_tar(entries)
-    layer = gzip.compress(raw, mtime=0)
+    layer = gzip.compress(raw, compresslevel=level, mtime=0)
+    image_config: dict[str, object] = {"Cmd": cmd, "Env": list(env)}
+    if entrypoint is not None:
+        image_config["Entrypoint"] = entrypoint
     config = json.dumps(
         {
             "architecture": "amd64",
             "os": "linux",
-            "config": {"Cmd": cmd, "Env": ["PATH=/bin"]},
+            "config": image_config,
             "rootfs": {"type": "layers", "diff_ids": [_digest(raw)]},
         },
         sort_keys=True,
@@ -90,7 +107,10 @@ def write_layout(out: Path, entries: list[Entry], *, tag: str, cmd: list[str]) -
                 "mediaType": MANIFEST_TYPE,
                 "digest": _digest(manifest),
                 "size": len(manifest),
-                "annotations": {"org.opencontainers.image.ref.name": tag},
+                "annotations": {
+                    "org.opencontainers.image.ref.name": tag,
+                    **({"io.containerd.image.name": name} if name else {}),
+                },
             }
         ],
     }

@@ -25,6 +25,8 @@ from bootstrap.errors import EnvironmentMissing, InvalidInput, Problem, RackctlE
 from bootstrap.provision.ramdisk import cache_lock, cache_root, mark_used
 from rackctl_lab.components.pins import GO_MINIMUM, GROUPS, RELEASES, GoProgram, KubernetesRelease, programs
 
+#: The lab's own Go programs (``GoProgram.source`` names a directory here).
+SOURCES = Path(__file__).resolve().parent
 #: Bump when the build recipe changes what it produces (part of every cache key).
 RECIPE = 1
 VERSION_FIELD = "cluster.versions.kubernetes"
@@ -108,7 +110,7 @@ def cache_dir() -> Path:
 
 def entry_for(program: GoProgram, go: str) -> Path:
     """Where ``program`` built with Go ``go`` lives in the cache."""
-    spec = json.dumps([asdict(program), go, RECIPE, os.uname().machine], sort_keys=True)
+    spec = json.dumps([asdict(program), go, RECIPE, os.uname().machine, _source_digest(program)], sort_keys=True)
     key = hashlib.sha256(spec.encode()).hexdigest()[:12]
     return cache_dir() / program.name / f"{program.version}-{key}"
 
@@ -169,13 +171,35 @@ def _build_one(program: GoProgram, go: str, progress: Progress) -> Built:
         return Built(program.name, program.module, program.version, str(binary), False, seconds, digest)
 
 
+def _source_digest(program: GoProgram) -> str:
+    """The hash of a lab program's own Go source (empty for a program built from a module)."""
+    if not program.source:
+        return ""
+    files = sorted((SOURCES / program.source).glob("*.go"))
+    return hashlib.sha256(b"".join(f.name.encode() + f.read_bytes() for f in files)).hexdigest()
+
+
 def _module_dir(program: GoProgram, go: str) -> Path:
     """A build module requiring ``program.module@version`` (tidied once; shared by its programs)."""
+    if program.source:
+        return _source_module(program, go)
     spec = json.dumps([program.module, program.version, program.staging, program.replaces, go, RECIPE])
     workdir = cache_dir() / "src" / hashlib.sha256(spec.encode()).hexdigest()[:12]
     with cache_lock(workdir):
         if not (workdir / "go.sum").is_file():
             _write_module(program, workdir)
+    return workdir
+
+
+def _source_module(program: GoProgram, go: str) -> Path:
+    """A module of the lab's own source for ``program`` (no dependencies: the standard library only)."""
+    workdir = cache_dir() / "src" / f"{program.name}-{_source_digest(program)[:12]}"
+    with cache_lock(workdir):
+        if not (workdir / "go.mod").is_file():
+            workdir.mkdir(parents=True, exist_ok=True)
+            for source in (SOURCES / program.source).glob("*.go"):
+                shutil.copy2(source, workdir / source.name)
+            (workdir / "go.mod").write_text(f"module {program.module}\n\ngo 1.26.0\n")
     return workdir
 
 

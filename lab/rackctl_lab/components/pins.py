@@ -28,7 +28,7 @@ class KubernetesRelease:
     version: str  #: e.g. ``1.37.2``
     etcd: str  #: kubeadm's etcd, module version (image tag ``3.7.0-0`` -> ``v3.7.0``)
     coredns: str  #: kubeadm's CoreDNS, module version
-    pause: str  #: kubeadm's pause tag (the pause image is C, built from the lab's own source; see images)
+    pause: str  #: kubeadm's pause tag (upstream's pause is C; the lab's is its own Go program: ``pause/``)
     cri_tools: str  #: crictl of the same minor
     helm: str = "v3.22.0"  #: Helm, for every release (one Helm serves every supported minor)
     containerd: str = "v2.4.2"  #: the CRI of the native nodes (Debian's 1.6 is out of support)
@@ -65,6 +65,8 @@ class GoProgram:
     staging: str = ""
     #: modules pinned beside the main one (``replace`` lines), where upstream's go.mod relies on its own replaces
     replaces: tuple[tuple[str, str], ...] = field(default=())
+    #: a directory of this package holding the program's own Go source (the lab's pause), instead of a module
+    source: str = ""
 
     @property
     def ident(self) -> str:
@@ -126,6 +128,7 @@ def programs(release: KubernetesRelease) -> list[GoProgram]:
             )
             for name in ("containerd", "containerd-shim-runc-v2", "ctr")
         ),
+        GoProgram("pause", "rackctl.lab/pause", release.pause, ".", "node", source="pause"),
         GoProgram("coredns", "github.com/coredns/coredns", release.coredns, "github.com/coredns/coredns", "addons"),
         GoProgram("helm", "helm.sh/helm/v3", release.helm, "helm.sh/helm/v3/cmd/helm", "addons"),
     ]

@@ -1,0 +1,163 @@
+"""A native lab node made ready for kubeadm: the lab's own builds of containerd, kubelet and kubeadm installed.
+
+What a Kubernetes node's packages would put there (on a real site the head node's mirror serves them), for
+a :class:`~rackctl_lab.nspawn.NativeNode` that is running: the programs from ``rackctl lab components`` in
+``/usr/local/bin``, systemd units for containerd and the kubelet (the kubelet reading kubeadm's
+``kubeadm-flags.env`` and ``config.yaml`` as the upstream packages' drop-in does), runc and the tools
+kubeadm's preflight looks for from Debian's packages, and the control-plane images imported into
+containerd's ``k8s.io`` namespace (what a registry mirror would serve).
+
+Two concessions to the lab machine, both in this module and nowhere in the product: its cgroups are v1
+(hybrid), so the node remounts its controller hierarchies read-write before containerd starts (nspawn mounts
+them read-only; the node's cgroup namespace keeps it inside its own subtree), and it has no
+CAP_SYS_RESOURCE, so containerd clamps the OOM score adjustments it asks runc for
+(``restrict_oom_score_adj``; a sandbox's -998 fails in runc otherwise: "can't get final child's PID from
+pipe: EOF").
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+from rackctl_lab.components.images import Image
+from rackctl_lab.nspawn import NativeNode
+
+#: The lab's builds a kubeadm node runs, installed in ``/usr/local/bin``.
+PROGRAMS = ("containerd", "containerd-shim-runc-v2", "ctr", "kubelet", "kubeadm", "kubectl")
+#: What Debian gives the node: the OCI runtime, and what kubeadm's preflight and the kubelet look for.
+DEBIAN_PACKAGES = ("runc", "conntrack", "iptables", "ethtool", "socat", "kmod")
+
+CGROUPS_UNIT = """\
+[Unit]
+Description=rackctl lab: cgroup v1 controllers read-write for containerd and the kubelet
+DefaultDependencies=no
+Before=containerd.service kubelet.service
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/bin/sh -c 'for d in /sys/fs/cgroup/*/; do mount -o remount,bind,rw "$d" 2>/dev/null || true; done'
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+CONTAINERD_UNIT = """\
+[Unit]
+Description=containerd (the lab's build)
+After=network.target rackctl-lab-cgroups.service
+
+[Service]
+ExecStart=/usr/local/bin/containerd
+Restart=always
+Delegate=yes
+KillMode=process
+LimitNOFILE=infinity
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+KUBELET_UNIT = """\
+[Unit]
+Description=kubelet (the lab's build)
+After=containerd.service
+Wants=containerd.service
+
+[Service]
+Environment="KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf \
+--kubeconfig=/etc/kubernetes/kubelet.conf"
+Environment="KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml"
+EnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env
+ExecStart=/usr/local/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS
+Restart=always
+RestartSec=2
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def containerd_config(sandbox: str) -> str:
+    """containerd's config: the sandbox image kubeadm pins, and OOM scores clamped (see the module docstring)."""
+    return (
+        "version = 3\n"
+        '[plugins."io.containerd.cri.v1.runtime"]\n'
+        "  restrict_oom_score_adj = true\n"
+        '[plugins."io.containerd.cri.v1.images".pinned_images]\n'
+        f'  sandbox = "{sandbox}"\n'
+    )
+
+
+Run = Callable[[str], str]
+
+
+def install(node: NativeNode, binaries: dict[str, Path], debs: list[Path], images: list[Image], run: Run) -> None:
+    """Install everything on the running ``node``; ``run`` runs a shell command on it (over SSH) and returns stdout."""
+    root = node.root
+    bin_dir = root / "usr/local/bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for name in PROGRAMS:
+        shutil.copy2(binaries[name], bin_dir / name)
+    units = root / "etc/systemd/system"
+    wants = units / "multi-user.target.wants"
+    wants.mkdir(parents=True, exist_ok=True)
+    for unit, text in (
+        ("rackctl-lab-cgroups.service", CGROUPS_UNIT),
+        ("containerd.service", CONTAINERD_UNIT),
+        ("kubelet.service", KUBELET_UNIT),
+    ):
+        (units / unit).write_text(text)
+        link = wants / unit
+        if not link.is_symlink():
+            link.symlink_to(f"/etc/systemd/system/{unit}")
+    sandbox = next(i.ref for i in images if "/pause:" in i.ref)
+    (root / "etc/containerd").mkdir(parents=True, exist_ok=True)
+    (root / "etc/containerd/config.toml").write_text(containerd_config(sandbox))
+    staging = root / "var/cache/rackctl-lab"
+    (staging / "debs").mkdir(parents=True, exist_ok=True)
+    (staging / "images").mkdir(parents=True, exist_ok=True)
+    for deb in debs:
+        shutil.copy2(deb, staging / "debs" / deb.name)
+    for image in images:
+        shutil.copy2(image.archive, staging / "images" / f"{image.digest.split(':')[1][:16]}.tar")
+    run(
+        "dpkg -i /var/cache/rackctl-lab/debs/*.deb >/var/cache/rackctl-lab/dpkg.log 2>&1 || "
+        "{ tail -5 /var/cache/rackctl-lab/dpkg.log; exit 1; }"
+    )
+    run("systemctl daemon-reload && systemctl start rackctl-lab-cgroups containerd")
+    run(
+        "until ctr version >/dev/null 2>&1; do sleep 0.2; done; "
+        "for f in /var/cache/rackctl-lab/images/*.tar; do "
+        'ctr -n k8s.io images import --local "$f" >/dev/null || exit 1; done; '
+        "rm -rf /var/cache/rackctl-lab/images"
+    )
+    listed = set(run("ctr -n k8s.io images ls -q").split())
+    missing = [i.ref for i in images if i.ref not in listed]
+    if missing:
+        raise RuntimeError(f"native node {node.name}: containerd does not list {', '.join(missing)}")
+    run("systemctl enable kubelet >/dev/null 2>&1; true")
+
+
+def debs_for(tree: Path, folder: Path, packages: tuple[str, ...] = DEBIAN_PACKAGES) -> list[Path]:
+    """The .debs ``packages`` need on a node booted from ``tree`` (this machine's apt, the tree's dpkg status)."""
+    (folder / "partial").mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [
+            "apt-get", "-qq", "-y", "--download-only", "--no-install-recommends",
+            "-o", f"Dir::State::status={tree / 'var/lib/dpkg/status'}",
+            "-o", f"Dir::Cache::archives={folder}",
+            "-o", "Debug::NoLocking=1",
+            "install", *packages,
+        ],
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    return sorted(folder.glob("*.deb"))
+
+
+def quoted(argv: list[str]) -> str:
+    return " ".join(shlex.quote(a) for a in argv)
