@@ -71,18 +71,22 @@ def recipes(release: KubernetesRelease) -> list[ImageRecipe]:
     ]
 
 
-def needed_programs(release: KubernetesRelease) -> list[str]:
-    """Every program the images hold, for ``rackctl lab components --only``."""
-    return sorted({name for recipe in recipes(release) for name, _ in recipe.programs})
+def _recipes(release: KubernetesRelease, skip: tuple[str, ...]) -> list[ImageRecipe]:
+    return [r for r in recipes(release) if r.repository not in skip]
 
 
-def assemble(release: KubernetesRelease, built: list[Built]) -> list[Image]:
-    """Every image of ``release`` from ``built`` (which must hold their programs), from the cache where it can."""
+def needed_programs(release: KubernetesRelease, skip: tuple[str, ...] = ()) -> list[str]:
+    """Every program the images hold (but those of the repositories in ``skip``), for ``--only``."""
+    return sorted({name for recipe in _recipes(release, skip) for name, _ in recipe.programs})
+
+
+def assemble(release: KubernetesRelease, built: list[Built], skip: tuple[str, ...] = ()) -> list[Image]:
+    """The images of ``release`` (but ``skip``'s repositories) from ``built``, from the cache where it can."""
     binaries = {b.name: b for b in built}
-    missing = sorted(set(needed_programs(release)) - set(binaries))
+    missing = sorted(set(needed_programs(release, skip)) - set(binaries))
     if missing:
         raise ValueError(f"images need programs that were not built: {', '.join(missing)}")
-    return [_assemble_one(recipe, binaries) for recipe in recipes(release)]
+    return [_assemble_one(recipe, binaries) for recipe in _recipes(release, skip)]
 
 
 def _assemble_one(recipe: ImageRecipe, binaries: dict[str, Built]) -> Image:
