@@ -86,6 +86,8 @@ def node_registration(inv: Inventory, node: Node) -> dict[str, Any]:
         taints.insert(0, dict(CONTROL_PLANE_TAINT))
     labels = ",".join(f"{k}={v}" for k, v in sorted(self_labels(node).items()))
     reg: dict[str, Any] = {"name": node.hostname, "criSocket": CRI_SOCKET, "taints": taints}
+    if inv.kubernetes.ignore_preflight_errors:
+        reg["ignorePreflightErrors"] = list(inv.kubernetes.ignore_preflight_errors)
     extra = {"node-ip": node_address(node), "node-labels": labels}
     reg["kubeletExtraArgs"] = _args(api, extra)
     return reg

@@ -15,6 +15,10 @@ _CHART_VERSION_RE = re.compile(r"^v?[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.-]+)?$
 _DRIVER_RE = re.compile(r"^[0-9]{3}\.[0-9]{1,3}(\.[0-9]{1,3})?$")
 
 
+#: a kubeadm preflight check's name as kubeadm prints it ([ERROR NAME]: ...)
+_PREFLIGHT_CHECK_RE = re.compile(r"^[A-Za-z][A-Za-z0-9.-]*$")
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True, validate_default=True)
 
@@ -63,6 +67,26 @@ class KubernetesSettings(_Strict):
     api_server_extra_args: dict[str, str] = Field(
         default_factory=dict, description="Extra kube-apiserver flags, name -> value (without the leading --)."
     )
+    ignore_preflight_errors: list[str] = Field(
+        default_factory=list,
+        description=(
+            "kubeadm preflight checks reported as warnings on every node (nodeRegistration.ignorePreflightErrors),"
+            " e.g. SystemVerification on a host that still has cgroup v1; never 'all'."
+        ),
+    )
+
+    @field_validator("ignore_preflight_errors")
+    @classmethod
+    def _checks(cls, value: list[str]) -> list[str]:
+        for check in value:
+            if check.lower() == "all":
+                raise ValueError("'all' would hide every preflight error; name each check, e.g. SystemVerification")
+            if not _PREFLIGHT_CHECK_RE.match(check):
+                raise ValueError(
+                    f"{check!r} is not a kubeadm preflight check name; use the name kubeadm prints in brackets, "
+                    "e.g. SystemVerification or FileContent--proc-sys-net-ipv4-ip_forward"
+                )
+        return value
 
     @field_validator("local_path")
     @classmethod

@@ -170,3 +170,34 @@ def test_no_secret_is_rendered(write_inventory: Callable[..., Path]) -> None:
     assert not re.search(r"\b[a-z0-9]{6}\.[a-z0-9]{16}\b", text)  # a bootstrap token
     assert not re.search(r"\b[a-f0-9]{64}\b", text)  # a certificate key / CA hash
     assert "RACKCTL_BMC_PASSWORD" not in text
+
+
+def test_preflight_checks_the_inventory_lets_through_are_in_every_nodes_registration(
+    write_inventory: Callable[..., Path],
+) -> None:
+    def edit(data: dict[str, Any]) -> None:
+        data["kubernetes"] = {"ignore_preflight_errors": ["SystemVerification"]}
+
+    bundle = _render(write_inventory(edit))
+    init, *_ = _docs(bundle, "kubeadm/head-01.yaml")
+    join, *_ = _docs(bundle, "kubeadm/cp-02.yaml")
+    assert init["nodeRegistration"]["ignorePreflightErrors"] == ["SystemVerification"]
+    assert join["nodeRegistration"]["ignorePreflightErrors"] == ["SystemVerification"]
+    plain, *_ = _docs(_render(write_inventory()), "kubeadm/head-01.yaml")
+    assert "ignorePreflightErrors" not in plain["nodeRegistration"]
+
+
+def test_ignoring_every_preflight_check_is_refused_naming_the_field(
+    write_inventory: Callable[..., Path], tmp_path: Path
+) -> None:
+    from click.testing import CliRunner
+
+    from bootstrap.cli import cli
+
+    def edit(data: dict[str, Any]) -> None:
+        data["kubernetes"] = {"ignore_preflight_errors": ["all"]}
+
+    result = CliRunner().invoke(cli, ["validate", "-i", str(write_inventory(edit))])
+    assert result.exit_code != 0
+    assert "kubernetes.ignore_preflight_errors" in result.output and "name each check" in result.output
+    assert "Traceback" not in result.output
