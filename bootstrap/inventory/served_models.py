@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from bootstrap.inventory.trtllm import SUPPORTED_VERSIONS, version_info
+from bootstrap.inventory.trtllm import ENGINE_VERSIONS, SUPPORTED_VERSIONS, version_info
 
 Precision = Literal["FP8", "FP16", "BF16", "FP32", "INT8", "INT4_AWQ", "AWQ", "GPTQ", "W8A8_SQ", "NVFP4"]
 Layout = Literal["inflight_batcher_llm", "llmapi"]
@@ -83,12 +83,15 @@ class ModelSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(..., pattern=DNS_LABEL, description="Model name: lowercase letters, digits, '-' (a DNS label).")
-    layout: Layout = Field(
-        default="inflight_batcher_llm",
-        description="inflight_batcher_llm (prebuilt engine, 5 models) or llmapi (LLM API, no engine build).",
-    )
     trtllm_version: str = Field(
-        ..., description=f"TensorRT-LLM version of the engines; one of {', '.join(SUPPORTED_VERSIONS)}."
+        ...,
+        description="TensorRT-LLM release (after July 2026: the Triton container release carrying it); "
+        f"one of {', '.join(SUPPORTED_VERSIONS)}.",
+    )
+    layout: Layout = Field(
+        default="llmapi",
+        description="llmapi (LLM API, no engine build; the default) or inflight_batcher_llm (prebuilt engine, "
+        "5 models; only TensorRT-LLM releases that ship the engine backend).",
     )
     hf_model_dir: str = Field(
         ..., pattern=POD_PATH, description="Absolute path (in the pod) of the HF model / tokenizer directory."
@@ -132,6 +135,27 @@ class ModelSpec(BaseModel):
         """Tokenizer directory, falling back to the HF model directory."""
         return self.tokenizer_dir or self.hf_model_dir
 
+    @model_validator(mode="before")
+    @classmethod
+    def _default_layout(cls, data: Any) -> Any:
+        """Fill ``layout`` when omitted: see :func:`default_layout`."""
+        if isinstance(data, dict) and data.get("layout") is None and isinstance(data.get("trtllm_version"), str):
+            return {**data, "layout": default_layout(data["trtllm_version"], bool(data.get("engine_dir")))}
+        return data
+
+    @field_validator("layout")
+    @classmethod
+    def _layout_in_release(cls, layout: Layout, info: ValidationInfo) -> Layout:
+        """Refuse the engine layout for a release without the engine backend (the message names the fix)."""
+        version = info.data.get("trtllm_version")
+        if layout == "inflight_batcher_llm" and version in SUPPORTED_VERSIONS and version not in ENGINE_VERSIONS:
+            raise ValueError(
+                f"layout 'inflight_batcher_llm' is not in TensorRT-LLM {version}: its TensorRT-engine Triton "
+                "backend was removed in July 2026; set layout: llmapi and drop engine_dir, or keep prebuilt "
+                f"engines on trtllm_version {ENGINE_VERSIONS[-1]} or older"
+            )
+        return layout
+
     @model_validator(mode="after")
     def _cross_field_rules(self) -> ModelSpec:
         if self.trtllm_version not in SUPPORTED_VERSIONS:
@@ -150,7 +174,7 @@ class ModelSpec(BaseModel):
                 f"layout 'llmapi' needs TensorRT-LLM >= 1.0, got trtllm_version {self.trtllm_version!r} "
                 "(fix: use layout: inflight_batcher_llm or a newer trtllm_version)"
             )
-        if self.batching_strategy not in info.batching_strategies:
+        if self.layout == "inflight_batcher_llm" and self.batching_strategy not in info.batching_strategies:
             raise ValueError(
                 f"batching_strategy {self.batching_strategy!r} is not available in TensorRT-LLM "
                 f"{self.trtllm_version} (fix: use one of {', '.join(info.batching_strategies)})"
@@ -167,3 +191,15 @@ class ModelSpec(BaseModel):
                 "(fix: lower tensor_parallelism or pipeline_parallelism)"
             )
         return self
+
+
+def default_layout(trtllm_version: str, has_engine_dir: bool) -> Layout:
+    """The layout of a model that names none: ``llmapi`` wherever the release has it, except that a model
+    with an ``engine_dir`` on a release that still ships the engine backend keeps ``inflight_batcher_llm``
+    (what an inventory written before the default changed meant); releases before 1.0 only have engines."""
+    if trtllm_version not in SUPPORTED_VERSIONS:
+        return "llmapi"  # the version itself is refused by the cross-field rules
+    info = version_info(trtllm_version)
+    if not info.has_llmapi or (has_engine_dir and info.engine_backend):
+        return "inflight_batcher_llm"
+    return "llmapi"

@@ -11,7 +11,7 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
 from bootstrap.cli import cli
-from bootstrap.inventory.trtllm import SUPPORTED_VERSIONS, version_info
+from bootstrap.inventory.trtllm import ENGINE_VERSIONS, version_info
 from bootstrap.triton.render import render_model
 from tests.triton.conftest import make_spec
 
@@ -25,7 +25,7 @@ def _configs(spec) -> dict[str, model_config_pb2.ModelConfig]:
     }
 
 
-@pytest.mark.parametrize("version", SUPPORTED_VERSIONS)
+@pytest.mark.parametrize("version", ENGINE_VERSIONS)
 def test_every_version_renders_its_full_parameter_set(version: str):
     configs = _configs(make_spec(trtllm_version=version))
     assert set(configs) == {"ensemble", "preprocessing", "postprocessing", "tensorrt_llm", "tensorrt_llm_bls"}
