@@ -69,7 +69,9 @@ def test_llmapi_layout_renders_llm_arguments():
 
 def test_cli_render_dry_run_writes_nothing_then_writes(tmp_path: Path):
     models = tmp_path / "models.yml"
-    models.write_text("models:\n  - {name: a, trtllm_version: '0.14.0', hf_model_dir: /m, engine_dir: /e}\n")
+    models.write_text(
+        "models:\n  - {name: a, trtllm_version: '0.14.0', hf_model_dir: /models/m, engine_dir: /models/e}\n"
+    )
     out = tmp_path / "out"
     args = ["triton", "render", "--models", str(models), "--out", str(out), "--json"]
     dry = CliRunner().invoke(cli, [*args, "--dry-run"])

@@ -51,8 +51,8 @@ def test_valid_spec_derives_world_size_and_tokenizer():
 def test_models_file_error_names_field_value_and_fix(tmp_path: Path):
     models = tmp_path / "models.yml"
     models.write_text(
-        "models:\n  - name: llama\n    trtllm_version: '0.14.0'\n    hf_model_dir: /m\n"
-        "    engine_dir: /e\n    precision: FP7\n"
+        "models:\n  - name: llama\n    trtllm_version: '0.14.0'\n    hf_model_dir: /models/m\n"
+        "    engine_dir: /models/e\n    precision: FP7\n"
     )
     result = CliRunner().invoke(cli, ["triton", "render", "--models", str(models), "--json", "--dry-run"])
     assert result.exit_code == 2
@@ -65,7 +65,7 @@ def test_models_file_error_names_field_value_and_fix(tmp_path: Path):
 
 def test_duplicate_model_names_are_refused(tmp_path: Path):
     models = tmp_path / "models.yml"
-    entry = "  - {name: a, trtllm_version: '0.14.0', hf_model_dir: /m, engine_dir: /e}\n"
+    entry = "  - {name: a, trtllm_version: '0.14.0', hf_model_dir: /models/m, engine_dir: /models/e}\n"
     models.write_text("models:\n" + entry + entry)
     result = CliRunner().invoke(cli, ["triton", "render", "--models", str(models), "--json"])
     assert result.exit_code == 2
