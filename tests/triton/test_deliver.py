@@ -22,7 +22,7 @@ from bootstrap.environment import HostEnvironment
 from bootstrap.inband.access import node_access
 from bootstrap.inventory.loader import load_inventory
 from bootstrap.provision.hostkeys import ensure_host_key, known_hosts_path, write_known_hosts
-from bootstrap.triton.deliver import deliver_model, plan_model, source_files
+from bootstrap.triton.deliver import SourceFile, deliver_model, deliver_node, plan_model, source_files
 from tests.sshnode import start_ssh_node
 from tests.triton.test_model_files import hf_checkpoint
 
@@ -231,3 +231,19 @@ def test_cli_refuses_files_that_do_not_fit_before_copying(rack, monkeypatch: pyt
     assert "precision FP8 declared but the files are AWQ-quantized" in error["message"]
     assert error["fix"] == "declare precision: AWQ"
     assert not (rack["tmp"] / "nvme").exists()  # nothing was copied anywhere
+
+
+def test_a_file_that_arrives_different_is_never_put_in_place(rack):
+    """The node checks each file's sha256 before it takes its name: a file whose bytes are not the ones
+    listed (changed on the build host mid-run) is removed, sent once more, then reported."""
+    plan = _plan(rack)
+    access = node_access(rack["inventory"], rack["state"], rack["env"])[NODES[0]]
+    listing = source_files(rack["source"])
+    lying = [SourceFile(f.rel, f.size, "0" * 64) if f.rel == "tokenizer.json" else f for f in listing]
+    dest = str(plan.dest).replace("@node", NODES[0])
+    result = deliver_node(access, dest, rack["source"], lying, lambda node, n: None)
+    assert result.resent_after_mismatch == ["tokenizer.json"]
+    assert result.error == "sha256 mismatch on arrival, twice: tokenizer.json"
+    assert not (Path(dest) / "tokenizer.json").exists()
+    assert not list(Path(dest).rglob("*.rackctl-part"))
+    assert _tree(Path(dest)) == {rel: sha for rel, sha in _tree(rack["source"]).items() if rel != "tokenizer.json"}
