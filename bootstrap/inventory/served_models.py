@@ -208,6 +208,11 @@ class ModelSpec(BaseModel):
                     f"{field} {value} is outside deployment.storage.mount_path {storage.mount_path}, where the "
                     f"pod sees the model's files; put it under {storage.mount_path}/ or change mount_path"
                 )
+        if self.source_dir and self.layout == "inflight_batcher_llm":
+            raise ValueError(
+                "source_dir is delivered to hf_model_dir for layout llmapi only: an engine and its tokenizer "
+                "are two directories; place them on the nodes yourself (drop source_dir), or use layout: llmapi"
+            )
         if self.source_dir and storage.kind == "nfs":
             raise ValueError(
                 "source_dir is for storage.kind node: rackctl never writes to an NFS export; "

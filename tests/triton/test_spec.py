@@ -31,6 +31,17 @@ from tests.triton.conftest import make_spec
         ),
         ({"hf_model_dir": 'models/"x'}, ["hf_model_dir"]),
         ({"unknown_knob": 1}, ["unknown_knob"]),
+        ({"source_dir": "/srv/m"}, ["source_dir is delivered to hf_model_dir for layout llmapi only"]),
+        (
+            {
+                "layout": "llmapi",
+                "engine_dir": None,
+                "trtllm_version": "26.07",
+                "source_dir": "/srv/m",
+                "deployment": {"storage": {"kind": "nfs", "nfs_server": "ps", "nfs_path": "/ifs"}},
+            },
+            ["rackctl never writes to an NFS export"],
+        ),
     ],
 )
 def test_invalid_specs_are_refused_with_the_field(overrides, words):
