@@ -21,6 +21,7 @@ from bootstrap.cli.common import (
     plan_option,
     state_dir_option,
 )
+from bootstrap.cli.triton_deliver import deliver_cmd
 from bootstrap.errors import EXIT_FAILED, InvalidInput, Problem
 from bootstrap.kube import KUBECONFIG
 from bootstrap.kube_proxy import KubectlProxy, parse_service, service_path
@@ -107,6 +108,9 @@ def _print_files(data: dict[str, Any]) -> None:
 @click.group("triton")
 def triton() -> None:
     """Triton + TensorRT-LLM model repositories: render, check, load, deploy, smoke-test."""
+
+
+triton.add_command(deliver_cmd)
 
 
 @triton.command("render")

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from bootstrap.inventory.trtllm import SUPPORTED_VERSIONS, version_info
+from bootstrap.inventory.trtllm import ENGINE_VERSIONS, SUPPORTED_VERSIONS, version_info
 
 Precision = Literal["FP8", "FP16", "BF16", "FP32", "INT8", "INT4_AWQ", "AWQ", "GPTQ", "W8A8_SQ", "NVFP4"]
 Layout = Literal["inflight_batcher_llm", "llmapi"]
@@ -35,26 +35,41 @@ class KvCacheSpec(BaseModel):
 
 
 class StorageSpec(BaseModel):
-    """Where the rendered model repository (and the engines) live for the pods."""
+    """Where the model's files (weights, tokenizer, engines) are for the pods: mounted read-only at
+    ``mount_path``, where ``hf_model_dir`` / ``tokenizer_dir`` / ``engine_dir`` point."""
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["local-path", "nfs"] = Field(
-        default="local-path",
-        description="local-path: a PVC on the local-path StorageClass; nfs: an NFS/PowerScale share.",
+    kind: Literal["node", "nfs"] = Field(
+        default="node",
+        description="node: node_dir on each GPU node's NVMe data path (a hostPath; filled by `rackctl triton "
+        "deliver` from source_dir, or placed there already); nfs: an NFS export on the storage network.",
     )
-    size: str = Field(default="200Gi", pattern=r"^[0-9]+(Mi|Gi|Ti)$", description="Volume size, e.g. 200Gi.")
-    storage_class: str = Field(default="local-path", description="StorageClass of the PVC when kind is local-path.")
+    node_dir: str = Field(
+        default="/mnt/nvme/rackctl-models",
+        pattern=POD_PATH,
+        description="Directory on each GPU node mounted at mount_path (kind node).",
+    )
     nfs_server: str | None = Field(default=None, description="NFS/PowerScale server name or address (kind nfs).")
     nfs_path: str | None = Field(default=None, description="Exported path on the NFS server (kind nfs).")
-    mount_path: str = Field(default="/models", pattern=r"^/", description="Where the volume is mounted in the pod.")
+    mount_path: str = Field(default="/models", pattern=POD_PATH, description="Where the files are in the pod.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_empty_claim(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("kind") == "local-path":
+            raise ValueError(
+                "storage.kind 'local-path' gave each pod an empty claim the model files never reached; "
+                "use kind: node (node_dir on each GPU node, filled by `rackctl triton deliver`) or kind: nfs"
+            )
+        return data
 
     @model_validator(mode="after")
     def _nfs_needs_server(self) -> StorageSpec:
         if self.kind == "nfs" and not (self.nfs_server and self.nfs_path):
             raise ValueError(
                 "storage.nfs_server and storage.nfs_path are required when storage.kind is 'nfs' "
-                "(fix: set both, or use kind: local-path)"
+                "(fix: set both, or use kind: node)"
             )
         return self
 
@@ -70,7 +85,7 @@ class DeploymentSpec(BaseModel):
         description="Value of the node label nvidia.com/gpu.product the pods are pinned to.",
     )
     namespace: str = Field(default="triton", pattern=DNS_LABEL, description="Kubernetes namespace.")
-    storage: StorageSpec = Field(default_factory=StorageSpec, description="Volume holding the repository.")
+    storage: StorageSpec = Field(default_factory=StorageSpec, description="Where the model's files are.")
     http_port: int = Field(default=8000, ge=1, le=65535, description="Triton HTTP port.")
     grpc_port: int = Field(default=8001, ge=1, le=65535, description="Triton gRPC port.")
     metrics_port: int = Field(default=8002, ge=1, le=65535, description="Triton metrics port.")
@@ -83,12 +98,15 @@ class ModelSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(..., pattern=DNS_LABEL, description="Model name: lowercase letters, digits, '-' (a DNS label).")
-    layout: Layout = Field(
-        default="inflight_batcher_llm",
-        description="inflight_batcher_llm (prebuilt engine, 5 models) or llmapi (LLM API, no engine build).",
-    )
     trtllm_version: str = Field(
-        ..., description=f"TensorRT-LLM version of the engines; one of {', '.join(SUPPORTED_VERSIONS)}."
+        ...,
+        description="TensorRT-LLM release (after July 2026: the Triton container release carrying it); "
+        f"one of {', '.join(SUPPORTED_VERSIONS)}.",
+    )
+    layout: Layout = Field(
+        default="llmapi",
+        description="llmapi (LLM API, no engine build; the default) or inflight_batcher_llm (prebuilt engine, "
+        "5 models; only TensorRT-LLM releases that ship the engine backend).",
     )
     hf_model_dir: str = Field(
         ..., pattern=POD_PATH, description="Absolute path (in the pod) of the HF model / tokenizer directory."
@@ -102,6 +120,12 @@ class ModelSpec(BaseModel):
         default=None,
         pattern=POD_PATH,
         description="Absolute path (in the pod) of the TRT-LLM engine directory (inflight_batcher_llm).",
+    )
+    source_dir: str | None = Field(
+        default=None,
+        pattern=POD_PATH,
+        description="The model directory (config.json, weights, tokenizer) on the head node or build host "
+        "that `rackctl triton deliver` copies to hf_model_dir on each GPU node (storage.kind node).",
     )
     precision: Precision = Field(default="FP16", description="Weight/compute precision the engine was built with.")
     tensor_parallelism: int = Field(default=1, ge=1, le=8, description="Tensor-parallel GPUs (within one node).")
@@ -132,6 +156,27 @@ class ModelSpec(BaseModel):
         """Tokenizer directory, falling back to the HF model directory."""
         return self.tokenizer_dir or self.hf_model_dir
 
+    @model_validator(mode="before")
+    @classmethod
+    def _default_layout(cls, data: Any) -> Any:
+        """Fill ``layout`` when omitted: see :func:`default_layout`."""
+        if isinstance(data, dict) and data.get("layout") is None and isinstance(data.get("trtllm_version"), str):
+            return {**data, "layout": default_layout(data["trtllm_version"], bool(data.get("engine_dir")))}
+        return data
+
+    @field_validator("layout")
+    @classmethod
+    def _layout_in_release(cls, layout: Layout, info: ValidationInfo) -> Layout:
+        """Refuse the engine layout for a release without the engine backend (the message names the fix)."""
+        version = info.data.get("trtllm_version")
+        if layout == "inflight_batcher_llm" and version in SUPPORTED_VERSIONS and version not in ENGINE_VERSIONS:
+            raise ValueError(
+                f"layout 'inflight_batcher_llm' is not in TensorRT-LLM {version}: its TensorRT-engine Triton "
+                "backend was removed in July 2026; set layout: llmapi and drop engine_dir, or keep prebuilt "
+                f"engines on trtllm_version {ENGINE_VERSIONS[-1]} or older"
+            )
+        return layout
+
     @model_validator(mode="after")
     def _cross_field_rules(self) -> ModelSpec:
         if self.trtllm_version not in SUPPORTED_VERSIONS:
@@ -150,10 +195,28 @@ class ModelSpec(BaseModel):
                 f"layout 'llmapi' needs TensorRT-LLM >= 1.0, got trtllm_version {self.trtllm_version!r} "
                 "(fix: use layout: inflight_batcher_llm or a newer trtllm_version)"
             )
-        if self.batching_strategy not in info.batching_strategies:
+        if self.layout == "inflight_batcher_llm" and self.batching_strategy not in info.batching_strategies:
             raise ValueError(
                 f"batching_strategy {self.batching_strategy!r} is not available in TensorRT-LLM "
                 f"{self.trtllm_version} (fix: use one of {', '.join(info.batching_strategies)})"
+            )
+        storage = self.deployment.storage
+        for field in ("hf_model_dir", "tokenizer_dir", "engine_dir"):
+            value = getattr(self, field)
+            if value is not None and not _under(value, storage.mount_path):
+                raise ValueError(
+                    f"{field} {value} is outside deployment.storage.mount_path {storage.mount_path}, where the "
+                    f"pod sees the model's files; put it under {storage.mount_path}/ or change mount_path"
+                )
+        if self.source_dir and self.layout == "inflight_batcher_llm":
+            raise ValueError(
+                "source_dir is delivered to hf_model_dir for layout llmapi only: an engine and its tokenizer "
+                "are two directories; place them on the nodes yourself (drop source_dir), or use layout: llmapi"
+            )
+        if self.source_dir and storage.kind == "nfs":
+            raise ValueError(
+                "source_dir is for storage.kind node: rackctl never writes to an NFS export; "
+                "drop source_dir and place the files on the export, or use kind: node"
             )
         if self.kv_cache.max_attention_window > self.kv_cache.max_tokens:
             raise ValueError(
@@ -167,3 +230,19 @@ class ModelSpec(BaseModel):
                 "(fix: lower tensor_parallelism or pipeline_parallelism)"
             )
         return self
+
+
+def default_layout(trtllm_version: str, has_engine_dir: bool) -> Layout:
+    """The layout of a model that names none: ``llmapi`` wherever the release has it, except that a model
+    with an ``engine_dir`` on a release that still ships the engine backend keeps ``inflight_batcher_llm``
+    (what an inventory written before the default changed meant); releases before 1.0 only have engines."""
+    if trtllm_version not in SUPPORTED_VERSIONS:
+        return "llmapi"  # the version itself is refused by the cross-field rules
+    info = version_info(trtllm_version)
+    if not info.has_llmapi or (has_engine_dir and info.engine_backend):
+        return "inflight_batcher_llm"
+    return "llmapi"
+
+
+def _under(path: str, root: str) -> bool:
+    return path.rstrip("/").startswith(root.rstrip("/") + "/")

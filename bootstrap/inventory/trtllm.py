@@ -2,6 +2,11 @@
 
 Sources: NVIDIA's Triton/TensorRT-LLM support matrix (0.8 ↔ 24.02, 0.14 ↔ 24.10, 1.1.0 ↔ 25.12) and the
 parameters of ``tensorrt_llm/config.pbtxt`` in each tensorrtllm_backend / TensorRT-LLM release.
+
+TensorRT-LLM removed the TensorRT-engine Triton backend (rackctl's ``inflight_batcher_llm`` layout) and the
+``trtllm-build`` examples in July 2026 (NVIDIA/TensorRT-LLM#15907, #15763); Triton keeps shipping monthly
+(2.71.0 = 26.07). Releases after the removal are keyed by their Triton container (``26.07``): the
+TensorRT-LLM version inside it is not in rackctl's sources (docs/serving.md), the container tag is.
 """
 
 from __future__ import annotations
@@ -55,6 +60,8 @@ class VersionInfo:
     parameters: tuple[str, ...]
     batching_strategies: tuple[str, ...]
     has_llmapi: bool = False
+    #: Whether the release still ships the TensorRT-engine backend (the ``inflight_batcher_llm`` layout).
+    engine_backend: bool = True
 
     @property
     def image(self) -> str:
@@ -90,10 +97,13 @@ _VERSIONS: dict[str, VersionInfo] = {
         VersionInfo("0.15.0", "24.11", _V14, _IFB_ONLY),
         VersionInfo("0.16.0", "24.12", _V14, _IFB_ONLY),
         VersionInfo("1.1.0", "25.12", _V14, _IFB_ONLY, has_llmapi=True),
+        VersionInfo("26.07", "26.07", (), _IFB_ONLY, has_llmapi=True, engine_backend=False),
     )
 }
 
 SUPPORTED_VERSIONS: tuple[str, ...] = tuple(_VERSIONS)
+#: Releases that ship the engine backend (the only ones ``inflight_batcher_llm`` renders for).
+ENGINE_VERSIONS: tuple[str, ...] = tuple(v for v, info in _VERSIONS.items() if info.engine_backend)
 
 
 def version_info(trtllm_version: str) -> VersionInfo:

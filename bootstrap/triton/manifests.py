@@ -1,8 +1,9 @@
-"""Kubernetes manifests per model: volume, repository ConfigMap, Deployment (GPUs = TP x PP), Services,
+"""Kubernetes manifests per model: repository ConfigMap, Deployment (GPUs = TP x PP), Services,
 ServiceMonitor.
 
 The rendered repository travels in ConfigMap ``<model>-repository``; the Deployment's initContainer copies it
-to where Triton loads it (:mod:`bootstrap.triton.repository_volume`).
+to where Triton loads it (:mod:`bootstrap.triton.repository_volume`). The model's files are mounted read-only
+at ``deployment.storage.mount_path`` from where they are: the node's ``node_dir`` (hostPath) or the NFS export.
 """
 
 from __future__ import annotations
@@ -34,34 +35,13 @@ def _meta(spec: ModelSpec, name: str, **labels: str) -> dict[str, Any]:
     return {"name": name, "namespace": spec.deployment.namespace, "labels": {**_labels(spec), **labels}}
 
 
-def volume_objects(spec: ModelSpec) -> tuple[list[dict[str, Any]], str]:
-    """PVC (local-path) or PV + PVC (NFS/PowerScale) holding the repository; returns (objects, claim)."""
+def weights_volume(spec: ModelSpec) -> dict[str, Any]:
+    """The pod volume holding the model's files: hostPath of the node's ``node_dir`` (kind node; it must
+    exist, filled by ``rackctl triton deliver`` or beforehand) or the NFS export, read-only (kind nfs)."""
     storage = spec.deployment.storage
-    claim = f"{spec.name}-repository"
-    pvc: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": _meta(spec, claim),
-        "spec": {"resources": {"requests": {"storage": storage.size}}},
-    }
-    if storage.kind == "local-path":
-        pvc["spec"] |= {"accessModes": ["ReadWriteOnce"], "storageClassName": storage.storage_class}
-        return [pvc], claim
-    pv_name = f"{spec.deployment.namespace}-{spec.name}-repository"
-    pv = {
-        "apiVersion": "v1",
-        "kind": "PersistentVolume",
-        "metadata": {"name": pv_name, "labels": _labels(spec)},
-        "spec": {
-            "capacity": {"storage": storage.size},
-            "accessModes": ["ReadOnlyMany"],
-            "persistentVolumeReclaimPolicy": "Retain",
-            "storageClassName": "",
-            "nfs": {"server": storage.nfs_server, "path": storage.nfs_path, "readOnly": True},
-        },
-    }
-    pvc["spec"] |= {"accessModes": ["ReadOnlyMany"], "storageClassName": "", "volumeName": pv_name}
-    return [pv, pvc], claim
+    if storage.kind == "nfs":
+        return {"name": "weights", "nfs": {"server": storage.nfs_server, "path": storage.nfs_path, "readOnly": True}}
+    return {"name": "weights", "hostPath": {"path": storage.node_dir, "type": "Directory"}}
 
 
 def launch_command(spec: ModelSpec) -> list[str]:
@@ -83,16 +63,7 @@ def _probe(path: str, period: int, failures: int) -> dict[str, Any]:
     return {"httpGet": {"path": path, "port": "http"}, "periodSeconds": period, "failureThreshold": failures}
 
 
-def _repository_volumes(spec: ModelSpec, repository: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
-    """The ConfigMap source volume and the copy's target volume (the model volume, or an emptyDir for NFS)."""
-    volumes = [repo_volume.source_volume(repository)]
-    if spec.deployment.storage.kind == "nfs":  # read-only share: the copy lives in the pod
-        volumes.append({"name": "model-repository", "emptyDir": {}})
-        return volumes, "model-repository"
-    return volumes, "repository"
-
-
-def deployment(spec: ModelSpec, claim: str, repository: dict[str, Any] | None = None) -> dict[str, Any]:
+def deployment(spec: ModelSpec, repository: dict[str, Any] | None = None) -> dict[str, Any]:
     """The Triton Deployment: GPUs = TP x PP on nodes with the declared GPU product; ``repository``: the
     model's repository ConfigMap (built when not given), copied by the initContainer, its digest annotating
     the pod template."""
@@ -100,8 +71,6 @@ def deployment(spec: ModelSpec, claim: str, repository: dict[str, Any] | None = 
     repository = repository or repository_config_map(spec)
     gpus = str(spec.world_size)
     image = version_info(spec.trtllm_version).image
-    repo_volumes, target = _repository_volumes(spec, repository)
-    mounts = [{"name": "model-repository", "mountPath": repo_volume.NFS_REPOSITORY_ROOT, "readOnly": True}]
     container = {
         "name": "triton",
         "image": image,
@@ -116,14 +85,10 @@ def deployment(spec: ModelSpec, claim: str, repository: dict[str, Any] | None = 
         "readinessProbe": _probe(READY_PATH, 5, 3),
         "livenessProbe": _probe("/v2/health/live", 10, 3),
         "volumeMounts": [
-            {
-                "name": "repository",
-                "mountPath": dep.storage.mount_path,
-                "readOnly": dep.storage.kind == "nfs",
-            },
+            {"name": "weights", "mountPath": dep.storage.mount_path, "readOnly": True},
             {"name": "launcher", "mountPath": LAUNCH_MOUNT, "readOnly": True},
             {"name": "shm", "mountPath": "/dev/shm"},  # noqa: S108 - NCCL/MPI shared memory, not a temp file
-            *(mounts if target == "model-repository" else []),
+            {"name": "model-repository", "mountPath": repo_volume.REPOSITORY_ROOT, "readOnly": True},
         ],
     }
     return {
@@ -144,13 +109,14 @@ def deployment(spec: ModelSpec, claim: str, repository: dict[str, Any] | None = 
                     "nodeSelector": {"nvidia.com/gpu.product": dep.gpu_product},
                     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
                     "terminationGracePeriodSeconds": 60,
-                    "initContainers": [repo_volume.copier_container(spec, image, LAUNCH_MOUNT, target)],
+                    "initContainers": [repo_volume.copier_container(spec, image, LAUNCH_MOUNT)],
                     "containers": [container],
                     "volumes": [
-                        {"name": "repository", "persistentVolumeClaim": {"claimName": claim}},
+                        weights_volume(spec),
                         {"name": "launcher", "configMap": {"name": f"{spec.name}-launcher"}},
                         {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": dep.shm_size}},
-                        *repo_volumes,
+                        repo_volume.source_volume(repository),
+                        {"name": "model-repository", "emptyDir": {}},
                     ],
                 },
             },
@@ -249,15 +215,13 @@ def repository_config_map(spec: ModelSpec) -> dict[str, Any]:
 
 def build_manifests(spec: ModelSpec) -> dict[str, list[dict[str, Any]]]:
     """File name -> Kubernetes objects for one model (built-in kinds apart from the ServiceMonitor)."""
-    volume, claim = volume_objects(spec)
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": spec.deployment.namespace}}
     repository = repository_config_map(spec)
     core = [
         namespace,
-        *volume,
         launcher_config_map(spec),
         repository,
-        deployment(spec, claim, repository),
+        deployment(spec, repository),
         *services(spec),
     ]
     return {"deployment.yaml": core, "servicemonitor.yaml": [service_monitor(spec)]}

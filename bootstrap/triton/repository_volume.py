@@ -7,10 +7,9 @@ The pod mounts it with ``items: [{key, path}]``, which restores the tree, and th
 Triton loads, atomically, skipping the copy when the digest there already matches. The digest is also the pod
 template's annotation ``rackctl.io/repository-digest``: a changed repository rolls the Deployment.
 
-Where the repository lands: ``<mount_path>/<model>/model_repository`` on the model volume for ``local-path``;
-for ``nfs`` (a read-only PersistentVolume: rackctl never writes to the share) a pod-local ``emptyDir`` at
-``/opt/rackctl-models/<model>/model_repository``, filled by the same copier. Engines and tokenizers stay
-where the configs point (on the volume, whichever kind).
+Where the repository lands: a pod-local ``emptyDir`` at ``/opt/rackctl-models/<model>/model_repository``
+(the model's files are mounted read-only, so the repository never goes there). Weights, engines and
+tokenizers stay where the configs point: under ``deployment.storage.mount_path`` (see manifests.py).
 """
 
 from __future__ import annotations
@@ -33,8 +32,8 @@ TREE_DIR = "repository"
 MARKER = ".rackctl-repository-digest"
 #: Where the pod mounts the ConfigMap (the copier's ``--source``).
 SOURCE_MOUNT = "/opt/rackctl-repository-source"
-#: Where an NFS model's repository lives in the pod (an emptyDir; the share is read-only).
-NFS_REPOSITORY_ROOT = "/opt/rackctl-models"
+#: Where the model repository lives in the pod (an emptyDir; the model's files are mounted read-only).
+REPOSITORY_ROOT = "/opt/rackctl-models"
 DIGEST_ANNOTATION = "rackctl.io/repository-digest"
 #: The API server refuses a ConfigMap whose values total more than this (``core.MaxSecretSize``, 1 MiB).
 CONFIG_MAP_LIMIT = 1024 * 1024
@@ -62,9 +61,7 @@ def config_map_key(rel: str) -> str:
 
 def repository_path(spec: ModelSpec) -> str:
     """The model repository path Triton loads in the pod (``--model_repo``)."""
-    storage = spec.deployment.storage
-    root = NFS_REPOSITORY_ROOT if storage.kind == "nfs" else storage.mount_path
-    return f"{root}/{spec.name}/{REPOSITORY_DIR}"
+    return f"{REPOSITORY_ROOT}/{spec.name}/{REPOSITORY_DIR}"
 
 
 def config_map_name(spec: ModelSpec) -> str:
@@ -125,10 +122,10 @@ def _overlaps(a: str, b: str) -> bool:
     return a.startswith(b) or b.startswith(a)
 
 
-def copier_container(spec: ModelSpec, image: str, launcher_mount: str, target_volume: str) -> dict[str, Any]:
+def copier_container(spec: ModelSpec, image: str, launcher_mount: str) -> dict[str, Any]:
     """The initContainer copying the projected repository to :func:`repository_path`."""
     storage = spec.deployment.storage
-    taken = [m for m in (launcher_mount, SOURCE_MOUNT, NFS_REPOSITORY_ROOT) if _overlaps(storage.mount_path, m)]
+    taken = [m for m in (launcher_mount, SOURCE_MOUNT, REPOSITORY_ROOT) if _overlaps(storage.mount_path, m)]
     if taken:
         raise InvalidInput(
             f"model {spec.name}: deployment.storage.mount_path {storage.mount_path} overlaps {taken[0]}",
@@ -140,7 +137,6 @@ def copier_container(spec: ModelSpec, image: str, launcher_mount: str, target_vo
                 )
             ],
         )
-    target_mount = NFS_REPOSITORY_ROOT if storage.kind == "nfs" else storage.mount_path
     return {
         "name": "repository",
         "image": image,
@@ -152,7 +148,7 @@ def copier_container(spec: ModelSpec, image: str, launcher_mount: str, target_vo
         ],
         "volumeMounts": [
             {"name": "repository-source", "mountPath": SOURCE_MOUNT, "readOnly": True},
-            {"name": target_volume, "mountPath": target_mount},
+            {"name": "model-repository", "mountPath": REPOSITORY_ROOT},
             {"name": "launcher", "mountPath": launcher_mount, "readOnly": True},
         ],
     }

@@ -14,7 +14,9 @@ from bootstrap.cli import cli
 
 def test_triton_render_and_check_default_to_the_state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     models = tmp_path / "models.yml"
-    models.write_text("models:\n  - {name: a, trtllm_version: '0.14.0', hf_model_dir: /m, engine_dir: /e}\n")
+    models.write_text(
+        "models:\n  - {name: a, trtllm_version: '0.14.0', hf_model_dir: /models/m, engine_dir: /models/e}\n"
+    )
     state = tmp_path / "state"
     done = CliRunner().invoke(cli, ["triton", "render", "--models", str(models), "--state-dir", str(state), "--json"])
     assert done.exit_code == 0, done.output

@@ -157,7 +157,6 @@ def test_manifests_applied_server_side_as_rackctl_once_the_missing_crd_reported(
         assert sorted(report.applied) == sorted(
             [
                 f"Namespace/{namespace}",
-                f"PersistentVolumeClaim/{namespace}/m-repository",
                 f"ConfigMap/{namespace}/m-launcher",
                 f"ConfigMap/{namespace}/m-repository",
                 f"Deployment/{namespace}/triton-m",
@@ -173,22 +172,18 @@ def test_manifests_applied_server_side_as_rackctl_once_the_missing_crd_reported(
             f"/api/v1/namespaces/{namespace}/configmaps/m-launcher",
             f"/api/v1/namespaces/{namespace}/configmaps/m-repository",
             f"/api/v1/namespaces/{namespace}/services/triton-m",
-            f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/m-repository",
         ]
         before = {path: content(kube.call("GET", path)) for path in paths}
         versions = {path: kube.call("GET", path)["metadata"]["resourceVersion"] for path in paths}
 
         again = apply_objects(api, objects)
         assert set(again.applied.values()) == {"unchanged"} and not again.changed, again.applied
-        assert again.summary().startswith("7 object(s) applied (7 unchanged); not applied: ServiceMonitor/")
+        assert again.summary().startswith("6 object(s) applied (6 unchanged); not applied: ServiceMonitor/")
         # Content, labels and the Deployment's generation as before (no rollout triggered); the server wrote
-        # nothing: every resourceVersion as before, but the PersistentVolumeClaim's. 1.37.2 bumps a claim's
-        # resourceVersion on a no-op server-side apply while its content, status and managedFields stay
-        # byte-for-byte the same (measured here; a 1.20 server did the same to managedFields on some kinds).
+        # nothing: every resourceVersion as before. (1.37.2 bumps a PersistentVolumeClaim's resourceVersion on a
+        # no-op server-side apply, measured here; the model's objects hold no claim any more.)
         assert {path: content(kube.call("GET", path)) for path in paths} == before
-        claim = paths[-1]
-        after = {path: kube.call("GET", path)["metadata"]["resourceVersion"] for path in paths if path != claim}
-        assert after == {path: version for path, version in versions.items() if path != claim}
+        assert {path: kube.call("GET", path)["metadata"]["resourceVersion"] for path in paths} == versions
         assert before[paths[0]]["metadata"]["generation"] == 1
 
         # With the CRD installed (the hand-written subset of the Prometheus operator's), it is applied too.
@@ -242,7 +237,7 @@ def test_rollout_state_names_the_conditions_when_the_controller_saw_it() -> None
 
 def test_the_rendered_deployment_rolls_updates_without_dropping_the_service() -> None:
     spec = make_spec(name="m")
-    dep = deployment(spec, "m-repository")
+    dep = deployment(spec)
     assert rolling_update_problems(dep) == []
     rolling = dep["spec"]["strategy"]["rollingUpdate"]
     assert (rolling["maxSurge"], rolling["maxUnavailable"]) == (1, 0)

@@ -91,7 +91,6 @@ def test_rendered_bundle_accepted_by_real_apiserver(
     for kind in [
         ("v1", "Pod"),
         ("v1", "Namespace"),
-        ("v1", "PersistentVolumeClaim"),
         ("v1", "ConfigMap"),
         ("apps/v1", "Deployment"),
         ("v1", "Service"),

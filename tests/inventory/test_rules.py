@@ -443,7 +443,7 @@ def _model(name: str, product: str, tp: int = 1) -> dict:
         "trtllm_version": "1.1.0",
         "hf_model_dir": "/models/llama",
         "tokenizer_dir": "/models/llama",
-        "engine_dir": "/engines/llama",
+        "engine_dir": "/models/engines/llama",
         "tensor_parallelism": tp,
         "deployment": {"gpu_product": product},
     }

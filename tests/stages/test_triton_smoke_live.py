@@ -45,15 +45,14 @@ SUBSET_CRD = Path(__file__).resolve().parents[1] / "cluster" / "fixtures" / "ser
 
 
 def _inventory(tmp_path: Path, namespace: str, *, llmapi: str | None = None) -> Path:
-    """The example inventory, its models in ``namespace``; ``llmapi``: that model declared with the LLM API
-    layout (the smoke then asks ``tensorrt_llm``, which the served in-flight-batcher repository has with
-    other inputs)."""
+    """The example inventory, its models in ``namespace`` on the in-flight-batcher layout (what the served
+    stand-in is); ``llmapi``: that model kept on the example's LLM API layout (the smoke then asks
+    ``tensorrt_llm``, which the served in-flight-batcher repository has with other inputs)."""
     data = yaml.safe_load(EXAMPLE.read_text())
     for model in data["models"]:
         model["deployment"]["namespace"] = namespace
-        if model["name"] == llmapi:
-            model["layout"] = "llmapi"
-            del model["engine_dir"]
+        if model["name"] != llmapi:  # the served stand-in is an in-flight-batcher repository (release 1.1.0)
+            model |= {"layout": "inflight_batcher_llm", "engine_dir": f"/models/engines/{model['name']}"}
     path = tmp_path / "cluster.yml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path

@@ -35,17 +35,45 @@ def test_manifests_pass_strict_validation_and_carry_the_model():
     assert dep["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
     ports = {p["name"] for s in objects if s["kind"] == "Service" for p in s["spec"]["ports"]}
     assert ports == {"http", "grpc", "metrics"}
-    assert kinds[("PersistentVolumeClaim", "llama3-8b-repository")]["spec"]["storageClassName"] == "local-path"
+    # No claim: the model's files are the node's data directory, mounted read-only where the configs point.
+    assert not {k for k in kinds if k[0] in ("PersistentVolumeClaim", "PersistentVolume")}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["weights"]["hostPath"] == {"path": "/mnt/nvme/rackctl-models", "type": "Directory"}
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    assert mounts["weights"] == {"name": "weights", "mountPath": "/models", "readOnly": True}
+    assert spec.hf_model_dir.startswith("/models/") and spec.engine_dir.startswith("/models/")
 
 
-def test_nfs_share_gives_a_persistent_volume():
+def test_nfs_share_is_mounted_read_only_where_the_configs_point():
     spec = make_spec(deployment={"storage": {"kind": "nfs", "nfs_server": "powerscale.lab", "nfs_path": "/ifs/ai"}})
     objects = build_manifests(spec)["deployment.yaml"]
     assert validate_objects(objects) == []
-    pv = next(o for o in objects if o["kind"] == "PersistentVolume")
-    assert pv["spec"]["nfs"] == {"server": "powerscale.lab", "path": "/ifs/ai", "readOnly": True}
-    pvc = next(o for o in objects if o["kind"] == "PersistentVolumeClaim")
-    assert pvc["spec"]["volumeName"] == pv["metadata"]["name"]
+    assert not [o for o in objects if o["kind"] in ("PersistentVolumeClaim", "PersistentVolume")]
+    pod = next(o for o in objects if o["kind"] == "Deployment")["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["weights"]["nfs"] == {"server": "powerscale.lab", "path": "/ifs/ai", "readOnly": True}
+    mounts = {m["name"]: m for m in pod["containers"][0]["volumeMounts"]}
+    assert mounts["weights"] == {"name": "weights", "mountPath": "/models", "readOnly": True}
+
+
+def test_model_paths_outside_the_mount_and_the_old_empty_claim_are_refused(tmp_path: Path):
+    models = tmp_path / "models.yml"
+    entry = "  - {name: a, trtllm_version: '26.07', hf_model_dir: /data/m%s}\n"
+    for extra, path, words in (
+        ("", "models[0]", "hf_model_dir /data/m is outside deployment.storage.mount_path /models"),
+        (
+            ", deployment: {storage: {kind: local-path}}",
+            "models[0].deployment.storage",
+            "storage.kind 'local-path' gave each pod an empty claim",
+        ),
+    ):
+        models.write_text("models:\n" + entry % extra)
+        result = CliRunner().invoke(cli, ["triton", "manifests", "--models", str(models), "--json", "--plan"])
+        assert result.exit_code == 2, result.output
+        assert "Traceback" not in result.output
+        error = json.loads(result.output)["errors"][0]
+        assert error["path"] == path and words in error["message"], error
+        assert error["fix"] and "write a value" not in error["fix"]
 
 
 def test_strict_validation_catches_a_misspelt_field():
@@ -69,7 +97,8 @@ def test_service_monitor_selects_the_metrics_service():
 def test_cli_manifests_dry_run_then_write(tmp_path: Path):
     models = tmp_path / "models.yml"
     models.write_text(
-        "models:\n  - {name: a, trtllm_version: '0.14.0', hf_model_dir: /m, engine_dir: /e, tensor_parallelism: 2}\n"
+        "models:\n  - {name: a, trtllm_version: '0.14.0', "
+        "hf_model_dir: /models/m, engine_dir: /models/e, tensor_parallelism: 2}\n"
     )
     out = tmp_path / "out"
     args = ["triton", "manifests", "--models", str(models), "--out", str(out), "--json"]

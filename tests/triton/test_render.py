@@ -11,7 +11,7 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
 from bootstrap.cli import cli
-from bootstrap.inventory.trtllm import SUPPORTED_VERSIONS, version_info
+from bootstrap.inventory.trtllm import ENGINE_VERSIONS, version_info
 from bootstrap.triton.render import render_model
 from tests.triton.conftest import make_spec
 
@@ -25,7 +25,7 @@ def _configs(spec) -> dict[str, model_config_pb2.ModelConfig]:
     }
 
 
-@pytest.mark.parametrize("version", SUPPORTED_VERSIONS)
+@pytest.mark.parametrize("version", ENGINE_VERSIONS)
 def test_every_version_renders_its_full_parameter_set(version: str):
     configs = _configs(make_spec(trtllm_version=version))
     assert set(configs) == {"ensemble", "preprocessing", "postprocessing", "tensorrt_llm", "tensorrt_llm_bls"}
@@ -69,7 +69,9 @@ def test_llmapi_layout_renders_llm_arguments():
 
 def test_cli_render_dry_run_writes_nothing_then_writes(tmp_path: Path):
     models = tmp_path / "models.yml"
-    models.write_text("models:\n  - {name: a, trtllm_version: '0.14.0', hf_model_dir: /m, engine_dir: /e}\n")
+    models.write_text(
+        "models:\n  - {name: a, trtllm_version: '0.14.0', hf_model_dir: /models/m, engine_dir: /models/e}\n"
+    )
     out = tmp_path / "out"
     args = ["triton", "render", "--models", str(models), "--out", str(out), "--json"]
     dry = CliRunner().invoke(cli, [*args, "--dry-run"])

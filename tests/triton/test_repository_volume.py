@@ -119,17 +119,17 @@ def test_manifests_carry_the_repository_config_map_and_the_copier(overrides: dic
     assert {i["path"] for i in items} == {rv.MANIFEST_KEY} | {f"repository/{rel}" for rel in rendered.files}
     init_mounts = {m["name"]: m for m in init["volumeMounts"]}
     triton_mounts = {m["name"]: m for m in triton["volumeMounts"]}
-    if spec.deployment.storage.kind == "nfs":
-        # The share is read-only: the copy lives in a pod-local emptyDir, read-only for Triton.
-        assert dest == f"/opt/rackctl-models/{spec.name}/model_repository"
-        assert volumes["model-repository"] == {"name": "model-repository", "emptyDir": {}}
-        assert init_mounts["model-repository"]["mountPath"] == "/opt/rackctl-models"
-        assert triton_mounts["model-repository"]["readOnly"] is True
-        assert "repository" not in init_mounts and triton_mounts["repository"]["readOnly"] is True
-    else:
-        assert dest == f"{spec.deployment.storage.mount_path}/{spec.name}/model_repository"
-        assert init_mounts["repository"]["mountPath"] == spec.deployment.storage.mount_path
-        assert "model-repository" not in volumes
+    # The model's files are mounted read-only: the copy lives in a pod-local emptyDir, read-only for Triton.
+    assert dest == f"/opt/rackctl-models/{spec.name}/model_repository"
+    assert volumes["model-repository"] == {"name": "model-repository", "emptyDir": {}}
+    assert init_mounts["model-repository"]["mountPath"] == "/opt/rackctl-models"
+    assert triton_mounts["model-repository"]["readOnly"] is True
+    assert "weights" not in init_mounts
+    assert triton_mounts["weights"] == {
+        "name": "weights",
+        "mountPath": spec.deployment.storage.mount_path,
+        "readOnly": True,
+    }
 
 
 def test_a_changed_repository_changes_the_pod_template_and_only_then() -> None:
@@ -314,7 +314,11 @@ def test_carries_repository_tells_a_deployment_that_brings_its_repository_from_o
 
 
 def test_a_mount_path_on_rackctls_own_mounts_is_refused_naming_the_field() -> None:
-    spec = make_spec(deployment={"storage": {"mount_path": "/opt/rackctl-models/shared"}})
+    spec = make_spec(
+        hf_model_dir="/opt/rackctl-models/shared/hf",
+        engine_dir="/opt/rackctl-models/shared/e",
+        deployment={"storage": {"mount_path": "/opt/rackctl-models/shared"}},
+    )
     with pytest.raises(InvalidInput) as caught:
         build_manifests(spec)
     (problem,) = caught.value.problems
@@ -325,7 +329,9 @@ def test_a_mount_path_on_rackctls_own_mounts_is_refused_naming_the_field() -> No
 
 def test_cli_manifests_write_the_repository_config_map(tmp_path: Path) -> None:
     models = tmp_path / "models.yml"
-    models.write_text("models:\n  - {name: a, trtllm_version: '0.14.0', hf_model_dir: /m, engine_dir: /e}\n")
+    models.write_text(
+        "models:\n  - {name: a, trtllm_version: '0.14.0', hf_model_dir: /models/m, engine_dir: /models/e}\n"
+    )
     out = tmp_path / "out"
     result = CliRunner().invoke(cli, ["triton", "manifests", "--models", str(models), "--out", str(out), "--json"])
     assert result.exit_code == 0, result.output
@@ -335,7 +341,7 @@ def test_cli_manifests_write_the_repository_config_map(tmp_path: Path) -> None:
     }
     assert (
         docs[("ConfigMap", "a-repository")]["data"]
-        == _config_map(make_spec(name="a", hf_model_dir="/m", engine_dir="/e"))["data"]
+        == _config_map(make_spec(name="a", hf_model_dir="/models/m", engine_dir="/models/e"))["data"]
     )
 
 

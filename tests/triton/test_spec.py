@@ -31,6 +31,17 @@ from tests.triton.conftest import make_spec
         ),
         ({"hf_model_dir": 'models/"x'}, ["hf_model_dir"]),
         ({"unknown_knob": 1}, ["unknown_knob"]),
+        ({"source_dir": "/srv/m"}, ["source_dir is delivered to hf_model_dir for layout llmapi only"]),
+        (
+            {
+                "layout": "llmapi",
+                "engine_dir": None,
+                "trtllm_version": "26.07",
+                "source_dir": "/srv/m",
+                "deployment": {"storage": {"kind": "nfs", "nfs_server": "ps", "nfs_path": "/ifs"}},
+            },
+            ["rackctl never writes to an NFS export"],
+        ),
     ],
 )
 def test_invalid_specs_are_refused_with_the_field(overrides, words):
@@ -51,8 +62,8 @@ def test_valid_spec_derives_world_size_and_tokenizer():
 def test_models_file_error_names_field_value_and_fix(tmp_path: Path):
     models = tmp_path / "models.yml"
     models.write_text(
-        "models:\n  - name: llama\n    trtllm_version: '0.14.0'\n    hf_model_dir: /m\n"
-        "    engine_dir: /e\n    precision: FP7\n"
+        "models:\n  - name: llama\n    trtllm_version: '0.14.0'\n    hf_model_dir: /models/m\n"
+        "    engine_dir: /models/e\n    precision: FP7\n"
     )
     result = CliRunner().invoke(cli, ["triton", "render", "--models", str(models), "--json", "--dry-run"])
     assert result.exit_code == 2
@@ -65,7 +76,7 @@ def test_models_file_error_names_field_value_and_fix(tmp_path: Path):
 
 def test_duplicate_model_names_are_refused(tmp_path: Path):
     models = tmp_path / "models.yml"
-    entry = "  - {name: a, trtllm_version: '0.14.0', hf_model_dir: /m, engine_dir: /e}\n"
+    entry = "  - {name: a, trtllm_version: '0.14.0', hf_model_dir: /models/m, engine_dir: /models/e}\n"
     models.write_text("models:\n" + entry + entry)
     result = CliRunner().invoke(cli, ["triton", "render", "--models", str(models), "--json"])
     assert result.exit_code == 2

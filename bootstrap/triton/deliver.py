@@ -1,0 +1,285 @@
+"""Deliver a model's files to the GPU nodes that will serve it, over the SSH rackctl reaches nodes by.
+
+Per model with a ``source_dir`` (``storage.kind: node``): the files are checked against the declaration
+(:mod:`bootstrap.triton.model_files`) before anything is sent; then every GPU node whose GPU product is
+the model's (and that has TP x PP GPUs) gets a copy at ``<node_dir>/<hf_model_dir below mount_path>``,
+all nodes in parallel, one SSH session per node (:mod:`bootstrap.triton.delivery_agent`):
+
+- only what differs is sent: the node hashes what it holds (sha256), rackctl sends the files whose size
+  or hash differ, so a corrupted file is found and sent again;
+- an interrupted copy resumes: the node keeps the bytes of a file in flight (``.<name>.rackctl-part``),
+  the next run sends the rest;
+- each file's sha256 is checked on arrival before it takes its name; a mismatch is removed and sent
+  again once, then reported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shlex
+import subprocess
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from bootstrap.errors import InvalidInput, Problem, RackctlError
+from bootstrap.inventory.hardware import GPU_TYPES
+from bootstrap.inventory.models import Inventory
+from bootstrap.inventory.served_models import ModelSpec
+from bootstrap.triton.delivery_agent import AGENT
+from bootstrap.triton.model_files import check_files
+
+if TYPE_CHECKING:  # the access model is passed in by the command; importing it here would close a cycle
+    from bootstrap.inband.access import NodeAccess
+
+CHUNK = 1 << 20
+#: Progress callback: (node, bytes just sent).
+Progress = Callable[[str, int], None]
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    rel: str
+    size: int
+    sha256: str
+
+
+@dataclass
+class NodeResult:
+    """What one node got."""
+
+    node: str
+    dest: str
+    sent_files: list[str] = field(default_factory=list)
+    sent_bytes: int = 0
+    resumed_from: dict[str, int] = field(default_factory=dict)
+    unchanged: int = 0
+    resent_after_mismatch: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "dest": self.dest,
+            "ok": self.error is None,
+            "sent_files": self.sent_files,
+            "sent_bytes": self.sent_bytes,
+            "resumed_from": self.resumed_from,
+            "unchanged": self.unchanged,
+            "resent_after_mismatch": self.resent_after_mismatch,
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True)
+class ModelPlan:
+    """Where one model's files go."""
+
+    model: str
+    source: Path | None
+    dest: str | None
+    nodes: tuple[str, ...]
+    skipped: str | None = None
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(CHUNK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def source_files(source: Path) -> list[SourceFile]:
+    """Every regular file under ``source`` with its size and sha256, in path order (symlinks refused)."""
+    out = []
+    for path in sorted(source.rglob("*")):
+        if path.is_symlink():
+            raise InvalidInput(
+                f"{path} is a symlink",
+                problems=[Problem(str(path), "a symlink in the model directory", "copy the file it points to")],
+            )
+        if path.is_file():
+            out.append(SourceFile(str(path.relative_to(source)), path.stat().st_size, sha256_file(path)))
+    return out
+
+
+def node_dest(spec: ModelSpec) -> str:
+    """Where the model's files are on each node: ``<node_dir>/<hf_model_dir below mount_path>``."""
+    storage = spec.deployment.storage
+    below = spec.hf_model_dir.removeprefix(storage.mount_path.rstrip("/") + "/")
+    return f"{storage.node_dir.rstrip('/')}/{below}"
+
+
+def serving_nodes(inventory: Inventory, spec: ModelSpec) -> list[str]:
+    """GPU nodes the Deployment can land on: the model's GPU product and at least TP x PP GPUs."""
+    out = []
+    for node in inventory.nodes:
+        gpus = inventory.gpus_of(node)
+        gpu = GPU_TYPES.get(gpus.type) if gpus.type else None
+        if gpu and gpu.label == spec.deployment.gpu_product and gpus.count >= spec.world_size:
+            out.append(node.hostname)
+    return out
+
+
+def plan_model(inventory: Inventory, spec: ModelSpec) -> ModelPlan:
+    """Where ``spec``'s files would go, or why rackctl delivers nothing for it."""
+    storage = spec.deployment.storage
+    if storage.kind == "nfs":
+        return ModelPlan(spec.name, None, None, (), "on the NFS export (mounted read-only; rackctl never writes it)")
+    if not spec.source_dir:
+        return ModelPlan(spec.name, None, node_dest(spec), (), "no source_dir: the files must already be on the nodes")
+    return ModelPlan(spec.name, Path(spec.source_dir), node_dest(spec), tuple(serving_nodes(inventory, spec)))
+
+
+def check_before_copy(specs: list[ModelSpec], plans: list[ModelPlan]) -> None:
+    """Refuse (exit 2) when any model's files do not fit its declaration or it has no node to go to."""
+    problems: list[Problem] = []
+    for spec, plan in zip(specs, plans, strict=True):
+        if plan.source is None:
+            continue
+        problems += check_files(spec, plan.source)
+        if not plan.nodes:
+            problems.append(
+                Problem(
+                    f"models[{spec.name}].deployment.gpu_product",
+                    f"no node in the inventory has {spec.world_size} {spec.deployment.gpu_product} GPUs",
+                    "pin the model to a GPU product the inventory's nodes carry",
+                )
+            )
+    if problems:
+        raise InvalidInput(f"{len(problems)} problem(s) with the model files; nothing was copied", problems=problems)
+
+
+def ssh_command(access: NodeAccess, remote: list[str]) -> list[str]:
+    """``ssh`` to ``access`` as every in-band connection does (pinned known_hosts, admin key, proxy)."""
+    if access.address is None:
+        raise RackctlError(f"{access.hostname} has no address to reach it on")
+    cmd = ["ssh", "-p", str(access.port), *access.ssh_options(), "-o", "BatchMode=yes"]
+    if access.private_key:
+        cmd += ["-i", str(access.private_key), "-o", "IdentitiesOnly=yes"]
+    sudo = [] if access.user == "root" else ["sudo", "-n"]
+    return [*cmd, f"{access.user}@{access.address}", "--", shlex.join([*sudo, "python3", "-c", AGENT, *remote])]
+
+
+class _Session:
+    """One agent session on a node: its scan, then frames sent and replies read."""
+
+    def __init__(self, access: NodeAccess, dest: str) -> None:
+        self.proc = subprocess.Popen(  # argv from ssh_command, no local shell
+            ssh_command(access, [dest]), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        assert self.proc.stdout is not None and self.proc.stdin is not None
+        self.stdin: IO[bytes] = self.proc.stdin
+        first = self.proc.stdout.readline()
+        if not first:
+            raise RackctlError(f"ssh {access.hostname}: {self._stderr() or 'no answer from the node'}")
+        self.scan: dict[str, Any] = json.loads(first)
+        self.replies: list[dict[str, Any]] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _stderr(self) -> str:
+        self.proc.kill()
+        assert self.proc.stderr is not None
+        return self.proc.stderr.read().decode(errors="replace").strip()[-500:]
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.replies.append(json.loads(line))
+
+    def send(self, source: Path, item: SourceFile, offset: int, node: str, progress: Progress) -> int:
+        header = {"rel": item.rel, "offset": offset, "size": item.size, "sha256": item.sha256}
+        self.stdin.write(json.dumps(header).encode() + b"\n")
+        sent = 0
+        with (source / item.rel).open("rb") as f:
+            f.seek(offset)
+            while block := f.read(CHUNK):
+                self.stdin.write(block)
+                sent += len(block)
+                progress(node, len(block))
+        self.stdin.flush()
+        return sent
+
+    def finish(self) -> list[dict[str, Any]]:
+        self.stdin.close()
+        code = self.proc.wait()
+        self.reader.join()
+        if code != 0:
+            assert self.proc.stderr is not None
+            raise RackctlError(f"the node's copy exited {code}: {self.proc.stderr.read().decode(errors='replace')}")
+        return self.replies
+
+    def abort(self) -> None:
+        """End the session: what was handed to ssh still reaches the node (kept there as the part of the file
+        in flight, for the next run to resume); killed if it does not end within a minute."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(OSError):
+                self.stdin.close()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def _round(
+    access: NodeAccess, dest: str, source: Path, files: list[SourceFile], *, result: NodeResult, progress: Progress
+) -> list[str]:
+    """One session: send what differs; returns the files whose hash did not match on arrival."""
+    session = _Session(access, dest)
+    try:
+        held = session.scan["files"]
+        parts = session.scan["parts"]
+        for item in files:
+            if held.get(item.rel) == [item.size, item.sha256]:
+                result.unchanged += 1
+                continue
+            offset = parts.get(item.rel, 0)
+            offset = offset if 0 < offset <= item.size and item.rel not in held else 0
+            if offset:
+                result.resumed_from[item.rel] = offset
+            result.sent_bytes += session.send(source, item, offset, access.hostname, progress)
+            result.sent_files.append(item.rel)
+        replies = session.finish()
+    finally:
+        session.abort()
+    return [r["rel"] for r in replies if not r["ok"]]
+
+
+def deliver_node(
+    access: NodeAccess, dest: str, source: Path, files: list[SourceFile], progress: Progress
+) -> NodeResult:
+    """Bring ``dest`` on one node to ``files``; a file that arrives damaged is sent again once."""
+    result = NodeResult(access.hostname, dest)
+    try:
+        bad = _round(access, dest, source, files, result=result, progress=progress)
+        if bad:
+            result.resent_after_mismatch = bad
+            result.unchanged = 0
+            again = _round(access, dest, source, [f for f in files if f.rel in bad], result=result, progress=progress)
+            if again:
+                result.error = f"sha256 mismatch on arrival, twice: {', '.join(again)}"
+    except (RackctlError, OSError, ValueError) as exc:
+        result.error = str(exc)
+    return result
+
+
+def deliver_model(
+    plan: ModelPlan, access: dict[str, NodeAccess], progress: Progress, files: list[SourceFile] | None = None
+) -> list[NodeResult]:
+    """Deliver one planned model to its nodes, in parallel."""
+    if plan.source is None or plan.dest is None or not plan.nodes:
+        return []
+    listing = files if files is not None else source_files(plan.source)
+    source, dest = plan.source, plan.dest
+    with ThreadPoolExecutor(max_workers=min(len(plan.nodes), os.cpu_count() or 4, 32)) as pool:
+        futures = [pool.submit(deliver_node, access[n], dest, source, listing, progress) for n in plan.nodes]
+        return [f.result() for f in futures]

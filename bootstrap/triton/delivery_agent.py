@@ -1,0 +1,80 @@
+"""The node side of model delivery: a stdlib-only script rackctl runs with ``python3 -c`` over SSH.
+
+Protocol (one session per node): argv ``DEST``; the agent first prints one JSON line, the scan of DEST:
+``{"files": {rel: [size, sha256]}, "parts": {rel: size}}`` (``parts``: interrupted copies, kept as
+``.<name>.rackctl-part`` beside the file). Then it reads frames from stdin until EOF: a JSON header line
+``{"rel", "offset", "size", "sha256"}`` and ``size - offset`` bytes, appended to the part file from
+``offset`` (a part shorter than ``offset`` restarts the file); after the last byte it hashes the whole part,
+renames it into place when the sha256 matches, removes it when not, and prints
+``{"rel", "ok", "sha256"}``. Every received chunk is flushed, so an interrupted copy leaves its bytes.
+One session at a time per destination (``flock`` on ``.<dest>.rackctl-lock`` beside it): a session whose
+client went away finishes what it had received before the next one scans.
+"""
+
+from __future__ import annotations
+
+AGENT = r"""
+import fcntl, hashlib, json, os, sys
+dest = sys.argv[1]
+PART = ".rackctl-part"
+def sha(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(1 << 20)
+            if not b:
+                return h.hexdigest()
+            h.update(b)
+def part_of(rel):
+    head, name = os.path.split(rel)
+    return os.path.join(dest, head, "." + name + PART)
+files, parts = {}, {}
+os.makedirs(dest, exist_ok=True)
+parent, base = os.path.split(dest.rstrip("/"))
+lock = open(os.path.join(parent, "." + base + ".rackctl-lock"), "w")
+fcntl.flock(lock, fcntl.LOCK_EX)
+for root, _, names in os.walk(dest):
+    for name in names:
+        full = os.path.join(root, name)
+        rel = os.path.relpath(full, dest)
+        if name.startswith(".") and name.endswith(PART):
+            parts[os.path.join(os.path.dirname(rel), name[1:-len(PART)])] = os.path.getsize(full)
+        elif os.path.isfile(full) and not os.path.islink(full):
+            files[rel] = [os.path.getsize(full), sha(full)]
+out = sys.stdout
+out.write(json.dumps({"files": files, "parts": parts}) + "\n")
+out.flush()
+inp = sys.stdin.buffer
+while True:
+    line = inp.readline()
+    if not line:
+        break
+    head = json.loads(line)
+    rel, offset, size = head["rel"], head["offset"], head["size"]
+    if rel.startswith("/") or ".." in rel.split("/"):
+        sys.exit("refused path " + rel)
+    part = part_of(rel)
+    os.makedirs(os.path.dirname(part), exist_ok=True)
+    have = os.path.getsize(part) if os.path.exists(part) else 0
+    with open(part, "r+b" if have >= offset and offset else "wb") as f:
+        f.seek(offset)
+        f.truncate()
+        left = size - offset
+        while left:
+            b = inp.read(min(left, 1 << 20))
+            if not b:
+                sys.exit(0)
+            f.write(b)
+            f.flush()
+            left -= len(b)
+        f.flush()
+        os.fsync(f.fileno())
+    got = sha(part)
+    ok = got == head["sha256"]
+    if ok:
+        os.replace(part, os.path.join(dest, rel))
+    else:
+        os.remove(part)
+    out.write(json.dumps({"rel": rel, "ok": ok, "sha256": got}) + "\n")
+    out.flush()
+"""

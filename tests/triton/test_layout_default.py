@@ -1,0 +1,80 @@
+"""Current TensorRT-LLM by default: ``llmapi`` unless a release with the engine backend is given an engine;
+``inflight_batcher_llm`` refused (via ``rackctl validate``) for a release without that backend."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2
+
+from bootstrap.cli import cli
+from bootstrap.inventory.trtllm import ENGINE_VERSIONS, SUPPORTED_VERSIONS, version_info
+from tests.triton.conftest import make_spec
+
+EXAMPLE = Path(__file__).parents[2] / "inventory" / "examples" / "dvd-inference.yml"
+
+
+def test_the_table_holds_a_release_after_the_engine_backend_was_removed():
+    after = [v for v in SUPPORTED_VERSIONS if not version_info(v).engine_backend]
+    assert after == ["26.07"]
+    assert version_info("26.07").image == "nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3"
+    assert version_info("26.07").has_llmapi
+    assert ENGINE_VERSIONS[-1] == "1.1.0"
+
+
+@pytest.mark.parametrize(
+    ("version", "engine_dir", "layout"),
+    [
+        ("26.07", None, "llmapi"),  # a release without engines
+        ("1.1.0", None, "llmapi"),  # a new inventory on the last release with both
+        ("1.1.0", "/models/e", "inflight_batcher_llm"),  # an older inventory keeps its meaning
+        ("0.14.0", "/models/e", "inflight_batcher_llm"),  # before 1.0 engines are all there is
+    ],
+)
+def test_default_layout(version: str, engine_dir: str | None, layout: str):
+    assert make_spec(trtllm_version=version, engine_dir=engine_dir).layout == layout
+
+
+def _bad_example(tmp_path: Path) -> Path:
+    data = yaml.safe_load(EXAMPLE.read_text())
+    data["models"][1] |= {"trtllm_version": "26.07", "layout": "inflight_batcher_llm", "engine_dir": "/models/e"}
+    path = tmp_path / "cluster.yml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def test_validate_refuses_the_engine_layout_on_a_release_without_it(tmp_path: Path):
+    result = CliRunner().invoke(cli, ["validate", "-i", str(_bad_example(tmp_path)), "--json"])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    [error] = json.loads(result.output)["errors"]
+    assert error["path"] == "models[1].layout"
+    assert "'inflight_batcher_llm'" in error["message"] and "26.07" in error["message"]
+    assert "layout: llmapi" in error["fix"] and "1.1.0" in error["fix"]
+    text = CliRunner().invoke(cli, ["validate", "-i", str(_bad_example(tmp_path))])
+    assert text.exit_code == 2 and "Traceback" not in text.output
+    assert "models[1].layout" in text.output
+
+
+def test_design_example_validates_and_renders_the_llmapi_repository(tmp_path: Path):
+    assert CliRunner().invoke(cli, ["validate", "-i", str(EXAMPLE)]).exit_code == 0
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["triton", "render", "-i", str(EXAMPLE), "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    models = {m["name"]: m for m in yaml.safe_load(EXAMPLE.read_text())["models"]}
+    for name, declared in models.items():
+        repo = out / name / "model_repository"
+        files = sorted(str(p.relative_to(repo)) for p in repo.rglob("*") if p.is_file())
+        assert files == ["tensorrt_llm/1/model.py", "tensorrt_llm/config.pbtxt", "tensorrt_llm/model.yaml"]
+        config = text_format.Parse((repo / "tensorrt_llm/config.pbtxt").read_text(), model_config_pb2.ModelConfig())
+        assert config.backend == "python"
+        assert config.model_transaction_policy.decoupled == bool(declared.get("streaming"))
+        args = yaml.safe_load((repo / "tensorrt_llm/model.yaml").read_text())["llm_args"]
+        assert args["model"] == declared["hf_model_dir"]
+        assert args["tensor_parallel_size"] == declared["tensor_parallelism"]
+        assert args["backend"] == "pytorch"
