@@ -194,10 +194,13 @@ def last_the_lab_modules(items: list[pytest.Item]) -> list[pytest.Item]:
         return item.nodeid.split("::", 1)[0]
 
     modules = {module(item) for item in items if uses_installed_lab(item)}
-    rest = [item for item in items if module(item) not in modules]
+    # the native clusters' modules just before them: their components build beside the earlier tests
+    native = {module(item) for item in items if item.get_closest_marker("native_cluster")} - modules
+    rest = [item for item in items if module(item) not in modules | native]
+    late = [item for item in items if module(item) in native]
     lab = [item for item in items if module(item) in modules]
     lab.sort(key=lambda item: module(item) != INSTALL_PROOF)  # stable: the install's own proof first
-    return rest + lab
+    return rest + late + lab
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects: `-m "not vm"` sees the marks

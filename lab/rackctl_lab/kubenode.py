@@ -2,7 +2,7 @@
 
 What a Kubernetes node's packages would put there (on a real site the head node's mirror serves them), for
 a :class:`~rackctl_lab.nspawn.NativeNode` that is running: the programs from ``rackctl lab components`` in
-``/usr/local/bin``, systemd units for containerd and the kubelet (the kubelet reading kubeadm's
+``/usr/bin``, systemd units for containerd and the kubelet (the kubelet reading kubeadm's
 ``kubeadm-flags.env`` and ``config.yaml`` as the upstream packages' drop-in does), runc and the tools
 kubeadm's preflight looks for from Debian's packages, and the control-plane images imported into
 containerd's ``k8s.io`` namespace (what a registry mirror would serve).
@@ -26,8 +26,8 @@ from pathlib import Path
 from rackctl_lab.components.images import Image
 from rackctl_lab.nspawn import NativeNode
 
-#: The lab's builds a kubeadm node runs, installed in ``/usr/local/bin``.
-PROGRAMS = ("containerd", "containerd-shim-runc-v2", "ctr", "kubelet", "kubeadm", "kubectl")
+#: The lab's builds a kubeadm node runs, installed in ``/usr/bin``.
+PROGRAMS = ("containerd", "containerd-shim-runc-v2", "ctr", "kubelet", "kubeadm", "kubectl", "etcdctl")
 #: What Debian gives the node: the OCI runtime, and what kubeadm's preflight and the kubelet look for.
 DEBIAN_PACKAGES = ("runc", "conntrack", "iptables", "ethtool", "socat", "kmod")
 
@@ -52,7 +52,7 @@ Description=containerd (the lab's build)
 After=network.target rackctl-lab-cgroups.service
 
 [Service]
-ExecStart=/usr/local/bin/containerd
+ExecStart=/usr/bin/containerd
 Restart=always
 Delegate=yes
 KillMode=process
@@ -73,7 +73,7 @@ Environment="KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=/etc/kubernetes/boot
 --kubeconfig=/etc/kubernetes/kubelet.conf"
 Environment="KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml"
 EnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env
-ExecStart=/usr/local/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS
+ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS
 Restart=always
 RestartSec=2
 
@@ -99,7 +99,7 @@ Run = Callable[[str], str]
 def install(node: NativeNode, binaries: dict[str, Path], debs: list[Path], images: list[Image], run: Run) -> None:
     """Install everything on the running ``node``; ``run`` runs a shell command on it (over SSH) and returns stdout."""
     root = node.root
-    bin_dir = root / "usr/local/bin"
+    bin_dir = root / "usr/bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
     for name in PROGRAMS:
         shutil.copy2(binaries[name], bin_dir / name)
@@ -125,9 +125,12 @@ def install(node: NativeNode, binaries: dict[str, Path], debs: list[Path], image
         shutil.copy2(deb, staging / "debs" / deb.name)
     for image in images:
         shutil.copy2(image.archive, staging / "images" / f"{image.digest.split(':')[1][:16]}.tar")
+    # as a package install on a node would, but no service started by a maintainer script (policy-rc.d)
     run(
-        "dpkg -i /var/cache/rackctl-lab/debs/*.deb >/var/cache/rackctl-lab/dpkg.log 2>&1 || "
-        "{ tail -5 /var/cache/rackctl-lab/dpkg.log; exit 1; }"
+        "printf '#!/bin/sh\\nexit 101\\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d && "
+        "DEBIAN_FRONTEND=noninteractive dpkg -i /var/cache/rackctl-lab/debs/*.deb "
+        ">/var/cache/rackctl-lab/dpkg.log 2>&1; "
+        "rc=$?; rm -f /usr/sbin/policy-rc.d; [ $rc = 0 ] || { tail -5 /var/cache/rackctl-lab/dpkg.log; exit 1; }"
     )
     run("systemctl daemon-reload && systemctl start rackctl-lab-cgroups containerd")
     run(

@@ -39,6 +39,10 @@ class NativeNode:
     name: str
     address: str
     state: Path
+    #: the node's NIC (the inventory's interface name, so rendered configs naming it hold)
+    interface: str = "host0"
+    #: more addresses on the same NIC (CIDR), e.g. the management network's beside the PXE one
+    extra_addresses: tuple[str, ...] = ()
 
     @property
     def netns(self) -> str:
@@ -58,11 +62,23 @@ class NativeNode:
         return self.address.split("/", 1)[0]
 
 
-def start(node: NativeNode, tree: Path, network: LabNetwork, *, authorized_keys: str, timeout_s: float = 120) -> int:
-    """Boot ``node`` from ``tree`` on ``network``'s bridge; return nspawn's PID once its sshd answers."""
+def start(
+    node: NativeNode,
+    tree: Path,
+    network: LabNetwork,
+    *,
+    authorized_keys: str,
+    host_key: Path | None = None,
+    timeout_s: float = 120,
+) -> int:
+    """Boot ``node`` from ``tree`` on ``network``'s bridge; return nspawn's PID once its sshd answers.
+
+    ``host_key``: an ed25519 private key file (``.pub`` beside it) the node's sshd presents, so that clients
+    can pin it the way they pin an installed node's.
+    """
     _nspawn_run_dir()
     _plumb(node, network)
-    _overlay(node, tree, authorized_keys)
+    _overlay(node, tree, authorized_keys, host_key)
     log = (node.state / "console.log").open("wb")
     cgroups = _cgroups(node)
     (node.state / "containerd").mkdir(exist_ok=True)
@@ -77,6 +93,7 @@ def start(node: NativeNode, tree: Path, network: LabNetwork, *, authorized_keys:
             f"--directory={node.root}",
             f"--network-namespace-path=/run/netns/{node.netns}",
             "--console=passive",
+            "--resolv-conf=off",  # the node's own /etc/resolv.conf (see _overlay), not this machine's
             *KUBELET_NEEDS,
             # containerd's overlayfs snapshots cannot have their upper directories on the node's overlay root
             f"--bind={node.state / 'containerd'}:/var/lib/containerd",
@@ -146,16 +163,17 @@ def _plumb(node: NativeNode, network: LabNetwork) -> None:
     _ip("netns", "delete", node.netns, check=False)
     _ip("netns", "add", node.netns)
     network.ip_in("link", "delete", node.port, check=False)
-    network.ip_in("link", "add", node.port, "type", "veth", "peer", "name", "host0", "netns", node.netns)
+    network.ip_in("link", "add", node.port, "type", "veth", "peer", "name", node.interface, "netns", node.netns)
     network.ip_in("link", "set", node.port, "master", network.bridge, "up")
     _ip("-n", node.netns, "link", "set", "lo", "up")
-    _ip("-n", node.netns, "addr", "add", node.address, "dev", "host0")  # set here: the tree runs no DHCP client
-    _ip("-n", node.netns, "link", "set", "host0", "up")
+    for address in (node.address, *node.extra_addresses):  # set here: the tree runs no DHCP client
+        _ip("-n", node.netns, "addr", "add", address, "dev", node.interface)
+    _ip("-n", node.netns, "link", "set", node.interface, "up")
     # the default route the kubelet picks its node address from, via the head node's address on the bridge
     _ip("-n", node.netns, "route", "add", "default", "via", network.ip)
 
 
-def _overlay(node: NativeNode, tree: Path, authorized_keys: str) -> None:
+def _overlay(node: NativeNode, tree: Path, authorized_keys: str, host_key: Path | None) -> None:
     """The node's root: ``tree`` read-only below its own upper directory; its name and admin key on top."""
     upper, work = node.state / "upper", node.state / "work"
     for folder in (upper, work, node.root):
@@ -165,18 +183,30 @@ def _overlay(node: NativeNode, tree: Path, authorized_keys: str) -> None:
     subprocess.run(["mount", "-t", "overlay", "overlay", "-o", options, str(node.root)], check=True)
     (node.root / "etc/hostname").write_text(node.name + "\n")
     (node.root / "etc/hosts").write_text(f"127.0.0.1 localhost\n{node.ip} {node.name}\n")
+    # no name server on the lab's networks until the head node serves one: lookups fail at once (nothing on
+    # 127.0.0.1:53) instead of waiting out this machine's resolvers, unreachable from the node's namespace
+    resolv = node.root / "etc/resolv.conf"
+    resolv.unlink(missing_ok=True)
+    resolv.write_text("# rackctl lab: no name server on this network yet\n")
     machine_id = node.root / "etc/machine-id"
     machine_id.unlink(missing_ok=True)  # systemd makes one at first boot
     # /proc/sys is writable for the kubelet (KUBELET_NEEDS); the node's own sysctl defaults must not be
     # applied to this machine's kernel at every boot
-    mask = node.root / "etc/systemd/system/systemd-sysctl.service"
-    mask.parent.mkdir(parents=True, exist_ok=True)
-    if not mask.is_symlink():
-        mask.symlink_to("/dev/null")
+    # and its network is set from outside (no networkd config): "online" must not wait for networkd
+    for unit in ("systemd-sysctl.service", "systemd-networkd-wait-online.service"):
+        mask = node.root / "etc/systemd/system" / unit
+        mask.parent.mkdir(parents=True, exist_ok=True)
+        if not mask.is_symlink():
+            mask.symlink_to("/dev/null")
     ssh = node.root / "root/.ssh"
     ssh.mkdir(mode=0o700, parents=True, exist_ok=True)
     (ssh / "authorized_keys").write_text(authorized_keys)
     (ssh / "authorized_keys").chmod(0o600)
+    if host_key is not None:  # the node's pinned identity, as provisioning gives an installed node
+        for suffix, mode in (("", 0o600), (".pub", 0o644)):
+            target = node.root / f"etc/ssh/ssh_host_ed25519_key{suffix}"
+            target.write_bytes(Path(f"{host_key}{suffix}").read_bytes())
+            target.chmod(mode)
 
 
 def _hierarchies() -> list[Path]:

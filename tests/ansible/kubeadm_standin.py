@@ -91,10 +91,13 @@ elif cmd == "certs certificate-key":
 elif argv[:2] == ["config", "validate"] or cmd.endswith("phase preflight"):
     out("STAND-IN kubeadm: " + cmd + " accepted " + config)
 elif cmd == "init phase upload-certs":
-    if not Path(argv[argv.index("--kubeconfig") + 1]).exists():
+    # as kubeadm: with --config, the key in the config (and the node's own admin.conf); else a new one
+    admin_conf = argv[argv.index("--kubeconfig") + 1] if "--kubeconfig" in argv else str(CONFIG_DIR / "admin.conf")
+    if not Path(admin_conf).exists():
         fail("STAND-IN kubeadm: no admin.conf")
     out("[upload-certs] Using certificate key:")
-    out({upload_key!r})
+    keyed = [x.split(":", 1)[1].strip() for x in (text or "").splitlines() if x.strip().startswith("certificateKey:")]
+    out(keyed[0] if keyed else {upload_key!r})
 elif cmd == "token create":
     if not Path(argv[argv.index("--kubeconfig") + 1]).exists():
         fail("STAND-IN kubeadm: no admin.conf")

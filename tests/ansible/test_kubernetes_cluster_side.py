@@ -222,6 +222,8 @@ def test_init_then_control_planes_one_at_a_time_then_workers_and_a_second_run_ch
     # each other control plane, one after the other: token + certificates on head-01, checks, snapshot, join
     per_cp = [
         ("head-01", "kubeadm", "token create"),
+        ("head-01", "kubeadm", "certs certificate-key"),
+        ("head-01", "kubeadm", "token generate"),
         ("head-01", "kubeadm", "init phase upload-certs"),
         ("{cp}", "kubeadm", "config validate"),
         ("{cp}", "kubeadm", "join phase preflight"),
@@ -251,7 +253,8 @@ def test_init_then_control_planes_one_at_a_time_then_workers_and_a_second_run_ch
     joins = [c for c in calls if c["argv"][0] == "join" and c["tool"] == "kubeadm"]
     for join in joins:
         assert standin.JOIN_TOKEN in join["config"] and standin.CA_HASH in join["config"]
-        assert (standin.UPLOAD_CERT_KEY in join["config"]) == (join["node"] != "gpu-01")
+        # the key the certificates were uploaded under: made on head-01, given to upload-certs in its config
+        assert (standin.INIT_CERT_KEY in join["config"]) == (join["node"] != "gpu-01")
         assert "${KUBEADM_" not in join["config"]
     snapshots = [c for c in calls if c["tool"] == "etcdctl"]
     assert all(c["env"]["ETCDCTL_API"] == "3" for c in snapshots)
@@ -418,6 +421,8 @@ def test_a_node_joins_later_without_the_control_planes_and_init_never_runs_again
     steps = rack.steps(done)
     assert steps == [
         ("head-01", "kubeadm", "token create"),
+        ("head-01", "kubeadm", "certs certificate-key"),
+        ("head-01", "kubeadm", "token generate"),
         ("head-01", "kubeadm", "init phase upload-certs"),
         ("cp-03", "kubeadm", "config validate"),
         ("cp-03", "kubeadm", "join phase preflight"),
@@ -493,16 +498,3 @@ def test_below_1_29_the_first_control_plane_runs_kube_vip_on_admin_conf_from_the
         init = next(c for c in rack.recorded() if c["node"] == "head-01" and command(c["argv"]) == "init")
         assert init["manifests"] == {"kube-vip.yaml": pod} and init["ignored"] == []
         assert manifest.read_text() == pod
-
-
-def test_with_keepalived_haproxy_no_static_pod_is_placed(tmp_path: Path) -> None:
-    """keepalived + haproxy hold the VIP on the hosts (the host side's part): the cluster side places nothing
-    in the manifests dir and ignores no preflight check."""
-    with build_rack(tmp_path, api_endpoint="keepalived-haproxy") as rack:
-        results, closed = cluster_side(rack.ctx, host_reports(rack))
-        assert closed is None
-        assert {n: r.ok for n, r in results.items()} == dict.fromkeys(NODES, True), results
-        assert results["head-01"].message == "initialised"
-        assert not any("kube-vip" in r.message for r in results.values()), results
-        calls = [c for c in rack.recorded() if c["tool"] == "kubeadm"]
-        assert all(c["ignored"] == [] and "kube-vip.yaml" not in c["manifests"] for c in calls)

@@ -1,0 +1,301 @@
+"""The kubernetes stage's cluster side (playbooks/kubernetes_cluster.yml) against a REAL kubeadm 1.37.2.
+
+Four native lab nodes (systemd-nspawn, rackctl_lab/nspawn.py) on a bridge of their own: head-01, cp-02,
+cp-03 (control planes) and gpu-01 (a worker; no GPU here), each with the inventory's ``mgmt0`` carrying
+its PXE and management addresses, its sshd presenting the host key rackctl pinned. rackctl_lab/kubenode.py
+put on them what the node packages would: containerd 2.4.2, kubelet, kubeadm, kubectl, etcdctl built from
+their Go modules, runc, keepalived and haproxy from Debian, the control-plane images (no CoreDNS and
+kube-proxy images yet: they wait for a CNI, so the inventory lets kubeadm's ImagePull check through).
+
+What is real: rackctl's rendered kubeadm configs, its roles (kubeadm_init, etcd_snapshot, kubeadm_join,
+kubeadm_preflight) run by its Ansible driver over SSH with pinned host keys, kubeadm, the kubelet, etcd,
+the API servers, keepalived holding the API VIP and haproxy in front of the API servers, the journal.
+What the host side does in its own test (tests/ansible/test_kubernetes_host_stage.py) is done here by the
+fixture as a STAND-IN: the rendered kubeadm config, keepalived.conf and haproxy.cfg copied onto the nodes
+and the daemons started, and the host side's report (installed versions).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bootstrap.cluster.render import render_cluster
+from bootstrap.environment import HostEnvironment
+from bootstrap.inventory import load_inventory
+from bootstrap.journal.store import Journal
+from bootstrap.kube import KUBECONFIG
+from bootstrap.provision.hostkeys import ensure_host_key, known_hosts_path, write_known_hosts
+from bootstrap.provision.image import debootstrap_tree, default_mirror
+from bootstrap.provision.ramdisk import cache_root
+from bootstrap.stages.base import NodeResult, RunOptions, StageContext
+from bootstrap.stages.kubernetes_cluster import cluster_side
+from bootstrap.stages.kubernetes_host import HOST_FACTS
+from rackctl_lab import kubenode, nspawn
+from rackctl_lab.components import build, images
+from rackctl_lab.components.pins import RELEASES
+from rackctl_lab.netns import LabNetwork
+from rackctl_lab.nsrelay import proxy_command
+from tests import timing
+from tests.ansible.test_kubernetes_cluster_side import everything_written
+from tests.ansible.test_playbook_stage import Recorder
+from tests.lab.vmlab import write_inventory
+
+pytestmark = [
+    pytest.mark.lab,
+    pytest.mark.native_cluster,
+    pytest.mark.skipif(shutil.which("systemd-nspawn") is None, reason="systemd-nspawn (systemd-container) missing"),
+]
+
+NETWORK = LabNetwork(name="rackctl-cluster-real", bridge="rkcrbr0", address="10.200.0.1/24")
+MANAGEMENT_GATEWAY = "10.200.1.1/24"
+NODES = ["head-01", "cp-02", "cp-03", "gpu-01"]
+CONTROL_PLANES = NODES[:3]
+RELEASE = RELEASES["1.37.2"]
+#: images the lab does not assemble yet (they wait for a CNI): see the module docstring
+NOT_ASSEMBLED = ("coredns/coredns",)
+LAB_PREFLIGHT = ["SystemVerification", "ImagePull"]
+
+
+class NetnsEnvironment(HostEnvironment):
+    """This machine, reaching the nodes through the bridge's namespace (the lab's relay) with the admin key."""
+
+    name = "native-lab"
+
+    def __init__(self, key: Path) -> None:
+        self.key = key
+
+    def ssh_proxy_command(self) -> str | None:
+        return proxy_command(NETWORK.name)
+
+    def admin_key(self, inventory: object) -> Path | None:
+        return self.key
+
+
+@dataclass
+class Rack:
+    ctx: StageContext
+    nodes: dict[str, nspawn.NativeNode]
+    key: Path
+    bundle: dict[str, str]
+
+    def ssh(self, host: str, command: str, *, timeout: float = 120) -> str:
+        node = self.nodes[host]
+        proc = subprocess.run(
+            [
+                *NETWORK.exec_prefix(),
+                "ssh", "-i", str(self.key), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
+                "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", f"root@{node.ip}", command,
+            ],
+            capture_output=True, text=True, timeout=timing.seconds(timeout), check=False,
+        )  # fmt: skip
+        if proc.returncode != 0:
+            raise AssertionError(f"{host}: {command!r} exited {proc.returncode}: {proc.stderr[-2000:]}")
+        return proc.stdout
+
+    def kubectl(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """This machine's kubectl with the kubeconfig rackctl fetched (the API VIP), from the bridge's namespace."""
+        kubectl = next(Path(b.path) for b in build.build(build.select(RELEASE, ["kubectl"])))
+        return subprocess.run(
+            [*NETWORK.exec_prefix(), str(kubectl), f"--kubeconfig={self.ctx.state_dir / KUBECONFIG}", *args],
+            capture_output=True, text=True, timeout=timing.seconds(60), check=False,
+        )  # fmt: skip
+
+
+def _inventory(folder: Path, admin_key: str) -> Path:
+    path = write_inventory(folder, NODES[1:], admin_key)
+    data = yaml.safe_load(path.read_text())
+    for node in data["nodes"]:
+        if node["hostname"].startswith("cp-"):
+            node.update(role="control-plane", model="R660")
+            node.pop("gpus", None)
+    data["kubernetes"] = {
+        "api_endpoint": "keepalived-haproxy",
+        # the lab machine's cgroups are v1: the kubelet is told so, and kubeadm's check is let through
+        "kubelet": {"cgroupDriver": "cgroupfs", "failCgroupV1": False},
+        "ignore_preflight_errors": LAB_PREFLIGHT,
+    }
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+@pytest.fixture(scope="module")
+def rack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rack]:
+    programs = sorted({*kubenode.PROGRAMS, *images.needed_programs(RELEASE, skip=NOT_ASSEMBLED)})
+    built = build.build(build.select(RELEASE, programs))
+    binaries = {b.name: Path(b.path) for b in built}
+    assembled = images.assemble(RELEASE, built, skip=NOT_ASSEMBLED)
+    tree = debootstrap_tree("bookworm", default_mirror(), cache_root())
+    debs = kubenode.debs_for(
+        tree, cache_root() / "debs" / "kubenode-api", (*kubenode.DEBIAN_PACKAGES, "keepalived", "haproxy", "curl")
+    )
+    base = tmp_path_factory.mktemp("cluster-real")
+    key = base / "admin" / "id_ed25519"
+    key.parent.mkdir()
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    inventory = load_inventory(_inventory(base, key.with_suffix(".pub").read_text().strip()))
+    state = base / "state"
+    bundle = {f.path: f.content() for f in render_cluster(inventory).files}
+    NETWORK.up()
+    NETWORK.ip_in("addr", "add", MANAGEMENT_GATEWAY, "dev", NETWORK.bridge)
+    nodes: dict[str, nspawn.NativeNode] = {}
+    pins = {}
+    try:
+        for hostname in NODES:
+            spec = inventory.node(hostname)
+            pxe, management = spec.address_on("pxe"), spec.address_on("management")
+            host_key = ensure_host_key(state, hostname)
+            pins[hostname] = (host_key, [str(pxe)])
+            node = nspawn.NativeNode(
+                hostname,
+                f"{pxe}/24",
+                base / "nodes" / hostname,
+                interface="mgmt0",
+                extra_addresses=(f"{management}/24",),
+            )
+            nodes[hostname] = node
+            nspawn.start(
+                node, tree, NETWORK, authorized_keys=key.with_suffix(".pub").read_text(), host_key=host_key.private_path
+            )
+        write_known_hosts(known_hosts_path(state), pins)
+        rack_ctx: Rack | None = None
+        with Journal(state) as journal:
+            journal.register_nodes([n.hostname for n in inventory.nodes])
+            run_id = journal.begin_run("test: cluster side, real kubeadm")
+            options = RunOptions(environment=NetnsEnvironment(key))
+            ctx = StageContext("kubernetes", inventory, NODES, journal, state, run_id, options, Recorder())
+            rack_ctx = Rack(ctx, nodes, key, bundle)
+            for hostname in NODES:
+                kubenode.install(nodes[hostname], binaries, debs, assembled, lambda c, h=hostname: rack_ctx.ssh(h, c))
+                _host_side_standin(rack_ctx, hostname)
+            yield rack_ctx
+    finally:
+        for node in nodes.values():
+            nspawn.stop(node)
+        NETWORK.down()
+
+
+def _host_side_standin(rack: Rack, hostname: str) -> None:
+    """STAND-IN for the host side's part the cluster side needs (its own test runs the real roles)."""
+    root = rack.nodes[hostname].root
+    (root / "etc/rackctl").mkdir(parents=True, exist_ok=True)
+    (root / "etc/rackctl/kubeadm.yaml").write_text(rack.bundle[f"kubeadm/{hostname}.yaml"])
+    rack.ssh(hostname, "sysctl -qw net.ipv4.ip_forward=1")  # role baseline's sysctl
+    if hostname in CONTROL_PLANES:
+        (root / "etc/keepalived/keepalived.conf").write_text(rack.bundle[f"host/{hostname}/keepalived.conf"])
+        (root / "etc/haproxy/haproxy.cfg").write_text(rack.bundle[f"host/{hostname}/haproxy.cfg"])
+        rack.ssh(hostname, "systemctl restart haproxy keepalived")
+
+
+def host_reports() -> dict[str, NodeResult]:
+    report = {
+        "installed": {p: f"{RELEASE.version}-lab" for p in ("kubeadm", "kubelet", "kubectl")},
+        "kubeadm_version": f"v{RELEASE.version}",
+    }
+    return {n: NodeResult(n, ok=True, message="host side applied", data={HOST_FACTS: report}) for n in NODES}
+
+
+@pytest.fixture(scope="module")
+def formed(rack: Rack) -> tuple[Rack, dict[str, NodeResult]]:
+    results, closed = cluster_side(rack.ctx, host_reports())
+    assert closed is None
+    return rack, results
+
+
+def test_the_cluster_side_initialises_joins_two_control_planes_and_a_worker(
+    formed: tuple[Rack, dict[str, NodeResult]],
+) -> None:
+    rack, results = formed
+    assert {n: r.ok for n, r in results.items()} == dict.fromkeys(NODES, True), {
+        n: r.message for n, r in results.items()
+    }
+    # keepalived + haproxy hold the VIP on the hosts: nothing of kube-vip's is placed, only kubeadm's pods run
+    assert results["head-01"].message == "initialised"
+    assert not any("kube-vip" in r.message for r in results.values()), results
+    for cp in CONTROL_PLANES:
+        assert rack.ssh(cp, "ls /etc/kubernetes/manifests").split() == [
+            "etcd.yaml", "kube-apiserver.yaml", "kube-controller-manager.yaml", "kube-scheduler.yaml",
+        ]  # fmt: skip
+    for cp in ("cp-02", "cp-03"):
+        assert results[cp].message.startswith("joined as control plane (etcd snapshot ")
+    assert results["gpu-01"].message == "joined as worker"
+
+    proc = rack.kubectl("get", "nodes", "-o", "json")
+    assert proc.returncode == 0, proc.stderr
+    listed = {n["metadata"]["name"]: n for n in json.loads(proc.stdout)["items"]}
+    assert sorted(listed) == sorted(NODES)
+    for name, node in listed.items():
+        info = node["status"]["nodeInfo"]
+        assert info["kubeletVersion"] == f"v{RELEASE.version}"
+        assert info["containerRuntimeVersion"] == f"containerd://{RELEASE.containerd.removeprefix('v')}"
+        labels = node["metadata"]["labels"]
+        assert labels.get("rackctl.io/role") == rack.ctx.inventory.node(name).role
+        assert ("node-role.kubernetes.io/control-plane" in labels) == (name in CONTROL_PLANES)
+
+
+def test_the_fetched_kubeconfig_reaches_the_api_through_the_vip(formed: tuple[Rack, dict[str, NodeResult]]) -> None:
+    rack, _ = formed
+    kubeconfig = yaml.safe_load((rack.ctx.state_dir / KUBECONFIG).read_text())
+    assert kubeconfig["clusters"][0]["cluster"]["server"] == "https://10.200.1.10:8443"
+    assert oct((rack.ctx.state_dir / KUBECONFIG).stat().st_mode & 0o777) == "0o600"
+    assert rack.kubectl("get", "--raw", "/readyz").stdout.strip() == "ok"
+
+
+def test_no_bootstrap_token_reaches_any_output(formed: tuple[Rack, dict[str, NodeResult]]) -> None:
+    """The tokens kubeadm really made (init's, and one per join) are in no Ansible output nor the journal."""
+    rack, _ = formed
+    tokens = rack.ssh("head-01", "kubeadm token list -o jsonpath='{.token}{\"\\n\"}'").split()
+    assert tokens, "kubeadm lists no token"
+    written = everything_written(rack)  # type: ignore[arg-type]
+    assert not [t for t in tokens if t in written]
+    assert not re.search(r"\b[a-z0-9]{6}\.[a-z0-9]{16}\b", written)
+
+
+def test_etcd_has_the_three_control_planes_as_voters(formed: tuple[Rack, dict[str, NodeResult]]) -> None:
+    rack, _ = formed
+    out = rack.ssh(
+        "head-01",
+        "etcdctl --endpoints=https://127.0.0.1:2379 --cacert=/etc/kubernetes/pki/etcd/ca.crt "
+        "--cert=/etc/kubernetes/pki/etcd/healthcheck-client.crt --key=/etc/kubernetes/pki/etcd/healthcheck-client.key "
+        "member list -w json",
+    )
+    members = json.loads(out)["members"]
+    assert sorted(m["name"] for m in members if not m.get("isLearner")) == sorted(CONTROL_PLANES)
+
+
+def test_a_second_run_joins_nothing_again(formed: tuple[Rack, dict[str, NodeResult]]) -> None:
+    rack, _ = formed
+    before = rack.kubectl("get", "nodes", "-o", "jsonpath={.items[*].metadata.uid}").stdout.split()
+    snapshots = rack.ssh("head-01", "ls /var/lib/rackctl/etcd-snapshots").split()
+    results, closed = cluster_side(rack.ctx, host_reports())
+    assert closed is None
+    assert {n: (r.ok, r.message) for n, r in results.items()} == dict.fromkeys(NODES, (True, "already joined"))
+    # the same four Node objects, and no control plane joined again (no snapshot taken before a join)
+    assert rack.kubectl("get", "nodes", "-o", "jsonpath={.items[*].metadata.uid}").stdout.split() == before
+    assert rack.ssh("head-01", "ls /var/lib/rackctl/etcd-snapshots").split() == snapshots
+
+
+def test_with_the_first_control_plane_off_the_vip_moves_and_the_api_still_answers(
+    formed: tuple[Rack, dict[str, NodeResult]],
+) -> None:
+    """keepalived moves the VIP to a control plane whose haproxy answers; etcd keeps quorum with two of three."""
+    rack, _ = formed
+    nspawn.stop(rack.nodes["head-01"])
+
+    def served() -> bool:
+        proc = rack.kubectl("get", "nodes", "-o", "jsonpath={.items[*].metadata.name}")
+        return proc.returncode == 0 and "head-01" in proc.stdout
+
+    assert timing.wait_for(served, timeout=120, what="the API through the VIP with head-01 off")
+    holder = [h for h in ("cp-02", "cp-03") if "10.200.1.10/32" in rack.ssh(h, "ip -br addr show mgmt0")]
+    assert len(holder) == 1, holder
+    proc = rack.kubectl("create", "configmap", "quorum-proof", "--from-literal=k=v")  # a write: etcd's quorum
+    assert proc.returncode == 0, proc.stderr
