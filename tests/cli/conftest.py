@@ -16,6 +16,7 @@ import pytest
 import yaml
 from ruamel.yaml import YAML
 
+from tests import timing
 from tests.inventory.conftest import _SAMPLE_DATA
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,13 +41,38 @@ def rackctl(*args: str, timeout: float = 60, **env: str) -> subprocess.Completed
     )
 
 
+class SilentBmc:
+    """A TCP port that accepts connections and never answers (a hung iDRAC); it knows when a client waits."""
+
+    def __init__(self, server: socket.socket) -> None:
+        self.server = server
+        self.port: int = server.getsockname()[1]
+        self.clients: list[socket.socket] = []
+
+    def wait_for_request(self, timeout: float = timing.SLOW_S) -> bytes:
+        """Block until a client connected and sent its first bytes (a TLS hello): it now waits for an answer."""
+        self.server.settimeout(timing.seconds(timeout))
+        client, _ = self.server.accept()
+        self.clients.append(client)  # kept open, never answered, until the fixture ends
+        client.settimeout(timing.seconds(timeout))
+        return client.recv(1)
+
+    def close(self) -> None:
+        for client in self.clients:
+            client.close()
+
+
 @pytest.fixture
-def silent_bmc() -> Iterator[int]:
-    """A TCP port that accepts connections and never answers (a hung iDRAC)."""
+def silent_bmc() -> Iterator[SilentBmc]:
+    """A :class:`SilentBmc` on a free loopback port."""
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen(16)
-        yield server.getsockname()[1]
+        bmc = SilentBmc(server)
+        try:
+            yield bmc
+        finally:
+            bmc.close()
 
 
 def loopback_inventory(tmp_path: Path, port: int, *, insecure: bool = True) -> Path:

@@ -10,11 +10,10 @@ import json
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
-from tests.cli.conftest import ROOT, loopback_inventory, rackctl, rackctl_env
+from tests.cli.conftest import ROOT, SilentBmc, loopback_inventory, rackctl, rackctl_env
 
 
 @pytest.mark.parametrize(
@@ -49,9 +48,10 @@ def test_invalid_input_json_carries_the_exit_code(tmp_path):
     assert doc["ok"] is False and doc["exit_code"] == 2 and "no journal" in doc["error"]
 
 
-def _interrupt(args: list[str], tmp_path, silent_bmc) -> tuple[int, str, str]:
-    """Start ``rackctl ARGS --json`` against a BMC that never answers, then send it a real SIGINT."""
-    inv = loopback_inventory(tmp_path, silent_bmc)
+def _interrupt(args: list[str], tmp_path, silent_bmc: SilentBmc) -> tuple[int, str, str]:
+    """Start ``rackctl ARGS --json`` against a BMC that never answers, then send it a real SIGINT once it
+    waits for that BMC's answer (it connected and sent its first bytes)."""
+    inv = loopback_inventory(tmp_path, silent_bmc.port)
     proc = subprocess.Popen(
         [sys.executable, "-m", "bootstrap", *args, "-i", str(inv), "--limit", "head-01", "--json"],
         cwd=ROOT,
@@ -60,7 +60,11 @@ def _interrupt(args: list[str], tmp_path, silent_bmc) -> tuple[int, str, str]:
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(4)  # started, connected to the silent BMC, waiting for an answer
+    try:
+        assert silent_bmc.wait_for_request(), "the client closed its connection without a byte"
+    except TimeoutError:
+        proc.kill()
+        raise AssertionError(f"rackctl never sent the silent BMC a request: {proc.communicate()}") from None
     assert proc.poll() is None, proc.communicate()
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)

@@ -6,6 +6,7 @@ import copy
 import os
 import secrets
 import sys
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_inventory import generate  # noqa: E402 - the bench's generated inventory, reused
 
+from tests.timing import seconds  # noqa: E402
+
 api = pytest.importorskip("rackctl_lab.idrac.api", reason="the emulated iDRAC rack is not available")
 
 GPUS = {"R760xa": ("NVIDIA L40S", 4), "XE8640": ("NVIDIA H100 80GB HBM3", 4), "XE9680": ("NVIDIA H100 80GB HBM3", 8)}
@@ -27,6 +30,16 @@ BIOS_IMAGE = "BIOS_{tag}_WN64_2.4.1.EXE"
 NIC_IMAGE = "Network_Firmware_9K3W2_LN64_22.50.6.EXE"
 BASELINE_VERSIONS = {"idrac": "7.20.10.50", "bios": "2.4.1", "nic": "22.50.6"}
 PASSWORD_ENV = "FW_TEST_BMC_PASSWORD"
+
+# The emulated iDRACs' timings, from this one place. A job runs ``JOB_S`` and the iDRAC "resets" for
+# ``RESET_S`` when an iDRAC job starts: short, since every node of a rollout pays them serially (a node costs
+# about 1.6 s with these, 5.5 s with the window's). Only the nodes a test stops a run on (``slow=``) get the
+# window's timings, long enough for the stop to land inside a job or a reset, and scaled by the tests' time
+# factor (a slower machine sees the window later).
+JOB_S = 0.3
+RESET_S = 0.6
+WINDOW_JOB_S = 1.5
+WINDOW_RESET_S = 1.0
 
 
 def baseline(models: set[str]) -> dict[str, Any]:
@@ -69,12 +82,23 @@ class FwLab:
         return self.inventory
 
 
-def start_lab(tmp: Path, nodes: int, *, job_seconds: float = 0.3, reset_s: float = 0.6, processes: int = 1) -> FwLab:
-    """``nodes`` emulated iDRACs (3 control planes, the rest workers) and an inventory with a baseline."""
+def start_lab(
+    tmp: Path,
+    nodes: int,
+    *,
+    job_seconds: float = JOB_S,
+    reset_s: float = RESET_S,
+    slow: Collection[int] = (),
+    processes: int = 1,
+) -> FwLab:
+    """``nodes`` emulated iDRACs (3 control planes, the rest workers) and an inventory with a baseline; the
+    nodes at the indexes in ``slow`` get the window's timings (``WINDOW_JOB_S``, ``WINDOW_RESET_S``)."""
     data = generate(nodes)
     password = f"pw-{secrets.token_hex(8)}"
     specs = []
-    for node in data["nodes"]:
+    window = (seconds(WINDOW_JOB_S), seconds(WINDOW_RESET_S))
+    for index, node in enumerate(data["nodes"]):
+        job_s, node_reset_s = window if index in slow else (job_seconds, reset_s)
         gpu, count = GPUS.get(node["model"], (None, 0))
         nics = {i["fqdd"]: i.get("mac") or f"b0:7b:26:00:{len(specs):02x}:02" for i in node["interfaces"]}
         specs.append(
@@ -88,9 +112,9 @@ def start_lab(tmp: Path, nodes: int, *, job_seconds: float = 0.3, reset_s: float
                 username="root",
                 password=password,
                 power_delay_s=0.2,
-                job_seconds=job_seconds,
+                job_seconds=job_s,
                 power_state="On",
-                faults=api.FaultSpec(reset_s=reset_s),
+                faults=api.FaultSpec(reset_s=node_reset_s),
             )
         )
     rack = api.EmulatedRack(specs, tmp / "rack", processes=processes)

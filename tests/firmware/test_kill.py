@@ -41,8 +41,9 @@ def wait_until(check: Callable[[], bool], timeout: float = 60.0) -> None:
 
 
 @pytest.fixture
-def slow_lab(tmp_path: Path):  # type: ignore[no-untyped-def]
-    lab = start_lab(tmp_path, 5, job_seconds=1.5, reset_s=1.0)
+def slow_lab(tmp_path: Path, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    """Five iDRACs; the test's victim (its ``victim`` parameter) with the window's timings, the rest fast."""
+    lab = start_lab(tmp_path, 5, slow={request.node.callspec.params["victim"]})
     try:
         yield lab
     finally:

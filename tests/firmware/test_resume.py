@@ -25,9 +25,10 @@ BUDGET = 3
 
 
 @pytest.fixture
-def rack9(tmp_path: Path) -> Iterator[FwLab]:
-    """Three control planes and six workers, max-unavailable 3 (two batches of workers)."""
-    lab = start_lab(tmp_path, 9, job_seconds=1.0, reset_s=0.6)
+def rack9(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[FwLab]:
+    """Three control planes and six workers, max-unavailable 3 (two batches of workers); the test's
+    victims (its ``victims`` parameter) with the window's timings, the rest fast."""
+    lab = start_lab(tmp_path, 9, slow=set(request.node.callspec.params["victims"]))
     lab.write(rollout={"max_unavailable": BUDGET, "failure_threshold": 1})
     try:
         yield lab

@@ -13,6 +13,7 @@ from rf_lab import FAST, Lab, api
 from redfish_tools import errors as E
 from redfish_tools.connection import BmcConnection, ConnectionPolicy
 from redfish_tools.discover import discover
+from tests.timing import wait_for
 
 
 def test_session_login_is_reused_and_always_logged_out(lab: Lab) -> None:
@@ -126,11 +127,18 @@ def test_timeouts_are_bounded_and_a_post_is_not_retried(lab: Lab, spare: str) ->
         assert time.monotonic() - start < 3 * 0.5 + 1.5
         with pytest.raises(E.RedfishTimeout):
             conn.post("/redfish/v1/Systems/System.Embedded.1/Actions/ComputerSystem.Reset", {"ResetType": "On"})
-        time.sleep(2.2)  # let the hung requests finish on the emulator so they are logged
-        log = lab.rack.request_log(spare)[before:]
+
+        def sent() -> tuple[list[dict], list[dict]] | None:
+            """The GETs and POSTs in the emulator's log once the GET's tries and a POST are there."""
+            log = lab.rack.request_log(spare)[before:]
+            gets = [r for r in log if r["method"] == "GET" and r["path"] == "/redfish/v1/Systems"]
+            posts = [r for r in log if r["method"] == "POST" and "ComputerSystem.Reset" in r["path"]]
+            return (gets, posts) if len(gets) >= 1 + policy.retries and posts else None
+
+        # the emulator logs a request when it arrives, before it hangs: every try the client made before it
+        # raised is in the log as soon as the emulator read it (no need to wait out the hang)
+        gets, posts = wait_for(sent, what="the GET's tries and the POST in the emulator's request log")
         lab.rack.set_faults(spare, api.FaultSpec())
-    gets = [r for r in log if r["method"] == "GET" and r["path"] == "/redfish/v1/Systems"]
-    posts = [r for r in log if r["method"] == "POST" and "ComputerSystem.Reset" in r["path"]]
     assert len(gets) == 1 + policy.retries
     assert len(posts) == 1  # a POST that may have taken effect is never repeated
     assert lab.rack.open_sessions(spare) == 0
