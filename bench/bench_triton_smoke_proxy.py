@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bootstrap.kube_proxy import KubectlProxy
+from bootstrap.kube.service_proxy import KubectlProxy
 from bootstrap.triton.smoke import SmokeResult, run_smoke
 from rackctl_lab.components import build
 from rackctl_lab.components.pins import RELEASES

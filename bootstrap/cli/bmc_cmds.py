@@ -32,7 +32,7 @@ from bootstrap.cli.common import (
 )
 from bootstrap.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from bootstrap.inventory import Inventory, load_inventory
-from bootstrap.journal.store import Journal
+from bootstrap.journal import Journal
 from bootstrap.selection import select_nodes, split_csv
 from bootstrap.stages.base import RunOptions
 from bootstrap.stages.insecure import insecure_warning

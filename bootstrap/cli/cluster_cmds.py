@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,19 +21,16 @@ from bootstrap.cli.common import (
     json_option,
     plan_option,
 )
-from bootstrap.errors import EXIT_FAILED, EnvironmentMissing, InvalidInput, Problem
+from bootstrap.errors import EXIT_FAILED, InvalidInput, Problem
 from bootstrap.inventory.loader import load_inventory
-from redfish_tools.secrets import redact
 
 if TYPE_CHECKING:  # imported where used: the command loads them only when it runs
-    from bootstrap.cluster.workload_checks import Settings
     from bootstrap.inventory.models import Inventory
     from bootstrap.nvidia.validators import ClusterReport, NodeFacts
+    from bootstrap.validation.workloads import Settings
 
 #: A Kubernetes namespace name (DNS-1123 label).
 NAMESPACE_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-#: How long ``kubectl get nodes`` may take before validate-cluster gives up.
-KUBECTL_TIMEOUT_S = 60
 
 
 @click.group("render")
@@ -121,39 +116,6 @@ def _read_json(path: Path, what: str) -> Any:
         return json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise InvalidInput(f"cannot read {what}", problems=[Problem(str(path), str(exc), f"give {what}")]) from None
-
-
-def _nodes_from_kubeconfig(kubeconfig: Path) -> Any:
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        raise EnvironmentMissing(
-            "kubectl is not installed",
-            problems=[Problem("kubectl", "not on PATH", "install kubectl, or give --nodes-json FILE")],
-        )
-    try:
-        done = subprocess.run(
-            [kubectl, "--kubeconfig", str(kubeconfig), "get", "nodes", "-o", "json"],
-            capture_output=True,
-            text=True,
-            timeout=KUBECTL_TIMEOUT_S,
-            check=False,
-            stdin=subprocess.DEVNULL,  # kubectl must never prompt for a username
-        )
-    except subprocess.TimeoutExpired:
-        raise InvalidInput(
-            "kubectl get nodes failed",
-            problems=[
-                Problem("--kubeconfig", f"no answer within {KUBECTL_TIMEOUT_S} s", "check the kubeconfig and API VIP")
-            ],
-        ) from None
-    if done.returncode != 0:
-        raise InvalidInput(
-            "kubectl get nodes failed",
-            problems=[
-                Problem("--kubeconfig", redact(done.stderr.strip()[-500:]), "check the kubeconfig and the API VIP")
-            ],
-        )
-    return json.loads(done.stdout)
 
 
 def _node_files(values: tuple[str, ...], option: str) -> dict[str, Path]:
@@ -272,7 +234,9 @@ def validate_cluster_cmd(  # noqa: PLR0917 - click passes options as arguments
             "give exactly one of --kubeconfig or --nodes-json",
             problems=[Problem("--kubeconfig/--nodes-json", "where the nodes come from", "pass one of them")],
         )
-    nodes = _nodes_from_kubeconfig(kubeconfig) if kubeconfig else _read_json(nodes_json, "kubectl get nodes -o json")  # type: ignore[arg-type]
+    from bootstrap.validation.live import read_nodes, read_only_once  # noqa: PLC0415
+
+    nodes = read_nodes(kubeconfig) if kubeconfig else _read_json(nodes_json, "kubectl get nodes -o json")  # type: ignore[arg-type]
     facts: dict[str, NodeFacts] = {}
     for node, path in _node_files(smi_files, "--nvidia-smi").items():
         facts.setdefault(node, NodeFacts()).smi = parse(path.read_text(), str(path))
@@ -284,7 +248,7 @@ def validate_cluster_cmd(  # noqa: PLR0917 - click passes options as arguments
             report.skipped = [s for s in report.skipped if s["check"] != "dcgm-metrics"]
             report.skipped.append({"check": "dcgm-metrics", "why": "--skip-dcgm"})
     else:
-        report = _validate_with_live_dcgm(inv, kubeconfig, nodes, facts)
+        report = read_only_once(inv, kubeconfig, nodes, facts)
     if kubeconfig is None:
         report.skipped.append(
             {"check": "cuda-smoke, nccl-allreduce", "why": "no --kubeconfig: they need a live cluster"}
@@ -299,30 +263,9 @@ def validate_cluster_cmd(  # noqa: PLR0917 - click passes options as arguments
         raise SystemExit(EXIT_FAILED)
 
 
-def _validate_with_live_dcgm(
-    inv: Inventory, kubeconfig: Path, nodes: dict[str, Any], facts: dict[str, NodeFacts]
-) -> ClusterReport:
-    """The read-only checks, with each GPU node's DCGM exporter read live through the API server's pod proxy."""
-    from bootstrap.cluster.dcgm_live import DcgmReader, exporter  # noqa: PLC0415
-    from bootstrap.kube import Kubectl  # noqa: PLC0415
-    from bootstrap.nvidia.validators import gpu_nodes, validate_cluster  # noqa: PLC0415
-
-    where = exporter(inv)
-    if where is None:
-        report = validate_cluster(inv, nodes, facts)
-        report.skipped = [s for s in report.skipped if s["check"] != "dcgm-metrics"]
-        report.skipped.append({"check": "dcgm-metrics", "why": "no DCGM exporter (no GPU Operator release)"})
-        return report
-    with DcgmReader(Kubectl(kubeconfig), kubeconfig, where) as reader:
-        read = reader.read([n.hostname for n in gpu_nodes(inv)])
-    report = validate_cluster(inv, nodes, facts, read.text, read.sources())
-    report.dcgm = read.as_dict()
-    return report
-
-
 def _dcgm_plan(inv: Inventory, dcgm_metrics: Path | None, skip_dcgm: bool) -> dict[str, Any]:
     """What ``--plan`` says of the DCGM metrics: where they would come from (nothing is read)."""
-    from bootstrap.cluster.dcgm_live import exporter  # noqa: PLC0415
+    from bootstrap.validation.dcgm import exporter  # noqa: PLC0415
 
     where = exporter(inv)
     if skip_dcgm or where is None:
@@ -334,7 +277,7 @@ def _dcgm_plan(inv: Inventory, dcgm_metrics: Path | None, skip_dcgm: bool) -> di
 
 def _workload_settings(**given: Any) -> Settings:
     """The workload checks' settings: the options given, the module's defaults for the rest."""
-    from bootstrap.cluster.workload_checks import Settings  # noqa: PLC0415
+    from bootstrap.validation.workloads import Settings  # noqa: PLC0415
 
     return Settings(**{k: v for k, v in given.items() if v is not None})
 
@@ -342,7 +285,7 @@ def _workload_settings(**given: Any) -> Settings:
 def _plan_workloads(
     inv: Inventory, settings: Settings, skip_workloads: bool, dcgm: dict[str, Any], as_json: bool
 ) -> None:
-    from bootstrap.cluster.workload_checks import plan  # noqa: PLC0415
+    from bootstrap.validation.workloads import plan  # noqa: PLC0415
 
     if skip_workloads:
         raise InvalidInput(
@@ -382,15 +325,13 @@ def _print_plan(data: dict[str, Any]) -> None:
 def _run_workloads(  # noqa: PLR0917 - the command's state, passed on
     inv: Inventory, kubeconfig: Path, nodes: dict[str, Any], settings: Settings, report: ClusterReport, as_json: bool
 ) -> None:
-    from bootstrap.cluster.workload_checks import add_workloads, run  # noqa: PLC0415
-    from bootstrap.kube import Kubectl  # noqa: PLC0415
+    from bootstrap.validation.live import workloads_once  # noqa: PLC0415
 
     with Progress(console=err_console, transient=True, disable=as_json) as progress:
         task = progress.add_task("workload checks", total=None)
-        result = run(
-            inv, Kubectl(kubeconfig), nodes, settings, progress=lambda text: progress.update(task, description=text)
+        workloads_once(
+            inv, kubeconfig, nodes, settings, report, progress=lambda text: progress.update(task, description=text)
         )
-    add_workloads(report, result)
 
 
 def _print_report(data: dict[str, Any]) -> None:

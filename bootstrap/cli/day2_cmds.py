@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -26,14 +27,16 @@ from bootstrap.cli.common import (
     state_dir_option,
     warn,
 )
-from bootstrap.cli.driver_host_run import run_host_upgrade, will_reboot
+from bootstrap.cli.rollout_table import show_rollout
 from bootstrap.day2.apply import plan_apply, run_apply
 from bootstrap.day2.driver import DriverPlan, plan_upgrade, render
+from bootstrap.day2.driver_host import DriverNodeOutcome, DriverRolloutReport
 from bootstrap.day2.driver_operator import NodeUpgrade, OperatorUpgrade, upgrade_with_operator
+from bootstrap.day2.driver_run import driver_route, not_applied_reason, upgrade_host
 from bootstrap.day2.reconcile import ReconcilePlan
 from bootstrap.day2.redeploy import plan_redeploy, run_redeploy
 from bootstrap.day2.status import COLUMNS, collect
-from bootstrap.errors import EXIT_FAILED, EXIT_NOT_APPLIED, EXIT_OK, InvalidInput, Problem
+from bootstrap.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NOT_APPLIED, EXIT_OK, InvalidInput, Problem
 from bootstrap.inventory import Inventory, load_inventory
 from bootstrap.kube import Kubectl, cluster_for
 from bootstrap.rollout import max_unavailable_count
@@ -356,31 +359,20 @@ def driver_upgrade_cmd(
     plan = plan_upgrade(inventory, version, max_unavailable=_count_or_percent(max_unavailable), only=only)
     for message in plan.warnings:
         warn(message, as_json)
-    if plan.path == "operator" and not plan_only:
-        cluster = cluster_for(state_dir)
-        if isinstance(cluster, Kubectl):
-            sys.exit(_driver_via_operator(plan, cluster, timeout_s=timeout_s, poll_s=poll_s, as_json=as_json))
-    if plan.path == "host" and not plan_only:  # executes: drains, upgrades and reboots GPU nodes
-        run_host_upgrade(
-            inventory, plan, state_dir, max_unavailable=_count_or_percent(max_unavailable), as_json=as_json
-        )
+    route, cluster = driver_route(plan, state_dir, plan_only=plan_only)
+    if route == "operator" and isinstance(cluster, Kubectl):
+        sys.exit(_driver_via_operator(plan, cluster, timeout_s=timeout_s, poll_s=poll_s, as_json=as_json))
+    if route == "host":
+        _driver_on_host(inventory, plan, state_dir, max_unavailable=_count_or_percent(max_unavailable), as_json=as_json)
         return
     status = "planned, not applied"
     exit_code = EXIT_OK
-    if not plan_only:
+    if route == "render":
         ensure_writable_state_dir(state_dir)
         render(inventory, plan, state_dir, environment_for(inventory))
         status = "planned/rendered, not applied"
         exit_code = EXIT_NOT_APPLIED
-    if plan.path == "operator":
-        cluster = cluster_for(state_dir)
-        reason = (
-            "--plan: only checked and planned (without --plan the GPU Operator's ClusterPolicy is changed)"
-            if cluster.deployed
-            else f"executing it needs GPUs and a Kubernetes cluster with the GPU Operator: {cluster.reason}"
-        )
-    else:  # host: only with --plan here (it executes above otherwise)
-        reason = will_reboot(plan)
+    reason = not_applied_reason(plan, cluster)
     data = {
         "ok": plan_only,
         "status": status,
@@ -438,6 +430,68 @@ def _driver_via_operator(plan: DriverPlan, cluster: Kubectl, *, timeout_s: float
 
     emit(data, as_json, human)
     return code
+
+
+def _driver_on_host(
+    inventory: Inventory, plan: DriverPlan, state_dir: Path, *, max_unavailable: int | str | None, as_json: bool
+) -> None:
+    """The host path, executed (progress per node on stderr); exits non-zero unless every GPU node ends at V."""
+    progress = None if as_json else RichProgress(err_console)
+    title = f"driver {plan.version}"
+
+    def on_event(kind: str, node: str, text: str) -> None:
+        if progress is None:
+            return
+        if kind == "read":
+            progress.stage_started(title, list(plan.steps))
+        if kind in ("done", "skip", "failed") and node:
+            progress.node_done(title, node, kind != "failed", text)
+        else:
+            progress.log(f"{kind:8}{node + ': ' if node else ''}{text}")
+
+    done = upgrade_host(
+        inventory,
+        plan,
+        state_dir,
+        environment_for(inventory),
+        max_unavailable=max_unavailable,
+        on_event=on_event,
+        shown=progress,
+    )
+    report = done.report
+    if report is None:
+        message = f"interrupted: run `rackctl driver upgrade --version {plan.version}` again to resume"
+        emit({"ok": False, "error": message, "run": done.run_id}, as_json, lambda _d: err_console.print(message))
+        sys.exit(EXIT_INTERRUPTED)
+    data: dict[str, Any] = {
+        "applied": True,
+        "status": "applied" if report.ok else "failed",
+        "run": done.run_id,
+        "exit_code": 0 if report.ok else EXIT_FAILED,
+        **report.as_dict(),
+        "plan": plan.as_dict(),
+    }
+    emit(data, as_json, lambda _d: show_report(report))
+    if not report.ok:
+        sys.exit(EXIT_FAILED)
+
+
+def show_report(report: DriverRolloutReport) -> None:
+    columns: dict[str, Callable[[DriverNodeOutcome], str]] = {
+        "before": lambda n: _versions(n.before),
+        "after": lambda n: _versions(n.after),
+        "cordon": lambda n: n.cordon,
+    }
+    show_rollout(report, columns, title=f"driver {report.version} (host path)")
+
+
+def _versions(data: dict[str, Any]) -> str:
+    if not data:
+        return "-"
+    if data.get("error"):
+        return f"unknown: {data['error']}"
+    pkgs = ", ".join(f"{n} {p['version'] or 'none'} ({p['selection'] or '-'})" for n, p in data["packages"].items())
+    return f"{pkgs}; running {'/'.join(data['running']) or 'none'}"
 
 
 def _count_or_percent(value: str | None) -> int | str | None:

@@ -2,7 +2,7 @@
 
 ``plan`` reads each selected node's installed firmware through its iDRAC and shows, per node and
 component, installed -> target, the order, the reboots needed and the batch the node falls in. ``apply``
-rolls it out (see :mod:`bootstrap.firmware.apply`), journalled under ``--state-dir``: run it again to
+rolls it out (:func:`bootstrap.day2.firmware_run.apply_firmware`), journalled under ``--state-dir``: run it again to
 resume; ``apply --plan`` shows the plan and changes nothing.
 """
 
@@ -27,19 +27,16 @@ from bootstrap.cli.common import (
     warn,
 )
 from bootstrap.cli.rollout_table import show_rollout
-from bootstrap.errors import EXIT_FAILED, EXIT_INTERRUPTED, RackctlError
-from bootstrap.firmware.apply import ApplySettings, FirmwareNodeOutcome, FirmwareRollout
-from bootstrap.firmware.health import OsHealth
+from bootstrap.day2.firmware_run import apply_firmware
+from bootstrap.errors import EXIT_FAILED, EXIT_INTERRUPTED
+from bootstrap.firmware.apply import FirmwareNodeOutcome
 from bootstrap.firmware.plan import FLASHED, FirmwarePlan, plan_firmware
 from bootstrap.firmware.read import read_installed
 from bootstrap.inventory import Inventory, load_inventory
-from bootstrap.journal.store import Journal
-from bootstrap.kube import ClusterGate, cluster_for
 from bootstrap.rollout.report import RolloutReport
 from bootstrap.selection import select_nodes
 from bootstrap.stages.insecure import insecure_warning
 from bootstrap.stages.oob import policy_for, targets_for
-from redfish_tools.fleet import FleetInterrupted
 
 #: ``apply`` keeps reading a BMC that drops connections this long (an iDRAC reset takes about two minutes).
 SETTLE_S = 180.0
@@ -189,37 +186,21 @@ def firmware_apply_cmd(  # noqa: PLR0917 - click passes options as arguments
         if plan.problems:
             sys.exit(EXIT_FAILED)
         return
-    environment = environment_for(inventory)
-    targets = {t.name: t for t in targets_for(inventory, select_nodes(inventory, limit))}
-    journal = Journal(state_dir)
-    with journal, journal.run_lock():
-        run_id = journal.begin_run("firmware apply" + (f" --limit {limit}" if limit else ""))
-        rollout = FirmwareRollout(
-            inventory,
-            plan,
-            journal,
-            run_id,
-            targets,
-            gate=ClusterGate(cluster_for(state_dir)),
-            conn_policy=policy_for(state_dir),
-            os_health=OsHealth(inventory, journal, environment),
-            settings=ApplySettings(poll_s=poll),
-            on_event=None if as_json else _say,
-        )
-        try:
-            report = rollout.run()
-        except (KeyboardInterrupt, FleetInterrupted):
-            resume = "`rackctl firmware apply" + (f" --limit {limit}`" if limit else "`")
-            report = rollout.interrupted_report(resume)
-            journal.finish_run(run_id, "interrupted", report.reason)
-            data = {"applied": True, "run": run_id, "error": "interrupted (Ctrl-C)", **report.as_dict()}
-            emit(data, as_json, lambda _d: _show_report(report))
-            sys.exit(EXIT_INTERRUPTED)
-        except RackctlError as exc:  # e.g. the Kubernetes API not answering before any node was touched
-            journal.finish_run(run_id, "failed", exc.message)
-            raise
-        journal.finish_run(run_id, "completed" if report.ok else "failed", report.reason)
-    data = {"applied": True, "run": run_id, **report.as_dict(), "plan": plan.as_dict()}
+    done = apply_firmware(
+        inventory,
+        plan,
+        state_dir,
+        environment_for(inventory),
+        limit=limit,
+        poll_s=poll,
+        on_event=None if as_json else _say,
+    )
+    report = done.report
+    if done.interrupted:
+        data = {"applied": True, "run": done.run_id, "error": "interrupted (Ctrl-C)", **report.as_dict()}
+        emit(data, as_json, lambda _d: _show_report(report))
+        sys.exit(EXIT_INTERRUPTED)
+    data = {"applied": True, "run": done.run_id, **report.as_dict(), "plan": plan.as_dict()}
     emit(data, as_json, lambda _d: _show_report(report, plan))
     if not report.ok:
         sys.exit(EXIT_FAILED)

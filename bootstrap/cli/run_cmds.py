@@ -29,8 +29,7 @@ from bootstrap.cli.validate_options import validate_extra, validate_options
 from bootstrap.errors import EXIT_NOT_APPLIED, EXIT_OK, InvalidInput
 from bootstrap.inventory import Inventory, load_inventory
 from bootstrap.inventory.rules import support_warnings
-from bootstrap.journal.states import NodeState, check_transition
-from bootstrap.journal.store import JOURNAL_FILE, Journal
+from bootstrap.journal import JOURNAL_FILE, Journal, NodeState, check_transition
 from bootstrap.selection import STAGES_OPTION, split_csv
 from bootstrap.stages.base import STAGE_ORDER, NullProgress, RunOptions
 from bootstrap.stages.cluster_inputs import EXTRA_KEY, checked_inputs

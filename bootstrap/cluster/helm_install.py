@@ -9,7 +9,7 @@ For each release, in install order (:func:`install_releases`):
   "unchanged", no new revision; ``deployed`` otherwise → ``upgrade``; any other state (``failed``,
   ``pending-*``, ``uninstalling``, ``uninstalled``) → "refused", with Helm's status and what to do;
 - then the release's workloads (the Deployments, DaemonSets and StatefulSets of the manifest Helm stored) are
-  watched to ready (:func:`bootstrap.cluster.apply_live.watch_workloads`) up to the timeout.
+  watched to ready (:func:`bootstrap.kube.apply.watch_workloads`) up to the timeout.
 
 The first release that fails (Helm's error, a refused state, a workload not ready in time) stops the ones
 after it: they depend on it (CNI first, monitoring's CRDs before the GPU operator). Helm's messages pass
@@ -31,10 +31,11 @@ from typing import Any
 
 import yaml
 
-from bootstrap.cluster.apply_live import WORKLOAD_KINDS, LiveApi, Rollout, watch_workloads
 from bootstrap.cluster.charts import Release
 from bootstrap.cluster.helm_render import chart_source, helm_sdk
 from bootstrap.errors import RackctlError
+from bootstrap.kube.api import LiveApi
+from bootstrap.kube.apply import WORKLOAD_KINDS, Rollout, watch_workloads
 from redfish_tools.secrets import redact
 
 #: Helm's status of a release it can upgrade.

@@ -20,6 +20,7 @@ from bootstrap.day2.snapshot import applied_snapshots, inventory_snapshot, recor
 from bootstrap.errors import EXIT_FAILED, EXIT_NOT_APPLIED, EXIT_NOT_IMPLEMENTED, EXIT_OK, InvalidInput, RackctlError
 from bootstrap.inventory.models import Inventory
 from bootstrap.inventory.secrets import resolve_credentials
+from bootstrap.journal.run import journal_run
 from bootstrap.journal.states import NodeState, rank
 from bootstrap.journal.store import Journal
 from bootstrap.kube import Cluster
@@ -59,28 +60,23 @@ def run_apply(
     results: dict[str, dict[str, Any]] = {}
     with Journal(state_dir) as journal:
         applied = applied_snapshots(journal)
-        with journal.run_lock():
-            run_id = journal.begin_run("apply")
-            try:
-                for change in plan.of_kind("removed"):
-                    results[change.node] = _remove(
-                        inventory,
-                        journal,
-                        run_id=run_id,
-                        change=change,
-                        applied=applied,
-                        cluster=cluster,
-                        progress=progress,
-                    )
-                    if results[change.node]["ok"]:  # it left etcd: later quorum checks count without it
-                        applied[change.node] = {**applied[change.node], "removed": True}
-                for change in plan.of_kind("adopted"):
-                    record_applied(journal, change.node, desired[change.node], run_id=run_id)
-                    results[change.node] = {"ok": True, "did": "recorded its configuration as applied (adopted)"}
-            except BaseException as exc:
-                journal.finish_run(run_id, "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed", "")
-                raise
-            journal.finish_run(run_id, "completed", f"removed {len(plan.of_kind('removed'))}")
+        with journal_run(journal, "apply", interrupted="") as run:
+            for change in plan.of_kind("removed"):
+                results[change.node] = _remove(
+                    inventory,
+                    journal,
+                    run_id=run.id,
+                    change=change,
+                    applied=applied,
+                    cluster=cluster,
+                    progress=progress,
+                )
+                if results[change.node]["ok"]:  # it left etcd: later quorum checks count without it
+                    applied[change.node] = {**applied[change.node], "removed": True}
+            for change in plan.of_kind("adopted"):
+                record_applied(journal, change.node, desired[change.node], run_id=run.id)
+                results[change.node] = {"ok": True, "did": "recorded its configuration as applied (adopted)"}
+            run.end("completed", f"removed {len(plan.of_kind('removed'))}")
     codes = [EXIT_OK if r["ok"] else EXIT_FAILED for r in results.values()]
     new = [c.node for c in plan.of_kind("new")]
     if new:

@@ -36,11 +36,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from bootstrap.day2.driver_matrix import OPERATOR_UPGRADE_POLICY
 from bootstrap.errors import RackctlError
-from bootstrap.kube import KubeNode
+from bootstrap.kube.api import OperatorApi
 
 #: the GPU Operator's custom resource and its definition
 CLUSTER_POLICY = "clusterpolicies.nvidia.com"
@@ -71,18 +71,6 @@ STATES = (
 
 class OperatorNotDeployed(RackctlError):
     """No ClusterPolicy to change: the GPU Operator is not deployed on this cluster."""
-
-
-class OperatorApi(Protocol):
-    """What the operator path needs of Kubernetes (:class:`bootstrap.kube.Kubectl` has it)."""
-
-    def nodes(self) -> dict[str, KubeNode]: ...
-
-    def get_object(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None: ...
-
-    def objects(self, resource: str) -> list[dict[str, Any]]: ...
-
-    def merge_patch(self, kind: str, name: str, patch: dict[str, Any], namespace: str | None = None) -> None: ...
 
 
 @dataclass

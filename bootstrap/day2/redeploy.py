@@ -30,6 +30,7 @@ from typing import Any
 from bootstrap.day2.quorum import QuorumCheck, check_member_leaves
 from bootstrap.errors import EXIT_OK, InvalidInput, Problem
 from bootstrap.inventory.models import Inventory, Node
+from bootstrap.journal.run import journal_run
 from bootstrap.journal.states import NodeState, rank
 from bootstrap.journal.store import Journal
 from bootstrap.kube import Cluster, user_labels
@@ -187,8 +188,8 @@ def run_redeploy(
     hostname = plan.node
     skip = {step: reason for step, _, reason in plan.steps}
     did: list[str] = []
-    with Journal(state_dir) as journal, journal.run_lock():
-        run_id = journal.begin_run(f"redeploy {hostname}")
+    with Journal(state_dir) as journal, journal_run(journal, f"redeploy {hostname}") as run:
+        run_id = run.id
         ongoing = marker(journal, hostname)
         status = journal.status(hostname)
         if ongoing is None:
@@ -231,7 +232,7 @@ def run_redeploy(
                 force=True,
             )
             did.append("marked for reinstall (new epoch)")
-        journal.finish_run(run_id, "completed", f"{hostname} taken out and marked for reinstall")
+        run.end("completed", f"{hostname} taken out and marked for reinstall")
     progress.log(f"{hostname}: {'; '.join(did)}")
     outcome = Runner(
         inventory,

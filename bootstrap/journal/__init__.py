@@ -2,9 +2,10 @@
 
 from bootstrap.journal.secrets import SecretRefused
 from bootstrap.journal.states import InvalidTransition, NodeState, allowed_targets, check_transition
-from bootstrap.journal.store import Journal, JournalBusy, NodeStatus, StepHandle, Transition
+from bootstrap.journal.store import JOURNAL_FILE, Journal, JournalBusy, NodeStatus, StepHandle, Transition
 
 __all__ = [
+    "JOURNAL_FILE",
     "InvalidTransition",
     "Journal",
     "JournalBusy",

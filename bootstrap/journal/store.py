@@ -237,9 +237,7 @@ class Journal:
             raise self._unwritable(exc) from None
         except sqlite3.DatabaseError as exc:
             conn.close()
-            raise InvalidInput(
-                f"{self.path} is not a readable rackctl journal ({exc}); move it aside to start afresh"
-            ) from exc
+            raise self._unreadable(exc) from exc
         return conn
 
     def _connect_readonly(self) -> sqlite3.Connection:
@@ -262,14 +260,15 @@ class Journal:
                 continue
             except sqlite3.DatabaseError as exc:
                 conn.close()
-                raise InvalidInput(
-                    f"{self.path} is not a readable rackctl journal ({exc}); move it aside to start afresh"
-                ) from exc
+                raise self._unreadable(exc) from exc
             return conn
         raise InvalidInput(
             f"cannot open the journal {self.path} for reading ({failure}); "
             f"check that this user may read {self.state_dir} and the file"
         )
+
+    def _unreadable(self, exc: sqlite3.DatabaseError) -> InvalidInput:
+        return InvalidInput(f"{self.path} is not a readable rackctl journal ({exc}); move it aside to start afresh")
 
     def _unwritable(self, exc: BaseException) -> InvalidInput:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)

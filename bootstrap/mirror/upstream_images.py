@@ -4,7 +4,7 @@ site registry, and imported into it from archives the operator saved on a connec
 Nodes pull e.g. ``nvcr.io/nvidia/cuda:TAG`` through the site registry as a mirror (``roles/container_runtime``
 writes a ``hosts.toml`` per upstream registry): containerd asks the site registry for the same repository path
 without the upstream host (``nvidia/cuda:TAG``), so that is where each image goes. Each pin stays where the
-stage uses it (:data:`~bootstrap.cluster.workload_checks.CUDA_IMAGE`, ...); this module only collects them.
+stage uses it (:data:`~bootstrap.validation.workloads.CUDA_IMAGE`, ...); this module only collects them.
 
 An archive is ``<DIR>/<ref with '/', ':' and '@' as '_'>.tar``, an ``oci-archive`` or a ``docker-archive``
 (:meth:`UpstreamImage.save_command` writes one; ``docker save`` writes the other).
@@ -21,12 +21,12 @@ from typing import Any
 
 from bootstrap.cluster.gpu_operator import driver_image
 from bootstrap.cluster.vip import kube_vip_image, kube_vip_upstream
-from bootstrap.cluster.workload_checks import CUDA_IMAGE, NCCL_IMAGE, nccl_targets, smoke_targets
 from bootstrap.inventory.models import Inventory
 from bootstrap.inventory.trtllm import version_info
 from bootstrap.mirror.chart_images import ChartImages
 from bootstrap.mirror.images import PushError, registry_address, registry_certs, served_digest, skopeo
 from bootstrap.mirror.kubeadm_images import control_plane_images, sandbox_image
+from bootstrap.validation.workloads import CUDA_IMAGE, NCCL_IMAGE, nccl_targets, smoke_targets
 
 #: What the registry says (in skopeo's message) when it does not hold a repository or tag.
 _ABSENT = ("manifest unknown", "name unknown", "not found")

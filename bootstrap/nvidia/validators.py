@@ -2,7 +2,7 @@
 
 Inputs are what the cluster reports in its documented formats: ``kubectl get nodes -o json`` (a v1
 ``List`` of ``Node``), per node ``nvidia-smi -q -x`` and ``lspci -n``, and DCGM exporter metrics (Prometheus
-text exposition: a file, or read live per node by :mod:`bootstrap.cluster.dcgm_live`, which says per node where
+text exposition: a file, or read live per node by :mod:`bootstrap.validation.dcgm`, which says per node where
 they came from or why they could not be read: :class:`DcgmSource`). Each check compares them with the inventory.
 """
 
@@ -80,9 +80,9 @@ class DcgmSource:
 class ClusterReport:
     checks: list[Check] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
-    #: what the workload checks ran on a live cluster (``bootstrap.cluster.workload_checks``), when they ran
+    #: what the workload checks ran on a live cluster (``bootstrap.validation.workloads``), when they ran
     workloads: dict[str, Any] | None = None
-    #: per GPU node, the DCGM exporter read live (``bootstrap.cluster.dcgm_live``), when it was
+    #: per GPU node, the DCGM exporter read live (``bootstrap.validation.dcgm``), when it was
     dcgm: dict[str, Any] | None = None
 
     @property

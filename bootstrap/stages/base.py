@@ -70,6 +70,7 @@ from bootstrap.errors import EnvironmentMissing, InvalidInput, NotImplementedSta
 from bootstrap.journal.states import NodeState
 
 if TYPE_CHECKING:
+    from bootstrap.inventory.models import Inventory, Node
     from bootstrap.journal.store import Journal, StepHandle
 
 #: The stages of a bootstrap, in the order ``rackctl up`` runs them.
@@ -305,7 +306,7 @@ class StageContext:
     """Everything a stage gets: the inventory, the nodes to act on, the journal and the options."""
 
     stage: str
-    inventory: Any
+    inventory: Inventory
     #: hostnames this stage acts on (already filtered by ``--limit``, state and resume)
     nodes: list[str]
     journal: Journal
@@ -323,7 +324,7 @@ class StageContext:
     _facts: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
     _facts_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def node(self, hostname: str) -> Any:
+    def node(self, hostname: str) -> Node:
         """The inventory entry of ``hostname``."""
         for entry in self.inventory.nodes:
             if entry.hostname == hostname:

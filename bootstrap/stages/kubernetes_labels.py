@@ -2,7 +2,7 @@
 
 When ``<state-dir>/kubeconfig`` is there (the stage's contract, :func:`bootstrap.kube.cluster_for`),
 every selected node the cluster knows gets the labels and taints of the rendered ``nodes/labels.yaml``
-(:mod:`bootstrap.cluster.node_labels`); a node it does not know says "not joined: Node <name> not in the
+(:mod:`bootstrap.kube.node_labels`); a node it does not know says "not joined: Node <name> not in the
 cluster". Each node's outcome is appended to its message, kept in its result's ``data`` and recorded as the
 stage's journal fact ``node_labels``. The stage itself stays "rendered + validated, not applied": kubeadm
 init/join are not built; only the labels part is applied, and said so per node.
@@ -10,9 +10,9 @@ init/join are not built; only the labels part is applied, and said so per node.
 
 from __future__ import annotations
 
-from bootstrap.cluster.node_labels import LABELS_FILE, apply_labels, wanted_from_file
 from bootstrap.cluster.render import Bundle
 from bootstrap.kube import Kubectl, KubeError
+from bootstrap.kube.node_labels import LABELS_FILE, apply_labels, wanted_from_file
 from bootstrap.stages.base import NodeResult, StageContext, StageResult
 
 #: The journal fact each node's outcome is recorded under.

@@ -1,15 +1,15 @@
 """The nvidia stage's last step: ``rackctl validate-cluster``'s checks on the live cluster, once the GPU Operator
 release is deployed (installed, upgraded or unchanged by Helm in this run).
 
-- **read-only checks**, polled (:func:`poll_read_only`): every inventory node Ready, allocatable
-  ``nvidia.com/gpu`` (or MIG slices) per node as the inventory says, Fabric Manager on NVSwitch nodes
+- **read-only checks**, polled (:func:`bootstrap.validation.live.poll_read_only`): every inventory node Ready,
+  allocatable ``nvidia.com/gpu`` (or MIG slices) per node as the inventory says, Fabric Manager on NVSwitch nodes
   (:func:`bootstrap.nvidia.validators.validate_cluster`). A GPU Operator just installed needs minutes before
   its device plugin advertises the GPUs: the checks are read again (every 0.5 s at first, then up to every
   5 s) until they pass or ``up --validate-timeout`` (default 900 s) runs out. Once those pass, each GPU node's
-  DCGM exporter is read too (:mod:`bootstrap.cluster.dcgm_live`: its pod through the API server's pod proxy;
+  DCGM exporter is read too (:mod:`bootstrap.validation.dcgm`: its pod through the API server's pod proxy;
   dcgm-exporter starts after the device plugin), and polled the same way until every GPU of every GPU node
   reports DCGM metrics; each such check names the pod read, or why it could not be.
-- **workload checks**, once the read-only ones pass (:func:`bootstrap.cluster.workload_checks.run`): a CUDA
+- **workload checks**, once the read-only ones pass (:func:`bootstrap.validation.workloads.run`): a CUDA
   smoke Job per GPU product, and with ``up --validate-nccl`` an NCCL all-reduce per SXM node; the Jobs get
   ``--validate-timeout`` again.
 
@@ -29,28 +29,25 @@ the stage's message. Where the release is not deployed in this run (no cluster, 
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bootstrap.cluster.dcgm_live import DcgmRead, DcgmReader, exporter
 from bootstrap.cluster.gpu_operator import gpu_operator
 from bootstrap.cluster.helm_install import INSTALLED, UNCHANGED, UPGRADED
 from bootstrap.cluster.helm_render import chart_source
-from bootstrap.cluster.workload_checks import Settings, WorkloadApi, add_workloads, smoke_targets
-from bootstrap.cluster.workload_checks import run as run_workloads
 from bootstrap.inventory.models import Inventory
-from bootstrap.kube import KUBECONFIG, KubeError, cluster_for
+from bootstrap.kube import KUBECONFIG, cluster_for
+from bootstrap.kube.api import WorkloadApi
 from bootstrap.nvidia.detect import NvSwitchReport
 from bootstrap.nvidia.smi import HOST, Gpu, SmiRead, SmiReport
-from bootstrap.nvidia.validators import Check, ClusterReport, NodeFacts, gpu_nodes, validate_cluster
+from bootstrap.nvidia.validators import ClusterReport, NodeFacts, gpu_nodes
 from bootstrap.stages.base import NodeResult, PlannedAction, StageContext, StageResult
 from bootstrap.stages.cluster_inputs import cluster_inputs
 from bootstrap.stages.helm_releases import FACTS as HELM_FACTS
 from bootstrap.stages.nvidia_fabric import FabricReader, operator_nvswitch_nodes
+from bootstrap.validation.live import validate_polled
+from bootstrap.validation.workloads import Settings, smoke_targets
 
 #: ``RunOptions.extra`` key (``up --skip-validate``, ``--validate-timeout``, ``--validate-nccl``).
 EXTRA_KEY = "validate"
@@ -187,109 +184,23 @@ def gpu_operator_deployed(result: StageResult, name: str) -> tuple[bool, str]:
 
 
 # -- polling ----------------------------------------------------------------------------------------------
-@dataclass
-class Polled:
-    """The read-only checks' last report, the nodes it read, how often and how long it polled."""
-
-    report: ClusterReport
-    nodes_json: dict[str, Any]
-    polls: int
-    waited_s: float
-    error: str | None = None
-
-
-def poll_read_only(
-    inv: Inventory,
-    api: WorkloadApi,
-    facts: dict[str, NodeFacts],
-    *,
-    timeout_s: float,
-    progress: Callable[[str], None],
-    dcgm: Callable[[], DcgmRead] | None = None,
-    refresh: Callable[[dict[str, NodeFacts]], dict[str, NodeFacts]] | None = None,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
-) -> Polled:
-    """Read the nodes and run the read-only checks until they all pass or ``timeout_s`` passed (at least once);
-    once the others pass, ``dcgm`` (when given) reads the DCGM exporters and their checks join in; ``refresh``
-    (when given) reads some of ``facts`` again on every poll (:class:`bootstrap.stages.nvidia_fabric.FabricReader`).
-
-    A read that fails (the API not answering) counts as not passing yet; the last error is kept. Progress is
-    told when what fails changes, not on every poll.
-    """
-    start = clock()
-    deadline, pause, polls = start + timeout_s, 0.5, 0
-    said: tuple[str, ...] | None = None
-    while True:
-        polls += 1
-        error = None
-        now = refresh(facts) if refresh is not None else facts
-        try:
-            nodes_json = {"items": api.objects("nodes")}
-            report = validate_cluster(inv, nodes_json, now)
-            if dcgm is not None and report.ok:  # the GPUs are advertised: their exporters follow
-                read = dcgm()
-                report = validate_cluster(inv, nodes_json, now, read.text, read.sources())
-                report.dcgm = read.as_dict()
-        except KubeError as exc:
-            nodes_json, report, error = {"items": []}, ClusterReport(), exc.message
-        failing = tuple(f"{c.name} {c.node}" for c in report.checks if not c.ok) + ((error,) if error else ())
-        if not failing:
-            return Polled(report, nodes_json, polls, clock() - start)
-        if clock() >= deadline:
-            return Polled(report, nodes_json, polls, clock() - start, error)
-        if failing != said:
-            first = next((c for c in report.checks if not c.ok), None)
-            example = f"{first.name} {first.node}: {first.message}" if first else error
-            progress(f"validate: {len(failing)} read-only check(s) not passing yet ({example}); polling")
-            said = failing
-        sleep(min(pause, max(0.0, deadline - clock())))
-        pause = min(pause * 1.5, 5.0)
-
-
 def validate(
     ctx: StageContext, api: WorkloadApi, opts: ValidateOptions, *, progress: Callable[[str], None]
 ) -> tuple[ClusterReport, dict[str, Any]]:
     """Poll the read-only checks, then (when they pass) run the workload checks: the report and how it went."""
-    inv = ctx.inventory
     facts, left_out = host_facts(ctx)
-    fabric = FabricReader(ctx, operator_nvswitch_nodes(inv, facts))
-    where = exporter(inv)
-    with contextlib.ExitStack() as stack:  # kubectl proxy, once started, stops after the polling
-        dcgm = None
-        if where is not None:
-            reader = stack.enter_context(DcgmReader(api, ctx.state_dir / KUBECONFIG, where))
-            dcgm = functools.partial(reader.read, [n.hostname for n in gpu_nodes(inv)])
-        polled = poll_read_only(
-            inv, api, facts, timeout_s=opts.timeout_s, progress=progress, dcgm=dcgm, refresh=fabric.refresh
-        )
-    report = polled.report
-    if polled.error is not None:
-        report.checks.append(Check("nodes-read", "(cluster)", False, f"the nodes could not be read: {polled.error}"))
-    for skip in report.skipped:
-        if skip.get("check") == "fabric-manager" and skip.get("node") in left_out:
-            skip["why"] = f"{skip['why']}: {left_out[skip['node']]}"
-        elif skip.get("check") == "dcgm-metrics":
-            skip["why"] = (
-                "not read: the DCGM exporters are read once the other read-only checks pass"
-                if where is not None
-                else "no DCGM exporter (disabled in the GPU Operator's values)"
-            )
-    how = {"polls": polled.polls, "waited_s": round(polled.waited_s, 1), "timeout_s": opts.timeout_s}
-    if not report.ok:
-        why = f"the read-only checks did not pass within {opts.timeout_s:g} s"
-        report.skipped.append({"check": "cuda-smoke, nccl-allreduce", "why": f"not run: {why}"})
-        return report, how
-    said: list[str] = []
-
-    def tell(text: str) -> None:  # once per change: the Jobs' watch reports on every poll
-        if not said or said[-1] != text:
-            said.append(text)
-            progress(f"validate: {text}")
-
+    fabric = FabricReader(ctx, operator_nvswitch_nodes(ctx.inventory, facts))
     settings = Settings(timeout_s=opts.timeout_s, nccl=opts.nccl)
-    add_workloads(report, run_workloads(inv, api, polled.nodes_json, settings, progress=tell))
-    return report, how
+    return validate_polled(
+        ctx.inventory,
+        api,
+        ctx.state_dir / KUBECONFIG,
+        facts,
+        settings,
+        progress=progress,
+        left_out=left_out,
+        refresh=fabric.refresh,
+    )
 
 
 # -- the stage's result ----------------------------------------------------------------------------------------

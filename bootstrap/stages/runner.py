@@ -49,6 +49,7 @@ from bootstrap.errors import (
 )
 from bootstrap.fsutil import atomic_write_text
 from bootstrap.inventory.environment_checks import OperatorEnvironmentError
+from bootstrap.journal.run import journal_run
 from bootstrap.journal.states import MAIN_LINE, NodeState, rank
 from bootstrap.journal.store import JOURNAL_FILE, STAGE_STEP, STEP_RENDERED, Journal
 from bootstrap.selection import check_stages, match_nodes
@@ -372,17 +373,19 @@ class Runner:
         if warning:
             self.progress.log(f"warning: {warning}")
         note = f" [warning: {warning}]" if warning else ""
-        with Journal(self.state_dir) as journal, journal.run_lock():
-            run_id = journal.begin_run(self.command + (" --insecure" if self.options.insecure else ""))
+        command = self.command + (" --insecure" if self.options.insecure else "")
+
+        def failed(exc: BaseException) -> str:  # bad input or a refusal found mid-run: recorded, then shown
+            return _describe(exc) + note if isinstance(exc, RackctlError) else ""
+
+        with Journal(self.state_dir) as journal, journal_run(journal, command, describe=failed) as run:
+            run_id = run.id
             journal.register_nodes([n.hostname for n in self.inventory.nodes], run_id=run_id)
             self._outcomes = []
             try:
                 self._check_environment(journal, run_id)
                 self._retry_failed(journal, run_id)
                 outcome = self._run_stages(journal, run_id)
-            except RackctlError as exc:  # bad input or a refusal found mid-run: recorded, then shown
-                journal.finish_run(run_id, "failed", _describe(exc) + note)
-                raise
             except KeyboardInterrupt:
                 current = self._outcomes[-1].name if self._outcomes else "before the first stage"
                 if self._outcomes:
@@ -394,7 +397,7 @@ class Runner:
                     EXIT_INTERRUPTED,
                     f"interrupted during {current}; run `rackctl up` again to resume",
                 )
-            journal.finish_run(run_id, outcome.status, outcome.message + note)
+            run.end(outcome.status, outcome.message + note)
             outcome.warnings = [warning] if warning else []
             return outcome
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from bootstrap.inventory.served_models import ModelSpec
 from bootstrap.journal.states import NodeState, rank
 from bootstrap.kube import KUBECONFIG, Kubectl, cluster_for
-from bootstrap.kube_proxy import service_path
+from bootstrap.kube.service_proxy import service_path
 from bootstrap.stages.base import (
     NOT_APPLIED,
     Lifecycle,

@@ -3,7 +3,7 @@
 With ``<state-dir>/kubeconfig`` (:func:`bootstrap.kube.cluster_for`), each model's rendered manifests
 (``<state-dir>/triton/<model>/k8s/*.yaml``, what ``rackctl triton render`` writes) are checked to roll
 updates without dropping the service (:func:`bootstrap.triton.manifests.rolling_update_problems`), applied
-server-side as rackctl (:func:`bootstrap.cluster.apply_live.apply_objects`: Namespace first, kinds the
+server-side as rackctl (:func:`bootstrap.kube.apply.apply_objects`: Namespace first, kinds the
 cluster lacks left out and named), then every model's Deployment is watched up to the timeout
 (``up --triton-timeout``, ``RunOptions.extra["triton"]["rollout_timeout_s"]``).
 
@@ -25,10 +25,10 @@ from typing import Any
 
 import yaml
 
-from bootstrap.cluster.apply_live import FIELD_MANAGER, ApplyReport, apply_objects, watch_rollouts
 from bootstrap.errors import EnvironmentMissing
 from bootstrap.inventory.served_models import ModelSpec
 from bootstrap.kube import Kubectl, KubeError
+from bootstrap.kube.apply import FIELD_MANAGER, ApplyReport, apply_objects, watch_rollouts
 from bootstrap.stages.base import NodeResult, Rendered, StageContext, StageResult
 from bootstrap.stages.triton_smoke import FACT, VIA, http_service, smoke_services
 from bootstrap.triton.manifests import rolling_update_problems

@@ -1,7 +1,7 @@
 """The triton stage's smoke: once every model's Deployment is ready, ``rackctl triton smoke`` against each
 model's Service through the Kubernetes API server's service proxy.
 
-One ``kubectl proxy`` (:class:`bootstrap.kube_proxy.KubectlProxy`, the stage's kubeconfig) serves every
+One ``kubectl proxy`` (:class:`bootstrap.kube.service_proxy.KubectlProxy`, the stage's kubeconfig) serves every
 model; each model's HTTP Service (the rendered Service with a port named ``http``) is asked
 ``/api/v1/namespaces/NS/services/NAME:http/proxy/v2/models/<entry>/generate``, and ``generate_stream`` when
 the model streams (:func:`bootstrap.triton.smoke.run_smoke`). The entry is ``ensemble`` for the
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bootstrap.inventory.served_models import ModelSpec
-from bootstrap.kube_proxy import KubectlProxy, service_path
+from bootstrap.kube.service_proxy import KubectlProxy, service_path
 from bootstrap.triton.smoke import SmokeResult, run_smoke
 from redfish_tools.secrets import redact
 

@@ -14,7 +14,7 @@ import urllib.request
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from bootstrap.kube_proxy import http_error_text, open_direct
+from bootstrap.kube.service_proxy import http_error_text, open_direct
 
 DEFAULT_PROMPT = "What is the capital of Texas?"
 

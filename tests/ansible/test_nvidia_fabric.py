@@ -31,7 +31,7 @@ from bootstrap.nvidia.smi import OPERATOR
 from bootstrap.nvidia.validators import NodeFacts
 from bootstrap.stages.base import RunOptions, StageContext
 from bootstrap.stages.nvidia_fabric import FabricReader
-from bootstrap.stages.nvidia_validate import poll_read_only
+from bootstrap.validation.live import poll_read_only
 from tests.ansible.test_nvidia_host_stage import EmulatedGpus, run_nvidia
 from tests.ansible.test_playbook_stage import RelayEnvironment, networked, rack  # noqa: F401 - the fixtures
 from tests.kube_objects import KubeObjects

@@ -22,8 +22,8 @@ import pytest
 from click.testing import CliRunner
 
 from bootstrap.cli import cli
-from bootstrap.cluster.dcgm_live import pod_path
 from bootstrap.errors import EXIT_FAILED
+from bootstrap.validation.dcgm import pod_path
 from tests.dcgm_serving import MetricsServer, ensure_namespace, exporter_pod, node_slice
 from tests.kube_objects import KubeObjects
 from tests.triton_serving import host_address

@@ -24,7 +24,6 @@ from typing import Any
 
 import pytest
 
-from bootstrap.cluster.apply_live import workload_state
 from bootstrap.cluster.charts import Release
 from bootstrap.cluster.helm_install import (
     FAILED,
@@ -38,6 +37,7 @@ from bootstrap.cluster.helm_install import (
     values_digest,
 )
 from bootstrap.kube import Kubectl
+from bootstrap.kube.apply import workload_state
 from tests.cluster.apiserver import ApiServer
 from tests.cluster.scaffold_charts import LOCAL_PATH_TEMPLATES, scaffold_chart
 from tests.kube_objects import MERGE, KubeObjects, WorkloadReadier

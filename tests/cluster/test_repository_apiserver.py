@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from bootstrap.cluster.apply_live import apply_objects
 from bootstrap.errors import InvalidInput
 from bootstrap.kube import Kubectl
+from bootstrap.kube.apply import apply_objects
 from bootstrap.triton import repository_volume as rv
 from bootstrap.triton.manifests import build_manifests
 from bootstrap.triton.render import RenderedModel

@@ -19,9 +19,9 @@ import pytest
 from click.testing import CliRunner
 
 from bootstrap.cli import cli
-from bootstrap.cluster import workload_checks
 from bootstrap.inventory.loader import load_inventory
 from bootstrap.kube import Kubectl, KubeError
+from bootstrap.validation import workloads as workload_checks
 from tests.kube_objects import JobControllerStandIn, KubeObjects
 
 EXAMPLE = Path(__file__).parents[2] / "inventory" / "examples" / "dvd-inference.yml"

@@ -11,8 +11,8 @@ from typing import Any
 from click.testing import CliRunner
 
 from bootstrap.cli import cli
-from bootstrap.cluster import workload_checks as wc
 from bootstrap.inventory.loader import load_inventory
+from bootstrap.validation import workloads as wc
 
 
 def _node(data: dict[str, Any], name: str) -> dict[str, Any]:

@@ -341,7 +341,7 @@ def test_the_human_report_shows_each_node_its_versions_and_where_it_is_left(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from bootstrap.cli import common
-    from bootstrap.cli.driver_host_run import show_report
+    from bootstrap.cli.day2_cmds import show_report
 
     monkeypatch.setattr(common.console, "width", 400)  # one line per node
     state = tmp_path / "state"

@@ -32,7 +32,6 @@ import yaml
 
 from bootstrap.cluster.gpu_operator import driver_image
 from bootstrap.cluster.vip import kube_vip_upstream
-from bootstrap.cluster.workload_checks import CUDA_IMAGE, NCCL_IMAGE
 from bootstrap.errors import InvalidInput
 from bootstrap.inventory import load_inventory
 from bootstrap.inventory.trtllm import version_info
@@ -40,6 +39,7 @@ from bootstrap.mirror.kubeadm_images import control_plane_images
 from bootstrap.mirror.oci import Entry, write_layout
 from bootstrap.mirror.site_vars import site_vars
 from bootstrap.mirror.upstream_images import UpstreamImage, registry_path, upstream_images
+from bootstrap.validation.workloads import CUDA_IMAGE, NCCL_IMAGE
 from rackctl_lab.head_services import LabHeadServices
 from rackctl_lab.netns import LabNetwork
 from tests.mirror.conftest import lab_inventory_copy

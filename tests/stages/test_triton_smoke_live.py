@@ -27,7 +27,7 @@ from bootstrap.cli import cli
 from bootstrap.errors import EXIT_FAILED, EXIT_INVALID, EXIT_NOT_APPLIED
 from bootstrap.journal.store import Journal
 from bootstrap.kube import KubeError
-from bootstrap.kube_proxy import KubectlProxy
+from bootstrap.kube.service_proxy import KubectlProxy
 from bootstrap.triton.server import TritonServer
 from tests.cluster.apiserver import ApiServer
 from tests.cluster.apiserver_apply import apply_crds

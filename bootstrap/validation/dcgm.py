@@ -4,7 +4,7 @@ The GPU Operator runs dcgm-exporter as the DaemonSet ``nvidia-dcgm-exporter`` in
 pods carry ``app=nvidia-dcgm-exporter`` and listen on the container port named ``metrics`` (9400, or what
 ``dcgmExporter.env`` ``DCGM_EXPORTER_LISTEN`` says). Its Service would reach one pod, picked at random, so
 :class:`DcgmReader` asks every node's own pod: one ``GET /api/v1/namespaces/NS/pods/NAME:PORT/proxy/metrics``
-each, through ``kubectl proxy`` (:class:`bootstrap.kube_proxy.KubectlProxy`; the kubeconfig is all it needs).
+each, through ``kubectl proxy`` (:class:`bootstrap.kube.service_proxy.KubectlProxy`; the kubeconfig is all it needs).
 
 Per node it says which pod was read and what came back, or why nothing could be read (no exporter pod on the
 node, the pod not Running, the proxy's answer); :meth:`DcgmRead.sources` is that for
@@ -17,12 +17,12 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any
 
 from bootstrap.cluster.gpu_operator import gpu_operator
 from bootstrap.inventory.models import Inventory
-from bootstrap.kube import KubeError
-from bootstrap.kube_proxy import KubectlProxy, http_error_text, open_direct
+from bootstrap.kube.api import KubeError, PodLister
+from bootstrap.kube.service_proxy import KubectlProxy, http_error_text, open_direct
 from bootstrap.nvidia.validators import DcgmSource
 
 #: The label the GPU Operator gives its dcgm-exporter pods.
@@ -34,12 +34,6 @@ LISTEN_ENV = "DCGM_EXPORTER_LISTEN"
 #: How long one GET through the pod proxy may take.
 READ_TIMEOUT_S = 30.0
 HOW = "through the API server's pod proxy"
-
-
-class PodLister(Protocol):
-    """The part of :class:`bootstrap.kube.Kubectl` the reader uses."""
-
-    def namespaced_objects(self, resource: str, namespace: str, selector: str) -> list[dict[str, Any]]: ...
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ GPUs that are advertised.
   nccl-tests' ``all_reduce_perf`` over every GPU of the node (:data:`NCCL_IMAGE`); its output read back with
   ``kubectl logs job/…`` and judged by :mod:`bootstrap.nvidia.nccl_tests` against a bus-bandwidth threshold.
 
-The Jobs are applied server-side in one namespace (:func:`bootstrap.cluster.apply_live.apply_objects`),
+The Jobs are applied server-side in one namespace (:func:`bootstrap.kube.apply.apply_objects`),
 watched until Complete or Failed within one deadline, and deleted afterwards (propagation Background) unless
 asked to keep them. Each becomes a :class:`~bootstrap.nvidia.validators.Check`; a failure says why: the
 Job's Failed condition, the pod's container state, a pod the scheduler could not place (its message, such as
@@ -24,12 +24,12 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from bootstrap.cluster.apply_live import LiveApi, apply_objects
 from bootstrap.inventory.hardware import GPU_TYPES
 from bootstrap.inventory.models import Inventory, Node
-from bootstrap.kube import KubeError
+from bootstrap.kube.api import KubeError, WorkloadApi
+from bootstrap.kube.apply import apply_objects
 from bootstrap.nvidia import nccl_tests
 from bootstrap.nvidia.validators import (
     Check,
@@ -74,18 +74,6 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 #: Labels on every Job (and, through the template, its pods).
 CHECK_LABEL, RUN_LABEL = "rackctl.io/check", "rackctl.io/validate-run"
 _NAME_MAX = 63
-
-
-class WorkloadApi(LiveApi, Protocol):
-    """The part of :class:`bootstrap.kube.Kubectl` the workload checks use."""
-
-    def namespaced_objects(self, resource: str, namespace: str, selector: str) -> list[dict[str, Any]]: ...
-
-    def delete_object(self, kind: str, name: str, namespace: str | None = None) -> None: ...
-
-    def logs(self, ref: str, namespace: str, *, tail: int = 400, wait_s: float = 10.0) -> str: ...
-
-    def objects(self, resource: str) -> list[dict[str, Any]]: ...
 
 
 @dataclass(frozen=True)

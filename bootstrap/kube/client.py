@@ -1,13 +1,12 @@
-"""How rackctl sees and acts on Kubernetes: one small seam, two implementations, used by the day-2 commands
-and the ``firmware`` stage (a module of its own, below both: ``bootstrap.day2`` runs stages, so the seam
-cannot live in it without an import cycle).
+"""The Kubernetes client: ``kubectl`` with the kubeconfig the kubernetes stage leaves, or nothing to talk to.
 
 :class:`NotDeployed` when the cluster has no Kubernetes yet (no kubeconfig under the state directory: the
 ``kubernetes`` stage writes ``<state-dir>/kubeconfig`` when it exists), so that ``status`` says "not
 deployed" with the reason and ``redeploy``/``apply`` skip drains and say why. :class:`Kubectl` drives a
 real cluster with ``kubectl`` and that kubeconfig (drain, delete, labels, etcd member removal through the
-etcd static pod of another control plane; reading and merge-patching other objects, such as the GPU Operator's
-ClusterPolicy, for :mod:`bootstrap.day2.driver_operator`).
+etcd static pod of another control plane; reading, applying and merge-patching other objects, such as the GPU
+Operator's ClusterPolicy). :func:`cluster_for` picks one of the two; :class:`ClusterGate` is the rollout
+scheduler's drain gate over either. Callers are written against :mod:`bootstrap.kube.api`'s Protocols.
 """
 
 from __future__ import annotations
@@ -17,54 +16,17 @@ import math
 import shutil
 import subprocess
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn, Protocol
+from typing import Any, NoReturn
 
-from bootstrap.errors import EnvironmentMissing, RackctlError
+from bootstrap.errors import EnvironmentMissing
+from bootstrap.kube.api import Cluster, KubeError, KubeNode
 from redfish_tools.secrets import redact
 
 #: where the kubernetes stage leaves the admin kubeconfig
 KUBECONFIG = "kubeconfig"
 #: labels Kubernetes itself sets: never recorded for restoring
 SYSTEM_LABEL_PREFIXES = ("kubernetes.io/", "node.kubernetes.io/", "beta.kubernetes.io/", "node-role.kubernetes.io/")
-
-
-class KubeError(RackctlError):
-    """A Kubernetes operation failed (the message names it and kubectl's answer)."""
-
-
-@dataclass(frozen=True)
-class KubeNode:
-    """What day-2 commands read of a Kubernetes node."""
-
-    name: str
-    ready: bool
-    allocatable_gpus: int
-    labels: dict[str, str] = field(default_factory=dict)
-    unschedulable: bool = False
-
-
-class Cluster(Protocol):
-    """The Kubernetes a day-2 command works with."""
-
-    @property
-    def deployed(self) -> bool: ...
-
-    @property
-    def reason(self) -> str: ...
-
-    def nodes(self) -> dict[str, KubeNode]: ...
-
-    def drain(self, node: str) -> None: ...
-
-    def delete_node(self, node: str) -> None: ...
-
-    def uncordon(self, node: str) -> None: ...
-
-    def remove_etcd_member(self, node: str, *, via: str) -> str: ...
-
-    def label(self, node: str, labels: dict[str, str]) -> None: ...
 
 
 class NotDeployed:
@@ -224,7 +186,7 @@ class Kubectl:
         if labels:
             self._run("label", "node", node, "--overwrite", *(f"{k}={v}" for k, v in sorted(labels.items())))
 
-    # -- live apply (bootstrap.cluster.apply_live, bootstrap.cluster.node_labels) ----------------------------
+    # -- live apply (bootstrap.kube.apply, bootstrap.kube.node_labels) ----------------------------
     def get_object(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         """One object as JSON, or ``None`` when the server has no such object."""
         where = ["-n", namespace] if namespace else []

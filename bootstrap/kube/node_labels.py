@@ -16,11 +16,11 @@ ownership is recorded in annotations rather than left to a field manager.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import yaml
 
-from bootstrap.kube import KubeError
+from bootstrap.kube.api import KubeError, ObjectPatcher
 
 #: The Node annotations that record what rackctl applied (comma-separated label keys / ``key:effect``).
 MANAGED_LABELS = "rackctl.io/managed-labels"
@@ -29,14 +29,6 @@ MANAGED_TAINTS = "rackctl.io/managed-taints"
 LABELS_FILE = "nodes/labels.yaml"
 #: How often a patch refused as stale (the Node changed meanwhile) is recomputed.
 ATTEMPTS = 3
-
-
-class NodeApi(Protocol):
-    """The part of :class:`bootstrap.kube.Kubectl` this module uses."""
-
-    def get_object(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None: ...
-
-    def merge_patch(self, kind: str, name: str, patch: dict[str, Any], namespace: str | None = None) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -133,7 +125,7 @@ def node_patch(node: dict[str, Any], want: Wanted) -> tuple[dict[str, Any] | Non
     return patch, changes
 
 
-def apply_labels(api: NodeApi, node: str, want: Wanted) -> LabelOutcome:
+def apply_labels(api: ObjectPatcher, node: str, want: Wanted) -> LabelOutcome:
     """Bring one Node's labels and taints to ``want``; a Node the cluster lacks is reported not joined."""
     for attempt in range(ATTEMPTS):
         found = api.get_object("node", node)
@@ -153,6 +145,6 @@ def apply_labels(api: NodeApi, node: str, want: Wanted) -> LabelOutcome:
     raise KubeError(f"Node {node} kept changing while its labels were applied")  # pragma: no cover - loop returns
 
 
-def apply_all(api: NodeApi, wanted: dict[str, Wanted], nodes: list[str]) -> dict[str, LabelOutcome]:
+def apply_all(api: ObjectPatcher, wanted: dict[str, Wanted], nodes: list[str]) -> dict[str, LabelOutcome]:
     """:func:`apply_labels` on each of ``nodes`` that the inventory gives labels for."""
     return {node: apply_labels(api, node, wanted[node]) for node in nodes if node in wanted}

@@ -24,26 +24,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import yaml
+
+from bootstrap.kube.api import LiveApi
 
 #: The field manager every rackctl apply uses (visible in each object's ``managedFields``).
 FIELD_MANAGER = "rackctl"
 #: Where the CRDs of a group rackctl renders objects of come from (said when they are missing).
 CRD_SOURCES = {"monitoring.coreos.com": "; kube-prometheus-stack installs the Prometheus operator's CRDs"}
-
-
-class LiveApi(Protocol):
-    """The part of :class:`bootstrap.kube.Kubectl` this module uses."""
-
-    def get_object(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None: ...
-
-    def get_manifest(self, manifest: Path) -> list[dict[str, Any]]: ...
-
-    def apply_server_side(self, manifest: Path, *, field_manager: str) -> str: ...
-
-    def served_kinds(self, api_version: str) -> set[str]: ...
 
 
 def object_name(obj: dict[str, Any]) -> str:
