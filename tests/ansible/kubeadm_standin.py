@@ -1,5 +1,5 @@
-"""STAND-IN kubeadm, etcdctl and crictl for the cluster side's tests (test doubles: a real kubeadm >= 1.22 cannot
-run here).
+"""STAND-IN kubeadm, etcdctl and crictl for the cluster side's tests (test doubles: a real kubeadm cannot
+run on loopback "nodes" that are all this machine; the real one runs in test_kubernetes_cluster_real.py).
 
 :func:`install` writes, for one "node" (all nodes are this machine, each with its own directory), a
 ``kubeadm``, an ``etcdctl`` and a ``crictl`` script into ``<node>/bin``. Each records every invocation (node,

@@ -5,10 +5,11 @@ pattern of tests/ansible/test_playbook_stage.py: pinned host keys, the relay as 
 cp-02, cp-03 (control planes) and gpu-01 (worker). Every node is THIS machine, so every path the roles use
 (``kube_config_dir``, ``kubeadm_bin_dir``, the node's kubeadm config, the snapshot directory) is pointed into
 the test's tmp_path. kubeadm and etcdctl there are STAND-INS (tests/ansible/kubeadm_standin.py): a real
-kubeadm >= 1.22 cannot run here. They record each call and write the files the real ones write; no
-cluster is built. What is real: Ansible, SSH, the roles' order, serial joins, idempotence, no_log, the
-driver's artefacts, the stage's gate and messages, the kubeconfig fetch, the journal. The same roles against a
-REAL kubeadm 1.37.2 on native lab nodes (keepalived + haproxy): tests/ansible/test_kubernetes_cluster_real.py.
+kubeadm cannot run on these loopback "nodes" (all are this machine). They record each call and write the
+files the real ones write; no cluster is built. What is real: Ansible, SSH, the roles' order, serial joins,
+idempotence, no_log, the driver's artefacts, the stage's gate and messages, the kubeconfig fetch, the
+journal. The same roles against a REAL kubeadm 1.37.2 on native lab nodes (keepalived + haproxy):
+tests/ansible/test_kubernetes_cluster_real.py.
 """
 
 from __future__ import annotations
