@@ -121,7 +121,10 @@ def haproxy_cfg(inv: Inventory) -> str:
     return (
         "# rendered by rackctl: clients reach VIP:8443, haproxy forwards to every API server's own port\n"
         "global\n  log /dev/log local0\n  daemon\n"
-        "defaults\n  mode tcp\n  timeout connect 5s\n  timeout client 35s\n  timeout server 35s\n"
+        # a connection to an API server that just went down is retried on another (redispatch) instead of
+        # being closed on the client, until the health checks take that server out
+        "defaults\n  mode tcp\n  timeout connect 2s\n  timeout client 35s\n  timeout server 35s\n"
+        "  retries 3\n  option redispatch\n"
         f"frontend kube-apiserver\n  bind *:{HAPROXY_PORT}\n  default_backend kube-apiservers\n"
         "backend kube-apiservers\n  option httpchk GET /healthz\n  http-check expect status 200\n"
         "  balance roundrobin\n" + servers
