@@ -86,6 +86,8 @@ class Rack:
     nodes: dict[str, nspawn.NativeNode]
     key: Path
     bundle: dict[str, str]
+    #: the lab's builds by name (this machine's kubectl among them)
+    binaries: dict[str, Path]
 
     def ssh(self, host: str, command: str, *, timeout: float = 120) -> str:
         node = self.nodes[host]
@@ -103,9 +105,9 @@ class Rack:
 
     def kubectl(self, *args: str, input_text: str | None = None) -> subprocess.CompletedProcess[str]:
         """This machine's kubectl with the kubeconfig rackctl fetched (the API VIP), from the bridge's namespace."""
-        kubectl = next(Path(b.path) for b in build.build(build.select(RELEASE, ["kubectl"])))
+        kubeconfig = f"--kubeconfig={self.ctx.state_dir / KUBECONFIG}"
         return subprocess.run(
-            [*NETWORK.exec_prefix(), str(kubectl), f"--kubeconfig={self.ctx.state_dir / KUBECONFIG}", *args],
+            [*NETWORK.exec_prefix(), str(self.binaries["kubectl"]), kubeconfig, *args],
             capture_output=True, text=True, timeout=timing.seconds(60), check=False, input=input_text,
         )  # fmt: skip
 
@@ -132,7 +134,7 @@ def _inventory(folder: Path, admin_key: str) -> Path:
 
 @pytest.fixture(scope="module")
 def rack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rack]:
-    programs = sorted({*kubenode.PROGRAMS, *images.needed_programs(RELEASE, skip=NOT_ASSEMBLED)})
+    programs = sorted({*kubenode.PROGRAMS, *images.needed_programs(RELEASE, skip=NOT_ASSEMBLED), "kubectl"})
     built = build.build(build.select(RELEASE, programs))
     binaries = {b.name: Path(b.path) for b in built}
     assembled = images.assemble(RELEASE, built, skip=NOT_ASSEMBLED)
@@ -175,7 +177,7 @@ def rack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rack]:
             run_id = journal.begin_run("test: cluster side, real kubeadm")
             options = RunOptions(environment=NetnsEnvironment(key))
             ctx = StageContext("kubernetes", inventory, NODES, journal, state, run_id, options, Recorder())
-            rack_ctx = Rack(ctx, nodes, key, bundle)
+            rack_ctx = Rack(ctx, nodes, key, bundle, binaries)
             for hostname in NODES:
                 kubenode.install(nodes[hostname], binaries, debs, assembled, lambda c, h=hostname: rack_ctx.ssh(h, c))
                 _host_side_standin(rack_ctx, hostname)

@@ -8,7 +8,6 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,11 +17,11 @@ import yaml
 from click.testing import CliRunner
 
 from bootstrap.cli import cli, triton_deliver
-from bootstrap.environment import HostEnvironment
 from bootstrap.inband.access import node_access
 from bootstrap.inventory.loader import load_inventory
 from bootstrap.provision.hostkeys import ensure_host_key, known_hosts_path, write_known_hosts
 from bootstrap.triton.deliver import SourceFile, deliver_model, deliver_node, plan_model, source_files
+from tests.ansible.test_playbook_stage import RelayEnvironment
 from tests.sshnode import start_ssh_node
 from tests.triton.test_model_files import hf_checkpoint
 
@@ -30,21 +29,6 @@ EXAMPLE = Path(__file__).parents[2] / "inventory" / "examples" / "dvd-inference.
 RELAY = Path(__file__).resolve().parents[1] / "sshrelay.py"
 NODES = ("gpu-l40s-01", "gpu-l40s-02")
 MODEL = "llama-2-13b-awq"
-
-
-class RelayEnvironment(HostEnvironment):
-    """The host environment with the admin key and a proxy to the test's sshd (the lab relay's part)."""
-
-    name = "test-relay"
-
-    def __init__(self, key: Path, port_map: Path) -> None:
-        self.key, self.port_map = key, port_map
-
-    def ssh_proxy_command(self) -> str | None:
-        return f"{sys.executable} {RELAY} {self.port_map} %h %p"
-
-    def admin_key(self, inventory: object) -> Path | None:
-        return self.key
 
 
 def model_dir(path: Path) -> Path:
