@@ -183,6 +183,11 @@ def lab_up_all(bmc_plan: LabBmcPlan, vm_plan: LabVmPlan, lab_dir: Path, **bmc_op
         vms.down()
         raise
     result["vms"] = _vm_summary(state)
+    if state.stale_removed:  # said, not silently done: a lab before this one did not come down
+        result["warnings"].append(
+            f"removed {len(state.stale_removed)} domain(s) an earlier lab left defined "
+            f"({', '.join(state.stale_removed)}): that lab did not come down"
+        )
     return result
 
 
@@ -203,4 +208,5 @@ def _vm_summary(state: LabVmState) -> dict[str, Any]:
         "segments": [asdict(s) for s in state.segments],
         "daemons": state.pids,
         "domains": [{"node": v.hostname, "domain": v.domain, "serial_log": v.serial_log} for v in state.vms],
+        "stale_removed": list(state.stale_removed),
     }

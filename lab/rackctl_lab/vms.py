@@ -143,6 +143,8 @@ class LabVmState:
     pids: dict[str, int] = field(default_factory=dict)  #: daemon name -> PID
     kvm: dict[str, int] | None = None  #: /dev/kvm's original gid and mode, if changed
     segments: list[Segment] = field(default_factory=list)  #: the lab's further networks (bridges)
+    #: domains an earlier lab left defined, removed by the last ``up`` (:func:`remove_stale_domains`)
+    stale_removed: list[str] = field(default_factory=list)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
@@ -231,6 +233,8 @@ class LabVms:
         self._start_daemons(state)
         conn = connect()
         try:
+            state.stale_removed = remove_stale_domains(conn, keep={v.domain for v in state.vms})
+            self._save(state)
             for spec in specs:
                 self._define(conn, spec)
                 if spec.hostname not in {v.hostname for v in state.vms}:
@@ -323,6 +327,23 @@ def connect(uri: str = LIBVIRT_URI) -> Any:
         return libvirt.open(uri)
     except libvirt.libvirtError as exc:
         raise LabVmError(f"cannot reach libvirtd at {uri}: {exc}; run `rackctl lab up`") from exc
+
+
+def remove_stale_domains(conn: Any, keep: set[str]) -> list[str]:
+    """Remove the lab's domains that libvirtd loaded from its disk but this lab's state does not record.
+
+    libvirtd keeps a defined domain's XML under ``/etc/libvirt/qemu`` across restarts; a lab that did not
+    come down (killed mid-run, its libvirtd gone before ``down``) leaves its domains there, and the next
+    lab's libvirtd loads them: defining a node of the same name then fails ("already exists with uuid").
+    One lab runs per machine (``up`` refuses a second libvirtd), so a ``rackctl-lab-`` domain not in
+    ``keep`` belongs to no running lab. Returns the names removed.
+    """
+    removed = []
+    for dom in conn.listAllDomains(0):
+        name = dom.name()
+        if name.startswith(DOMAIN_PREFIX) and name not in keep and _remove_domain(conn, name):
+            removed.append(name)
+    return removed
 
 
 def _remove_domain(conn: Any, name: str) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 
 from bootstrap.inventory import load_inventory
 from bootstrap.stages.oob import target_for
-from rackctl_lab.vms import KVM, VmSpec, connect, domain_xml
+from rackctl_lab.vms import KVM, LabVms, VmSpec, connect, domain_xml
 from redfish_tools.boot import boot_override, set_boot_once
 from redfish_tools.connection import BmcConnection
 from redfish_tools.power import power_state, set_power
@@ -90,3 +91,45 @@ def test_idrac_drives_its_vm_and_lab_down_leaves_nothing(tmp_path: Path) -> None
     if kvm_before is not None:
         assert (KVM.stat().st_mode, KVM.stat().st_gid) == kvm_before
     assert os.path.exists(lab.lab_dir)  # the lab's files stay for inspection; only processes go
+
+
+@pytest.mark.lab
+@pytest.mark.slow
+@pytest.mark.vm
+def test_a_lab_killed_before_down_leaves_no_domain_the_next_lab_trips_on(tmp_path: Path) -> None:
+    """libvirtd keeps definitions on its disk; a lab whose libvirtd died before ``down`` left its domains there,
+    and the next lab's node of the same name but another identity failed to define (CI met it)."""
+    reason = missing_prerequisites()
+    if reason:
+        pytest.skip(reason)
+    domain = "rackctl-lab-node-a"
+    kept = Path("/etc/libvirt/qemu") / f"{domain}.xml"
+    _key, public = admin_key(tmp_path)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = VmLab(tmp_path / "a", write_inventory(tmp_path / "a", ["node-a"], public)).up()
+    try:
+        state = LabVms(first.lab_dir).state()
+        assert state is not None
+        os.kill(state.pids["libvirtd"], signal.SIGKILL)  # the run was killed: nothing undefines the domain
+        daemon = f"libvirtd --daemon --pid-file {first.lab_dir.resolve()}"
+        timing.wait_for(lambda: not _processes(daemon), timing.QUICK_S, 0.2, "libvirtd gone")
+    finally:
+        first.down()
+    assert kept.exists()  # left behind, as a killed run leaves it
+    second_inventory = write_inventory(tmp_path / "b", ["node-a"], public)
+    second_inventory.write_text(second_inventory.read_text().replace("LABT002", "LABX002"))  # another machine
+    second = VmLab(tmp_path / "b", second_inventory).up()
+    try:
+        state = LabVms(second.lab_dir).state()
+        assert state is not None and state.stale_removed == [domain]
+        assert second.result["vms"]["stale_removed"] == [domain]  # said in `lab up`'s output
+        assert any(f"left defined ({domain})" in w for w in second.result["warnings"]), second.result["warnings"]
+        virt = connect()
+        try:
+            assert virt.lookupByName(domain).UUIDString() == second.vms[0].uuid  # the new node's identity
+        finally:
+            virt.close()
+    finally:
+        second.down()
+    assert not kept.exists()
