@@ -24,7 +24,7 @@ from bootstrap.cli.common import (
 )
 from bootstrap.inventory import load_inventory
 from bootstrap.provision.cache import prune
-from bootstrap.provision.image import PACKAGES, build_image, default_mirror
+from bootstrap.provision.image import build_image, default_mirror, image_packages
 from bootstrap.provision.ramdisk import PROFILES, build_ramdisk, cache_root, resolve_kernel_package
 
 #: where `rackctl provision` (the provision stage) looks for vmlinuz, initrd.img and disk.raw.gz by default
@@ -129,7 +129,7 @@ def build_cmd(
     trim = inventory.cluster.lab if trim is None else trim
     if dry_run:
         data = {"ok": True, "dry_run": True, "suite": suite, "mirror": mirror or default_mirror(),
-                "packages": list(PACKAGES), "size_mib": size_mib, "admin_keys": len(keys), "trim": trim,
+                "packages": list(image_packages()), "size_mib": size_mib, "admin_keys": len(keys), "trim": trim,
                 "out": str(out)}  # fmt: skip
         emit(data, as_json, lambda d: console.print(
             f"would debootstrap {d['suite']} from {escape(d['mirror'])} with {', '.join(d['packages'])} "

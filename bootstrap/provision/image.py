@@ -24,12 +24,20 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from bootstrap.errors import EnvironmentMissing, InvalidInput, Problem
 from bootstrap.fsutil import atomic_write_text
 from bootstrap.provision.blockmap import build_block_map, ensure_block_map, map_path, ranges_path
 from bootstrap.provision.ramdisk import _run, cache_lock, cache_root, mark_used, remove_tree
+from bootstrap.resources import roles_dir
 
 PACKAGES = ("systemd-sysv", "udev", "openssh-server", "linux-image-amd64", "python3", "iproute2", "kmod", "fdisk")
+#: Node roles whose ``<role>_packages`` every installed node gets in the image already: the network stage's
+#: first run then installs none of them (each role still declares them, the head node's mirror still has
+#: them, apt still checks them; a node installed otherwise, e.g. by the Debian installer, gets them from the
+#: role). Not container_runtime: its containerd and runc are the site's pins, installed from the mirror.
+IMAGE_ROLES = ("baseline", "networks")
 #: Kernel module trees dropped from the lab image (the VMs have virtio only); keeps net/, fs/, crypto/ etc.
 LAB_TRIM_MODULES = ("sound", "drivers/gpu", "drivers/media", "drivers/iio", "drivers/infiniband", "drivers/staging",
                     "drivers/usb", "drivers/hwmon", "drivers/hid", "drivers/bluetooth", "drivers/input", "drivers/isdn",
@@ -178,16 +186,30 @@ def _recipe_digest() -> str:
     return _key(*parts)
 
 
+def image_packages() -> tuple[str, ...]:
+    """:data:`PACKAGES` and the packages of the :data:`IMAGE_ROLES` (names only: a pin is the role's to apply).
+
+    Read from each role's ``defaults/main.yml`` (``<role>_packages``), the list the mirror is built from
+    (:func:`bootstrap.mirror.manifest.role_requests` checks the names there).
+    """
+    names: list[str] = []
+    for role in IMAGE_ROLES:
+        defaults = yaml.safe_load((roles_dir() / role / "defaults" / "main.yml").read_text(encoding="utf-8"))
+        names += [str(item).partition("=")[0].strip() for item in (defaults or {}).get(f"{role}_packages") or []]
+    return tuple(dict.fromkeys([*PACKAGES, *names]))
+
+
 def debootstrap_tree(suite: str, mirror: str, cache: Path) -> Path:
-    """A minbase root tree with :data:`PACKAGES`, cached by suite, mirror and packages."""
-    target = cache / "image" / f"rootfs-{suite}-{_key(suite, mirror, PACKAGES)}"
+    """A minbase root tree with :func:`image_packages`, cached by suite, mirror and packages."""
+    packages = image_packages()
+    target = cache / "image" / f"rootfs-{suite}-{_key(suite, mirror, packages)}"
     if (target / ".rackctl-complete").exists():
         mark_used(target)
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".rootfs.", dir=target.parent))
     try:
-        _run(["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", suite, str(work / "root"), mirror])
+        _run(["debootstrap", "--variant=minbase", f"--include={','.join(packages)}", suite, str(work / "root"), mirror])
         (work / "root" / ".rackctl-complete").write_text(f"{suite} {mirror}\n")
         if not (target / ".rackctl-complete").exists():  # another builder may have finished meanwhile
             if target.exists():
@@ -366,9 +388,8 @@ def build_image(
     check_tools()
     cache = cache or cache_root()
     mirror = mirror or default_mirror()
-    target = (
-        cache / "image" / f"disk-{_key(suite, mirror, PACKAGES, sorted(admin_keys), size_mib, trim, _recipe_digest())}"
-    )
+    key = _key(suite, mirror, image_packages(), sorted(admin_keys), size_mib, trim, _recipe_digest())
+    target = cache / "image" / f"disk-{key}"
     meta = target / "disk.raw.gz.json"
     with cache_lock(cache / "image"):
         if not meta.exists():

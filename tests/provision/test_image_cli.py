@@ -32,6 +32,9 @@ def test_build_dry_run_trims_for_lab_inventories_and_builds_nothing(tmp_path: Pa
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert data["trim"] is True and data["admin_keys"] == 1 and "openssh-server" in data["packages"]
+    # the node roles' own packages (baseline, networks) come in the image; the container runtime's pins do not
+    assert {"chrony", "unattended-upgrades", "netplan.io"} <= set(data["packages"])
+    assert "containerd" not in data["packages"]
     assert not (tmp_path / ".cache").exists()
 
 
