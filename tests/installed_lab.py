@@ -10,7 +10,8 @@ streaming the debootstrap image, callback, pinned SSH host keys, DMI identity), 
 reaches it (pinned known_hosts, admin key, netns relay).
 
 Paid once per session (a plugin of the root conftest): every VM test that does not test installing
-itself works on these nodes; ``tests/provision/test_e2e_lab.py`` asserts on this very install. So that
+itself works on these nodes; ``tests/provision/test_e2e_lab.py`` asserts on this very install, and
+``tests/day2/test_redeploy_vm.py`` reinstalls one of them last. So that
 no other lab's VMs run beside it, :func:`pytest_collection_modifyitems` moves the modules that use it to
 the end of the run (their order kept), and marks their tests ``vm``. The fixture runs under the
 machine-wide lab lock (``/tmp/rackctl-lab.lock``, :mod:`tests.inband.lablock`) and tears everything down
@@ -174,6 +175,8 @@ def _install(folder: Path) -> InstalledLab:
 FIXTURES = frozenset({"installed_lab", "served_lab", "first_run"})
 #: the test module whose subject is the install this fixture made
 INSTALL_PROOF = "tests/provision/test_e2e_lab.py"
+#: the test module that reinstalls a node the others configured: after all of them
+LAST = "tests/day2/test_redeploy_vm.py"
 
 
 def uses_installed_lab(item: pytest.Item) -> bool:
@@ -187,7 +190,7 @@ def last_the_lab_modules(items: list[pytest.Item]) -> list[pytest.Item]:
     Whole modules move (their module-scoped fixtures are set up once); the lab is then booted after every
     other VM test has taken its own VMs down, and is up, idle VMs and all, only while its users run. The
     module that proves the install itself (:data:`INSTALL_PROOF`) runs first of them: a broken install
-    fails there, by name, before the tests that build on it.
+    fails there, by name, before the tests that build on it; :data:`LAST`, which reinstalls a node, last.
     """
 
     def module(item: pytest.Item) -> str:
@@ -199,7 +202,8 @@ def last_the_lab_modules(items: list[pytest.Item]) -> list[pytest.Item]:
     rest = [item for item in items if module(item) not in modules | native]
     late = [item for item in items if module(item) in native]
     lab = [item for item in items if module(item) in modules]
-    lab.sort(key=lambda item: module(item) != INSTALL_PROOF)  # stable: the install's own proof first
+    # stable: the install's own proof first, the module that reinstalls a node last
+    lab.sort(key=lambda item: (module(item) != INSTALL_PROOF) + (module(item) == LAST))
     return rest + late + lab
 
 

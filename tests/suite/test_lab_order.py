@@ -1,4 +1,5 @@
-"""tests/installed_lab.py: the modules on the session's installed lab run last, the install's proof first."""
+"""tests/installed_lab.py: the modules on the session's installed lab run last, the install's proof first and
+the redeploy (which reinstalls a node the others configured) last of them."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ LAB_MODULES = [
     "tests/inband/test_network_stage_lab.py",
     "tests/inband/test_networks_role.py",
     "tests/inband/test_site_services_lab.py",
+    "tests/day2/test_redeploy_vm.py",
 ]
 
 
@@ -30,11 +32,11 @@ def _collect(*args: str) -> list[str]:
 
 
 def test_the_lab_modules_run_last_whole_and_the_install_proof_first() -> None:
-    ids = _collect("tests/inband", "tests/provision", "tests/lab/test_vms.py")
+    ids = _collect("tests/day2", "tests/inband", "tests/provision", "tests/lab/test_vms.py")
     modules = [nodeid.split("::", 1)[0] for nodeid in ids]
     tail = modules[len(modules) - sum(m in LAB_MODULES for m in modules) :]
     assert set(tail) == set(LAB_MODULES), tail  # every lab module, and only those, at the end
-    assert list(dict.fromkeys(tail)) == LAB_MODULES  # each module whole, the install's proof first
+    assert list(dict.fromkeys(tail)) == LAB_MODULES  # each module whole, the install's proof first, redeploy last
     assert "tests/lab/test_vms.py" in modules[: -len(tail)]  # a test with VMs of its own ran before
 
 
@@ -43,7 +45,6 @@ def test_make_test_fast_leaves_every_vm_test_out() -> None:
     modules = {nodeid.split("::", 1)[0] for nodeid in ids}
     vm_modules = {
         *LAB_MODULES,
-        "tests/day2/test_redeploy_vm.py",
         "tests/provision/test_flow_failures.py",
         "tests/provision/test_lab_deploy.py",
         "tests/provision/test_lab_seed.py",
