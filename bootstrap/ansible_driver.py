@@ -105,6 +105,15 @@ def _check_extravars(extravars: dict[str, Any]) -> None:
         )
 
 
+#: ansible-runner events that end a task on a host -> the status ``on_task`` is given (``changed`` from ok)
+TASK_ENDS = {
+    "runner_on_ok": "ok",
+    "runner_on_failed": "failed",
+    "runner_on_skipped": "skipped",
+    "runner_on_unreachable": "unreachable",
+}
+
+
 def _failure_message(event: dict[str, Any]) -> str:
     """The task and what it said; of a loop, what its first failed or unreachable item said (the loop itself says
     only "All items completed")."""
@@ -173,12 +182,15 @@ def run_playbook(
     facts_var: str | None = None,
     on_host_done: Callable[[str, bool, str], None] | None = None,
     work_dir: Path | None = None,
+    on_task: Callable[[str, str, str], None] | None = None,
 ) -> PlaybookResult:
     """Run ``playbooks/<playbook>`` against ``inventory`` and collect per-host outcomes.
 
     ``facts_var``: a fact the play sets (``set_fact``) to return per host in ``result.facts``.
     ``work_dir``: ansible-runner's private data dir, kept (its ``artifacts/`` hold the run's output and
     events); without one a temporary dir is used and removed.
+    ``on_task``: called with (host, task, status) as each task ends on a host (status ``ok``, ``changed``,
+    ``failed``, ``skipped``, ``unreachable``), for progress while the run goes on.
     """
     extravars = dict(extravars or {})
     _check_extravars(extravars)
@@ -198,6 +210,9 @@ def run_playbook(
         if not host:
             return True
         outcome = hosts.setdefault(host, HostOutcome(host))
+        if on_task is not None and kind in TASK_ENDS:
+            changed = kind == "runner_on_ok" and bool((data.get("res") or {}).get("changed"))
+            on_task(str(host), str(data.get("task", "")), "changed" if changed else TASK_ENDS[kind])
         if kind == "runner_on_ok":
             outcome.ok += 1
             if (data.get("res") or {}).get("changed"):

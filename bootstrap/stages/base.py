@@ -259,6 +259,14 @@ class NotAppliedReporter(Protocol):
     def stage_not_applied(self, stage: str, message: str) -> None: ...
 
 
+@runtime_checkable
+class TaskReporter(Protocol):
+    """A reporter that also shows each Ansible task as it ends on a node (optional, like
+    :class:`NotAppliedReporter`): ``done`` counts the node's ended tasks in this playbook run."""
+
+    def task_done(self, stage: str, node: str, task: str, status: str, done: int) -> None: ...
+
+
 class NullProgress:
     """A reporter that shows nothing (tests, ``--json`` without a terminal)."""
 

@@ -17,6 +17,7 @@ the run's limit but never moved in the journal. A run:
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -24,7 +25,7 @@ from typing import Any, ClassVar
 from bootstrap.ansible_driver import HostOutcome, PlaybookResult, run_playbook
 from bootstrap.inband.render import write_ansible_inventory
 from bootstrap.journal.states import NodeState, rank
-from bootstrap.stages.base import NodeResult, PlannedAction, Stage, StageContext, StageResult
+from bootstrap.stages.base import NodeResult, PlannedAction, Stage, StageContext, StageResult, TaskReporter
 
 #: what a failed run's message keeps of ansible's output
 MESSAGE_LIMIT = 400
@@ -85,7 +86,25 @@ def play(
         facts_var=facts_var,
         on_host_done=on_host_done,
         work_dir=runs_dir(ctx.state_dir) / f"{ctx.run_id}-{work_name}",
+        on_task=_task_progress(ctx, work_name),
     )
+
+
+def _task_progress(ctx: StageContext, label: str) -> Callable[[str, str, str], None] | None:
+    """Each ended task to the run's reporter, counted per host (None when the reporter does not show tasks)."""
+    reporter = ctx.progress
+    if not isinstance(reporter, TaskReporter):
+        return None
+    done: dict[str, int] = {}
+    lock = threading.Lock()
+
+    def on_task(host: str, task: str, status: str) -> None:
+        with lock:
+            done[host] = done.get(host, 0) + 1
+            count = done[host]
+        reporter.task_done(label, host, task, status, count)
+
+    return on_task
 
 
 class PlaybookStage(Stage):

@@ -77,5 +77,25 @@ class RichProgress:
             self._progress.update(task, completed=total, description=f"[yellow]{stage} (not applied)[/yellow]")
         self._progress.console.print(f"[yellow]{escape(stage)}: {escape(message)}[/yellow]")
 
+    def task_done(self, stage: str, node: str, task: str, status: str, done: int) -> None:
+        """On a terminal, the stage's bar names the node's latest task and its count (the bar's clock runs on);
+        piped, one line per ended task and node, cut to the width."""
+        if self.console.is_terminal:
+            with self._lock:
+                bar = self._tasks.get(stage)
+            if bar is not None:
+                self._progress.update(bar, description=_cut(f"{stage}: {node} #{done} {task}", TERMINAL_LABEL))
+            return
+        self._progress.console.print(escape(_cut(f"  {stage} {node} #{done} {status}: {task}", PIPED_WIDTH)))
+
     def log(self, message: str) -> None:
         self._progress.console.print(escape(message))
+
+
+#: the widest a bar's label gets (the bar, counts and clock fill the rest of 80 columns)
+TERMINAL_LABEL = 40
+PIPED_WIDTH = 80
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"

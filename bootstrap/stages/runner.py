@@ -64,6 +64,7 @@ from bootstrap.stages.base import (
     RunOptions,
     Stage,
     StageContext,
+    TaskReporter,
     get_stage,
 )
 from bootstrap.stages.insecure import insecure_warning
@@ -337,6 +338,10 @@ class RedactingProgress:
 
     def log(self, message: str) -> None:
         self.inner.log(redact(message))
+
+    def task_done(self, stage: str, node: str, task: str, status: str, done: int) -> None:
+        if isinstance(self.inner, TaskReporter):
+            self.inner.task_done(stage, node, redact(task), status, done)
 
     def stage_not_applied(self, stage: str, message: str) -> None:
         if isinstance(self.inner, NotAppliedReporter):

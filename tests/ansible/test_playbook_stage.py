@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from bootstrap.ansible_log import kept_runs
 from bootstrap.environment import HostEnvironment
 from bootstrap.inband.render import inventory_dir
 from bootstrap.inventory import load_inventory
@@ -69,6 +70,17 @@ class Recorder:
         pass
 
 
+class TaskRecorder(Recorder):
+    """A reporter that also shows tasks (``TaskReporter``): remembers each (node, count, task, status)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tasks: list[tuple[str, int, str, str]] = []
+
+    def task_done(self, stage, node, task, status, done):
+        self.tasks.append((node, done, task, status))
+
+
 @pytest.fixture
 def rack(tmp_path: Path):
     """Two 'installed' nodes: gpu-01 serves its pinned key; gpu-02 serves another (a swapped machine)."""
@@ -120,9 +132,17 @@ def test_os_check_sits_between_provision_and_network() -> None:
 
 def test_os_check_runs_the_playbook_and_journals_each_host(rack) -> None:
     inventory, state, environment = rack
-    progress = Recorder()
+    progress = TaskRecorder()
     selection = select(inventory, stages=["os-check"], limit=NODES)
     outcome = Runner(inventory, state, selection, options=RunOptions(environment=environment), progress=progress).run()
+
+    # each task as it ended, counted per node, while the run went on; the same tasks `rackctl logs` reads back
+    ours = [(done, task, status) for node, done, task, status in progress.tasks if node == "gpu-01"]
+    assert [done for done, _, _ in ours] == list(range(1, len(ours) + 1)) and len(ours) > 3, progress.tasks
+    assert all(status in ("ok", "changed", "skipped") for _, _, status in ours), ours
+    assert [(n, s) for n, _, _, s in progress.tasks if n == "gpu-02"] == [("gpu-02", "unreachable")]
+    (kept,) = kept_runs(runs_dir(state))
+    assert [(t.task, t.status) for t in kept.tasks if t.host == "gpu-01"] == [(task, st) for _, task, st in ours]
 
     stage = outcome.stages[0]
     assert stage.nodes["gpu-01"]["status"] == "completed", outcome.as_dict()
