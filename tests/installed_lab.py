@@ -43,7 +43,7 @@ from bootstrap.journal.store import Journal
 from bootstrap.mirror.build import build_mirror
 from bootstrap.mirror.images import push_images, required_images
 from bootstrap.mirror.layout import MirrorLayout
-from bootstrap.mirror.manifest import build_manifest, parse_request
+from bootstrap.mirror.manifest import build_manifest
 from bootstrap.mirror.site_vars import site_vars
 from bootstrap.resources import roles_dir
 from bootstrap.stages.base import RunOptions
@@ -270,8 +270,6 @@ def served_lab(installed_lab: InstalledLab) -> Iterator[ServedLab]:
     start = time.monotonic()
     layout = MirrorLayout(lab.state_dir)
     manifest = build_manifest(lab.inventory, roles_dir())
-    if "netplan.io" not in manifest.pinned():  # the networks role installs it without declaring it (yet)
-        manifest.requests.append(parse_request("netplan.io", "networks", "tests: netplan.io"))
     build_mirror(layout, manifest, key_uid="rackctl lab mirror <mirror@lab.rackctl.test>")
     timings["mirror_build_s"] = time.monotonic() - start
     network = lab.environment.network  # type: ignore[attr-defined]
