@@ -52,10 +52,9 @@ from redfish_tools.boot import BOOT_TARGETS, set_boot_once
 from redfish_tools.connection import BmcConnection
 from redfish_tools.discover import Gpu, Nic, NodeFacts
 from redfish_tools.fleet import FleetInterrupted, NodeResult, run_fleet
-from redfish_tools.jobs import list_jobs
-from redfish_tools.lc import lc_status
 from redfish_tools.power import POWER_ACTIONS, plan_power, power_state, set_power
 from redfish_tools.resources import Service
+from redfish_tools.status import read_queue, read_status
 
 dry_run_option = plan_option("Read the BMCs and show what would change; change nothing.", "dry_run")
 
@@ -565,22 +564,16 @@ def bmc_status_cmd(inventory_path: Path, state_dir: Path, limit: str | None, as_
 
     def op(conn: BmcConnection) -> dict[str, Any]:
         svc = Service(conn)
-        system = svc.system()
-        manager = svc.manager()
-        try:
-            lc = lc_status(conn, svc).as_dict()
-        except Exception as exc:  # LC status is informative here; report why it is missing
-            lc = {"ready": None, "error": getattr(exc, "message", str(exc))}
-        jobs = [j.as_dict() for j in list_jobs(conn, svc) if j.pending]
+        status, queue = read_status(conn, svc), read_queue(conn, svc)
         return {
             "auth": conn.auth_mode,
             "tls": conn.target.tls.describe(),
-            "power": system.get("PowerState"),
-            "model": system.get("Model"),
-            "service_tag": system.get("SKU"),
-            "idrac_version": manager.get("FirmwareVersion"),
-            "lc": lc,
-            "pending_jobs": jobs,
+            "power": status.power,
+            "model": status.model,
+            "service_tag": status.service_tag,
+            "idrac_version": status.idrac,
+            "lc": queue.lc,
+            "pending_jobs": queue.pending_jobs,
         }
 
     results = _fleet(inventory_path, state_dir, limit, "bmc status", op, as_json)

@@ -18,7 +18,7 @@ from bootstrap.kube import Cluster
 from bootstrap.stages.oob import policy_for, targets_for
 from redfish_tools.connection import BmcConnection, ConnectionPolicy
 from redfish_tools.fleet import NodeResult, run_fleet
-from redfish_tools.resources import Service
+from redfish_tools.status import read_status
 
 #: One node's BMC reads (login, system, manager, logout) are cut after this long.
 STATUS_POLICY = ConnectionPolicy(deadline_s=30.0, retries=1, request_deadline_s=20.0)
@@ -57,17 +57,9 @@ def degraded(reason: str) -> Cell:
 
 
 def read_bmc(conn: BmcConnection) -> dict[str, Any]:
-    """Power, health rollup and BIOS/iDRAC versions of one node (two fresh GETs)."""
-    svc = Service(conn)
-    system = svc.system(fresh=True)
-    manager = svc.manager(fresh=True)
-    health = system.get("Status") or {}
-    return {
-        "power": system.get("PowerState"),
-        "health": health.get("HealthRollup") or health.get("Health"),
-        "bios": system.get("BiosVersion"),
-        "idrac": manager.get("FirmwareVersion"),
-    }
+    """Power, health rollup and BIOS/iDRAC versions of one node (two fresh GETs, :mod:`redfish_tools.status`)."""
+    status = read_status(conn)
+    return {"power": status.power, "health": status.health, "bios": status.bios, "idrac": status.idrac}
 
 
 def firmware_cell(inventory: Inventory, node: Node, bmc: NodeResult[dict[str, Any]]) -> Cell:

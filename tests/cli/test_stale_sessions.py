@@ -106,6 +106,10 @@ def test_sigkilled_run_leaves_a_session_the_next_run_closes(rack: Any, tmp_path:
     done = rackctl(*args, **env)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["ok"] is True
+    (read,) = json.loads(done.stdout)["nodes"]  # what the BMC said (redfish_tools.status): its identity
+    assert read["value"]["service_tag"] == spec.service_tag and read["value"]["power"] in ("On", "Off"), read
+    assert read["value"]["model"].endswith(spec.model) and read["value"]["idrac_version"], read
+    assert read["value"]["lc"]["ready"] is True and read["value"]["pending_jobs"] == [], read
 
     assert emulated.open_sessions(NODE) == before, "the stale session (or the new one) is still open"
     assert _ledger_entries(state_dir) == []
