@@ -32,25 +32,21 @@ from bootstrap.cli.common import (
 )
 from bootstrap.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from bootstrap.inventory import Inventory, load_inventory
-from bootstrap.journal import Journal
 from bootstrap.selection import select_nodes, split_csv
 from bootstrap.stages.base import RunOptions
 from bootstrap.stages.insecure import insecure_warning
 from bootstrap.stages.oob import (
-    FACTS_STAGE,
-    check_facts,
     desired_bios,
-    mac_diff,
     policy_for,
     targets_for,
     write_mac_diff,
 )
+from bootstrap.stages.oob_reports import bios_apply_report, discover_report
 from bootstrap.stages.progress import RichProgress
 from bootstrap.stages.runner import Runner, RunOutcome, plan, select
 from redfish_tools.bios import plan_bios
 from redfish_tools.boot import BOOT_TARGETS, set_boot_once
 from redfish_tools.connection import BmcConnection
-from redfish_tools.discover import Gpu, Nic, NodeFacts
 from redfish_tools.fleet import FleetInterrupted, NodeResult, run_fleet
 from redfish_tools.power import POWER_ACTIONS, plan_power, power_state, set_power
 from redfish_tools.resources import Service
@@ -203,11 +199,6 @@ def _command(name: str, limit: str | None, *flags: str) -> str:
     return " ".join([name, *([f"--limit {limit}"] if limit else []), *flags])
 
 
-def _node_outcome(outcome: RunOutcome, node: str) -> dict[str, Any]:
-    stage = outcome.stages[0] if outcome.stages else None
-    return (stage.nodes if stage else {}).get(node) or {"status": "not_run", "message": outcome.message}
-
-
 # -- discover ---------------------------------------------------------------------------------------
 @click.command("discover")
 @node_options
@@ -225,7 +216,7 @@ def discover_cmd(inventory_path: Path, state_dir: Path, limit: str | None, write
     outcome = _run_stage(
         inventory, state_dir, "discover", limit, as_json, command=_command("discover", limit, *(["--write"] * write))
     )
-    data = _discover_report(inventory, state_dir, outcome)
+    data = discover_report(inventory, state_dir, outcome)
     data["written"] = write_mac_diff(inventory_path, data["mac_diff"]) if write else 0
 
     def human(d: dict[str, Any]) -> None:
@@ -262,55 +253,6 @@ def discover_cmd(inventory_path: Path, state_dir: Path, limit: str | None, write
 
     emit(data, as_json, human)
     _finish_outcome(outcome)
-
-
-def _discover_report(inventory: Inventory, state_dir: Path, outcome: RunOutcome) -> dict[str, Any]:
-    """Per node: journal state, the stage's verdict and this run's facts; mismatches and the MAC diff."""
-    nodes: list[dict[str, Any]] = []
-    mismatches: dict[str, list[dict[str, Any]]] = {}
-    diff: list[dict[str, Any]] = []
-    with Journal(state_dir, readonly=True) as journal:
-        for name in outcome.nodes:
-            result = _node_outcome(outcome, name)
-            # facts are this run's unless the stage could not read the BMC (its message starts "BMC: ")
-            fresh = result["status"] == "completed" or (
-                result["status"] == "failed" and not str(result.get("message", "")).startswith("BMC: ")
-            )
-            raw = journal.latest_facts(name).get(FACTS_STAGE) if fresh else None
-            node = inventory.node(name)
-            if raw is not None and node is not None:
-                facts = _facts_from_dict(raw)
-                mismatches[name] = check_facts(inventory, node, facts)
-                diff.extend(mac_diff(inventory, node, facts))
-            nodes.append(
-                {
-                    "name": name,
-                    "ok": result["status"] in ("completed", "skipped"),
-                    "status": result["status"],
-                    "state": outcome.nodes[name],
-                    "message": result.get("message", ""),
-                    "value": raw,
-                }
-            )
-    return {
-        "ok": outcome.ok,
-        "run": outcome.run_id,
-        "message": outcome.message,
-        "nodes": nodes,
-        "mismatches": mismatches,
-        "mac_diff": diff,
-        "facts_store": "journal",
-    }
-
-
-def _facts_from_dict(raw: dict[str, Any]) -> NodeFacts:
-    """The journalled facts back as :class:`NodeFacts` (the parts the inventory checks read)."""
-    simple: dict[str, Any] = {k: raw.get(k) for k in ("bmc", "service_tag", "manufacturer", "model", "power_state")}
-    return NodeFacts(
-        **simple,
-        nics=[Nic(**nic) for nic in raw.get("nics", [])],
-        gpus=[Gpu(**gpu) for gpu in raw.get("gpus", [])],
-    )
 
 
 def _finish_outcome(outcome: RunOutcome) -> None:
@@ -482,23 +424,7 @@ def _bios_apply(inventory_path: Path, state_dir: Path, limit: str | None, as_jso
     options = RunOptions(extra={"bios": {"reboot": reboot}})
     command = _command("bios apply", limit, *(["--reboot"] * reboot))
     outcome = _run_stage(inventory, state_dir, "bios", limit, as_json, options=options, command=command)
-    nodes = []
-    with Journal(state_dir, readonly=True) as journal:
-        for name, state in outcome.nodes.items():
-            result = _node_outcome(outcome, name)
-            steps = [s for s in journal.steps(node=name, run_id=outcome.run_id) if s.step == "bios-profile"]
-            detail = steps[-1].detail if steps else None
-            nodes.append(
-                {
-                    "name": name,
-                    "ok": result["status"] in ("completed", "skipped"),
-                    "status": result["status"],
-                    "state": state,
-                    "message": result.get("message", ""),
-                    "value": detail,
-                }
-            )
-    data = {"ok": outcome.ok, "applied": True, "run": outcome.run_id, "message": outcome.message, "nodes": nodes}
+    data = bios_apply_report(state_dir, outcome)
 
     def human(d: dict[str, Any]) -> None:
         table = Table(show_edge=False, header_style="bold")
