@@ -250,7 +250,9 @@ class Plan:
 
 def plan(inv: Inventory, settings: Settings, run_id: str | None = None) -> Plan:
     """The Jobs for this inventory: smoke per GPU product, NCCL per SXM node when asked. Creates nothing."""
-    run_id = run_id or secrets.token_hex(3)
+    # a letter first: an id of hex digits only ("123456", "12e456") reads back from YAML as a number, and
+    # the API server refuses a label value that is not a string (CI met it once in ~16 runs)
+    run_id = run_id or f"r{secrets.token_hex(3)}"
     targets = smoke_targets(inv)
     skipped: list[dict[str, str]] = []
     if settings.nccl:
