@@ -19,6 +19,7 @@ from typing import Any
 
 import ansible_runner
 
+from bootstrap.ansible_log import first_failed_item, task_status
 from bootstrap.errors import InvalidInput, Problem
 from bootstrap.journal.secrets import SECRET_KEYS  # the one secret-word list, shared with the journal
 from bootstrap.resources import ansible_config, playbooks_dir, roles_dir
@@ -105,22 +106,12 @@ def _check_extravars(extravars: dict[str, Any]) -> None:
         )
 
 
-#: ansible-runner events that end a task on a host -> the status ``on_task`` is given (``changed`` from ok)
-TASK_ENDS = {
-    "runner_on_ok": "ok",
-    "runner_on_failed": "failed",
-    "runner_on_skipped": "skipped",
-    "runner_on_unreachable": "unreachable",
-}
-
-
 def _failure_message(event: dict[str, Any]) -> str:
     """The task and what it said; of a loop, what its first failed or unreachable item said (the loop itself says
     only "All items completed")."""
     data = event.get("event_data", {})
     res = data.get("res") or {}
-    items = [r for r in res.get("results") or [] if isinstance(r, dict) and (r.get("failed") or r.get("unreachable"))]
-    res = items[0] if items else res
+    res = first_failed_item(res)
     msg = res.get("msg") or res.get("stderr") or res.get("reason") or ""
     task = data.get("task", "")
     return f"{task}: {msg}".strip(": ") if isinstance(msg, str) else f"{task}: {msg!r}"
@@ -189,8 +180,8 @@ def run_playbook(
     ``facts_var``: a fact the play sets (``set_fact``) to return per host in ``result.facts``.
     ``work_dir``: ansible-runner's private data dir, kept (its ``artifacts/`` hold the run's output and
     events); without one a temporary dir is used and removed.
-    ``on_task``: called with (host, task, status) as each task ends on a host (status ``ok``, ``changed``,
-    ``failed``, ``skipped``, ``unreachable``), for progress while the run goes on.
+    ``on_task``: called with (host, task, status) as each task ends on a host (the status of
+    :func:`bootstrap.ansible_log.task_status`), for progress while the run goes on.
     """
     extravars = dict(extravars or {})
     _check_extravars(extravars)
@@ -210,9 +201,9 @@ def run_playbook(
         if not host:
             return True
         outcome = hosts.setdefault(host, HostOutcome(host))
-        if on_task is not None and kind in TASK_ENDS:
-            changed = kind == "runner_on_ok" and bool((data.get("res") or {}).get("changed"))
-            on_task(str(host), str(data.get("task", "")), "changed" if changed else TASK_ENDS[kind])
+        status = task_status(event) if on_task is not None else None
+        if on_task is not None and status is not None:
+            on_task(str(host), str(data.get("task", "")), status)
         if kind == "runner_on_ok":
             outcome.ok += 1
             if (data.get("res") or {}).get("changed"):

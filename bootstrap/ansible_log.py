@@ -93,8 +93,7 @@ def _message(status: str, data: dict[str, Any]) -> str:
         return str(res.get("skip_reason") or "")
     if status not in ("failed", "unreachable", "ignored"):
         return ""
-    items = [r for r in res.get("results") or [] if isinstance(r, dict) and (r.get("failed") or r.get("unreachable"))]
-    res = items[0] if items else res
+    res = first_failed_item(res)
     if "censored" in res:
         return "output hidden (no_log)"
     text = res.get("msg") or ""
@@ -103,17 +102,33 @@ def _message(status: str, data: dict[str, Any]) -> str:
     return message.strip()[:MESSAGE_LIMIT]
 
 
-def _line(event: dict[str, Any]) -> TaskLine | None:
-    kind = event.get("event", "")
-    status = STATUSES.get(kind)
+def first_failed_item(res: dict[str, Any]) -> dict[str, Any]:
+    """Of a loop's result, its first failed or unreachable item (the loop itself says only "All items
+    completed"); ``res`` itself otherwise."""
+    items = [r for r in res.get("results") or [] if isinstance(r, dict) and (r.get("failed") or r.get("unreachable"))]
+    return items[0] if items else res
+
+
+def task_status(event: dict[str, Any]) -> str | None:
+    """How a task ended on a host, from its ansible-runner event: ok, changed, failed, ignored (a failure the
+    task ignores), skipped, unreachable; None for an event that ends no task on a host."""
+    status = STATUSES.get(event.get("event", ""))
     data = event.get("event_data") or {}
     if status is None or not data.get("host"):
         return None
     res = data.get("res") or {}
     if status == "ok" and isinstance(res, dict) and res.get("changed"):
-        status = "changed"
+        return "changed"
     if status == "failed" and data.get("ignore_errors"):
-        status = "ignored"
+        return "ignored"
+    return status
+
+
+def _line(event: dict[str, Any]) -> TaskLine | None:
+    status = task_status(event)
+    if status is None:
+        return None
+    data = event.get("event_data") or {}
     return TaskLine(
         host=str(data["host"]),
         task=str(data.get("task", "")),

@@ -231,6 +231,9 @@ apt-get -qq update
 #: carry no Kubernetes: the stand-in kubeadm only answers `kubeadm config validate --config FILE` by
 #: checking that FILE names a kubeadm API, and says so in its output. What is real: apt resolving
 #: `<version>-*` from the node's sources, the install, the holds, the refusal, the role's idempotence.
+#: The lab builds a real kubeadm 1.37.2 (rackctl lab components) and the real cluster test runs it on native
+#: nodes, but not packaged as .debs in the head node's mirror yet: until it is, this stays a stand-in
+#: (docs/lab-kubernetes.md, next steps); the driver packages further down stand in for a GPU (none here).
 PACKAGES = ("kubeadm", "kubelet", "kubectl")
 STANDIN_REPO = "/srv/rackctl-standin-kubernetes"
 STANDIN_SOURCES = "/etc/apt/sources.list.d/standin-kubernetes.sources"
