@@ -19,11 +19,12 @@ PATH="$PWD/.venv/bin:$PATH" .venv/bin/ansible-lint --profile production --offlin
 echo "== Kubernetes 1.37.2 for the tests' real API server, etcd, kubectl, kubeadm (built once, then cached)"
 .venv/bin/rackctl lab components --kubernetes 1.37.2 \
   --only kube-apiserver --only etcd --only kubectl --only kubeadm
-# The native cluster's components (tests/ansible/test_kubernetes_cluster_real.py, marker native_cluster) build
+# The native cluster's components (tests/ansible/test_kubernetes_cluster_real.py, marker native_cluster) and
+# the lab's Kubernetes packages' (tests/mirror/test_lab_kubernetes_packages.py: kubelet, crictl) build
 # in the background, niced, beside the tests (most of them leave one core idle); the test runs
 # after the others and waits on each program's cache lock, so a build still going is waited for, never
 # raced. Cached after the first run like every component.
-NATIVE=(kubelet kube-controller-manager kube-scheduler containerd containerd-shim-runc-v2 ctr pause etcdctl)
+NATIVE=(kubelet crictl kube-controller-manager kube-scheduler containerd containerd-shim-runc-v2 ctr pause etcdctl)
 mkdir -p .rackctl
 echo "== Kubernetes 1.37.2 for the native cluster test, in the background (log: .rackctl/components-native.log)"
 nice -n 10 .venv/bin/rackctl lab components --kubernetes 1.37.2 "${NATIVE[@]/#/--only=}" \

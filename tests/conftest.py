@@ -40,9 +40,8 @@ def pytest_configure() -> None:
 TEST_COMPONENTS = ("kube-apiserver", "etcd", "kubectl", "kubeadm")
 
 
-@pytest.fixture(scope="session")
-def kube_components() -> dict[str, Path]:
-    """The newest pinned release's :data:`TEST_COMPONENTS`, built from their Go modules (cached after the first).
+def built_components(names: tuple[str, ...]) -> dict[str, Path]:
+    """The newest pinned release's programs ``names``, built from their Go modules (cached after the first).
 
     Skips without a Go toolchain; with RACKCTL_REQUIRE_COMPONENTS=1 (scripts/test.sh, CI) that is a failure.
     """
@@ -52,12 +51,18 @@ def kube_components() -> dict[str, Path]:
 
     release = RELEASES[next(iter(RELEASES))]
     try:
-        built = build.build(build.select(release, TEST_COMPONENTS))
+        built = build.build(build.select(release, names))
     except EnvironmentMissing as exc:
         if os.environ.get("RACKCTL_REQUIRE_COMPONENTS") == "1":
             pytest.fail(f"the lab's Kubernetes components cannot be built: {exc.message}")
         pytest.skip(f"the lab's Kubernetes components cannot be built: {exc.message}")
     return {b.name: Path(b.path) for b in built}
+
+
+@pytest.fixture(scope="session")
+def kube_components() -> dict[str, Path]:
+    """:data:`TEST_COMPONENTS` of the newest pinned release (see :func:`built_components`)."""
+    return built_components(TEST_COMPONENTS)
 
 
 # -- the real kube-apiserver, one per session for every test directory ---------------------------------

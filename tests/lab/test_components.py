@@ -128,3 +128,37 @@ def test_the_air_gap_list_pins_what_the_real_kubeadm_asks_for(kube_components: d
     pins = pins_for(release.version)
     assert pins is not None, f"no air-gap pins for {release.version}"
     assert (pins.pause, pins.etcd, pins.coredns) == (tags["pause"], tags["etcd"], tags["coredns"])
+
+
+def test_packages_makes_the_signed_repository_of_the_release(tmp_path: Path) -> None:
+    """--packages: kubeadm, kubelet, kubectl and crictl packaged at the release (what the mirror build reads:
+    tests/mirror/test_lab_kubernetes_packages.py)."""
+    newest = next(iter(RELEASES))
+    only = ("--only", "kubectl")
+    code, data = _run("-i", str(_inventory(tmp_path, newest)), *only, "--packages")
+    assert code == 0, data
+    assert next(p["name"] for p in data["programs"]) == "kubectl"  # what --only asked, then what packages need
+    assert {p["name"] for p in data["programs"]} == {"kubectl", "kubeadm", "kubelet", "crictl"}
+    repository = data["repository"]
+    assert repository["packages"]["kubeadm"] == f"{newest}-1.1"
+    root = Path(repository["root"])
+    assert (root / "InRelease").is_file() and Path(repository["public_key"]).is_file()
+    listed = sorted(p.name for p in root.glob("*.deb"))
+    assert listed == sorted(f"{n}_{v}_amd64.deb" for n, v in repository["packages"].items())
+    home = tmp_path / "gnupg"
+    home.mkdir(mode=0o700)
+    try:
+        verify = subprocess.run(
+            ["gpg", "--homedir", str(home), "--batch", "--import", repository["public_key"]],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert verify.returncode == 0, verify.stderr
+        checked = subprocess.run(
+            ["gpg", "--homedir", str(home), "--batch", "--verify", str(root / "InRelease")],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert checked.returncode == 0 and repository["fingerprint"][-16:] in checked.stderr.replace(" ", ""), (
+            checked.stderr
+        )
+    finally:
+        subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "gpg-agent"], capture_output=True, check=False)

@@ -27,17 +27,30 @@ from rackctl_lab.components.pins import GROUPS
     help="Build this release instead of the inventory's cluster.versions.kubernetes (the lab's own tests).",
 )
 @click.option("--plan", "show_plan", is_flag=True, help="List the pins and what the cache has; build nothing.")
+@click.option(
+    "--packages",
+    is_flag=True,
+    help="Also package kubeadm, kubelet, kubectl and crictl as .debs in a signed flat repository shaped like "
+    "pkgs.k8s.io (the Kubernetes upstream of a lab mirror build).",
+)
 @json_option
 @handle_errors()
-def components_cmd(
-    inventory_path: Path, only: tuple[str, ...], kubernetes: str | None, show_plan: bool, as_json: bool
+def components_cmd(  # noqa: PLR0917 - click passes every option
+    inventory_path: Path,
+    only: tuple[str, ...],
+    kubernetes: str | None,
+    show_plan: bool,
+    packages: bool,
+    as_json: bool,
 ) -> None:
     """Build the Kubernetes release the inventory names (cluster.versions.kubernetes) from its Go modules.
 
     kubeadm, kubelet, kubectl, the control plane, kube-proxy, etcd, crictl, CoreDNS and Helm, each at the
     exact module version pinned in rackctl_lab/components/pins.py, built once with `go build` and cached
     under ~/.cache/rackctl/components (or $RACKCTL_CACHE). --kubernetes names the release instead of the
-    inventory (scripts/test.sh builds the tests' API server, etcd, kubectl and kubeadm so).
+    inventory (scripts/test.sh builds the tests' API server, etcd, kubectl and kubeadm so). --packages
+    makes the lab's Kubernetes packages from them (rackctl_lab/components/debs.py): point
+    site_services.packages.upstreams.kubernetes (uri, key_file) at the repository it prints.
     """
     from bootstrap.inventory import load_inventory  # noqa: PLC0415 - fast --help
     from rackctl_lab.components import build  # noqa: PLC0415
@@ -47,6 +60,11 @@ def components_cmd(
     else:
         release = build.release_for(load_inventory(inventory_path).cluster.resolved_versions().kubernetes)
     selected = build.select(release, only)
+    if packages:
+        from rackctl_lab.components import debs  # noqa: PLC0415
+
+        names = {p.name for p in selected}
+        selected += [p for p in build.select(release, debs.PROGRAMS) if p.name not in names]
     if show_plan:
         go = build.go_version()
         emit(
@@ -65,6 +83,11 @@ def components_cmd(
         "seconds": round(time.monotonic() - start, 1),
         "programs": [b.as_dict() for b in done],
     }
+    if packages:
+        progress("packaging kubeadm, kubelet, kubectl and crictl")
+        repository = debs.repository(release, {b.name: Path(b.path) for b in done})
+        data["repository"] = repository.as_dict()
+        data["seconds"] = round(time.monotonic() - start, 1)
     emit(data, as_json, _show_built)
 
 
@@ -86,3 +109,7 @@ def _show_built(data: dict[str, Any]) -> None:
     console.print(table)
     built = sum(1 for p in data["programs"] if not p["cached"])
     console.print(f"{built} built, {len(data['programs']) - built} cached, {data['seconds']:.0f} s in all")
+    repository = data.get("repository")
+    if repository:
+        console.print(f"packages: {escape(repository['root'])}", soft_wrap=True)
+        console.print(f"its key: {escape(repository['public_key'])}", soft_wrap=True)

@@ -115,7 +115,15 @@ def programs(release: KubernetesRelease) -> list[GoProgram]:
         *kube,
         GoProgram("etcd", "go.etcd.io/etcd/server/v3", release.etcd, "go.etcd.io/etcd/server/v3", "control-plane"),
         GoProgram("etcdctl", "go.etcd.io/etcd/etcdctl/v3", release.etcd, "go.etcd.io/etcd/etcdctl/v3", "control-plane"),
-        GoProgram("crictl", "sigs.k8s.io/cri-tools", release.cri_tools, "sigs.k8s.io/cri-tools/cmd/crictl", "node"),
+        GoProgram(
+            "crictl",
+            "sigs.k8s.io/cri-tools",
+            release.cri_tools,
+            "sigs.k8s.io/cri-tools/cmd/crictl",
+            "node",
+            # the stamp cri-tools' Makefile sets (``crictl --version`` says "unknown" without it)
+            ldflags=(f"-X sigs.k8s.io/cri-tools/pkg/version.Version={release.cri_tools.removeprefix('v')}",),
+        ),
         *(
             GoProgram(
                 name,

@@ -1,0 +1,255 @@
+"""The lab's Kubernetes packages: its own builds of kubeadm, kubelet, kubectl and crictl as ``.deb`` files in a
+signed flat repository shaped like pkgs.k8s.io, so a site's path is the lab's path.
+
+A site points ``site_services.packages.upstreams.kubernetes`` at pkgs.k8s.io (or its staging copy), and
+``rackctl mirror build`` mirrors kubeadm, kubelet and kubectl at exactly ``cluster.versions.kubernetes``
+with their dependencies. pkgs.k8s.io cannot be reached from the lab machine, so the lab makes that upstream
+itself from the programs ``rackctl-lab components`` built at the same release: the same package names, the
+same version shape (``1.37.2-1.1``), dependencies of the same shape (kubeadm on kubelet, kubectl and
+cri-tools; kubelet on Debian's conntrack, iptables, socat...), and a kubelet with a systemd unit and the
+kubeadm drop-in that reads ``kubeadm-flags.env`` and ``config.yaml`` (texts of the lab's own, written for
+this: no file of the upstream packages is copied). ``dpkg-deb`` builds them, ``dpkg-scanpackages`` indexes
+them, gpg signs ``Release`` with the lab's own key. What they are not: the Kubernetes project's packages
+(``Maintainer`` and ``Description`` say so). kubernetes-cni is not made (the lab pins no CNI plugins build
+yet; pkgs.k8s.io's kubelet no longer needs it to install).
+
+Built once per set of binaries (their sha256s key the cache, like the components), under
+``<cache>/components/debs/<release>-<key>/``.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import gzip
+import hashlib
+import json
+import shutil
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bootstrap.errors import EnvironmentMissing
+from bootstrap.provision.ramdisk import cache_lock, cache_root, mark_used
+from rackctl_lab.components.pins import KubernetesRelease
+
+#: pkgs.k8s.io's revision suffix shape (``<upstream version>-<revision>``)
+REVISION = "1.1"
+#: Bump when what the packages hold changes (part of the cache key).
+RECIPE = 1
+MAINTAINER = "rackctl lab <lab@rackctl.invalid>"
+ORIGIN = "rackctl-lab"
+KEY_UID = "rackctl lab Kubernetes packages <kubernetes@lab.rackctl.invalid>"
+#: the binaries the packages carry
+PROGRAMS = ("kubeadm", "kubelet", "kubectl", "crictl")
+
+KUBELET_UNIT = """\
+[Unit]
+Description=kubelet: The Kubernetes Node Agent (rackctl lab package)
+Wants=network-online.target
+After=network-online.target
+
+[Service]
+ExecStart=/usr/bin/kubelet
+Restart=always
+StartLimitInterval=0
+RestartSec=10
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+#: What kubeadm expects of the kubelet's unit: its kubeconfigs, its config file and the flags kubeadm writes.
+KUBEADM_DROPIN = """\
+[Service]
+Environment="KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf \
+--kubeconfig=/etc/kubernetes/kubelet.conf"
+Environment="KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml"
+EnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env
+EnvironmentFile=-/etc/default/kubelet
+ExecStart=
+ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS
+"""
+
+
+@dataclass(frozen=True)
+class LabPackage:
+    """One package: its name, version, Depends, the binaries it puts in ``/usr/bin`` and other files."""
+
+    name: str
+    version: str
+    depends: str = ""
+    programs: tuple[str, ...] = ()
+    files: Mapping[str, str] = field(default_factory=dict)  #: absolute path -> text
+
+    @property
+    def filename(self) -> str:
+        return f"{self.name}_{self.version}_amd64.deb"
+
+
+@dataclass(frozen=True)
+class LabRepository:
+    """The signed flat repository: its tree (served as is), the armored public key, the key's fingerprint."""
+
+    root: Path
+    public_key: Path
+    fingerprint: str
+    packages: dict[str, str]  #: name -> version
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "root": str(self.root),
+            "public_key": str(self.public_key),
+            "fingerprint": self.fingerprint,
+            "packages": self.packages,
+        }
+
+
+def package_version(release: KubernetesRelease) -> str:
+    """``1.37.2`` -> ``1.37.2-1.1``: the version kubeadm, kubelet and kubectl carry."""
+    return f"{release.version}-{REVISION}"
+
+
+def packages(release: KubernetesRelease) -> list[LabPackage]:
+    """The packages of ``release``, dependencies as pkgs.k8s.io shapes them (Debian's packages otherwise)."""
+    version = package_version(release)
+    cri_tools = f"{release.cri_tools.removeprefix('v')}-{REVISION}"
+    return [
+        LabPackage("cri-tools", cri_tools, programs=("crictl",)),
+        LabPackage("kubectl", version, programs=("kubectl",)),
+        LabPackage(
+            "kubelet",
+            version,
+            "iptables, iproute2, mount, ethtool, conntrack, socat, util-linux",
+            programs=("kubelet",),
+            files={
+                "/usr/lib/systemd/system/kubelet.service": KUBELET_UNIT,
+                "/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf": KUBEADM_DROPIN,
+            },
+        ),
+        LabPackage(
+            "kubeadm",
+            version,
+            f"kubelet (>= {release.minor}.0), kubectl (>= {release.minor}.0), cri-tools (>= {release.minor}.0)",
+            programs=("kubeadm",),
+        ),
+    ]
+
+
+def tools_missing() -> str:
+    """What this machine lacks to build the repository (empty when nothing)."""
+    missing = [t for t in ("dpkg-deb", "dpkg-scanpackages", "gpg") if shutil.which(t) is None]
+    return f"missing {', '.join(missing)} (Debian's dpkg-dev and gnupg)" if missing else ""
+
+
+def repository(release: KubernetesRelease, binaries: Mapping[str, Path], cache: Path | None = None) -> LabRepository:
+    """The signed flat repository of ``release``'s packages made from ``binaries`` (name -> built file), cached."""
+    reason = tools_missing()
+    if reason:
+        raise EnvironmentMissing(f"cannot build the lab's Kubernetes packages: {reason}")
+    absent = [name for name in PROGRAMS if name not in binaries]
+    if absent:
+        raise ValueError(f"the lab's Kubernetes packages need the built {', '.join(absent)}")
+    sums = {name: hashlib.sha256(Path(binaries[name]).read_bytes()).hexdigest() for name in PROGRAMS}
+    key = hashlib.sha256(json.dumps([RECIPE, release.version, sums], sort_keys=True).encode()).hexdigest()[:16]
+    base = (cache or cache_root()) / "components" / "debs"
+    target = base / f"{release.version}-{key}"
+    base.mkdir(parents=True, exist_ok=True)
+    with cache_lock(base):
+        if not (target / ".rackctl-complete").exists():
+            shutil.rmtree(target, ignore_errors=True)
+            work = base / f".{target.name}.partial"
+            shutil.rmtree(work, ignore_errors=True)
+            _build(release, binaries, work)
+            (work / ".rackctl-complete").write_text(json.dumps(sums, indent=2) + "\n")
+            work.rename(target)
+    mark_used(target)
+    fingerprint = (target / "fingerprint").read_text().strip()
+    return LabRepository(
+        target / "repo", target / "Release.key", fingerprint, {p.name: p.version for p in packages(release)}
+    )
+
+
+def _build(release: KubernetesRelease, binaries: Mapping[str, Path], work: Path) -> None:
+    repo, trees, home = work / "repo", work / "trees", work / "gnupg"
+    repo.mkdir(parents=True)
+    for package in packages(release):
+        _deb(package, binaries, trees / package.name, repo / package.filename)
+    shutil.rmtree(trees)
+    _index(repo)
+    try:
+        fingerprint = _sign(repo, home)
+        exported = _gpg(home, "--armor", "--export", fingerprint)
+    finally:
+        subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "gpg-agent"], capture_output=True, check=False)
+    (work / "Release.key").write_bytes(exported)
+    (repo / "Release.key").write_bytes(exported)  # where pkgs.k8s.io serves its key
+    (work / "fingerprint").write_text(fingerprint + "\n")
+    shutil.rmtree(home)  # the private half is not kept: a rebuild signs with a new key
+
+
+def _deb(package: LabPackage, binaries: Mapping[str, Path], tree: Path, out: Path) -> None:
+    (tree / "DEBIAN").mkdir(parents=True)
+    for program in package.programs:
+        target = tree / "usr/bin" / program
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(binaries[program], target)
+        target.chmod(0o755)
+    for path, text in package.files.items():
+        target = tree / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+        target.chmod(0o644)
+    size_kib = sum(f.stat().st_size for f in tree.rglob("*") if f.is_file()) // 1024
+    control = [
+        f"Package: {package.name}",
+        f"Version: {package.version}",
+        "Architecture: amd64",
+        f"Maintainer: {MAINTAINER}",
+        "Section: admin",
+        "Priority: optional",
+        f"Installed-Size: {size_kib}",
+        *([f"Depends: {package.depends}"] if package.depends else []),
+        f"Description: {package.name} built by the rackctl lab from its Go module",
+        " Not the Kubernetes project's package: the rackctl lab's own build, shaped like pkgs.k8s.io's.",
+    ]
+    (tree / "DEBIAN/control").write_text("\n".join(control) + "\n")
+    subprocess.run(
+        ["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(tree), str(out)], check=True, capture_output=True
+    )
+
+
+def _index(repo: Path) -> None:
+    """``Packages``, ``Packages.gz`` and ``Release`` with their SHA256 sums (a flat repository's index)."""
+    scan = subprocess.run(
+        ["dpkg-scanpackages", "--multiversion", "."], cwd=repo, check=True, capture_output=True, text=True
+    ).stdout
+    (repo / "Packages").write_text(scan)
+    (repo / "Packages.gz").write_bytes(gzip.compress(scan.encode(), mtime=0))
+    lines = [
+        f"Origin: {ORIGIN}",
+        "Label: rackctl lab Kubernetes packages",
+        "Architectures: amd64",
+        f"Date: {email.utils.formatdate(usegmt=True)}",
+        "SHA256:",
+    ]
+    for name in ("Packages", "Packages.gz"):
+        data = (repo / name).read_bytes()
+        lines.append(f" {hashlib.sha256(data).hexdigest()} {len(data)} {name}")
+    (repo / "Release").write_text("\n".join(lines) + "\n")
+
+
+def _gpg(home: Path, *args: str) -> bytes:
+    base = ["gpg", "--homedir", str(home), "--batch", "--yes", "--pinentry-mode", "loopback", "--passphrase", ""]
+    return subprocess.run([*base, *args], check=True, capture_output=True).stdout
+
+
+def _sign(repo: Path, home: Path) -> str:
+    """A new ed25519 key in ``home`` signs ``InRelease`` and ``Release.gpg``; its fingerprint."""
+    home.mkdir(mode=0o700, parents=True)
+    _gpg(home, "--quick-gen-key", KEY_UID, "ed25519", "sign", "never")
+    listed = _gpg(home, "--with-colons", "--list-keys").decode()
+    fingerprint = next(line.split(":")[9] for line in listed.splitlines() if line.startswith("fpr:"))
+    _gpg(home, "--clearsign", "-o", str(repo / "InRelease"), str(repo / "Release"))
+    _gpg(home, "-abs", "-o", str(repo / "Release.gpg"), str(repo / "Release"))
+    return fingerprint
