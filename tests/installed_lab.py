@@ -111,7 +111,7 @@ class InstalledLab:
 
 def _install(folder: Path) -> InstalledLab:
     from bootstrap.provision.flow import Artefacts, FlowSettings, ProvisionSession
-    from bootstrap.provision.image import build_image
+    from bootstrap.provision.image import LAB_KERNEL_ARGS, build_image
     from bootstrap.provision.ramdisk import build_ramdisk
     from bootstrap.stages.oob import target_for
     from rackctl_lab import paths
@@ -134,7 +134,7 @@ def _install(folder: Path) -> InstalledLab:
     environment = LabEnvironment(lab_dir)
     key = paths.admin_key(lab_dir)
     ramdisk = build_ramdisk("lab")
-    image = build_image([key.with_suffix(".pub").read_text().strip()])
+    image = build_image([key.with_suffix(".pub").read_text().strip()], kernel_args=LAB_KERNEL_ARGS)
     session = ProvisionSession(
         inventory,
         list(WORKERS),

@@ -24,7 +24,7 @@ from bootstrap.cli.common import (
 )
 from bootstrap.inventory import load_inventory
 from bootstrap.provision.cache import prune
-from bootstrap.provision.image import build_image, default_mirror, image_packages
+from bootstrap.provision.image import LAB_KERNEL_ARGS, build_image, default_mirror, image_packages
 from bootstrap.provision.ramdisk import PROFILES, build_ramdisk, cache_root, resolve_kernel_package
 
 #: where `rackctl provision` (the provision stage) looks for vmlinuz, initrd.img and disk.raw.gz by default
@@ -95,6 +95,14 @@ def _show_ramdisk(data: dict[str, Any]) -> None:
     help="Drop drivers virtio VMs never use (default: trim for lab inventories, all drivers otherwise).",
 )
 @click.option(
+    "--kernel-arg",
+    "kernel_args",
+    multiple=True,
+    metavar="ARG",
+    help="Append ARG to the kernel command line (repeatable; default for a lab inventory: mitigations=off, "
+    "as its VMs run under qemu TCG).",
+)
+@click.option(
     "--authorized-key",
     "extra_keys",
     multiple=True,
@@ -112,6 +120,7 @@ def build_cmd(
     mirror: str | None,
     size_mib: int,
     trim: bool | None,
+    kernel_args: tuple[str, ...],
     out_dir: Path | None,
     state_dir: Path,
     dry_run: bool,
@@ -127,16 +136,20 @@ def build_cmd(
     out = out_dir_of(out_dir, state_dir)
     keys = list(inventory.cluster.admin_ssh_keys) + [k.read_text(encoding="utf-8").strip() for k in extra_keys]
     trim = inventory.cluster.lab if trim is None else trim
+    if not kernel_args and inventory.cluster.lab:
+        kernel_args = LAB_KERNEL_ARGS
     if dry_run:
         data = {"ok": True, "dry_run": True, "suite": suite, "mirror": mirror or default_mirror(),
                 "packages": list(image_packages()), "size_mib": size_mib, "admin_keys": len(keys), "trim": trim,
-                "out": str(out)}  # fmt: skip
+                "kernel_args": list(kernel_args), "out": str(out)}  # fmt: skip
         emit(data, as_json, lambda d: console.print(
             f"would debootstrap {d['suite']} from {escape(d['mirror'])} with {', '.join(d['packages'])} "
             f"into a {d['size_mib']} MiB disk with {d['admin_keys']} admin key(s)"))  # fmt: skip
         return
     with err_console.status("building the OS image (debootstrap takes minutes the first time)...", spinner="dots"):
-        image = build_image(keys, suite=suite, mirror=mirror, size_mib=size_mib, trim=trim, out=out)
+        image = build_image(
+            keys, suite=suite, mirror=mirror, size_mib=size_mib, trim=trim, kernel_args=kernel_args, out=out
+        )
     emit({"ok": True, **image.as_dict()}, as_json, lambda d: console.print(
         f"image {escape(d['path'])}\nsha256 {d['sha256']} ({d['size']} bytes uncompressed)"))  # fmt: skip
 

@@ -7,10 +7,12 @@ import struct
 import subprocess
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from bootstrap.cli import cli
-from bootstrap.provision.image import GRUB_DIRS, install_grub_bios
+from bootstrap.errors import InvalidInput
+from bootstrap.provision.image import GRUB_DIRS, build_image, install_grub_bios
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -35,7 +37,25 @@ def test_build_dry_run_trims_for_lab_inventories_and_builds_nothing(tmp_path: Pa
     # the node roles' own packages (baseline, networks) come in the image; the container runtime's pins do not
     assert {"chrony", "unattended-upgrades", "netplan.io"} <= set(data["packages"])
     assert "containerd" not in data["packages"]
+    assert data["kernel_args"] == ["mitigations=off"]  # a lab inventory's VMs run under TCG
     assert not (tmp_path / ".cache").exists()
+
+
+def test_kernel_args_replace_the_lab_default_and_a_bad_one_is_refused_naming_it(tmp_path: Path) -> None:
+    lab = str(REPO / "inventory" / "lab.yml")
+    result = CliRunner().invoke(
+        cli,
+        ["image", "build", "-i", lab, "--kernel-arg", "iommu=pt", "--dry-run", "--json"],
+        env={"HOME": str(tmp_path)},
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["kernel_args"] == ["iommu=pt"]
+    keys = ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ2M0Jt2 test"]
+    for bad in ("quiet splash", "a}b", ""):
+        with pytest.raises(InvalidInput) as exc:
+            build_image(keys, kernel_args=(bad,), cache=tmp_path / "cache")
+        assert exc.value.problems[0].path == "kernel_args" and repr(bad) in exc.value.message
+    assert not (tmp_path / "cache").exists()  # refused before anything was built
 
 
 def test_build_with_a_missing_inventory_is_invalid_input(tmp_path: Path) -> None:
