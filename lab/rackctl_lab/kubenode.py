@@ -1,11 +1,12 @@
-"""A native lab node made ready for kubeadm: the lab's own builds of containerd, kubelet and kubeadm installed.
+"""A native lab node made ready for kubeadm: the lab's Kubernetes packages and its containerd build installed.
 
-What a Kubernetes node's packages would put there (on a real site the head node's mirror serves them), for
-a :class:`~rackctl_lab.nspawn.NativeNode` that is running: the programs from ``rackctl lab components`` in
-``/usr/bin``, systemd units for containerd and the kubelet (the kubelet reading kubeadm's
-``kubeadm-flags.env`` and ``config.yaml`` as the upstream packages' drop-in does), runc and the tools
-kubeadm's preflight looks for from Debian's packages, and the control-plane images imported into
-containerd's ``k8s.io`` namespace (what a registry mirror would serve).
+What a Kubernetes node's packages would put there, for a :class:`~rackctl_lab.nspawn.NativeNode` that is
+running: kubeadm, kubelet (its unit and kubeadm's drop-in), kubectl and cri-tools from the lab's own
+packages (:mod:`rackctl_lab.components.debs`, the ``.deb`` files a mirror build takes from the lab's
+Kubernetes upstream) installed with dpkg beside runc and the tools kubeadm's preflight looks for from
+Debian's packages; containerd, its shim, ``ctr`` and etcdctl from ``rackctl lab components`` in
+``/usr/bin`` with a unit of ours (no package of them is made yet); and the control-plane images imported
+into containerd's ``k8s.io`` namespace (what a registry mirror would serve).
 
 Two concessions to the lab machine, both in this module and nowhere in the product: its cgroups are v1
 (hybrid), so the node remounts its controller hierarchies read-write before containerd starts (nspawn mounts
@@ -26,10 +27,11 @@ from pathlib import Path
 from rackctl_lab.components.images import Image
 from rackctl_lab.nspawn import NativeNode
 
-#: The lab's builds a kubeadm node runs, installed in ``/usr/bin``.
-PROGRAMS = ("containerd", "containerd-shim-runc-v2", "ctr", "kubelet", "kubeadm", "kubectl", "etcdctl")
-#: What Debian gives the node: the OCI runtime, and what kubeadm's preflight and the kubelet look for.
-DEBIAN_PACKAGES = ("runc", "conntrack", "iptables", "ethtool", "socat", "kmod")
+#: The lab's builds a kubeadm node runs that no package carries yet, installed in ``/usr/bin``.
+PROGRAMS = ("containerd", "containerd-shim-runc-v2", "ctr", "etcdctl")
+#: What Debian gives the node: the OCI runtime, what kubeadm's preflight looks for, and what the lab's
+#: kubelet package depends on (:data:`rackctl_lab.components.debs` shapes it like pkgs.k8s.io's).
+DEBIAN_PACKAGES = ("runc", "conntrack", "iptables", "iproute2", "ethtool", "socat", "kmod")
 
 CGROUPS_UNIT = """\
 [Unit]
@@ -62,25 +64,6 @@ LimitNOFILE=infinity
 WantedBy=multi-user.target
 """
 
-KUBELET_UNIT = """\
-[Unit]
-Description=kubelet (the lab's build)
-After=containerd.service
-Wants=containerd.service
-
-[Service]
-Environment="KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf \
---kubeconfig=/etc/kubernetes/kubelet.conf"
-Environment="KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml"
-EnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env
-ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS
-Restart=always
-RestartSec=2
-
-[Install]
-WantedBy=multi-user.target
-"""
-
 
 def containerd_config(sandbox: str) -> str:
     """containerd's config: the sandbox image kubeadm pins, and OOM scores clamped (see the module docstring)."""
@@ -97,7 +80,10 @@ Run = Callable[[str], str]
 
 
 def install(node: NativeNode, binaries: dict[str, Path], debs: list[Path], images: list[Image], run: Run) -> None:
-    """Install everything on the running ``node``; ``run`` runs a shell command on it (over SSH) and returns stdout."""
+    """Install everything on the running ``node``; ``run`` runs a shell command on it (over SSH) and returns stdout.
+
+    ``debs``: Debian's packages (:func:`debs_for`) and the lab's Kubernetes packages, installed together.
+    """
     root = node.root
     bin_dir = root / "usr/bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
@@ -109,7 +95,6 @@ def install(node: NativeNode, binaries: dict[str, Path], debs: list[Path], image
     for unit, text in (
         ("rackctl-lab-cgroups.service", CGROUPS_UNIT),
         ("containerd.service", CONTAINERD_UNIT),
-        ("kubelet.service", KUBELET_UNIT),
     ):
         (units / unit).write_text(text)
         link = wants / unit
@@ -143,7 +128,7 @@ def install(node: NativeNode, binaries: dict[str, Path], debs: list[Path], image
     missing = [i.ref for i in images if i.ref not in listed]
     if missing:
         raise RuntimeError(f"native node {node.name}: containerd does not list {', '.join(missing)}")
-    run("systemctl enable kubelet >/dev/null 2>&1; true")
+    run("systemctl enable --quiet kubelet")  # the package's unit (no maintainer script enables it)
 
 
 def debs_for(tree: Path, folder: Path, packages: tuple[str, ...] = DEBIAN_PACKAGES) -> list[Path]:

@@ -3,16 +3,18 @@
 Four native lab nodes (systemd-nspawn, rackctl_lab/nspawn.py) on a bridge of their own: head-01, cp-02,
 cp-03 (control planes) and gpu-01 (a worker; no GPU here), each with the inventory's ``mgmt0`` carrying
 its PXE and management addresses, its sshd presenting the host key rackctl pinned. rackctl_lab/kubenode.py
-put on them what the node packages would: containerd 2.4.2, kubelet, kubeadm, kubectl, etcdctl built from
-their Go modules, runc, keepalived and haproxy from Debian, the control-plane images (no CoreDNS and
-kube-proxy images yet: they wait for a CNI, so the inventory lets kubeadm's ImagePull check through).
+installs the lab's Kubernetes packages (kubeadm, kubelet with kubeadm's drop-in, kubectl, cri-tools at
+1.37.2-1.1: rackctl_lab/components/debs.py, built from their Go modules) with dpkg, containerd 2.4.2 and
+etcdctl built from theirs, runc, keepalived and haproxy from Debian, the control-plane images (no CoreDNS
+and kube-proxy images yet: they wait for a CNI, so the inventory lets kubeadm's ImagePull check through).
 
 What is real: rackctl's rendered kubeadm configs, its roles (kubeadm_init, etcd_snapshot, kubeadm_join,
 kubeadm_preflight) run by its Ansible driver over SSH with pinned host keys, kubeadm, the kubelet, etcd,
 the API servers, keepalived holding the API VIP and haproxy in front of the API servers, the journal.
 What the host side does in its own test (tests/ansible/test_kubernetes_host_stage.py) is done here by the
-fixture as a STAND-IN: the rendered kubeadm config, keepalived.conf and haproxy.cfg copied onto the nodes
-and the daemons started, and the host side's report (installed versions).
+fixture as a STAND-IN: the packages installed with dpkg rather than by role kubernetes_packages from a
+mirror, the rendered kubeadm config, keepalived.conf and haproxy.cfg copied onto the nodes and the daemons
+started, and the host side's report (the versions dpkg says are installed).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from bootstrap.stages.base import NodeResult, RunOptions, StageContext
 from bootstrap.stages.kubernetes_cluster import cluster_side
 from bootstrap.stages.kubernetes_host import HOST_FACTS
 from rackctl_lab import kubenode, nspawn
-from rackctl_lab.components import build, images
+from rackctl_lab.components import build, debs, images
 from rackctl_lab.components.pins import RELEASES
 from rackctl_lab.netns import LabNetwork
 from rackctl_lab.nsrelay import proxy_command
@@ -134,12 +136,13 @@ def _inventory(folder: Path, admin_key: str) -> Path:
 
 @pytest.fixture(scope="module")
 def rack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rack]:
-    programs = sorted({*kubenode.PROGRAMS, *images.needed_programs(RELEASE, skip=NOT_ASSEMBLED), "kubectl"})
+    programs = sorted({*kubenode.PROGRAMS, *debs.PROGRAMS, *images.needed_programs(RELEASE, skip=NOT_ASSEMBLED)})
     built = build.build(build.select(RELEASE, programs))
     binaries = {b.name: Path(b.path) for b in built}
     assembled = images.assemble(RELEASE, built, skip=NOT_ASSEMBLED)
+    packages = sorted(debs.repository(RELEASE, binaries).root.glob("*.deb"))
     tree = debootstrap_tree("bookworm", default_mirror(), cache_root())
-    debs = kubenode.debs_for(
+    debian = kubenode.debs_for(
         tree, cache_root() / "debs" / "kubenode-api", (*kubenode.DEBIAN_PACKAGES, "keepalived", "haproxy", "curl")
     )
     base = tmp_path_factory.mktemp("cluster-real")
@@ -179,7 +182,9 @@ def rack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rack]:
             ctx = StageContext("kubernetes", inventory, NODES, journal, state, run_id, options, Recorder())
             rack_ctx = Rack(ctx, nodes, key, bundle, binaries)
             for hostname in NODES:
-                kubenode.install(nodes[hostname], binaries, debs, assembled, lambda c, h=hostname: rack_ctx.ssh(h, c))
+                kubenode.install(
+                    nodes[hostname], binaries, [*debian, *packages], assembled, lambda c, h=hostname: rack_ctx.ssh(h, c)
+                )
                 _host_side_standin(rack_ctx, hostname)
             yield rack_ctx
     finally:
@@ -200,17 +205,22 @@ def _host_side_standin(rack: Rack, hostname: str) -> None:
         rack.ssh(hostname, "systemctl restart haproxy keepalived")
 
 
-def host_reports() -> dict[str, NodeResult]:
-    report = {
-        "installed": {p: f"{RELEASE.version}-lab" for p in ("kubeadm", "kubelet", "kubectl")},
-        "kubeadm_version": f"v{RELEASE.version}",
-    }
-    return {n: NodeResult(n, ok=True, message="host side applied", data={HOST_FACTS: report}) for n in NODES}
+def host_reports(rack: Rack) -> dict[str, NodeResult]:
+    """STAND-IN for the host side's report: what dpkg on each node says is installed (the lab's packages)."""
+    results = {}
+    for node in NODES:
+        listed = rack.ssh(node, "dpkg-query -W -f '${Package} ${Version}\\n' kubeadm kubelet kubectl").split()
+        installed = dict(zip(listed[::2], listed[1::2], strict=True))
+        assert installed == dict.fromkeys(("kubeadm", "kubelet", "kubectl"), debs.package_version(RELEASE)), installed
+        version = rack.ssh(node, "kubeadm version -o short").strip()
+        report = {"installed": installed, "kubeadm_version": version}
+        results[node] = NodeResult(node, ok=True, message="host side applied", data={HOST_FACTS: report})
+    return results
 
 
 @pytest.fixture(scope="module")
 def formed(rack: Rack) -> tuple[Rack, dict[str, NodeResult]]:
-    results, closed = cluster_side(rack.ctx, host_reports())
+    results, closed = cluster_side(rack.ctx, host_reports(rack))
     assert closed is None
     return rack, results
 
@@ -280,7 +290,7 @@ def test_a_second_run_joins_nothing_again(formed: tuple[Rack, dict[str, NodeResu
     rack, _ = formed
     before = rack.kubectl("get", "nodes", "-o", "jsonpath={.items[*].metadata.uid}").stdout.split()
     snapshots = rack.ssh("head-01", "ls /var/lib/rackctl/etcd-snapshots").split()
-    results, closed = cluster_side(rack.ctx, host_reports())
+    results, closed = cluster_side(rack.ctx, host_reports(rack))
     assert closed is None
     assert {n: (r.ok, r.message) for n, r in results.items()} == dict.fromkeys(NODES, (True, "already joined"))
     # the same four Node objects, and no control plane joined again (no snapshot taken before a join)
