@@ -71,6 +71,8 @@ class InstalledLab:
     runs: dict[str, Any] = field(default_factory=dict)
     #: the provisioning session's logs (DHCP, HTTP, callback), for a failing test's output
     logs: dict[str, str] = field(default_factory=dict)
+    #: what the image build reported as each phase started (only "the image is cached" when it was)
+    image_phases: list[str] = field(default_factory=list)
 
     def access(self, host: str) -> NodeAccess:
         """How the rendered Ansible inventory reaches ``host``."""
@@ -134,7 +136,10 @@ def _install(folder: Path) -> InstalledLab:
     environment = LabEnvironment(lab_dir)
     key = paths.admin_key(lab_dir)
     ramdisk = build_ramdisk("lab")
-    image = build_image([key.with_suffix(".pub").read_text().strip()], kernel_args=LAB_KERNEL_ARGS)
+    image_phases: list[str] = []
+    image = build_image(
+        [key.with_suffix(".pub").read_text().strip()], kernel_args=LAB_KERNEL_ARGS, progress=image_phases.append
+    )
     session = ProvisionSession(
         inventory,
         list(WORKERS),
@@ -168,8 +173,9 @@ def _install(folder: Path) -> InstalledLab:
             for to in (NodeState.DISCOVERED, NodeState.CONFIGURED, NodeState.PROVISIONING, NodeState.PROVISIONED):
                 journal.transition(host, to, "installed by the installed_lab fixture")
     return InstalledLab(
-        inventory_path, inventory, state_dir, lab_dir, environment, list(WORKERS), timings, runs=runs, logs=logs
-    )
+        inventory_path, inventory, state_dir, lab_dir, environment, list(WORKERS), timings, runs=runs, logs=logs,
+        image_phases=image_phases,
+    )  # fmt: skip
 
 
 FIXTURES = frozenset({"installed_lab", "served_lab", "first_run"})

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -210,3 +212,29 @@ def environment_for(inventory: Any) -> Environment:
     if name is None and getattr(getattr(inventory, "cluster", None), "lab", False) and "lab" in available():
         name = "lab"
     return load_environment(name)
+
+
+@contextlib.contextmanager
+def phases(title: str, *, quiet: bool = False) -> Iterator[Callable[[str], None]]:
+    """Progress of a long step made of phases: yields ``step(message)``, called as each phase starts.
+
+    On a terminal a spinner shows the phase and when it started (``[1:05] compressing``); piped, a line per
+    phase goes to stderr with the seconds since the start, so a slow step is told from a hung one in a log
+    too. ``quiet`` (``--json``) prints nothing.
+    """
+    start = time.monotonic()
+
+    def stamp() -> str:
+        spent = int(time.monotonic() - start)
+        return f"[{spent // 60}:{spent % 60:02d}]"
+
+    if quiet:
+        yield lambda _message: None
+        return
+    if not err_console.is_terminal:
+        err_console.print(f"{stamp()} {rich_escape(title)}")
+        yield lambda message: err_console.print(f"{stamp()} {rich_escape(message)}")
+        err_console.print(f"{stamp()} done")
+        return
+    with err_console.status(f"{rich_escape(title)}...", spinner="dots") as status:
+        yield lambda message: status.update(f"{stamp()} {rich_escape(message)}...")

@@ -19,6 +19,7 @@ from bootstrap.cli.common import (
     json_option,
     out_dir,
     out_option,
+    phases,
     plan_option,
     state_dir_option,
 )
@@ -146,10 +147,11 @@ def build_cmd(
             f"would debootstrap {d['suite']} from {escape(d['mirror'])} with {', '.join(d['packages'])} "
             f"into a {d['size_mib']} MiB disk with {d['admin_keys']} admin key(s)"))  # fmt: skip
         return
-    with err_console.status("building the OS image (debootstrap takes minutes the first time)...", spinner="dots"):
+    with phases("building the OS image", quiet=as_json) as step:
         image = build_image(
-            keys, suite=suite, mirror=mirror, size_mib=size_mib, trim=trim, kernel_args=kernel_args, out=out
-        )
+            keys, suite=suite, mirror=mirror, size_mib=size_mib, trim=trim, kernel_args=kernel_args, out=out,
+            progress=step,
+        )  # fmt: skip
     emit({"ok": True, **image.as_dict()}, as_json, lambda d: console.print(
         f"image {escape(d['path'])}\nsha256 {d['sha256']} ({d['size']} bytes uncompressed)"))  # fmt: skip
 

@@ -18,6 +18,7 @@ from bootstrap.cli.common import (
     handle_errors,
     inventory_option,
     json_option,
+    phases,
     plan_option,
     state_dir_option,
 )
@@ -119,10 +120,8 @@ def build_cmd(  # noqa: PLR0917 - click passes options as arguments
         emit(data, as_json, _show_plan)
         return
     uid = f"rackctl site mirror ({inventory.cluster.name}) <mirror@{inventory.cluster.domain}>"
-    with err_console.status("building the mirror...", spinner="dots") as status:
-        result = build_mirror(
-            layout, manifest, key_uid=uid, upstream=source, progress=lambda m: status.update(m + "...")
-        )
+    with phases("building the mirror", quiet=as_json) as step:
+        result = build_mirror(layout, manifest, key_uid=uid, upstream=source, progress=step)
     emit({"ok": True, "applied": True, "manifest": manifest.as_dict(), **result.as_dict()}, as_json, _show_build)
 
 

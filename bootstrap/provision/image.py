@@ -21,6 +21,7 @@ import shutil
 import struct
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,6 +78,12 @@ menuentry "rackctl {release}" {{
     initrd /boot/initrd.img-{release}
 }}
 """
+
+
+def _silent(_message: str) -> None:
+    """No progress wanted."""
+
+
 #: The kernel arguments a lab inventory's image boots with (``cluster.lab``): the lab's VMs run under qemu
 #: TCG, which executes nothing speculatively, so the CPU-vulnerability mitigations protect nothing there and
 #: only cost emulated instructions (retpolines, barriers, RSB filling): measured in a lab VM, Python's start
@@ -204,7 +211,7 @@ def image_packages() -> tuple[str, ...]:
     return tuple(dict.fromkeys([*PACKAGES, *names]))
 
 
-def debootstrap_tree(suite: str, mirror: str, cache: Path) -> Path:
+def debootstrap_tree(suite: str, mirror: str, cache: Path, progress: Callable[[str], None] = _silent) -> Path:
     """A minbase root tree with :func:`image_packages`, cached by suite, mirror and packages."""
     packages = image_packages()
     target = cache / "image" / f"rootfs-{suite}-{_key(suite, mirror, packages)}"
@@ -213,6 +220,7 @@ def debootstrap_tree(suite: str, mirror: str, cache: Path) -> Path:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".rootfs.", dir=target.parent))
+    progress(f"debootstrap {suite} with {len(packages)} packages (minutes; cached after)")
     try:
         _run(["debootstrap", "--variant=minbase", f"--include={','.join(packages)}", suite, str(work / "root"), mirror])
         (work / "root" / ".rackctl-complete").write_text(f"{suite} {mirror}\n")
@@ -379,11 +387,13 @@ def build_image(
     kernel_args: tuple[str, ...] = (),
     cache: Path | None = None,
     out: Path | None = None,
+    progress: Callable[[str], None] = _silent,
 ) -> DiskImage:
     """Build (or reuse) the lab/generic image; writes ``disk.raw.gz`` + ``disk.raw.gz.json`` (sha256, size).
 
     ``trim`` drops driver modules a virtio lab VM never loads (keep them for real hardware); ``kernel_args``
-    are appended to the kernel command line (a lab's: :data:`LAB_KERNEL_ARGS`). The root
+    are appended to the kernel command line (a lab's: :data:`LAB_KERNEL_ARGS`); ``progress`` is told each
+    phase as it starts. The root
     filesystem grows to the whole disk on first boot. Takes minutes the first time (debootstrap); later
     calls with the same inputs return the cached image.
     """
@@ -410,7 +420,9 @@ def build_image(
     with cache_lock(cache / "image"):
         if not meta.exists():
             _build_into(target, admin_keys, suite=suite, mirror=mirror, size_mib=size_mib, trim=trim,
-                        kernel_args=kernel_args, cache=cache)  # fmt: skip
+                        kernel_args=kernel_args, cache=cache, progress=progress)  # fmt: skip
+        else:
+            progress("the image is cached")
         ensure_block_map(target / "disk.raw.gz")  # images cached before block maps existed get theirs now
         mark_used(target)
     info = json.loads(meta.read_text())
@@ -434,16 +446,21 @@ def _build_into(
     trim: bool,
     kernel_args: tuple[str, ...],
     cache: Path,
+    progress: Callable[[str], None],
 ) -> None:
     """debootstrap (cached) → customised copy → raw GPT disk → ``target/disk.raw.gz`` + metadata."""
-    tree = debootstrap_tree(suite, mirror, cache)
+    tree = debootstrap_tree(suite, mirror, cache, progress)
     work = Path(tempfile.mkdtemp(prefix=".disk.", dir=target.parent))
     try:
         root = work / "root"
+        progress("copying the root tree")
         _run(["cp", "-a", str(tree), str(root)])
+        progress("customising it (admin keys, units, GRUB, drivers)")
         release = _customise(root, admin_keys, trim=trim, kernel_args=kernel_args)
+        progress(f"assembling a {size_mib} MiB GPT disk (BIOS and UEFI)")
         disk = _assemble(root, size_mib, work)
         shutil.rmtree(root)
+        progress("checksumming and compressing the disk")
         digest = hashlib.sha256()
         with disk.open("rb") as fh:
             while chunk := fh.read(4 << 20):
@@ -452,6 +469,7 @@ def _build_into(
             subprocess.run(["pigz", "-c", "-6", str(disk)], stdout=gz, check=True)
         out_dir = work / "out"
         out_dir.mkdir()
+        progress("mapping the disk's used blocks")
         build_block_map(disk, out_dir / "disk.raw.gz")
         disk.unlink()
         gz_digest = hashlib.sha256()

@@ -35,6 +35,12 @@ def test_pxe_install_to_pinned_ssh_then_ansible(installed_lab: InstalledLab) -> 
     dump = lab.dump + "\n".join(f"===== {name}\n{text[-6000:]}" for name, text in lab.logs.items())
     assert sorted(lab.runs) == sorted(lab.nodes), f"{lab.runs}\n{dump}"
     print(f"installed lab: {lab.timings}")  # lab up and the two installs, paid once for the session
+    # the image build said what it was doing at each phase (or that the image was cached)
+    phases = lab.image_phases
+    assert phases == ["the image is cached"] or (
+        phases[-2:] == ["checksumming and compressing the disk", "mapping the disk's used blocks"]
+        and "copying the root tree" in phases
+    ), phases
     for host in lab.nodes:
         print(f"{host}: {lab.runs[host].timings}")  # shown with -s or on failure: seconds per phase
         run = lab.runs[host]
