@@ -25,7 +25,7 @@ from bootstrap.cli.common import (
 )
 from bootstrap.inventory import load_inventory
 from bootstrap.provision.cache import prune
-from bootstrap.provision.image import LAB_KERNEL_ARGS, build_image, default_mirror, image_packages
+from bootstrap.provision.image import LAB_KERNEL_ARGS, build_image, check_kernel_args, default_mirror, image_packages
 from bootstrap.provision.ramdisk import PROFILES, build_ramdisk, cache_root, resolve_kernel_package
 
 #: where `rackctl provision` (the provision stage) looks for vmlinuz, initrd.img and disk.raw.gz by default
@@ -139,6 +139,7 @@ def build_cmd(
     trim = inventory.cluster.lab if trim is None else trim
     if not kernel_args and inventory.cluster.lab:
         kernel_args = LAB_KERNEL_ARGS
+    check_kernel_args(kernel_args)
     if dry_run:
         data = {"ok": True, "dry_run": True, "suite": suite, "mirror": mirror or default_mirror(),
                 "packages": list(image_packages()), "size_mib": size_mib, "admin_keys": len(keys), "trim": trim,

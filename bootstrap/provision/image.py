@@ -211,6 +211,16 @@ def image_packages() -> tuple[str, ...]:
     return tuple(dict.fromkeys([*PACKAGES, *names]))
 
 
+def check_kernel_args(kernel_args: tuple[str, ...]) -> None:
+    """Refuse an argument a GRUB ``linux`` line would split or misread (``--kernel-arg`` names it)."""
+    bad = [a for a in kernel_args if not a or any(c.isspace() or c in "\"'{};" for c in a)]
+    if bad:
+        raise InvalidInput(
+            f"kernel argument {bad[0]!r} cannot go on a GRUB command line",
+            problems=[Problem("--kernel-arg", repr(bad[0]), "one argument per value, no spaces, quotes or braces")],
+        )
+
+
 def debootstrap_tree(suite: str, mirror: str, cache: Path, progress: Callable[[str], None] = _silent) -> Path:
     """A minbase root tree with :func:`image_packages`, cached by suite, mirror and packages."""
     packages = image_packages()
@@ -393,9 +403,8 @@ def build_image(
 
     ``trim`` drops driver modules a virtio lab VM never loads (keep them for real hardware); ``kernel_args``
     are appended to the kernel command line (a lab's: :data:`LAB_KERNEL_ARGS`); ``progress`` is told each
-    phase as it starts. The root
-    filesystem grows to the whole disk on first boot. Takes minutes the first time (debootstrap); later
-    calls with the same inputs return the cached image.
+    phase as it starts. The root filesystem grows to the whole disk on first boot. Takes minutes the first
+    time (debootstrap); later calls with the same inputs return the cached image.
     """
     if not admin_keys:
         raise InvalidInput("no admin SSH keys", problems=[Problem("cluster.admin_ssh_keys", "[]", "add a .pub line")])
@@ -403,15 +412,10 @@ def build_image(
         raise InvalidInput(
             f"image size {size_mib} MiB is too small", problems=[Problem("size", str(size_mib), ">= 768 MiB")]
         )
+    check_kernel_args(kernel_args)
     check_tools()
     cache = cache or cache_root()
     mirror = mirror or default_mirror()
-    bad = [a for a in kernel_args if not a or any(c.isspace() or c in "\"'{};" for c in a)]
-    if bad:
-        raise InvalidInput(
-            f"kernel argument {bad[0]!r} cannot go on a GRUB command line",
-            problems=[Problem("kernel_args", repr(bad[0]), "one argument per value, no spaces, quotes or braces")],
-        )
     key = _key(
         suite, mirror, image_packages(), sorted(admin_keys), size_mib, trim, tuple(kernel_args), _recipe_digest()
     )

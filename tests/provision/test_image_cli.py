@@ -50,11 +50,17 @@ def test_kernel_args_replace_the_lab_default_and_a_bad_one_is_refused_naming_it(
     )
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["kernel_args"] == ["iommu=pt"]
+    refused = CliRunner().invoke(
+        cli, ["image", "build", "-i", lab, "--kernel-arg", "quiet splash", "--dry-run", "--json"],
+        env={"HOME": str(tmp_path)},
+    )  # fmt: skip
+    assert refused.exit_code == 2 and "Traceback" not in refused.output, refused.output
+    assert json.loads(refused.output)["errors"][0]["path"] == "--kernel-arg"
     keys = ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ2M0Jt2 test"]
     for bad in ("quiet splash", "a}b", ""):
         with pytest.raises(InvalidInput) as exc:
             build_image(keys, kernel_args=(bad,), cache=tmp_path / "cache")
-        assert exc.value.problems[0].path == "kernel_args" and repr(bad) in exc.value.message
+        assert exc.value.problems[0].path == "--kernel-arg" and repr(bad) in exc.value.message
     assert not (tmp_path / "cache").exists()  # refused before anything was built
 
 
