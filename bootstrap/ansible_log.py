@@ -168,14 +168,28 @@ def read_playbook_log(path: Path) -> PlaybookLog:
     return log
 
 
-def kept_runs(runs_root: Path, run: int | None = None) -> list[PlaybookLog]:
-    """Every kept playbook run under ``runs_root`` (of journal run ``run`` when given), oldest first."""
+def kept_run_dirs(runs_root: Path, run: int | None = None) -> list[Path]:
+    """The kept run directories (of journal run ``run`` when given), oldest first; nothing is read."""
     if not runs_root.is_dir():
         return []
     paths = [p for p in runs_root.iterdir() if p.is_dir() and RUN_DIR.match(p.name)]
     if run is not None:
         paths = [p for p in paths if int(RUN_DIR.match(p.name)["run"]) == run]  # type: ignore[index]
     paths.sort(key=lambda p: (int(RUN_DIR.match(p.name)["run"]), p.name))  # type: ignore[index]
+    return paths
+
+
+def kept_run_ids(runs_root: Path) -> list[int]:
+    """The journal runs that kept playbook output, from the directory names alone."""
+    return sorted({int(RUN_DIR.match(p.name)["run"]) for p in kept_run_dirs(runs_root)})  # type: ignore[index]
+
+
+def kept_runs(runs_root: Path, run: int | None = None, *, last: int | None = None) -> list[PlaybookLog]:
+    """Every kept playbook run under ``runs_root`` (of journal run ``run`` when given), oldest first;
+    ``last``: only the newest ``last`` playbook runs are read (a long-lived state dir keeps hundreds)."""
+    paths = kept_run_dirs(runs_root, run)
+    if last is not None:
+        paths = paths[-last:] if last > 0 else []
     return [read_playbook_log(p) for p in paths]
 
 

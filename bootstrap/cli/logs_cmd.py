@@ -9,7 +9,7 @@ from typing import Any
 import click
 from rich.markup import escape
 
-from bootstrap.ansible_log import kept_runs, node_log
+from bootstrap.ansible_log import kept_run_dirs, kept_run_ids, kept_runs, node_log
 from bootstrap.cli.common import console, emit, handle_errors, json_option, state_dir_option
 from bootstrap.errors import InvalidInput, Problem
 from bootstrap.stages.playbook import runs_dir
@@ -31,6 +31,8 @@ def _show_list(data: dict[str, Any]) -> None:
     if not data["runs"]:
         console.print(f"no playbook output kept under {escape(data['kept_in'])} yet")
         return
+    if data["kept"] > len(data["runs"]):
+        console.print(f"the last {len(data['runs'])} of {data['kept']} playbook runs kept (--last for more):")
     for run in data["runs"]:
         console.print(f"run {run['run']} {escape(run['label'])}: rc {run['rc']}, {len(run['hosts'])} host(s)")
     console.print("`rackctl logs RUN` for a run's hosts, `rackctl logs RUN NODE` for a node's tasks")
@@ -62,10 +64,17 @@ def _show_node(data: dict[str, Any]) -> None:
 @click.command("logs")
 @click.argument("run", type=int, required=False)
 @click.argument("node", required=False)
+@click.option(
+    "--last",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    help="Without RUN: list only the newest N playbook runs.",
+)
 @state_dir_option
 @json_option
 @handle_errors()
-def logs(run: int | None, node: str | None, state_dir: Path, as_json: bool) -> None:
+def logs(run: int | None, node: str | None, last: int, state_dir: Path, as_json: bool) -> None:
     """The Ansible output rackctl kept: every run's playbooks, RUN's hosts, or NODE's tasks in RUN.
 
     RUN is the journal's run id (`rackctl journal show` lists the latest runs). Each task shows how it
@@ -74,12 +83,13 @@ def logs(run: int | None, node: str | None, state_dir: Path, as_json: bool) -> N
     """
     root = runs_dir(state_dir)
     if run is None:
-        data = {"ok": True, "kept_in": str(root), "runs": [log.summary() for log in kept_runs(root)]}
+        shown = [log.summary() for log in kept_runs(root, last=last)]
+        data = {"ok": True, "kept_in": str(root), "kept": len(kept_run_dirs(root)), "runs": shown}
         emit(data, as_json, _show_list)
         return
     found = kept_runs(root, run)
     if not found:
-        runs = sorted({log.run for log in kept_runs(root)})
+        runs = kept_run_ids(root)
         raise InvalidInput(
             f"run {run} kept no Ansible output in {root}",
             problems=[Problem("run", str(run), f"one of: {', '.join(map(str, runs)) or 'none yet'}")],

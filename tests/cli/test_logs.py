@@ -101,3 +101,26 @@ def test_an_unknown_run_or_node_names_the_ones_there_are(state: Path) -> None:
     assert code == 2 and "one of: node-a, node-b" in out, out
     code, out = logs("--state-dir", str(state.parent / "empty"))
     assert code == 0 and "no playbook output kept" in out, out
+
+
+def test_last_lists_only_the_newest_playbook_runs_and_says_how_many_there_are(state: Path, tmp_path: Path) -> None:
+    """A long-lived state dir keeps hundreds of runs: the list reads only the newest --last (default 20)."""
+    import shutil
+
+    copy = tmp_path / "state"
+    shutil.copytree(state, copy)
+    kept = runs_dir(copy)
+    for run in (6, 7, 8):  # the same playbook run kept again under later journal runs
+        shutil.copytree(kept / "5-check", kept / f"{run}-check")
+    code, out = logs("--state-dir", str(copy), "--last", "2", "--json")
+    assert code == 0, out
+    data = json.loads(out)
+    assert [r["run"] for r in data["runs"]] == [7, 8] and data["kept"] == 4
+    code, human = logs("--state-dir", str(copy), "--last", "2")
+    assert code == 0 and "the last 2 of 4 playbook runs kept (--last for more)" in human, human
+    code, everything = logs("--state-dir", str(copy), "--json")
+    assert [r["run"] for r in json.loads(everything)["runs"]] == [5, 6, 7, 8]  # fewer than the default 20
+    code, out = logs("--state-dir", str(copy), "--last", "0")
+    assert code == 2 and "Traceback" not in out, out
+    code, out = logs("9", "--state-dir", str(copy))
+    assert code == 2 and "one of: 5, 6, 7, 8" in out, out
