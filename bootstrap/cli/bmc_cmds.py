@@ -42,6 +42,7 @@ from bootstrap.stages.oob import (
     write_mac_diff,
 )
 from bootstrap.stages.oob_reports import bios_apply_report, discover_report
+from bootstrap.stages.options import BiosOptions
 from bootstrap.stages.progress import RichProgress
 from bootstrap.stages.runner import Runner, RunOutcome, plan, select
 from redfish_tools.bios import plan_bios
@@ -421,7 +422,7 @@ def _bios_changes(plan_data: dict[str, Any]) -> str:
 def _bios_apply(inventory_path: Path, state_dir: Path, limit: str | None, as_json: bool, *, reboot: bool) -> None:
     """The bios stage of ``up`` on the selected nodes (``--reboot``: run the job now and read back)."""
     inventory = load_inventory(inventory_path)
-    options = RunOptions(extra={"bios": {"reboot": reboot}})
+    options = RunOptions(bios=BiosOptions(reboot=reboot))
     command = _command("bios apply", limit, *(["--reboot"] * reboot))
     outcome = _run_stage(inventory, state_dir, "bios", limit, as_json, options=options, command=command)
     data = bios_apply_report(state_dir, outcome)

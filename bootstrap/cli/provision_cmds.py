@@ -7,7 +7,6 @@ Positional NODES are a synonym of ``--limit`` (same grammar, :mod:`bootstrap.sel
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -25,6 +24,7 @@ from bootstrap.errors import InvalidInput, Problem
 from bootstrap.inventory import load_inventory
 from bootstrap.selection import split_csv
 from bootstrap.stages.base import RunOptions
+from bootstrap.stages.options import ProvisionOptions
 from bootstrap.stages.runner import select
 
 
@@ -87,18 +87,18 @@ def provision_cmd(
     chosen = split_csv(nodes if nodes else limit)
     patterns = chosen or [n.hostname for n in inventory.nodes if n.role.value != "head"]
     selection = select(inventory, stages=["provision"], limit=patterns, force=force)
-    extra: dict[str, Any] = {
-        "kernel": kernel,
-        "initrd": initrd,
-        "image": image,
-        "ssh_key": ssh_key,
-        "ssh_user": ssh_user,
-        "callback_timeout_s": float(callback_timeout),
-        "ssh_timeout_s": float(ssh_timeout),
-        "max_parallel": parallel,
-    }
+    overrides = ProvisionOptions(
+        kernel=kernel,
+        initrd=initrd,
+        image=image,
+        ssh_key=ssh_key,
+        ssh_user=ssh_user,
+        callback_timeout_s=float(callback_timeout),
+        ssh_timeout_s=float(ssh_timeout),
+        max_parallel=parallel,
+    )
     options = RunOptions(
-        dry_run=dry_run, force=force, yes=yes, extra={"provision": extra}, environment=environment_for(inventory)
+        dry_run=dry_run, force=force, yes=yes, provision=overrides, environment=environment_for(inventory)
     )
     command = "provision" + (f" --limit {','.join(chosen)}" if chosen else "") + (" --force" if force else "")
     run_or_plan(inventory, state_dir, selection, options, command=command, as_json=as_json)

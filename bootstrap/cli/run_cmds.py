@@ -25,15 +25,15 @@ from bootstrap.cli.common import (
     state_dir_option,
     warn,
 )
-from bootstrap.cli.validate_options import validate_extra, validate_options
+from bootstrap.cli.validate_options import validate_given, validate_options
 from bootstrap.errors import EXIT_NOT_APPLIED, EXIT_OK, InvalidInput
 from bootstrap.inventory import Inventory, load_inventory
 from bootstrap.inventory.rules import support_warnings
 from bootstrap.journal import JOURNAL_FILE, Journal, NodeState, check_transition
 from bootstrap.selection import STAGES_OPTION, split_csv
 from bootstrap.stages.base import STAGE_ORDER, NullProgress, RunOptions
-from bootstrap.stages.cluster_inputs import EXTRA_KEY, checked_inputs
-from bootstrap.stages.nvidia_validate import EXTRA_KEY as VALIDATE_KEY
+from bootstrap.stages.cluster_inputs import checked_inputs
+from bootstrap.stages.options import FirmwareOptions, HelmOptions, TritonOptions
 from bootstrap.stages.progress import RichProgress
 from bootstrap.stages.runner import Runner, Selection, plan, select
 
@@ -209,9 +209,7 @@ def plan_cmd(
     selection = select(
         inventory, stages=split_csv(stages, STAGES_OPTION), limit=split_csv(limit), from_stage=from_stage, force=force
     )
-    options = RunOptions(
-        dry_run=True, force=force, environment=environment_for(inventory), extra={EXTRA_KEY: inputs.as_extra()}
-    )
+    options = RunOptions(dry_run=True, force=force, environment=environment_for(inventory), cluster=inputs)
     data = plan(inventory, state_dir, selection, options)
     emit(data, as_json, lambda d: _show_plan(d, wide=wide))
 
@@ -281,7 +279,7 @@ def up_cmd(
     the kubernetes and nvidia stages as by `rackctl render cluster`.
     """
     inputs = checked_inputs(charts_dir, crd_dir)
-    validation = validate_extra(
+    validation = validate_given(
         skip_validate=skip_validate, validate_timeout=validate_timeout, validate_nccl=validate_nccl
     )
     inventory = _load(inventory_path, as_json)
@@ -294,13 +292,11 @@ def up_cmd(
         yes=yes,
         insecure=insecure,
         environment=environment_for(inventory),
-        extra={
-            "firmware": {"apply": apply_firmware},
-            EXTRA_KEY: inputs.as_extra(),
-            "triton": {"rollout_timeout_s": triton_timeout},
-            "helm": {"timeout_s": helm_timeout},
-            VALIDATE_KEY: validation.as_extra(),
-        },
+        firmware=FirmwareOptions(apply=apply_firmware),
+        cluster=inputs,
+        triton=TritonOptions(rollout_timeout_s=triton_timeout) if triton_timeout else TritonOptions(),
+        helm=HelmOptions(timeout_s=helm_timeout) if helm_timeout else HelmOptions(),
+        validate=validation,
     )
     command = "up " + " ".join(
         f"--{k.replace('_', '-')} {v}" for k, v in (("stages", stages), ("limit", limit), ("from", from_stage)) if v
@@ -310,7 +306,7 @@ def up_cmd(
     command += f" --triton-timeout {triton_timeout:g}" if triton_timeout else ""
     command += f" --helm-timeout {helm_timeout:g}" if helm_timeout else ""
     command += validation.flags()
-    command += "".join(f" --{key} {path}" for key, path in inputs.as_extra().items())
+    command += "".join(f" --{key} {path}" for key, path in inputs.given().items())
     run_or_plan(inventory, state_dir, selection, options, command=command, as_json=as_json)
 
 

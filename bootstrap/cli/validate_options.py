@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from bootstrap.cli.common import seconds_option
-from bootstrap.stages.nvidia_validate import DEFAULT_TIMEOUT_S, ValidateOptions
+from bootstrap.stages.options import VALIDATE_TIMEOUT_S, ValidateOptions
 
 
 def validate_options(func: Any) -> Any:
@@ -26,7 +26,7 @@ def validate_options(func: Any) -> Any:
         default=None,
         metavar="SECONDS",
         help_text="Where a cluster exists: how long the nvidia stage polls the read-only checks until they pass "
-        f"(GPUs advertised, nodes Ready), then how long the CUDA smoke Jobs may take (default {DEFAULT_TIMEOUT_S:g} "
+        f"(GPUs advertised, nodes Ready), then how long the CUDA smoke Jobs may take (default {VALIDATE_TIMEOUT_S:g} "
         "each).",
     )(func)
     return click.option(
@@ -36,6 +36,6 @@ def validate_options(func: Any) -> Any:
     )(func)
 
 
-def validate_extra(*, skip_validate: bool, validate_timeout: float | None, validate_nccl: bool) -> ValidateOptions:
-    """The options as the stage reads them (``RunOptions.extra``)."""
-    return ValidateOptions(skip=skip_validate, timeout_s=validate_timeout or DEFAULT_TIMEOUT_S, nccl=validate_nccl)
+def validate_given(*, skip_validate: bool, validate_timeout: float | None, validate_nccl: bool) -> ValidateOptions:
+    """The options as the stage reads them (``RunOptions.validate``)."""
+    return ValidateOptions(skip=skip_validate, timeout_s=validate_timeout or VALIDATE_TIMEOUT_S, nccl=validate_nccl)

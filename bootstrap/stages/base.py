@@ -68,6 +68,15 @@ import click
 from bootstrap.environment import Environment, HostEnvironment
 from bootstrap.errors import EnvironmentMissing, InvalidInput, NotImplementedStage
 from bootstrap.journal.states import NodeState
+from bootstrap.stages.cluster_inputs import ClusterInputs
+from bootstrap.stages.options import (
+    BiosOptions,
+    FirmwareOptions,
+    HelmOptions,
+    ProvisionOptions,
+    TritonOptions,
+    ValidateOptions,
+)
 
 if TYPE_CHECKING:
     from bootstrap.inventory.models import Inventory, Node
@@ -304,7 +313,16 @@ class RunOptions:
     yes: bool = False
     #: TLS verification off for BMCs (only with an explicit ``--insecure``)
     insecure: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
+    #: the stages' own options (``bootstrap.stages.options``), each at "not asked" unless the CLI gave it
+    cluster: ClusterInputs = field(default_factory=ClusterInputs)
+    helm: HelmOptions = field(default_factory=HelmOptions)
+    validate: ValidateOptions = field(default_factory=ValidateOptions)
+    triton: TritonOptions = field(default_factory=TritonOptions)
+    firmware: FirmwareOptions = field(default_factory=FirmwareOptions)
+    bios: BiosOptions = field(default_factory=BiosOptions)
+    provision: ProvisionOptions = field(default_factory=ProvisionOptions)
+    #: a stage's extra Ansible variables, by stage name (tests and labs; never secrets)
+    extravars: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: how the product reaches the world (``bootstrap.environment``): the host by default, the lab's in the lab
     environment: Environment = field(default_factory=HostEnvironment)
 

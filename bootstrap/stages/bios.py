@@ -36,7 +36,7 @@ class BiosStage(Stage):
         inv = ctx.inventory
         nodes = [ctx.node(n) for n in ctx.nodes]
         wanted = {n.hostname: desired_bios(inv, n) for n in nodes}
-        reboot = bool(ctx.options.extra.get("bios", {}).get("reboot"))  # only `rackctl bios apply --reboot`
+        reboot = ctx.options.bios.reboot  # only `rackctl bios apply --reboot`
         targets = targets_for(inv, nodes)
         if ctx.options.insecure:  # `up --insecure`: an explicit opt-out of BMC certificate checks
             targets = [replace(t, insecure=True) for t in targets]

@@ -3,7 +3,7 @@
 The same two directories ``rackctl render cluster`` takes: ``--charts`` holds the pinned chart archives
 (``<chart>-<version>.tgz`` or unpacked ``<chart>/``), rendered with rackctl's values by helm-python-sdk;
 ``--crds`` holds CRD YAML (the pinned charts' ``crds/``) the custom resources are checked against. They
-travel in ``RunOptions.extra["cluster"]`` (``{"charts": str, "crds": str}``); without them the stages
+travel in ``RunOptions.cluster``; without them the stages
 render without chart manifests and record the custom-resource check as unchecked.
 """
 
@@ -11,12 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from bootstrap.errors import InvalidInput, Problem
 
-#: The key of ``RunOptions.extra`` the directories travel under.
-EXTRA_KEY = "cluster"
 #: What each option's directory must hold (said in the fix of a bad one).
 HOLDS = {
     "--charts": "the pinned chart archives (<chart>-<version>.tgz, as `helm pull` names them) or unpacked charts",
@@ -31,8 +28,8 @@ class ClusterInputs:
     charts: Path | None = None
     crds: Path | None = None
 
-    def as_extra(self) -> dict[str, str]:
-        """The ``RunOptions.extra["cluster"]`` entry (only what was given)."""
+    def given(self) -> dict[str, str]:
+        """Only what was given, by name (``charts``, ``crds``): the ``up`` flags of the run's command line."""
         given = {"charts": self.charts, "crds": self.crds}
         return {key: str(path) for key, path in given.items() if path is not None}
 
@@ -64,8 +61,6 @@ def checked_inputs(charts: Path | None, crds: Path | None) -> ClusterInputs:
     return ClusterInputs(require_dir("--charts", charts), require_dir("--crds", crds))
 
 
-def cluster_inputs(extra: dict[str, Any]) -> ClusterInputs:
-    """The directories a run was given, from ``RunOptions.extra`` (checked again: the run may be resumed)."""
-    given = extra.get(EXTRA_KEY) or {}
-    charts, crds = given.get("charts"), given.get("crds")
-    return checked_inputs(Path(charts) if charts else None, Path(crds) if crds else None)
+def cluster_inputs(given: ClusterInputs) -> ClusterInputs:
+    """The directories a run was given (``RunOptions.cluster``), checked again: the run may be resumed."""
+    return checked_inputs(given.charts, given.crds)

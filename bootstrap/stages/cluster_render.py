@@ -50,7 +50,7 @@ class ClusterRenderStage(Stage):
 
     def render_checked(self, ctx: StageContext, render: Callable[[Inventory, Path | None], Bundle]) -> Bundle:
         """``render`` the stage's part with the run's ``--charts``, validated (with ``--crds``) or refused."""
-        inputs = cluster_inputs(ctx.options.extra)
+        inputs = cluster_inputs(ctx.options.cluster)
         bundle = render(ctx.inventory, inputs.charts)
         validate_or_refuse(ctx.inventory, bundle, self.name, inputs.crds)
         return bundle

@@ -20,7 +20,7 @@ from bootstrap.stages.base import NodeResult, PlannedAction, Stage, StageContext
 
 def applying(ctx: StageContext) -> bool:
     """Whether this run was asked to flash (``up --apply-firmware``)."""
-    return bool((ctx.options.extra.get("firmware") or {}).get("apply"))
+    return ctx.options.firmware.apply
 
 
 @register_stage
@@ -75,7 +75,7 @@ class FirmwareStage(Stage):
             gate=ClusterGate(cluster_for(ctx.state_dir)),
             conn_policy=policy,
             os_health=OsHealth(inventory, ctx.journal, ctx.options.environment),
-            settings=ApplySettings(poll_s=float((ctx.options.extra.get("firmware") or {}).get("poll_s", 5.0))),
+            settings=ApplySettings(poll_s=ctx.options.firmware.poll_s),
             on_event=lambda _kind, node, text: ctx.progress.log(f"firmware {node}: {text}" if node else text),
         )
         report = rollout.run()

@@ -4,7 +4,7 @@ With ``<state-dir>/kubeconfig`` (:func:`bootstrap.kube.cluster_for`), each stage
 order, to :func:`bootstrap.cluster.helm_install.install_releases`: the kubernetes stage the CNI,
 local-path-provisioner and kube-prometheus-stack, the nvidia stage the GPU Operator. A release whose chart is
 in ``up --charts DIR`` is installed, upgraded or left unchanged by Helm, and its workloads are watched to ready
-within ``up --helm-timeout`` (``RunOptions.extra["helm"]["timeout_s"]``, default 600 s); one whose chart is not
+within ``up --helm-timeout`` (``RunOptions.helm.timeout_s``, default 600 s); one whose chart is not
 there stays "rendered + validated, not installed: chart X VERSION not in --charts DIR".
 
 The stage's message names what Helm did per release (release, revision). Each release's outcome (release,
@@ -28,22 +28,14 @@ from bootstrap.kube import KUBECONFIG, Kubectl
 from bootstrap.stages.base import NodeResult, PlannedAction, StageContext, StageResult
 from bootstrap.stages.cluster_inputs import cluster_inputs
 
-#: ``RunOptions.extra`` key, and the default for the install and the readiness watch of each release.
-EXTRA_KEY = "helm"
-DEFAULT_TIMEOUT_S = 600.0
 #: The journal's facts key the releases are recorded under (``rackctl journal show NODE``).
 FACTS = "helm"
 
 
-def helm_timeout(extra: dict[str, Any]) -> float:
-    """This run's Helm timeout (``up --helm-timeout``)."""
-    return float((extra.get(EXTRA_KEY) or {}).get("timeout_s") or DEFAULT_TIMEOUT_S)
-
-
 def planned(ctx: StageContext, stage: str, releases: list[Release]) -> list[PlannedAction]:
     """One cluster-wide action per release: "helm install/upgrade RELEASE (CHART VERSION) into NS", or why not."""
-    charts = cluster_inputs(ctx.options.extra).charts
-    timeout = helm_timeout(ctx.options.extra)
+    charts = cluster_inputs(ctx.options.cluster).charts
+    timeout = ctx.options.helm.timeout_s
     kubeconfig = ctx.state_dir / KUBECONFIG
     out = []
     for r in releases:
@@ -86,8 +78,8 @@ def with_helm_releases(
         releases,
         kubeconfig=cluster.kubeconfig,
         api=cluster,
-        charts_dir=cluster_inputs(ctx.options.extra).charts,
-        timeout_s=helm_timeout(ctx.options.extra),
+        charts_dir=cluster_inputs(ctx.options.cluster).charts,
+        timeout_s=ctx.options.helm.timeout_s,
         log=ctx.progress.log,
     )
     facts = _record(ctx, report)

@@ -139,7 +139,7 @@ class KubernetesStage(ClusterRenderStage):
                 self.name,
                 None,
                 f"render + validate chart values ({charts_text}), node labels and taints into "
-                f"{ctx.state_dir / OUT_DIR}{cluster_inputs(ctx.options.extra).described()}; {NOT_APPLIED}",
+                f"{ctx.state_dir / OUT_DIR}{cluster_inputs(ctx.options.cluster).described()}; {NOT_APPLIED}",
                 applies=False,
             )
         )

@@ -181,7 +181,7 @@ class NvidiaStage(ClusterRenderStage):
                 self.name,
                 None,
                 f"render + validate {release} into {ctx.state_dir / OUT_DIR}"
-                f"{cluster_inputs(ctx.options.extra).described() if with_gpus else ''}; {NOT_APPLIED}",
+                f"{cluster_inputs(ctx.options.cluster).described() if with_gpus else ''}; {NOT_APPLIED}",
                 applies=False,
             )
         )

@@ -30,7 +30,6 @@ the stage's message. Where the release is not deployed in this run (no cluster, 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from bootstrap.cluster.gpu_operator import gpu_operator
@@ -46,12 +45,10 @@ from bootstrap.stages.base import NodeResult, PlannedAction, StageContext, Stage
 from bootstrap.stages.cluster_inputs import cluster_inputs
 from bootstrap.stages.helm_releases import FACTS as HELM_FACTS
 from bootstrap.stages.nvidia_fabric import FabricReader, operator_nvswitch_nodes
+from bootstrap.stages.options import ValidateOptions
 from bootstrap.validation.live import validate_polled
 from bootstrap.validation.workloads import Settings, smoke_targets
 
-#: ``RunOptions.extra`` key (``up --skip-validate``, ``--validate-timeout``, ``--validate-nccl``).
-EXTRA_KEY = "validate"
-DEFAULT_TIMEOUT_S = 900.0
 #: The journal's facts key the validation is recorded under (``rackctl journal show NODE``).
 FACTS = "validate"
 #: Where the host side's NVSwitch detection sits in the journal: stage ``nvidia``, key ``nvidia_host``.
@@ -61,33 +58,6 @@ READ_ONLY = (
     "nvidia-smi read again over SSH, playbooks/nvidia_fabric.yml), then dcgm-metrics (each GPU node's DCGM "
     "exporter pod through the API server's pod proxy)"
 )
-
-
-@dataclass(frozen=True)
-class ValidateOptions:
-    """This run's validation options (``up --skip-validate``, ``--validate-timeout``, ``--validate-nccl``)."""
-
-    skip: bool = False
-    timeout_s: float = DEFAULT_TIMEOUT_S
-    nccl: bool = False
-
-    @classmethod
-    def from_extra(cls, extra: dict[str, Any]) -> ValidateOptions:
-        given = extra.get(EXTRA_KEY) or {}
-        return cls(
-            skip=bool(given.get("skip")),
-            timeout_s=float(given.get("timeout_s") or DEFAULT_TIMEOUT_S),
-            nccl=bool(given.get("nccl")),
-        )
-
-    def as_extra(self) -> dict[str, Any]:
-        return {"skip": self.skip, "timeout_s": self.timeout_s, "nccl": self.nccl}
-
-    def flags(self) -> str:
-        """The ``up`` flags that gave these options (for the run's command line in the journal)."""
-        text = " --skip-validate" if self.skip else ""
-        text += f" --validate-timeout {self.timeout_s:g}" if self.timeout_s != DEFAULT_TIMEOUT_S else ""
-        return text + (" --validate-nccl" if self.nccl else "")
 
 
 def _workloads_text(inv: Inventory, opts: ValidateOptions) -> str:
@@ -102,7 +72,7 @@ def planned(ctx: StageContext, stage: str, *, deployable: str | None) -> Planned
     ``deployable``: None when Helm would deploy the GPU Operator in this run, else why not.
     """
     inv = ctx.inventory
-    opts = ValidateOptions.from_extra(ctx.options.extra)
+    opts = ctx.options.validate
     what = (
         f"validate the cluster of {ctx.state_dir / KUBECONFIG} once the GPU Operator is deployed: poll {READ_ONLY} "
         f"until they pass, within {opts.timeout_s:g} s; then {_workloads_text(inv, opts)}, within "
@@ -121,7 +91,7 @@ def not_deployed_why(ctx: StageContext, release_name: str | None) -> str | None:
     if not cluster.deployed:
         return f"no cluster ({cluster.reason})"
     release = gpu_operator(ctx.inventory).release
-    charts = cluster_inputs(ctx.options.extra).charts
+    charts = cluster_inputs(ctx.options.cluster).charts
     if release is None or charts is None or chart_source(charts, release) is None:
         where = f"not in --charts {charts}" if charts is not None else "not at hand (no --charts DIR)"
         version = f"{release.chart} {release.version} " if release is not None else ""
@@ -230,7 +200,7 @@ def not_run(result: StageResult, why: str) -> StageResult:
 def with_validation(ctx: StageContext, result: StageResult, api: WorkloadApi, release_name: str) -> StageResult:
     """``result`` (the GPU Operator handed to Helm) with the cluster validated, or why the validators did not run;
     failed when a check failed."""
-    opts = ValidateOptions.from_extra(ctx.options.extra)
+    opts = ctx.options.validate
     if opts.skip:
         return not_run(result, "--skip-validate")
     deployed, why = gpu_operator_deployed(result, release_name)

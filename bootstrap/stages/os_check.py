@@ -4,7 +4,7 @@ After ``provision`` and before ``network``: per node, the OS family, memory, fre
 commands the later stages use (role ``preflight``); what it finds (``preflight_report``: OS, kernel,
 memory, CPUs, DMI serial and UUID) is recorded in the journal. Read-only; moves no node. Not to be
 confused with the controller-side ``preflight`` stage (BMC credentials, TLS, reachability), which runs
-before ``discover``. Thresholds can be lowered per run with ``RunOptions.extra["os-check"]["extravars"]``
+before ``discover``. Thresholds can be lowered per run with ``RunOptions.extravars["os-check"]``
 (e.g. ``preflight_min_memory_mb``).
 """
 

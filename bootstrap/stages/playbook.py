@@ -61,8 +61,8 @@ def runs_dir(state_dir: Path) -> Path:
 
 
 def stage_extravars(ctx: StageContext, stage: str) -> dict[str, Any]:
-    """A stage's extra Ansible variables for this run: ``RunOptions.extra[<stage>]["extravars"]`` (never secrets)."""
-    return dict((ctx.options.extra.get(stage) or {}).get("extravars") or {})
+    """A stage's extra Ansible variables for this run: ``RunOptions.extravars[<stage>]`` (never secrets)."""
+    return dict(ctx.options.extravars.get(stage) or {})
 
 
 def play(

@@ -4,40 +4,47 @@ Destructive: the ``install`` step rewrites the node's root disk; it is journalle
 run never rewrites a disk whose install completed (unless ``--force``). Where the boot services listen,
 which admin key logs in and which nodes are already installed (the head node that serves the installs)
 come from the run's :class:`~bootstrap.environment.Environment`; the artefacts from :func:`artefacts_for`.
-Options can be overridden through ``RunOptions.extra["provision"]`` (keys: ``kernel``, ``initrd``,
-``image``, ``ssh_key``, ``ssh_user``, ``callback_timeout_s``, ``ssh_timeout_s``, ``max_parallel``).
+Options can be overridden through ``RunOptions.provision`` (:class:`~bootstrap.stages.options.ProvisionOptions`:
+kernel, initrd, image, SSH key and user, callback and SSH timeouts, parallel installs).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from bootstrap.inventory.models import Inventory
 from bootstrap.provision.flow import Artefacts, FlowSettings, NodeRun, ProvisionSession
 from bootstrap.stages.base import NodeResult, PlannedAction, Stage, StageContext, StageResult, register_stage
 from bootstrap.stages.oob import policy_for, target_for
+from bootstrap.stages.options import ProvisionOptions
 
 #: the names `rackctl image ramdisk --out` and `rackctl image build --out` write
 ARTEFACT_NAMES = {"kernel": "vmlinuz", "initrd": "initrd.img", "image": "disk.raw.gz"}
 
 
-def artefacts_for(state_dir: Path, overrides: dict[str, Any]) -> Artefacts:
+def artefacts_for(state_dir: Path, options: ProvisionOptions | None = None) -> Artefacts:
     """Explicit paths, else ``<state-dir>/artefacts/{vmlinuz,initrd.img,disk.raw.gz}``."""
+    given = options or ProvisionOptions()
     base = Path(state_dir) / "artefacts"
-    paths = {k: Path(overrides[k]) if overrides.get(k) else base / name for k, name in ARTEFACT_NAMES.items()}
-    return Artefacts(kernel=paths["kernel"], initrd=paths["initrd"], image=paths["image"])
+    return Artefacts(
+        kernel=given.kernel or base / ARTEFACT_NAMES["kernel"],
+        initrd=given.initrd or base / ARTEFACT_NAMES["initrd"],
+        image=given.image or base / ARTEFACT_NAMES["image"],
+    )
 
 
-def settings_for(overrides: dict[str, Any], method: str = "image") -> FlowSettings:
+def settings_for(options: ProvisionOptions | None = None, method: str = "image") -> FlowSettings:
+    """The flow's settings: the defaults, with what ``options`` gives."""
+    given = options or ProvisionOptions()
     settings = FlowSettings()
-    for key in ("callback_timeout_s", "ssh_timeout_s", "power_off_timeout_s", "ssh_user", "max_parallel"):
-        if overrides.get(key) is not None:
-            setattr(settings, key, overrides[key])
-    if not overrides.get("ssh_user"):
-        settings.ssh_user = "root" if method == "image" else "rackctl"  # who the install authorises
-    if overrides.get("ssh_key"):
-        settings.ssh_key = Path(overrides["ssh_key"])
+    for key in ("callback_timeout_s", "ssh_timeout_s", "power_off_timeout_s", "max_parallel"):
+        if getattr(given, key) is not None:
+            setattr(settings, key, getattr(given, key))
+    # who the install authorises: root (image method) or the seeded admin user (autoinstall)
+    settings.ssh_user = given.ssh_user or ("root" if method == "image" else "rackctl")
+    if given.ssh_key is not None:
+        settings.ssh_key = given.ssh_key
     return settings
 
 
@@ -70,13 +77,13 @@ class ProvisionStage(Stage):
         return actions
 
     def run(self, ctx: StageContext) -> StageResult:
-        overrides = dict(ctx.options.extra.get("provision", {}))
+        overrides = ctx.options.provision
         inventory: Inventory = ctx.inventory
         environment = ctx.options.environment
-        if not overrides.get("ssh_key"):
+        if overrides.ssh_key is None:
             key = environment.admin_key(inventory)
             if key is not None:
-                overrides["ssh_key"] = str(key)
+                overrides = replace(overrides, ssh_key=key)
         preinstalled = environment.preinstalled(inventory)
         hostnames = [h for h in ctx.nodes if h not in preinstalled]
         results = {

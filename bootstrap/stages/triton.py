@@ -28,7 +28,7 @@ from bootstrap.stages.base import (
     StageResult,
     register_stage,
 )
-from bootstrap.stages.triton_deploy import deploy, rollout_timeout
+from bootstrap.stages.triton_deploy import deploy
 from bootstrap.stages.triton_smoke import PORT, http_service, smoke_entry
 from bootstrap.triton.manifests import services
 from bootstrap.triton.stage import run_triton_stage
@@ -105,7 +105,7 @@ class TritonStage(Stage):
                     None,
                     f"kubectl apply --server-side --field-manager=rackctl of the manifests of {', '.join(models)} to "
                     f"the cluster of {ctx.state_dir / KUBECONFIG} (Namespace first; kinds without their CRD left "
-                    f"out), then each Deployment watched until ready, up to {rollout_timeout(ctx.options.extra):g} s "
+                    f"out), then each Deployment watched until ready, up to {ctx.options.triton.rollout_timeout_s:g} s "
                     "(each pod's initContainer copies its model repository from ConfigMap <model>-repository)",
                 )
             )
@@ -115,7 +115,7 @@ class TritonStage(Stage):
     def run(self, ctx: StageContext) -> StageResult:
         if not ctx.inventory.models:
             return StageResult(ok=True, message="no models declared in the inventory: nothing to render or deploy")
-        load_check = bool(ctx.options.extra.get("triton_load_check", False))
+        load_check = ctx.options.triton.load_check
         result = run_triton_stage(ctx.inventory, ctx.state_dir / "triton", load_check=load_check)
         if not result["ok"]:
             problems = [p["message"] for c in result["checks"] for p in c["problems"]]

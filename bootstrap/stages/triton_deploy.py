@@ -5,7 +5,7 @@ With ``<state-dir>/kubeconfig`` (:func:`bootstrap.kube.cluster_for`), each model
 updates without dropping the service (:func:`bootstrap.triton.manifests.rolling_update_problems`), applied
 server-side as rackctl (:func:`bootstrap.kube.apply.apply_objects`: Namespace first, kinds the
 cluster lacks left out and named), then every model's Deployment is watched up to the timeout
-(``up --triton-timeout``, ``RunOptions.extra["triton"]["rollout_timeout_s"]``).
+(``up --triton-timeout``, ``RunOptions.triton.rollout_timeout_s``).
 
 Outcome: a model not rolled out within the timeout fails the stage ("applied, not ready within T s: <why>"),
 as does an apply the server refused. The manifests carry each model repository (ConfigMap
@@ -34,18 +34,10 @@ from bootstrap.stages.triton_smoke import FACT, VIA, http_service, smoke_service
 from bootstrap.triton.manifests import rolling_update_problems
 from bootstrap.triton.repository_volume import carries_repository
 
-#: ``RunOptions.extra`` key and the default rollout timeout.
-EXTRA_KEY = "triton"
-DEFAULT_TIMEOUT_S = 600.0
 #: What the live deploy still leaves undone (shown as "rendered + validated, not applied: <why>").
 #: Said when a Deployment as written carries no repository (manifests written before rackctl shipped it).
 NO_REPOSITORY = "model repositories not copied: the manifests carry no repository ConfigMap (render them again)"
 MANIFESTS = ("deployment.yaml", "servicemonitor.yaml")
-
-
-def rollout_timeout(extra: dict[str, Any]) -> float:
-    """The rollout timeout of this run (``up --triton-timeout``)."""
-    return float((extra.get(EXTRA_KEY) or {}).get("rollout_timeout_s") or DEFAULT_TIMEOUT_S)
 
 
 def model_objects(out_dir: Path, spec: ModelSpec) -> list[dict[str, Any]]:
@@ -69,7 +61,7 @@ def deploy(
 ) -> StageResult:
     """Apply every model's manifests to ``cluster``, watch the rollouts, and report per model; ``checks``: what
     checked the rendered artefacts before."""
-    timeout_s = rollout_timeout(ctx.options.extra)
+    timeout_s = ctx.options.triton.rollout_timeout_s
     per_model = {spec.name: model_objects(out_dir, spec) for spec in specs}
     deployments = {name: next(o for o in objs if o["kind"] == "Deployment") for name, objs in per_model.items()}
     unsafe = [p for dep in deployments.values() for p in rolling_update_problems(dep)]

@@ -129,7 +129,7 @@ def build_rack(tmp_path: Path, staged: bool = True, **kubernetes: str) -> Iterat
         "api_endpoint_haproxy_cfg": f"{per_node}/etc/haproxy/haproxy.cfg",
         "api_endpoint_manage_services": False,
     }
-    options = RunOptions(environment=RelayEnvironment(client, port_map), extra={"kubernetes": {"extravars": extravars}})
+    options = RunOptions(environment=RelayEnvironment(client, port_map), extravars={"kubernetes": extravars})
     try:
         with Journal(state) as journal:
             journal.register_nodes([n.hostname for n in inventory.nodes])

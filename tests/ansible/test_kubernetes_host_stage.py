@@ -243,7 +243,7 @@ def test_keepalived_haproxy_configs_are_checked_by_the_daemons_and_written(tmp_p
         assert all(rejected[n].ok for n in ("head-01", "cp-03", "gpu-01")), rejected
 
         bad.write_text(cp_rack.bundle["host/cp-02/haproxy.cfg"])
-        extravars = cp_rack.ctx.options.extra["kubernetes"]["extravars"]
+        extravars = cp_rack.ctx.options.extravars["kubernetes"]
         extravars["api_endpoint_packages"] = ["keepalived", "haproxy", "rackctl-no-such-package"]
         missing = host_side(cp_rack.ctx, cluster_dir)
         for cp in ("head-01", "cp-02", "cp-03"):

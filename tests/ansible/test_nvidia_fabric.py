@@ -106,7 +106,7 @@ def container(tmp_path: Path) -> StandInSmi:
 
 def stage_context(rack_: tuple, journal: Journal, extravars: dict) -> StageContext:
     inventory, state, environment = rack_
-    options = RunOptions(environment=environment, extra={"nvidia": {"extravars": extravars}})
+    options = RunOptions(environment=environment, extravars={"nvidia": extravars})
     return StageContext("nvidia", inventory, ["gpu-01", "gpu-02"], journal, state, journal.begin_run("test"), options)
 
 

@@ -2,7 +2,7 @@
 
 The nodes are sshd on loopback (tests/ansible/test_playbook_stage.py's ``rack``: gpu-01 serves its pinned
 host key, gpu-02 another one), so the role runs on this machine: its nouveau blacklist goes to a temporary
-directory and the initramfs is not rebuilt (``RunOptions.extra["nvidia"]["extravars"]``). What the role
+directory and the initramfs is not rebuilt (``RunOptions.extravars["nvidia"]``). What the role
 reads is this machine's real PCI bus, which has no NVIDIA GPU: on a real site that fails the node, and in
 an environment whose devices are emulated (the lab) it is a note. The lab VMs run the role unchanged
 (tests/inband/test_nvidia_host_lab.py).
@@ -36,7 +36,7 @@ class EmulatedGpus(RelayEnvironment):
 def options(environment: RelayEnvironment, tmp_path: Path, extravars: dict | None = None) -> RunOptions:
     """The run's options: the blacklist into ``tmp_path``, no initramfs rebuild, and ``extravars``."""
     extravars = {"nvidia_host_modprobe_dir": str(tmp_path), "nvidia_host_update_initramfs": False, **(extravars or {})}
-    return RunOptions(environment=environment, extra={"nvidia": {"extravars": extravars}})
+    return RunOptions(environment=environment, extravars={"nvidia": extravars})
 
 
 def run_nvidia(rack_: tuple, environment: RelayEnvironment, tmp_path: Path, extravars: dict | None = None):

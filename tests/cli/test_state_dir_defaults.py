@@ -33,4 +33,4 @@ def test_image_ramdisk_out_defaults_to_where_provision_looks(tmp_path: Path) -> 
     res = CliRunner().invoke(cli, ["image", "ramdisk", "--dry-run", "--state-dir", str(tmp_path), "--json"])
     assert res.exit_code == 0, res.output
     out = Path(json.loads(res.output)["out"])
-    assert out == tmp_path / "artefacts" == artefacts_for(tmp_path, {}).kernel.parent
+    assert out == tmp_path / "artefacts" == artefacts_for(tmp_path).kernel.parent

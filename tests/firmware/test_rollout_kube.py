@@ -20,6 +20,7 @@ from bootstrap.cli import cli
 from bootstrap.inventory import load_inventory
 from bootstrap.journal.store import Journal
 from bootstrap.stages.base import RunOptions
+from bootstrap.stages.options import FirmwareOptions
 from bootstrap.stages.runner import Runner, select
 from tests.kube_objects import KubeObjects, NodeSampler, PodFinaliser
 
@@ -151,7 +152,7 @@ def test_up_apply_firmware_drains_through_the_same_gate(tmp_path: Path, kube: Ku
         kube.server.write_kubeconfig(state / "kubeconfig")
         inventory = load_inventory(lab.inventory)
         # what `up --apply-firmware` runs (the CLI sets exactly this option), polling faster than the default 5 s
-        options = RunOptions(extra={"firmware": {"apply": True, "poll_s": 0.1}})
+        options = RunOptions(firmware=FirmwareOptions(apply=True, poll_s=0.1))
         stages = select(inventory, stages=["preflight", "discover", "firmware"])
         with PodFinaliser(kube, lab.order) as kubelet, Watcher(lab, kube, lab.order) as watcher:
             outcome = Runner(inventory, state, stages, options=options).run()

@@ -11,6 +11,7 @@ from fwlab import BASELINE_VERSIONS, FwLab
 from bootstrap.cli import cli
 from bootstrap.inventory import load_inventory
 from bootstrap.stages.base import RunOptions
+from bootstrap.stages.options import FirmwareOptions
 from bootstrap.stages.runner import Runner, select
 
 STAGES = "preflight,discover,firmware"
@@ -40,7 +41,7 @@ def test_up_compares_without_the_flag_and_rolls_out_with_it(fwlab: FwLab, tmp_pa
 
     # what `up --apply-firmware` runs (the CLI sets exactly this option), polling faster than the default 5 s
     inventory = load_inventory(fwlab.inventory)
-    options = RunOptions(extra={"firmware": {"apply": True, "poll_s": 0.1}})
+    options = RunOptions(firmware=FirmwareOptions(apply=True, poll_s=0.1))
     outcome = Runner(inventory, state, select(inventory, stages=STAGES.split(",")), options=options).run()
     assert outcome.ok, outcome.as_dict()
     for name in fwlab.order:

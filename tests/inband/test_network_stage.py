@@ -76,9 +76,7 @@ def test_failed_hosts_are_reported_with_their_last_known_state_and_not_marked_do
     selection = select(inventory, stages=["network"], limit=NODES)
     # gpu-01 is reached and stops at the play's first task, before anything is changed on this machine
     broken_source = {"source": "mirror", "uri": "", "key": None}
-    options = RunOptions(
-        environment=environment, extra={"network": {"extravars": {"rackctl_package_source": broken_source}}}
-    )
+    options = RunOptions(environment=environment, extravars={"network": {"rackctl_package_source": broken_source}})
     outcome = Runner(inventory, state, selection, options=options, progress=progress).run()
 
     (stage,) = outcome.stages

@@ -11,6 +11,7 @@ from bootstrap.errors import InvalidInput
 from bootstrap.inventory import load_inventory
 from bootstrap.journal.store import Journal
 from bootstrap.stages.base import StageContext, get_stage
+from bootstrap.stages.options import ProvisionOptions
 from bootstrap.stages.provision import artefacts_for, settings_for
 from rackctl_lab.environment import LabEnvironment
 
@@ -39,10 +40,11 @@ def test_hardware_serves_from_the_head_nodes_pxe_address_and_defaults_follow_the
     site = HostEnvironment().boot_site(inventory)
     assert site.server_ip == str(head.address_on("pxe")) and site.interface == head.interface_on("pxe").name
     assert HostEnvironment().wrap_command(["nginx"]) == ["nginx"]  # a real head node runs its services as they are
-    assert settings_for({}, "image").ssh_user == "root"
-    assert settings_for({}, "autoinstall").ssh_user == "rackctl"
-    assert settings_for({"ssh_user": "ops", "callback_timeout_s": 30.0}).callback_timeout_s == 30.0
-    arts = artefacts_for(tmp_path, {"image": "/x/img.raw.gz"})
+    assert settings_for(None, "image").ssh_user == "root"
+    assert settings_for(None, "autoinstall").ssh_user == "rackctl"
+    given = settings_for(ProvisionOptions(ssh_user="ops", callback_timeout_s=30.0))
+    assert given.callback_timeout_s == 30.0 and given.ssh_user == "ops"
+    arts = artefacts_for(tmp_path, ProvisionOptions(image=Path("/x/img.raw.gz")))
     assert arts.image == Path("/x/img.raw.gz") and arts.kernel == tmp_path / "artefacts" / "vmlinuz"
 
 
