@@ -52,6 +52,8 @@ from tests import timing
 from tests.inband.lablock import lab_lock
 
 WORKERS = ["gpu-01", "gpu-02"]
+#: a harmless argument the installed lab's image boots with: proof that ``--kernel-arg`` reaches the boot
+IMAGE_KERNEL_ARGS = ("rackctl.lab=installed",)
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -113,7 +115,7 @@ class InstalledLab:
 
 def _install(folder: Path) -> InstalledLab:
     from bootstrap.provision.flow import Artefacts, FlowSettings, ProvisionSession
-    from bootstrap.provision.image import LAB_KERNEL_ARGS, build_image
+    from bootstrap.provision.image import build_image
     from bootstrap.provision.ramdisk import build_ramdisk
     from bootstrap.stages.oob import target_for
     from rackctl_lab import paths
@@ -138,7 +140,7 @@ def _install(folder: Path) -> InstalledLab:
     ramdisk = build_ramdisk("lab")
     image_phases: list[str] = []
     image = build_image(
-        [key.with_suffix(".pub").read_text().strip()], kernel_args=LAB_KERNEL_ARGS, progress=image_phases.append
+        [key.with_suffix(".pub").read_text().strip()], kernel_args=IMAGE_KERNEL_ARGS, progress=image_phases.append
     )
     session = ProvisionSession(
         inventory,

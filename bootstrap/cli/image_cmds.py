@@ -25,7 +25,7 @@ from bootstrap.cli.common import (
 )
 from bootstrap.inventory import load_inventory
 from bootstrap.provision.cache import prune
-from bootstrap.provision.image import LAB_KERNEL_ARGS, build_image, check_kernel_args, default_mirror, image_packages
+from bootstrap.provision.image import build_image, check_kernel_args, default_mirror, image_packages
 from bootstrap.provision.ramdisk import PROFILES, build_ramdisk, cache_root, resolve_kernel_package
 
 #: where `rackctl provision` (the provision stage) looks for vmlinuz, initrd.img and disk.raw.gz by default
@@ -100,8 +100,7 @@ def _show_ramdisk(data: dict[str, Any]) -> None:
     "kernel_args",
     multiple=True,
     metavar="ARG",
-    help="Append ARG to the kernel command line (repeatable; default for a lab inventory: mitigations=off, "
-    "as its VMs run under qemu TCG).",
+    help="Append ARG to the kernel command line (repeatable), e.g. iommu=pt.",
 )
 @click.option(
     "--authorized-key",
@@ -137,8 +136,6 @@ def build_cmd(
     out = out_dir_of(out_dir, state_dir)
     keys = list(inventory.cluster.admin_ssh_keys) + [k.read_text(encoding="utf-8").strip() for k in extra_keys]
     trim = inventory.cluster.lab if trim is None else trim
-    if not kernel_args and inventory.cluster.lab:
-        kernel_args = LAB_KERNEL_ARGS
     check_kernel_args(kernel_args)
     if dry_run:
         data = {"ok": True, "dry_run": True, "suite": suite, "mirror": mirror or default_mirror(),

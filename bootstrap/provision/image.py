@@ -84,11 +84,6 @@ def _silent(_message: str) -> None:
     """No progress wanted."""
 
 
-#: The kernel arguments a lab inventory's image boots with (``cluster.lab``): the lab's VMs run under qemu
-#: TCG, which executes nothing speculatively, so the CPU-vulnerability mitigations protect nothing there and
-#: only cost emulated instructions (retpolines, barriers, RSB filling): measured in a lab VM, Python's start
-#: 0.67 -> 0.47 s and compiling 40 stdlib modules 10.3 -> 8.5 s (docs/lab-kubernetes.md). Never on a real node.
-LAB_KERNEL_ARGS = ("mitigations=off",)
 EARLY_CFG = (
     f"search --no-floppy --label --set=root {ROOT_LABEL}\nset prefix=($root)/boot/grub\nconfigfile $prefix/grub.cfg\n"
 )
@@ -402,7 +397,7 @@ def build_image(
     """Build (or reuse) the lab/generic image; writes ``disk.raw.gz`` + ``disk.raw.gz.json`` (sha256, size).
 
     ``trim`` drops driver modules a virtio lab VM never loads (keep them for real hardware); ``kernel_args``
-    are appended to the kernel command line (a lab's: :data:`LAB_KERNEL_ARGS`); ``progress`` is told each
+    are appended to the kernel command line (e.g. ``iommu=pt``); ``progress`` is told each
     phase as it starts. The root filesystem grows to the whole disk on first boot. Takes minutes the first
     time (debootstrap); later calls with the same inputs return the cached image.
     """

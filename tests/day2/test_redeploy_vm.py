@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from bootstrap.cli import cli
 from bootstrap.journal.store import Journal
-from tests.installed_lab import InstalledLab
+from tests.installed_lab import IMAGE_KERNEL_ARGS, InstalledLab
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.vm]
 
@@ -34,7 +34,7 @@ def invoke(env: dict[str, str], *args: str) -> tuple[int, dict]:
 
 
 def test_redeploy_reinstalls_a_lab_vm_over_pxe_and_brings_it_back(installed_lab: InstalledLab) -> None:
-    from bootstrap.provision.image import LAB_KERNEL_ARGS, build_image
+    from bootstrap.provision.image import build_image
     from bootstrap.provision.ramdisk import build_ramdisk
     from rackctl_lab import paths
 
@@ -42,7 +42,7 @@ def test_redeploy_reinstalls_a_lab_vm_over_pxe_and_brings_it_back(installed_lab:
     first = lab.runs[NODE].identity  # the machine the session's install found over SSH
     key = paths.admin_key(lab.lab_dir)
     ramdisk = build_ramdisk("lab")  # cached: the very artefacts the session's install used
-    image = build_image([key.with_suffix(".pub").read_text().strip()], kernel_args=LAB_KERNEL_ARGS)
+    image = build_image([key.with_suffix(".pub").read_text().strip()], kernel_args=IMAGE_KERNEL_ARGS)
     artefacts = lab.state_dir / "artefacts"
     artefacts.mkdir(parents=True, exist_ok=True)
     for name, source in (("vmlinuz", ramdisk.kernel), ("initrd.img", ramdisk.initrd), ("disk.raw.gz", image.path)):

@@ -18,13 +18,12 @@ import pytest
 
 from bootstrap.journal.store import Journal
 from bootstrap.provision.flow import PHASES
-from bootstrap.provision.image import LAB_KERNEL_ARGS
 from bootstrap.stages.base import RunOptions, StageContext, get_stage
 from bootstrap.stages.oob import target_for
 from redfish_tools.boot import boot_override
 from redfish_tools.connection import BmcConnection
 from redfish_tools.resources import Service
-from tests.installed_lab import InstalledLab
+from tests.installed_lab import IMAGE_KERNEL_ARGS, InstalledLab
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -52,9 +51,9 @@ def test_pxe_install_to_pinned_ssh_then_ansible(installed_lab: InstalledLab) -> 
             assert run.identity == {"uuid": system["UUID"].lower(), "serial": system["SKU"]}
             override = boot_override(bmc)
             assert override["target"] != "Pxe" or override["enabled"] == "Disabled"  # never network-first
-        # the lab's image boots with the lab's kernel arguments (TCG: no speculation to mitigate), from disk
+        # the image's kernel arguments (`rackctl image build --kernel-arg`) reach the boot from disk
         cmdline = lab.ssh(host, "cat /proc/cmdline").stdout.split()
-        assert set(LAB_KERNEL_ARGS) <= set(cmdline) and "root=LABEL=rackctl-root" in cmdline, cmdline
+        assert set(IMAGE_KERNEL_ARGS) <= set(cmdline) and "root=LABEL=rackctl-root" in cmdline, cmdline
     # The in-band seam: the os-check stage renders the inventory `rackctl inventory render` writes
     # (pxe address, root, the admin key, the state dir's pinned known_hosts, the lab's proxy) and
     # runs playbooks/preflight.yml through it; its lab thresholds come from group_vars/all/lab.yml.

@@ -37,11 +37,11 @@ def test_build_dry_run_trims_for_lab_inventories_and_builds_nothing(tmp_path: Pa
     # the node roles' own packages (baseline, networks) come in the image; the container runtime's pins do not
     assert {"chrony", "unattended-upgrades", "netplan.io"} <= set(data["packages"])
     assert "containerd" not in data["packages"]
-    assert data["kernel_args"] == ["mitigations=off"]  # a lab inventory's VMs run under TCG
+    assert data["kernel_args"] == []  # none unless asked
     assert not (tmp_path / ".cache").exists()
 
 
-def test_kernel_args_replace_the_lab_default_and_a_bad_one_is_refused_naming_it(tmp_path: Path) -> None:
+def test_kernel_args_are_planned_and_a_bad_one_is_refused_naming_it(tmp_path: Path) -> None:
     lab = str(REPO / "inventory" / "lab.yml")
     result = CliRunner().invoke(
         cli,

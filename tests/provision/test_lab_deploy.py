@@ -20,7 +20,7 @@ import pytest
 from bootstrap.inventory.models import Inventory
 from bootstrap.provision.api import BootConfig
 from bootstrap.provision.blockmap import ensure_block_map, map_path, ranges_path
-from bootstrap.provision.image import LAB_KERNEL_ARGS, build_image
+from bootstrap.provision.image import build_image
 from bootstrap.provision.ramdisk import build_ramdisk
 from bootstrap.provision.render import render_boot_tree
 from tests.provision.netlab import BRIDGE, CALLBACK_PORT, SERVER_IP, NetLab, netns_available
@@ -58,7 +58,7 @@ def test_ramdisk_deploys_the_image_and_the_disk_boots_with_the_pinned_key(
     if reason:
         pytest.skip(reason)
     ramdisk = build_ramdisk("lab")
-    image = build_image(list(lab_inventory.cluster.admin_ssh_keys), kernel_args=LAB_KERNEL_ARGS)
+    image = build_image(list(lab_inventory.cluster.admin_ssh_keys))
     tree = render_boot_tree(
         BootConfig(
             inventory=lab_inventory,
