@@ -184,13 +184,9 @@ def kept_run_ids(runs_root: Path) -> list[int]:
     return sorted({int(RUN_DIR.match(p.name)["run"]) for p in kept_run_dirs(runs_root)})  # type: ignore[index]
 
 
-def kept_runs(runs_root: Path, run: int | None = None, *, last: int | None = None) -> list[PlaybookLog]:
-    """Every kept playbook run under ``runs_root`` (of journal run ``run`` when given), oldest first;
-    ``last``: only the newest ``last`` playbook runs are read (a long-lived state dir keeps hundreds)."""
-    paths = kept_run_dirs(runs_root, run)
-    if last is not None:
-        paths = paths[-last:] if last > 0 else []
-    return [read_playbook_log(p) for p in paths]
+def kept_runs(runs_root: Path, run: int | None = None) -> list[PlaybookLog]:
+    """Every kept playbook run under ``runs_root`` (of journal run ``run`` when given), oldest first."""
+    return [read_playbook_log(p) for p in kept_run_dirs(runs_root, run)]
 
 
 def node_log(logs: list[PlaybookLog], node: str, run: int) -> list[PlaybookLog]:

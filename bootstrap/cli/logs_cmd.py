@@ -9,7 +9,7 @@ from typing import Any
 import click
 from rich.markup import escape
 
-from bootstrap.ansible_log import kept_run_dirs, kept_run_ids, kept_runs, node_log
+from bootstrap.ansible_log import kept_run_dirs, kept_run_ids, kept_runs, node_log, read_playbook_log
 from bootstrap.cli.common import console, emit, handle_errors, json_option, state_dir_option
 from bootstrap.errors import InvalidInput, Problem
 from bootstrap.stages.playbook import runs_dir
@@ -83,8 +83,9 @@ def logs(run: int | None, node: str | None, last: int, state_dir: Path, as_json:
     """
     root = runs_dir(state_dir)
     if run is None:
-        shown = [log.summary() for log in kept_runs(root, last=last)]
-        data = {"ok": True, "kept_in": str(root), "kept": len(kept_run_dirs(root)), "runs": shown}
+        kept = kept_run_dirs(root)
+        shown = [read_playbook_log(path).summary() for path in kept[-last:]]
+        data = {"ok": True, "kept_in": str(root), "kept": len(kept), "runs": shown}
         emit(data, as_json, _show_list)
         return
     found = kept_runs(root, run)

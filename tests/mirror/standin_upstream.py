@@ -4,7 +4,7 @@ pkgs.k8s.io (and NVIDIA's repository) cannot be reached here, and no real kubead
 package built here is a STAND-IN. It carries the real package's name, a pkgs.k8s.io-style version
 (``1.31.2-1.1``) and dependencies of the same shape (kubeadm -> cri-tools, kubelet -> kubernetes-cni and
 Debian's socat), and nothing else but a file saying it is a stand-in. What is real: ``dpkg-deb`` builds
-the ``.deb`` files, ``dpkg-scanpackages`` indexes them, gpg signs ``Release`` (``InRelease`` and
+the ``.deb`` files, ``dpkg-scanpackages`` indexes them (the lab's own ``write_index``), gpg signs ``Release`` (``InRelease`` and
 ``Release.gpg``) with a throwaway key, and Python's ``http.server`` serves the tree on 127.0.0.1, so
 rackctl's private apt reads it exactly as it reads a flat upstream repository. The stand-in
 kubernetes-cni is built without Section and Priority (an upstream's package may lack them; reprepro
@@ -13,10 +13,7 @@ refuses such a package unless given defaults).
 
 from __future__ import annotations
 
-import email.utils
 import functools
-import gzip
-import hashlib
 import http.server
 import shutil
 import subprocess
@@ -25,6 +22,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from rackctl_lab.components.debs import write_index
 
 STANDIN_NOTE = "STAND-IN for tests of rackctl's mirror build: not the real package, installs nothing useful"
 
@@ -110,26 +109,6 @@ def stop_agent(home: Path) -> None:
     subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "gpg-agent"], capture_output=True, check=False)
 
 
-def write_release(repo: Path) -> None:
-    """``Packages``, ``Packages.gz`` and a ``Release`` with their SHA256 sums (a flat repository's index)."""
-    scan = subprocess.run(
-        ["dpkg-scanpackages", "--multiversion", "."], cwd=repo, check=True, capture_output=True, text=True
-    )
-    (repo / "Packages").write_text(scan.stdout)
-    (repo / "Packages.gz").write_bytes(gzip.compress(scan.stdout.encode()))
-    lines = [
-        "Origin: rackctl-tests STAND-IN",
-        "Label: STAND-IN pkgs.k8s.io",
-        "Architectures: amd64",
-        f"Date: {email.utils.formatdate(usegmt=True)}",
-        "SHA256:",
-    ]
-    for name in ("Packages", "Packages.gz"):
-        data = (repo / name).read_bytes()
-        lines.append(f" {hashlib.sha256(data).hexdigest()} {len(data)} {name}")
-    (repo / "Release").write_text("\n".join(lines) + "\n")
-
-
 def sign_release(repo: Path, home: Path) -> None:
     """``InRelease`` (clear-signed) and ``Release.gpg`` (detached) with the key in ``home``."""
     gpg = ["gpg", "--homedir", str(home), "--batch", "--yes", "--pinentry-mode", "loopback", "--passphrase", ""]
@@ -156,7 +135,7 @@ def build_repo(folder: Path, packages: list[StandinPackage], uid: str) -> Standi
     shutil.rmtree(work)
     fingerprint = make_key(home, uid)
     try:
-        write_release(repo)
+        write_index(repo, origin="rackctl-tests STAND-IN", label="STAND-IN pkgs.k8s.io")
         sign_release(repo, home)
         public = export_key(home, folder / "upstream-key.asc")
     finally:

@@ -176,7 +176,7 @@ def _build(release: KubernetesRelease, binaries: Mapping[str, Path], work: Path)
     for package in packages(release):
         _deb(package, binaries, trees / package.name, repo / package.filename)
     shutil.rmtree(trees)
-    _index(repo)
+    write_index(repo, origin=ORIGIN, label="rackctl lab Kubernetes packages")
     try:
         fingerprint = _sign(repo, home)
         exported = _gpg(home, "--armor", "--export", fingerprint)
@@ -219,16 +219,17 @@ def _deb(package: LabPackage, binaries: Mapping[str, Path], tree: Path, out: Pat
     )
 
 
-def _index(repo: Path) -> None:
-    """``Packages``, ``Packages.gz`` and ``Release`` with their SHA256 sums (a flat repository's index)."""
+def write_index(repo: Path, *, origin: str, label: str) -> None:
+    """``Packages``, ``Packages.gz`` and ``Release`` with their SHA256 sums: the index of the flat repository
+    of the ``.deb`` files in ``repo`` (what apt reads from ``deb [signed-by=...] URI /``)."""
     scan = subprocess.run(
         ["dpkg-scanpackages", "--multiversion", "."], cwd=repo, check=True, capture_output=True, text=True
     ).stdout
     (repo / "Packages").write_text(scan)
     (repo / "Packages.gz").write_bytes(gzip.compress(scan.encode(), mtime=0))
     lines = [
-        f"Origin: {ORIGIN}",
-        "Label: rackctl lab Kubernetes packages",
+        f"Origin: {origin}",
+        f"Label: {label}",
         "Architectures: amd64",
         f"Date: {email.utils.formatdate(usegmt=True)}",
         "SHA256:",
