@@ -4,7 +4,7 @@ pkgs.k8s.io (and NVIDIA's repository) cannot be reached here, and no real kubead
 package built here is a STAND-IN. It carries the real package's name, a pkgs.k8s.io-style version
 (``1.31.2-1.1``) and dependencies of the same shape (kubeadm -> cri-tools, kubelet -> kubernetes-cni and
 Debian's socat), and nothing else but a file saying it is a stand-in. What is real: ``dpkg-deb`` builds
-the ``.deb`` files, ``dpkg-scanpackages`` indexes them (the lab's own ``write_index``), gpg signs ``Release`` (``InRelease`` and
+the ``.deb`` files, ``dpkg-scanpackages`` indexes them, gpg signs ``Release`` (``InRelease`` and
 ``Release.gpg``) with a throwaway key, and Python's ``http.server`` serves the tree on 127.0.0.1, so
 rackctl's private apt reads it exactly as it reads a flat upstream repository. The stand-in
 kubernetes-cni is built without Section and Priority (an upstream's package may lack them; reprepro
