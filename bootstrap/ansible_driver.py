@@ -8,6 +8,7 @@ driver knows no role: a caller that wants a fact back names it (``facts_var``).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import sys
@@ -20,7 +21,7 @@ from typing import Any
 import ansible_runner
 
 from bootstrap.ansible_log import first_failed_item, task_status
-from bootstrap.errors import InvalidInput, Problem
+from bootstrap.errors import EnvironmentMissing, InvalidInput, Problem
 from bootstrap.journal.secrets import SECRET_KEYS  # the one secret-word list, shared with the journal
 from bootstrap.resources import ansible_config, playbooks_dir, roles_dir
 
@@ -71,6 +72,8 @@ class PlaybookResult:
     output_tail: str = ""
     #: ansible-runner's play recap: counter ("ok", "changed", "failures", "dark", ...) -> host -> count
     stats: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: the strategy the tasks ran with (:data:`STRATEGIES`)
+    strategy: str = "linear"
 
     @property
     def ok(self) -> bool:
@@ -92,6 +95,7 @@ class PlaybookResult:
             "output_tail": self.output_tail,
             "artifacts": str(self.artifacts) if self.artifacts else None,
             "changed_by_host": self.changed_by_host(),
+            "strategy": self.strategy,
         }
 
 
@@ -146,6 +150,41 @@ def _settle_rescued(hosts: dict[str, HostOutcome], stats: dict[str, dict[str, in
             outcome.message = ""
 
 
+#: How the tasks reach the hosts: ``mitogen`` (the default: Mitogen's strategy keeps one Python per host
+#: for the run, so a task costs no interpreter start and no re-import of Ansible's module_utils; measured 9x
+#: on a lab VM, see docs/operators.md) or ``linear`` (Ansible's own: a fresh Python per task). The order of
+#: tasks and what each does are the same; ``linear`` is the fallback should Mitogen misbehave on a site.
+STRATEGY_ENV = "RACKCTL_ANSIBLE_STRATEGY"
+STRATEGIES = ("mitogen", "linear")
+
+
+def strategy() -> str:
+    """The strategy this process runs playbooks with (``RACKCTL_ANSIBLE_STRATEGY``, default ``mitogen``)."""
+    chosen = os.environ.get(STRATEGY_ENV, "mitogen").strip() or "mitogen"
+    if chosen not in STRATEGIES:
+        raise InvalidInput(
+            f"{STRATEGY_ENV}={chosen!r} is not a strategy rackctl runs",
+            problems=[
+                Problem(STRATEGY_ENV, f"{chosen!r} is not one of them", f"set it to one of {', '.join(STRATEGIES)}")
+            ],
+        )
+    return chosen
+
+
+def strategy_env(chosen: str) -> dict[str, str]:
+    """The Ansible settings that select ``chosen`` (Mitogen's plugin found beside its installed package)."""
+    if chosen == "linear":
+        return {"ANSIBLE_STRATEGY": "linear"}
+    spec = importlib.util.find_spec("ansible_mitogen")
+    if spec is None or not spec.submodule_search_locations:
+        raise EnvironmentMissing(
+            "Mitogen (the default Ansible strategy) is not installed",
+            problems=[Problem(STRATEGY_ENV, "mitogen", "pip install 'mitogen>=0.3.54', or set it to linear")],
+        )
+    plugins = Path(spec.submodule_search_locations[0]) / "plugins" / "strategy"
+    return {"ANSIBLE_STRATEGY_PLUGINS": str(plugins), "ANSIBLE_STRATEGY": "mitogen_linear"}
+
+
 def ansible_playbook_binary() -> Path:
     """The ``ansible-playbook`` installed beside this Python (rackctl's own ansible-core)."""
     return Path(sys.executable).with_name("ansible-playbook")
@@ -186,6 +225,7 @@ def run_playbook(
     extravars = dict(extravars or {})
     _check_extravars(extravars)
     path = playbook_path(playbook)
+    chosen = strategy()
     own_dir = work_dir is None
     private_data_dir = Path(work_dir or tempfile.mkdtemp(prefix="rackctl-ansible-"))
     private_data_dir.mkdir(parents=True, exist_ok=True)
@@ -234,6 +274,7 @@ def run_playbook(
         "ANSIBLE_SSH_ARGS": "-o ControlMaster=auto -o ControlPersist=30s -o StrictHostKeyChecking=yes",
         "ANSIBLE_LOCAL_TEMP": str(private_data_dir / "tmp"),
         "ANSIBLE_SSH_CONTROL_PATH_DIR": str(control_dir),
+        **strategy_env(chosen),
     }
     try:
         runner = ansible_runner.run(
@@ -262,5 +303,13 @@ def run_playbook(
         if on_host_done:
             on_host_done(host, outcome.success, outcome.message)
     return PlaybookResult(
-        playbook, runner.status, runner.rc, hosts, facts, artifacts=artifacts, output_tail=tail, stats=stats
+        playbook,
+        runner.status,
+        runner.rc,
+        hosts,
+        facts,
+        artifacts=artifacts,
+        output_tail=tail,
+        stats=stats,
+        strategy=chosen,
     )

@@ -16,6 +16,16 @@ from pathlib import Path
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 
 
+#: what a refused host key reads like: OpenSSH's words (Ansible's linear strategy) or Mitogen's (the default)
+HOST_KEY_REFUSED = ("host key verification failed", "unrecognized or mismatching host key")
+
+
+def refused_host_key(message: object) -> bool:
+    """``message`` says the node's host key was refused, in either strategy's words."""
+    said = str(message).lower()
+    return any(words in said for words in HOST_KEY_REFUSED)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -172,8 +172,8 @@ class PlaybookStage(Stage):
         done = sum(r.ok for r in nodes.values())
         where = result.artifacts or runs_dir(ctx.state_dir) / f"{ctx.run_id}-{self.name}"
         message = (
-            f"playbooks/{self.playbook} (ansible {result.status}, rc {result.rc}) on {len(nodes)} node(s), "
-            f"{done} ok; output in {where}"
+            f"playbooks/{self.playbook} (ansible {result.status}, rc {result.rc}, strategy {result.strategy}) "
+            f"on {len(nodes)} node(s), {done} ok; output in {where}"
         )
         if skipped:
             message += f"; skipped {', '.join(sorted(skipped))} (not configured in-band in this environment)"

@@ -35,6 +35,7 @@ from bootstrap.validation.live import poll_read_only
 from tests.ansible.test_nvidia_host_stage import EmulatedGpus, run_nvidia
 from tests.ansible.test_playbook_stage import RelayEnvironment, networked, rack  # noqa: F401 - the fixtures
 from tests.kube_objects import KubeObjects
+from tests.sshnode import refused_host_key
 
 FIXTURES = Path(__file__).resolve().parents[1] / "nvidia" / "fixtures"
 BUSYBOX = shutil.which("busybox")
@@ -193,7 +194,7 @@ def test_the_hosts_nvidia_smi_comes_first_and_a_node_without_any_says_why(
     assert (on_host.count(), container.count()) == (1, 0)
     # gpu-02 serves a host key rackctl never pinned: the play fails there, and the check says so
     assert read["gpu-02"].smi is None and "nvidia_fabric.yml" in str(read["gpu-02"].smi_why)
-    assert "host key verification failed" in str(read["gpu-02"].smi_why).lower()
+    assert refused_host_key(read["gpu-02"].smi_why), read["gpu-02"].smi_why
 
     nothing = {"nvidia_host_driver_root": str(tmp_path / "absent"), "nvidia_host_smi_path": str(tmp_path / "none")}
     read = FabricReader(stage_context(networked, journal, nothing), ["gpu-01"]).refresh(facts)

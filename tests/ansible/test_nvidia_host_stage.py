@@ -22,6 +22,7 @@ from tests.ansible.test_playbook_stage import (  # noqa: F401 - the fixtures
     networked,
     rack,
 )
+from tests.sshnode import refused_host_key
 
 NODES = ["gpu-01", "gpu-02"]
 
@@ -69,7 +70,7 @@ def test_where_devices_are_emulated_the_host_side_applies_and_the_rest_is_render
     assert "blacklist nouveau" in blacklist.read_text()
     # gpu-02 serves a host key rackctl never pinned: the host side fails there, and only there
     assert stage.nodes["gpu-02"]["status"] == "failed"
-    assert "host key verification failed" in stage.nodes["gpu-02"]["message"].lower()
+    assert refused_host_key(stage.nodes["gpu-02"]["message"]), stage.nodes["gpu-02"]
     assert not outcome.ok
     with Journal(state, readonly=True) as journal:
         assert journal.state("gpu-01") is NodeState.PROVISIONED  # nothing applied that moves it

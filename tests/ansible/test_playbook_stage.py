@@ -26,7 +26,7 @@ from bootstrap.stages.base import STAGE_ORDER, RunOptions, StageContext, get_sta
 from bootstrap.stages.playbook import PlaybookStage, runs_dir
 from bootstrap.stages.runner import Runner, plan, select
 from tests.lab.vmlab import write_inventory
-from tests.sshnode import SSHD, start_ssh_node
+from tests.sshnode import SSHD, refused_host_key, start_ssh_node
 
 pytestmark = pytest.mark.skipif(
     not Path(SSHD).exists(), reason="openssh-server not installed (scripts/setup.sh installs it)"
@@ -147,7 +147,7 @@ def test_os_check_runs_the_playbook_and_journals_each_host(rack) -> None:
     stage = outcome.stages[0]
     assert stage.nodes["gpu-01"]["status"] == "completed", outcome.as_dict()
     assert stage.nodes["gpu-02"]["status"] == "failed"
-    assert "host key verification failed" in stage.nodes["gpu-02"]["message"].lower()
+    assert refused_host_key(stage.nodes["gpu-02"]["message"]), stage.nodes["gpu-02"]
     assert not outcome.ok  # one node failed: the run says so
     assert progress.done["gpu-01"][0] is True and progress.done["gpu-02"][0] is False
 
