@@ -241,7 +241,10 @@ def test_progress_is_shown_per_node_and_a_second_run_finds_the_version_already_r
         result = _upgrade(state)
     assert result.exit_code == 0, result.output
     for node in GPU_NODES:
-        assert f"{node}: drain-required" in result.stderr or f"{node}: pod-restart-required" in result.stderr
+        # each state lasts step_s (0.15 s) and rackctl reads every 0.2 s: which of the middle ones a read
+        # lands on depends on the machine's load, that some of them is shown per node does not
+        shown = [state for state in WALK[:-1] if f"{node}: {state}" in result.stderr]
+        assert shown, result.stderr
         assert f"{node}: upgrade-done" in result.stderr
     assert "2/2 done" in result.stderr
     assert f"driver {NEW} rolled out by the GPU Operator on {', '.join(GPU_NODES)}" in result.stdout
