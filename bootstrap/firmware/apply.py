@@ -109,6 +109,12 @@ def step_key(step: ComponentStep) -> str:
     return f"update:{step.component}:{step.target}"
 
 
+def left_by_rollout(journal: Journal, node: str) -> bool:
+    """``node``'s last move was a firmware rollout's (into ``maintenance``): a later rollout settles it."""
+    history = journal.history(node)
+    return bool(history) and history[-1].cause.startswith("firmware rollout")
+
+
 class FirmwareRollout:
     """Runs a :class:`FirmwarePlan` batch by batch (see the module docstring)."""
 
@@ -204,9 +210,7 @@ class FirmwareRollout:
                     self.run_id, plan.node, STAGE, key, status="completed", destructive=True, detail=detail
                 )
         status = self.journal.status(plan.node)
-        history = self.journal.history(plan.node)
-        left_by_rollout = bool(history) and history[-1].cause.startswith("firmware rollout")
-        if not plan.needs_work and status.state is NodeState.MAINTENANCE and left_by_rollout:
+        if not plan.needs_work and status.state is NodeState.MAINTENANCE and left_by_rollout(self.journal, plan.node):
             with self._recorded(plan.node, "uncordon") as handle:
                 handle.detail["gate"] = self.gate.uncordon(plan.node)
                 self.outcomes[plan.node].records["uncordon"] = handle.detail["gate"]

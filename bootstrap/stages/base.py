@@ -248,6 +248,15 @@ class StageResult:
         return cls(ok=True, nodes=results, message=message, rendered=rendered)
 
 
+class StageInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a stage that knows each node's result so far (``result``: the nodes cut mid-work and
+    those never started named as such); the runner reports them with the interrupted run."""
+
+    def __init__(self, result: StageResult) -> None:
+        super().__init__(result.message or "interrupted (Ctrl-C)")
+        self.result = result
+
+
 class ProgressReporter(Protocol):
     """What a stage tells the person watching. Implementations are thread-safe."""
 
@@ -428,6 +437,11 @@ class Stage(ABC):
     def applies_in(self, ctx: StageContext) -> bool:
         """Whether the stage can apply in this context (``applies`` unless the stage knows better)."""
         return self.applies
+
+    def settles_maintenance(self, options: RunOptions, journal: Journal, node: str) -> bool:
+        """Whether the stage, run with ``options``, takes ``node``, which an earlier run left in
+        ``maintenance``, and settles it itself (reads, finishes or releases it) instead of being skipped."""
+        return False
 
     @abstractmethod
     def plan(self, ctx: StageContext) -> list[PlannedAction]:

@@ -13,9 +13,23 @@ not drained" (the first ``up`` runs before the cluster exists).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from bootstrap.inventory.profiles import version_tuple
 from bootstrap.journal.states import NodeState
-from bootstrap.stages.base import NodeResult, PlannedAction, Stage, StageContext, StageResult, register_stage
+from bootstrap.stages.base import (
+    NodeResult,
+    PlannedAction,
+    RunOptions,
+    Stage,
+    StageContext,
+    StageInterrupted,
+    StageResult,
+    register_stage,
+)
+
+if TYPE_CHECKING:
+    from bootstrap.journal.store import Journal
 
 
 def applying(ctx: StageContext) -> bool:
@@ -42,6 +56,15 @@ class FirmwareStage(Stage):
             what = f"compare with the {model} baseline" if has else f"no baseline for {model}: report versions"
             actions.append(PlannedAction(self.name, hostname, what))
         return actions
+
+    def settles_maintenance(self, options: RunOptions, journal: Journal, node: str) -> bool:
+        """The rollout settles the nodes a stopped rollout left in maintenance before it schedules (the
+        check without ``--apply-firmware`` leaves them alone, and so does it those another command left)."""
+        if not options.firmware.apply:
+            return False
+        from bootstrap.firmware.apply import left_by_rollout  # noqa: PLC0415 - only when flashing
+
+        return left_by_rollout(journal, node)
 
     def run(self, ctx: StageContext) -> StageResult:
         if applying(ctx):
@@ -78,10 +101,15 @@ class FirmwareStage(Stage):
             settings=ApplySettings(poll_s=ctx.options.firmware.poll_s),
             on_event=lambda _kind, node, text: ctx.progress.log(f"firmware {node}: {text}" if node else text),
         )
-        report = rollout.run()
+        try:
+            report = rollout.run()
+        except KeyboardInterrupt as exc:  # FleetInterrupted too: each node's result so far, then stop the run
+            report = rollout.interrupted_report("`rackctl up --apply-firmware`")
+            results = [NodeResult(n.node, ok=_ok(n.status), message=n.message, data=n.as_dict()) for n in report.nodes]
+            raise StageInterrupted(StageResult.from_nodes(results, report.reason)) from exc
         out = {}
         for node in report.nodes:
-            ok = node.status in ("done", "nothing-to-do")
+            ok = _ok(node.status)
             status = ctx.journal.status(node.node)
             if not ok and status.state is NodeState.MAINTENANCE and status.left_from() is not None:
                 # out of maintenance so that the runner records the failure (the journal keeps the steps)
@@ -113,3 +141,8 @@ class FirmwareStage(Stage):
                 data=found,
             )
         return NodeResult(hostname, ok=True, message="at or above the baseline", data=found)
+
+
+def _ok(status: str) -> bool:
+    """A node's rollout status that leaves it at the baseline."""
+    return status in ("done", "nothing-to-do")

@@ -64,6 +64,8 @@ from bootstrap.stages.base import (
     RunOptions,
     Stage,
     StageContext,
+    StageInterrupted,
+    StageResult,
     TaskReporter,
     get_stage,
 )
@@ -192,10 +194,15 @@ class Decision:
     needs: NodeState | None = None
 
 
-def decide(stage: Stage, node: str, state: NodeState, journal: Journal, forced: bool) -> Decision:
-    """Run, skip or blocked for ``stage`` on ``node`` in ``state``."""
+def decide(
+    stage: Stage, node: str, state: NodeState, journal: Journal, forced: bool, *, options: RunOptions | None = None
+) -> Decision:
+    """Run, skip or blocked for ``stage`` on ``node`` in ``state`` (``options``: the run's, for a stage that
+    settles nodes in maintenance when run with them)."""
     life = stage.get_lifecycle()
     if state is NodeState.MAINTENANCE:
+        if options is not None and stage.settles_maintenance(options, journal, node):
+            return Decision("run", "in maintenance: the stage settles it first")
         return Decision("skip", "in maintenance")
     if state is NodeState.FAILED:
         return Decision("blocked", "failed (it is retried from the state it failed in at the next run)")
@@ -247,7 +254,7 @@ def plan(inventory: Any, state_dir: Path, selection: Selection, options: RunOpti
             stage = get_stage(name)
             forced = name in selection.forced
             reached = stops_at is None
-            decisions = {n: decide(stage, n, projected[n], journal, forced) for n in selection.nodes}
+            decisions = {n: decide(stage, n, projected[n], journal, forced, options=options) for n in selection.nodes}
             cannot_apply = render_only_nodes(stage, decisions, not_applied)
             to_run = [n for n, d in decisions.items() if d.action == "run" or n in cannot_apply]
             actions = [
@@ -391,16 +398,16 @@ class Runner:
                 self._check_environment(journal, run_id)
                 self._retry_failed(journal, run_id)
                 outcome = self._run_stages(journal, run_id)
-            except KeyboardInterrupt:
+            except KeyboardInterrupt as exc:
                 current = self._outcomes[-1].name if self._outcomes else "before the first stage"
+                resume = "run `rackctl up` again to resume"
                 if self._outcomes:
                     self._outcomes[-1].status = "interrupted"
+                    if isinstance(exc, StageInterrupted):  # the stage's own word: who was cut, how to resume
+                        _report_interrupted(self._outcomes[-1], exc.result)
+                        resume = self._outcomes[-1].message or resume
                 outcome = self._outcome(
-                    journal,
-                    run_id,
-                    "interrupted",
-                    EXIT_INTERRUPTED,
-                    f"interrupted during {current}; run `rackctl up` again to resume",
+                    journal, run_id, "interrupted", EXIT_INTERRUPTED, f"interrupted during {current}; {resume}"
                 )
             run.end(outcome.status, outcome.message + note)
             outcome.warnings = [warning] if warning else []
@@ -419,7 +426,8 @@ class Runner:
             nodes = [
                 n
                 for n in self.selection.nodes
-                if decide(stage, n, self._state_after_retry(journal, n), journal, forced).action != "skip"
+                if decide(stage, n, self._state_after_retry(journal, n), journal, forced, options=self.options).action
+                != "skip"
             ]
             if not nodes:
                 continue
@@ -453,7 +461,8 @@ class Runner:
             outcome = StageOutcome(name, "not_run")
             self._outcomes.append(outcome)
             forced = name in self.selection.forced
-            decisions = {n: decide(stage, n, journal.state(n), journal, forced) for n in self.selection.nodes}
+            nodes = self.selection.nodes
+            decisions = {n: decide(stage, n, journal.state(n), journal, forced, options=self.options) for n in nodes}
             cannot_apply = render_only_nodes(stage, decisions, self._rendered_stages()) if stage.implemented else {}
             to_run = [n for n, d in decisions.items() if d.action == "run" or n in cannot_apply]
             for node, d in decisions.items():
@@ -725,6 +734,23 @@ def _not_applied_message(result: Any, outcome: StageOutcome, nodes: list[str]) -
     if outcome.artefacts:
         parts.append(f"artefacts: {outcome.artefacts}")
     return "; ".join(p for p in parts if p)
+
+
+#: a node's status in a stage Ctrl-C stopped, from what the stage said of it (its own word kept as ``detail``)
+INTERRUPTED_STATUS = {"done": "completed", "nothing-to-do": "completed", "pending": "not_run"}
+
+
+def _report_interrupted(outcome: StageOutcome, result: StageResult) -> None:
+    """Each node's result so far in the outcome of a stage Ctrl-C stopped (the journal records no step for
+    them: the next run reads each node again and resumes)."""
+    outcome.message = redact(result.message)
+    for node, res in result.nodes.items():
+        said = str(res.data.get("status") or ("completed" if res.ok else "failed"))
+        outcome.nodes[node] = {
+            "status": INTERRUPTED_STATUS.get(said, said),
+            "detail": said,
+            "message": redact(res.message),
+        }
 
 
 def _per_node_failures(outcome: StageOutcome, failed: list[str]) -> str:
