@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 import signal
-from collections.abc import Iterator
+import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from bootstrap.journal.store import Journal
 from bootstrap.stages.oob import targets_for
 from redfish_tools.firmware import start_update
 from redfish_tools.fleet import run_on_bmc
+from tests.timing import seconds
 
 BUDGET = 3
 
@@ -41,21 +43,30 @@ def full_batches(sizes: list[int], todo: int) -> bool:
     return sum(sizes) == todo and all(s == BUDGET for s in sizes[:-1]) and 0 < sizes[-1] <= BUDGET
 
 
-def interrupt_when_rebooting(lab: FwLab, state: Path, victims: list[str], sig: signal.Signals) -> dict[str, object]:
-    """Run ``firmware apply`` and stop it with ``sig`` once every victim's host reboot was requested."""
+def signal_when_rebooting(
+    lab: FwLab, start: Callable[[], subprocess.Popen[str]], victims: list[str], sig: signal.Signals
+) -> tuple[subprocess.Popen[str], str, str]:
+    """Start a rollout (``start``) and send it ``sig`` once every victim's host reboot was requested; the
+    process, its stdout and its stderr once it ended."""
     for name in victims:
         lab.rack.set_latency(name, 300)  # the victims slow: they are still rebooting when the signal lands
-    proc = rackctl(lab, state)
+    proc = start()
     try:
-        wait_until(lambda: all(resets(lab, n) for n in victims), timeout=180)
+        wait_until(lambda: all(resets(lab, n) for n in victims), timeout=seconds(180))
         proc.send_signal(sig)
-        out, err = proc.communicate(timeout=60)
+        out, err = proc.communicate(timeout=seconds(60))
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     for name in victims:
         lab.rack.set_latency(name, 0)
+    return proc, out, err
+
+
+def interrupt_when_rebooting(lab: FwLab, state: Path, victims: list[str], sig: signal.Signals) -> dict[str, object]:
+    """Run ``firmware apply`` and stop it with ``sig`` once every victim's host reboot was requested."""
+    proc, out, err = signal_when_rebooting(lab, lambda: rackctl(lab, state), victims, sig)
     if sig is signal.SIGKILL:
         assert proc.returncode == -signal.SIGKILL
         return {}

@@ -12,7 +12,8 @@ from pathlib import Path
 from click.testing import CliRunner
 from fwlab import BASELINE_VERSIONS, FwLab, start_lab
 from test_kill import ROOT, wait_until
-from test_rollout import at_baseline, resets
+from test_resume import signal_when_rebooting
+from test_rollout import at_baseline
 
 from bootstrap.cli import cli
 from bootstrap.inventory import load_inventory
@@ -89,19 +90,7 @@ def test_ctrl_c_during_up_apply_firmware_reports_each_node_so_far_and_the_next_u
         lab.write(rollout={"max_unavailable": 2, "failure_threshold": 1})
         state = tmp_path / "state"
         victims = [lab.order[3], lab.order[4]]
-        for name in victims:
-            lab.rack.set_latency(name, 300)  # still rebooting when the signal lands
-        proc = up_apply(lab, state)
-        try:
-            wait_until(lambda: all(resets(lab, n) for n in victims), timeout=seconds(180))
-            proc.send_signal(signal.SIGINT)
-            out, err = proc.communicate(timeout=seconds(60))
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        for name in victims:
-            lab.rack.set_latency(name, 0)
+        proc, out, err = signal_when_rebooting(lab, lambda: up_apply(lab, state), victims, signal.SIGINT)
         assert proc.returncode == 130, (out[-2000:], err[-2000:])
         stopped = json.loads(out)
         assert stopped["status"] == "interrupted" and "rackctl up --apply-firmware` again" in stopped["message"]
