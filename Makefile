@@ -12,7 +12,7 @@ test:
 test-fast:
 	scripts/setup.sh && .venv/bin/ruff check bootstrap redfish_tools lab tests bench && \
 	.venv/bin/ruff format --check bootstrap redfish_tools lab tests bench && .venv/bin/lint-imports && \
-	.venv/bin/pytest -q -m "not vm and not proof_pending" $(ARGS)
+	.venv/bin/pytest -q -n 2 --dist loadgroup --no-loadscope-reorder -m "not vm and not proof_pending" $(ARGS)
 
 demo:
 	scripts/demo.sh

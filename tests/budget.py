@@ -3,10 +3,15 @@
 Setup and teardown count with the test that paid them, so a shared fixture (the installed lab, the API
 server) is charged to the area whose first test started it. Printed by ``pytest_terminal_summary`` (root
 conftest registers this plugin), widest area first, so a regression shows in CI's log where it landed.
+
+Under pytest-xdist (scripts/test.sh: ``-n 2``) the areas' seconds add up the workers' time, so the table
+ends with each worker's busy seconds and the session's wall time: the worker that runs the lab's group
+(``tests/installed_lab.py``) is the one whose seconds are the wall time.
 """
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -30,10 +35,22 @@ class Budget:
 
     seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     tests: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    #: busy seconds per pytest-xdist worker (empty without xdist)
+    workers: dict[str, float] = field(default_factory=lambda: defaultdict(float))
 
-    def add(self, nodeid: str, duration: float) -> None:
+    def add(self, nodeid: str, duration: float, worker: str = "") -> None:
         self.seconds[area(nodeid)] += duration
         self.tests[area(nodeid)].add(nodeid)
+        if worker:
+            self.workers[worker] += duration
+
+    def worker_lines(self, wall: float) -> list[str]:
+        """Each worker's busy seconds and share of the wall time, then the wall time (xdist runs only)."""
+        rows = []
+        for name, spent in sorted(self.workers.items()):
+            share = spent / wall * 100 if wall else 0.0
+            rows.append(f"{'worker ' + name:<20} {'':>6} {spent:>9.1f} {spent / 60:>6.1f} {share:>5.1f}%")
+        return [*rows, f"{'wall':<20} {'':>6} {wall:>9.1f} {wall / 60:>6.1f}"] if rows else []
 
     def lines(self) -> list[str]:
         """The table, at most :data:`WIDTH` columns: area, tests, seconds, minutes, share of the total."""
@@ -48,15 +65,26 @@ class Budget:
 
 
 _BUDGET = Budget()
+_START = [time.monotonic()]
+
+
+def pytest_sessionstart() -> None:
+    _START[0] = time.monotonic()
+
+
+def worker_of(report: pytest.TestReport) -> str:
+    """The xdist worker (``gw0``...) that ran ``report``'s test, as the controller sees it; "" without xdist."""
+    gateway = getattr(getattr(report, "node", None), "gateway", None)
+    return str(getattr(gateway, "id", ""))
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    _BUDGET.add(report.nodeid, report.duration)
+    _BUDGET.add(report.nodeid, report.duration, worker_of(report))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if not _BUDGET.seconds:
         return
     terminalreporter.write_sep("=", "time per area (setup + call + teardown)")
-    for line in _BUDGET.lines():
+    for line in [*_BUDGET.lines(), *_BUDGET.worker_lines(time.monotonic() - _START[0])]:
         terminalreporter.write_line(line)

@@ -215,12 +215,46 @@ def last_the_lab_modules(items: list[pytest.Item]) -> list[pytest.Item]:
     return rest + late + lab
 
 
-@pytest.hookimpl(tryfirst=True)  # before -m deselects: `-m "not vm"` sees the marks
+#: marks of the tests that use the machine's one lab (fixed namespace, bridge, BMC ports, VMs, nspawn nodes)
+MACHINE_MARKS = ("vm", "lab", "native_cluster")
+#: the pytest-xdist group that holds them: one worker runs them all, in the order set here
+MACHINE_GROUP = "machine-lab"
+
+
+def uses_the_machine(item: pytest.Item) -> bool:
+    """True for a test that needs the machine's one lab, directly or through its module's marks."""
+    return any(item.get_closest_marker(mark) for mark in MACHINE_MARKS)
+
+
+def one_worker_for_the_lab(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist, every module with a test on the machine's lab in :data:`MACHINE_GROUP`, first.
+
+    ``pytest -n 2 --dist loadgroup --no-loadscope-reorder`` (scripts/test.sh): the group is one unit of
+    work that the first worker takes at once and runs in collection order (so :func:`last_the_lab_modules`
+    still holds inside it); the other worker takes the other tests one by one beside it, which mostly wait
+    on emulators, sockets and subprocesses while the lab's VMs use the cores. Whole modules go, for their
+    module-scoped fixtures. Only an xdist worker's collection changes: plain ``pytest`` keeps the order.
+    """
+    if not hasattr(config, "workerinput"):
+        return
+
+    def module(item: pytest.Item) -> str:
+        return item.nodeid.split("::", 1)[0]
+
+    modules = {module(item) for item in items if uses_the_machine(item)}
+    for item in items:
+        if module(item) in modules:
+            item.add_marker(pytest.mark.xdist_group(MACHINE_GROUP))
+    items[:] = [i for i in items if module(i) in modules] + [i for i in items if module(i) not in modules]
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects (`-m "not vm"` sees the marks) and xdist's grouping
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if uses_installed_lab(item):
             item.add_marker(pytest.mark.vm)
     items[:] = last_the_lab_modules(items)
+    one_worker_for_the_lab(config, items)
 
 
 def _serials(lab_dir: Path) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 from bootstrap.errors import EnvironmentMissing, RackctlError
 from bootstrap.fsutil import swap_in
 from bootstrap.mirror.layout import MirrorLayout
+from bootstrap.mirror.sitekey import agent_safe_home
 
 LOCK_VERSION = 1
 
@@ -41,14 +42,14 @@ def distributions_conf(suite: str, components: list[str], key_fpr: str) -> str:
 def _reprepro(base: Path, outdir: Path, home: Path, *args: str, options: tuple[str, ...] = ()) -> str:
     if shutil.which("reprepro") is None:
         raise EnvironmentMissing("reprepro not found; install the Debian package 'reprepro'")
-    env = {**os.environ, "GNUPGHOME": str(home), "LC_ALL": "C"}
-    proc = subprocess.run(
-        ["reprepro", "--silent", "-b", str(base), "--outdir", str(outdir), *options, *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=env,
-    )
+    with agent_safe_home(home) as usable:
+        proc = subprocess.run(
+            ["reprepro", "--silent", "-b", str(base), "--outdir", str(outdir), *options, *args],
+            capture_output=True,
+            text=True,
+            check=False,
+            env={**os.environ, "GNUPGHOME": str(usable), "LC_ALL": "C"},
+        )
     if proc.returncode != 0:
         raise RepoError(f"reprepro {args[0]} failed:\n{(proc.stderr or proc.stdout)[-3000:]}")
     return proc.stdout

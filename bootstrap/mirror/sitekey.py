@@ -5,9 +5,12 @@ Only the public half (armored) ever leaves the GnuPG home; nothing here logs key
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from bootstrap.errors import EnvironmentMissing, RackctlError
@@ -19,15 +22,41 @@ class SiteKeyError(RackctlError):
     """gpg failed to make or export the site key."""
 
 
+#: the longest GnuPG home whose agent sockets still fit a Unix socket's path (108 bytes, the longest
+#: name "S.gpg-agent.browser" after it); without /run/user/UID, as for root on a plain server, GnuPG puts
+#: them in the home itself, and a longer state dir made every gpg call fail to start its agent
+MAX_HOME = 80
+
+
+@contextlib.contextmanager
+def agent_safe_home(home: Path) -> Iterator[Path]:
+    """``home``, or for a home too long for its agent's sockets a short symlink to it for the block.
+
+    Through the symlink the sockets are made in ``home`` under a name that fits; the agent started
+    through it is stopped when the block ends (the link goes with its temporary directory).
+    """
+    if len(os.fsencode(home)) <= MAX_HOME:
+        yield home
+        return
+    with tempfile.TemporaryDirectory(prefix="rackctl-gpg-") as tmp:
+        link = Path(tmp) / "home"
+        link.symlink_to(home.resolve(), target_is_directory=True)
+        try:
+            yield link
+        finally:
+            stop_agent(link)
+
+
 def _gpg(home: Path, *args: str) -> str:
     if shutil.which("gpg") is None:
         raise EnvironmentMissing("gpg not found; install the Debian package 'gnupg'")
-    proc = subprocess.run(
-        ["gpg", "--homedir", str(home), "--batch", "--no-tty", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    with agent_safe_home(home) as usable:
+        proc = subprocess.run(
+            ["gpg", "--homedir", str(usable), "--batch", "--no-tty", *args],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
     if proc.returncode != 0:
         raise SiteKeyError(f"gpg {args[0]} failed: {proc.stderr.strip()[-800:]}")
     return proc.stdout

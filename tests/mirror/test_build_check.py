@@ -123,7 +123,9 @@ def test_plan_resolves_without_building(built_mirror: BuiltMirror, tmp_path: Pat
 
 
 def test_a_rebuild_keeps_the_site_key_and_swaps_the_tree(built_mirror: BuiltMirror, tmp_path: Path) -> None:
-    layout = MirrorLayout(tmp_path / "state")
+    # a state dir too deep for gpg-agent's sockets in the GnuPG home (108 bytes): gpg and reprepro still sign
+    layout = MirrorLayout(tmp_path / "a-state-dir-deeper-than-a-unix-socket-path-can-be" / "state")
+    assert len(str(layout.gnupg_home / "S.gpg-agent.browser")) > 108
     shutil.copytree(built_mirror.layout.root, layout.root, ignore=shutil.ignore_patterns("S.*"))
     again = build_mirror(layout, built_mirror.manifest, key_uid="unused: the key exists")
     assert again.key_fingerprint == built_mirror.result.key_fingerprint

@@ -55,3 +55,37 @@ def test_pytest_prints_the_budget_per_directory_at_the_end(tmp_path: Path) -> No
     assert table[1].split()[:2] == ["slow", "2"] and float(table[1].split()[2]) >= 0.3  # the widest first
     assert table[2].split()[:2] == ["fast", "2"]
     assert table[3].split()[:2] == ["total", "4"]
+
+
+def test_with_workers_it_ends_with_each_workers_busy_time_and_the_wall_time() -> None:
+    budget = Budget()
+    budget.add("tests/inband/test_a.py::t@machine-lab", 90.0, "gw0")
+    budget.add("tests/cli/test_b.py::t", 30.0, "gw1")
+    budget.add("tests/cli/test_b.py::u", 15.0, "gw1")
+    lines = budget.worker_lines(100.0)
+    assert all(len(line) <= WIDTH for line in lines)
+    assert [line.split() for line in lines] == [
+        ["worker", "gw0", "90.0", "1.5", "90.0%"],
+        ["worker", "gw1", "45.0", "0.8", "45.0%"],
+        ["wall", "100.0", "1.7"],
+    ]
+    assert Budget().worker_lines(100.0) == []  # no worker named: not an xdist run, no lines
+
+
+def test_under_xdist_the_table_names_each_worker(tmp_path: Path) -> None:
+    (tmp_path / "tests" / "one").mkdir(parents=True)
+    (tmp_path / "tests" / "one" / "test_one.py").write_text("def test_a():\n    pass\n\ndef test_b():\n    pass\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-n", "2", "-p", "tests.budget", "-c", os.devnull,
+         "--rootdir", str(tmp_path)],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    workers = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("worker ")]
+    assert workers and set(workers) <= {"gw0", "gw1"}, proc.stdout
+    assert any(line.startswith("wall ") for line in proc.stdout.splitlines()), proc.stdout

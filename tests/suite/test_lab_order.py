@@ -3,6 +3,7 @@ the redeploy (which reinstalls a node the others configured) last of them."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -52,3 +53,47 @@ def test_make_test_fast_leaves_every_vm_test_out() -> None:
     assert not modules & vm_modules, modules & vm_modules
     assert not any("test_idrac_drives_its_vm" in nodeid for nodeid in ids)
     assert "tests/provision/test_render.py" in modules  # the rest stays
+
+
+def test_under_xdist_one_worker_runs_every_lab_module_in_order_and_the_rest_go_beside_it(tmp_path: Path) -> None:
+    """A real ``pytest -n 2 --dist loadgroup`` (scripts/test.sh) over modules marked as the lab's and not."""
+    log = tmp_path / "ran.log"
+    test = "def test_N():\n    open(LOG, 'a').write(os.environ['PYTEST_XDIST_WORKER'] + ' ' + __name__ + ' N\\n')\n"
+    tests = "".join(test.replace("N", str(n)) for n in range(3))
+    body = "import os, pytest\nLOG = " + repr(str(log)) + "\nMARK\n" + tests
+    (tmp_path / "tests").mkdir()
+    machine = {
+        "test_a_vm": "pytestmark = pytest.mark.vm",
+        "test_b_lab": "pytestmark = pytest.mark.lab",
+        "test_c_native": "pytestmark = pytest.mark.native_cluster",
+    }
+    for name, mark in {**machine, **{f"test_free_{i}": "" for i in range(6)}}.items():
+        (tmp_path / "tests" / f"{name}.py").write_text(body.replace("MARK", mark))
+    argv = [
+        "-n",
+        "2",
+        "--dist",
+        "loadgroup",
+        "--no-loadscope-reorder",
+        "-p",
+        "tests.installed_lab",
+        "-c",
+        os.devnull,
+        "--rootdir",
+        str(tmp_path),
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", *argv, "tests"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = [line.split() for line in log.read_text().splitlines()]
+    lab = [(worker, f"{module}.{n}") for worker, module, n in rows if module.split(".")[-1] in machine]
+    assert len(lab) == 9 and len({worker for worker, _ in lab}) == 1, rows  # one worker ran all of them
+    assert [test for _, test in lab] == sorted(test for _, test in lab), rows  # in collection order
+    assert {worker for worker, _, _ in rows} == {"gw0", "gw1"}, rows  # the rest went beside it
