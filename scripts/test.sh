@@ -31,9 +31,10 @@ nice -n 10 .venv/bin/rackctl lab components --kubernetes 1.37.2 "${NATIVE[@]/#/-
   > .rackctl/components-native.log 2>&1 &
 NATIVE_BUILD=$!
 export RACKCTL_REQUIRE_COMPONENTS=1
-# Two workers (pytest-xdist): the first takes every test on the machine's one lab (VMs, namespace, nspawn
-# nodes; marks vm, lab, native_cluster) as one group, in order; the second runs everything else beside it
-# (tests/installed_lab.py, one_worker_for_the_lab). RACKCTL_TEST_WORKERS=0 runs it all in this process.
+# Two workers (pytest-xdist): the first takes every test that uses what this machine has one of (the VM
+# labs, nspawn machines; marks vm, native_cluster, machine) as one group, in order; the second runs
+# everything else beside it (tests/installed_lab.py, one_worker_for_the_lab). RACKCTL_TEST_WORKERS=0 runs
+# it all in this process.
 WORKERS="${RACKCTL_TEST_WORKERS:-2}"
 XDIST=()
 if [ "$WORKERS" != 0 ]; then XDIST=(-n "$WORKERS" --dist loadgroup --no-loadscope-reorder); fi

@@ -20,13 +20,22 @@ from tests.kube_objects import KubeObjects
 pytest_plugins = ["tests.budget", "tests.installed_lab"]
 
 
-def pytest_configure() -> None:
-    """Deliver Ctrl-C as Python does by default, however the test run was started.
+def pytest_configure(config: pytest.Config) -> None:
+    """Deliver Ctrl-C as Python does by default, however the test run was started; in a pytest-xdist worker,
+    the terminal's size left to the tests, as in a plain run.
 
     A shell starts background jobs with SIGINT ignored, and an ignored signal stays ignored in every child
     process: the tests that send a real SIGINT (to this process or to a ``rackctl`` subprocess) would then
     see nothing. Python installs its own handler only when SIGINT was not ignored at start.
+
+    An xdist worker starts with ``COLUMNS=80`` in its environment where the run that started it had none,
+    and Rich fixes a console's width from ``COLUMNS`` when the console is made: the CLI's module-level
+    consoles would be 80 columns wide for every test of that worker, whatever ``COLUMNS`` a test hands
+    CliRunner (``tests/day2/test_apply_on_rack.py``'s ``--wide`` table failed so under xdist only).
     """
+    if hasattr(config, "workerinput"):
+        for name in ("COLUMNS", "LINES"):
+            os.environ.pop(name, None)
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     try:

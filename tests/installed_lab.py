@@ -215,19 +215,20 @@ def last_the_lab_modules(items: list[pytest.Item]) -> list[pytest.Item]:
     return rest + late + lab
 
 
-#: marks of the tests that use the machine's one lab (fixed namespace, bridge, BMC ports, VMs, nspawn nodes)
-MACHINE_MARKS = ("vm", "lab", "native_cluster")
+#: marks of the tests that use what the machine has one of (the VM labs and their cores, nspawn machines);
+#: ``lab`` alone is not one: those tests run emulated iDRACs on free ports and namespaces of their own
+MACHINE_MARKS = ("vm", "native_cluster", "machine")
 #: the pytest-xdist group that holds them: one worker runs them all, in the order set here
 MACHINE_GROUP = "machine-lab"
 
 
 def uses_the_machine(item: pytest.Item) -> bool:
-    """True for a test that needs the machine's one lab, directly or through its module's marks."""
+    """True for a test marked with one of :data:`MACHINE_MARKS`, directly or through its module's marks."""
     return any(item.get_closest_marker(mark) for mark in MACHINE_MARKS)
 
 
 def one_worker_for_the_lab(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist, every module with a test on the machine's lab in :data:`MACHINE_GROUP`, first.
+    """Under pytest-xdist, every module with a test that :func:`uses_the_machine` in :data:`MACHINE_GROUP`, first.
 
     ``pytest -n 2 --dist loadgroup --no-loadscope-reorder`` (scripts/test.sh): the group is one unit of
     work that the first worker takes at once and runs in collection order (so :func:`last_the_lab_modules`

@@ -20,6 +20,7 @@ from rackctl_lab.netns import LabNetwork
 
 pytestmark = [
     pytest.mark.lab,
+    pytest.mark.machine,  # nspawn machines: beside no other test's (tests/installed_lab.py)
     pytest.mark.skipif(shutil.which("systemd-nspawn") is None, reason="systemd-nspawn (systemd-container) missing"),
 ]
 

@@ -64,10 +64,11 @@ def test_under_xdist_one_worker_runs_every_lab_module_in_order_and_the_rest_go_b
     (tmp_path / "tests").mkdir()
     machine = {
         "test_a_vm": "pytestmark = pytest.mark.vm",
-        "test_b_lab": "pytestmark = pytest.mark.lab",
+        "test_b_machine": "pytestmark = pytest.mark.machine",
         "test_c_native": "pytestmark = pytest.mark.native_cluster",
     }
-    for name, mark in {**machine, **{f"test_free_{i}": "" for i in range(6)}}.items():
+    free = {f"test_free_{i}": "" for i in range(5)} | {"test_free_lab": "pytestmark = pytest.mark.lab"}  # own ports
+    for name, mark in {**machine, **free}.items():
         (tmp_path / "tests" / f"{name}.py").write_text(body.replace("MARK", mark))
     argv = [
         "-n",
