@@ -21,7 +21,8 @@ without every control plane (a worker added or redeployed later): the first cont
 the run, takes part as a helper (it makes the token and, for a control plane, the certificate key and the etcd
 snapshot) and is never initialised again: kubeadm init runs only where no such kubeconfig exists.
 
-Per node: "initialised", "joined as control plane", "joined as worker" or "already joined"; the runner
+Per node: "initialised" (with "after kubeadm reset of a half-done init (why)" where the role had to reset
+what an earlier init left), "joined as control plane", "joined as worker" or "already joined"; the runner
 moves such a node to ``joined``.
 """
 
@@ -257,6 +258,8 @@ def cluster_side(ctx: StageContext, host: dict[str, NodeResult]) -> tuple[dict[s
         report = res.data.get(CLUSTER_FACTS) or {}
         if res.ok and report.get("action"):
             text = str(report["action"])
+            if report.get("reset"):
+                text += f" after kubeadm reset of a half-done init ({report['reset']})"
             if report.get("etcd_snapshot"):
                 text += f" (etcd snapshot {report['etcd_snapshot']} on {first} first)"
             if kube_vip_words(report):

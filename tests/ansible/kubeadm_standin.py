@@ -1,14 +1,17 @@
-"""STAND-IN kubeadm, etcdctl and crictl for the cluster side's tests (test doubles: a real kubeadm cannot
+"""STAND-IN kubeadm, kubectl, etcdctl and crictl for the cluster side's tests (test doubles: a real kubeadm cannot
 run on loopback "nodes" that are all this machine; the real one runs in test_kubernetes_cluster_real.py).
 
 :func:`install` writes, for one "node" (all nodes are this machine, each with its own directory), a
-``kubeadm``, an ``etcdctl`` and a ``crictl`` script into ``<node>/bin``. Each records every invocation (node,
-argv, the ``--config`` file's contents) as one JSON line in a shared calls file, prints "STAND-IN" in its
-output, and writes what the real one writes (``admin.conf`` and the etcd PKI on init, ``kubelet.conf`` on
-join, the snapshot file, from etcdctl or from ``crictl exec`` into the "etcd container" that exists once init
-made the etcd PKI) under the node's own directories. What it answers is fixed below; a ``fail-init`` file in
-the node's directory makes init fail the way kubeadm does (stderr, rc 1). It refuses a config that still
-holds one of the rendered placeholders, as a real kubeadm would refuse a malformed token.
+``kubeadm``, a ``kubectl``, an ``etcdctl`` and a ``crictl`` script into ``<node>/bin``. Each records every
+invocation (node, argv, the ``--config`` file's contents) as one JSON line in a shared calls file, prints
+"STAND-IN" in its output, and writes what the real one writes (``admin.conf`` and the etcd PKI on init,
+``kubelet.conf`` on join, the snapshot file, from etcdctl or from ``crictl exec`` into the "etcd container"
+that exists once init made the etcd PKI) under the node's own directories; its kubectl answers the one
+question the init role asks (kube-public/cluster-info: there once init finished, NotFound before, refused
+without the API server's manifest or where an ``api-down`` file is in the node's directory) and ``kubeadm
+reset`` removes what init wrote. What it answers is fixed below; a ``fail-init`` file in the node's
+directory makes init fail the way kubeadm does (stderr, rc 1). It refuses a config that still holds one of
+the rendered placeholders, as a real kubeadm would refuse a malformed token.
 
 Each call also records the node's static pod directory (``<kube_config_dir>/manifests``: file name -> content)
 and the ``--ignore-preflight-errors`` it was given. Its preflight (``phase preflight``, init, join) refuses what
@@ -57,6 +60,15 @@ if {tool!r} == "etcdctl":
     Path(argv[-1]).write_text("STAND-IN etcd snapshot of " + NODE + "\n")
     out("STAND-IN etcdctl: Snapshot saved at " + argv[-1])
     sys.exit(0)
+if {tool!r} == "kubectl":  # the first control plane's API "answers" once init made its manifest
+    if not (MANIFESTS / "kube-apiserver.yaml").exists() or (ROOT / "api-down").exists():
+        fail("The connection to the server 10.200.1.10:6443 was refused - did you specify the right host or port?")
+    if argv[-4:] == ["get", "configmap", "cluster-info", "--output=name"]:
+        if not (CONFIG_DIR / "standin-init-done").exists():
+            fail('Error from server (NotFound): configmaps "cluster-info" not found')
+        out("configmap/cluster-info")
+        sys.exit(0)
+    fail("STAND-IN kubectl: unknown command " + " ".join(argv))
 if {tool!r} == "crictl":  # the etcd static pod "runs" once init has made the etcd PKI
     if "ps" in argv:
         if (CONFIG_DIR / "pki" / "etcd" / "ca.crt").exists():
@@ -112,8 +124,16 @@ elif cmd == "init":
     MANIFESTS.mkdir(mode=0o700, exist_ok=True)
     (MANIFESTS / "kube-apiserver.yaml").write_text("# STAND-IN kube-apiserver static pod\n")
     (CONFIG_DIR / "kubelet.conf").write_text("# STAND-IN kubelet.conf\n")
+    (CONFIG_DIR / "standin-init-done").write_text("init's bootstrap-token phase made kube-public/cluster-info\n")
     out("STAND-IN kubeadm: Your Kubernetes control-plane has initialized successfully!")
     out("kubeadm join 10.200.1.10:6443 --token {init_token} --certificate-key {init_key}")  # as kubeadm prints it
+elif cmd == "reset":  # as kubeadm reset -f: the node's kubeconfigs, PKI, static pods and etcd data go
+    import shutil
+    for name in ("admin.conf", "super-admin.conf", "kubelet.conf", "standin-init-done"):
+        (CONFIG_DIR / name).unlink(missing_ok=True)
+    for name in ("pki", "manifests"):
+        shutil.rmtree(CONFIG_DIR / name, ignore_errors=True)
+    out("STAND-IN kubeadm: [reset] Deleted contents of the etc directories")
 elif cmd == "join":
     CONFIG_DIR.mkdir(parents=True, exist_ok=True)
     (CONFIG_DIR / "kubelet.conf").write_text("# STAND-IN kubelet.conf\n")
@@ -124,13 +144,13 @@ else:
 
 
 def install(root: Path, node: str, calls: Path, version: str, admin_conf: str = "") -> Path:
-    """Write the stand-in kubeadm, etcdctl and crictl of ``node`` into ``root/bin``; returns that directory.
+    """Write the stand-in kubeadm, kubectl, etcdctl and crictl of ``node`` into ``root/bin``; returns that directory.
 
     ``admin_conf``: what init writes as admin.conf (by default a stand-in kubeconfig that reaches nothing).
     """
     bin_dir = root / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
-    for tool in ("kubeadm", "etcdctl", "crictl"):
+    for tool in ("kubeadm", "kubectl", "etcdctl", "crictl"):
         path = bin_dir / tool
         path.write_text(
             SCRIPT.format(

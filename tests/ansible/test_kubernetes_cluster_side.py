@@ -128,6 +128,9 @@ def build_rack(tmp_path: Path, staged: bool = True, **kubernetes: str) -> Iterat
         "api_endpoint_keepalived_conf": f"{per_node}/etc/keepalived/keepalived.conf",
         "api_endpoint_haproxy_cfg": f"{per_node}/etc/haproxy/haproxy.cfg",
         "api_endpoint_manage_services": False,
+        # the stand-in API answers at once or never: the init role's wait for a restarting one kept short
+        "kubeadm_init_api_retries": 2,
+        "kubeadm_init_api_delay": 1,
     }
     options = RunOptions(environment=RelayEnvironment(client, port_map), extravars={"kubernetes": extravars})
     try:
@@ -277,7 +280,8 @@ def test_init_then_control_planes_one_at_a_time_then_workers_and_a_second_run_ch
     again, closed = cluster_side(rack.ctx, host_reports(rack))
     assert closed is None
     assert {n: (r.ok, r.message) for n, r in again.items()} == dict.fromkeys(NODES, (True, "already joined"))
-    assert [command(c["argv"]) for c in rack.recorded()[len(calls) :]] == []  # not even the checks
+    # not even kubeadm's checks: only the first control plane's cluster asked whether init finished (read-only)
+    assert rack.steps(len(calls)) == [("head-01", "kubectl", "get configmap cluster-info")]
     assert manifest.read_text() == rack.bundle["static-pods/head-01/kube-vip.yaml"]
 
     written = everything_written(rack)
@@ -410,6 +414,7 @@ def test_a_node_joins_later_without_the_control_planes_and_init_never_runs_again
     assert results["gpu-01"].ok and results["gpu-01"].applied and results["gpu-01"].message == "joined as worker"
     steps = rack.steps(built)
     assert steps == [
+        ("head-01", "kubectl", "get configmap cluster-info"),  # the init role asks; init does not run
         ("head-01", "kubeadm", "token create"),
         ("gpu-01", "kubeadm", "config validate"),
         ("gpu-01", "kubeadm", "join phase preflight"),
@@ -422,6 +427,7 @@ def test_a_node_joins_later_without_the_control_planes_and_init_never_runs_again
     assert results["cp-03"].ok and results["cp-03"].message.startswith("joined as control plane (etcd snapshot ")
     steps = rack.steps(done)
     assert steps == [
+        ("head-01", "kubectl", "get configmap cluster-info"),
         ("head-01", "kubeadm", "token create"),
         ("head-01", "kubeadm", "certs certificate-key"),
         ("head-01", "kubeadm", "token generate"),
@@ -464,14 +470,17 @@ def test_a_first_control_plane_that_lost_admin_conf_is_refused_not_initialised_a
 
 
 def test_a_run_that_stopped_between_init_and_the_switch_is_switched_by_the_next(rack: Rack) -> None:
-    """head-01 initialised by an earlier run that died before kube-vip's switch (admin.conf written, the
-    super-admin.conf variant still in the manifests dir): the next run leaves init alone and switches it."""
+    """head-01 initialised by an earlier run that died before kube-vip's switch (init finished: admin.conf, the
+    API server's pod, cluster-info; the super-admin.conf variant still in the manifests dir): the next run
+    leaves init alone and switches it."""
     config_dir = rack.node_dir("head-01") / "etc" / "kubernetes"
     (config_dir / "manifests").mkdir(parents=True, mode=0o700)
     manifest = config_dir / "manifests" / "kube-vip.yaml"
     manifest.write_text(rack.bundle["static-pods/head-01/kube-vip-init.yaml"])
+    (config_dir / "manifests" / "kube-apiserver.yaml").write_text("# STAND-IN kube-apiserver static pod\n")
     (config_dir / "admin.conf").write_text("# STAND-IN admin.conf of head-01, from the run that died\n")
     (config_dir / "kubelet.conf").write_text("# STAND-IN kubelet.conf\n")
+    (config_dir / "standin-init-done").write_text("")
     results, closed = cluster_side(rack.ctx, host_reports(rack))
     assert closed is None
     assert results["head-01"].ok, results["head-01"]
@@ -481,6 +490,64 @@ def test_a_run_that_stopped_between_init_and_the_switch_is_switched_by_the_next(
     )
     assert manifest.read_text() == rack.bundle["static-pods/head-01/kube-vip.yaml"]
     assert not [c for c in rack.recorded() if c["node"] == "head-01" and command(c["argv"]) == "init"]
+
+
+def _half_done_init(rack: Rack, *, api_manifest: bool) -> Path:
+    """What a killed or failed kubeadm init leaves on head-01: admin.conf (its kubeconfig phase), the API
+    server's static pod where it got that far, no cluster-info (its bootstrap-token phase never ran)."""
+    config_dir = rack.node_dir("head-01") / "etc" / "kubernetes"
+    (config_dir / "manifests").mkdir(parents=True, mode=0o700)
+    (config_dir / "admin.conf").write_text("# STAND-IN admin.conf of head-01, from an init that stopped\n")
+    if api_manifest:
+        (config_dir / "manifests" / "kube-apiserver.yaml").write_text("# STAND-IN kube-apiserver static pod\n")
+    return config_dir
+
+
+@pytest.mark.parametrize(
+    ("api_manifest", "why"),
+    [
+        (False, "admin.conf without the API server static pod: init stopped before its control-plane phase"),
+        (True, "the API answers admin.conf without kube-public/cluster-info: init stopped before its bootstrap-token"),
+    ],
+    ids=["stopped-before-the-control-plane", "stopped-before-the-bootstrap-token"],
+)
+def test_a_half_done_init_is_reset_and_initialised_again_then_the_others_join(
+    rack: Rack, api_manifest: bool, why: str
+) -> None:
+    _half_done_init(rack, api_manifest=api_manifest)
+    results, closed = cluster_side(rack.ctx, host_reports(rack))
+    assert closed is None
+    assert {n: r.ok for n, r in results.items()} == dict.fromkeys(NODES, True), results
+    assert results["head-01"].message.startswith(f"initialised after kubeadm reset of a half-done init ({why}")
+    head = [command(c["argv"]) for c in rack.recorded() if c["node"] == "head-01" and c["tool"] == "kubeadm"]
+    assert head.index("reset") < head.index("init") and head.count("init") == 1, head
+    assert results["gpu-01"].message == "joined as worker"
+
+
+def test_an_api_server_pod_that_does_not_answer_is_reported_not_reset(rack: Rack) -> None:
+    config_dir = _half_done_init(rack, api_manifest=True)
+    (rack.node_dir("head-01") / "api-down").write_text("")
+    results, closed = cluster_side(rack.ctx, host_reports(rack))
+    assert closed is None and not results["head-01"].ok
+    said = results["head-01"].message
+    assert "admin.conf and the API server's static pod, but no API answered admin.conf in 2 s" in said
+    assert "connection to the server" in said and "kubeadm reset -f" in said, said
+    steps = [step for _, tool, step in rack.steps() if tool == "kubeadm"]
+    assert "reset" not in steps and "init" not in steps, steps
+    assert (config_dir / "admin.conf").exists() and (config_dir / "manifests" / "kube-apiserver.yaml").exists()
+
+
+def test_a_half_done_init_on_a_cluster_rackctl_formed_is_refused_not_reset(rack: Rack) -> None:
+    first, _ = cluster_side(rack.ctx, host_reports(rack))
+    assert all(r.ok for r in first.values()), first
+    built = len(rack.recorded())
+    (rack.node_dir("head-01") / "etc" / "kubernetes" / "standin-init-done").unlink()  # cluster-info gone
+    results, closed = cluster_side(_only(rack, "head-01"), _reports(rack, "head-01"))
+    assert closed is None and not results["head-01"].ok
+    said = results["head-01"].message
+    assert "init stopped before its bootstrap-token phase, but rackctl formed this cluster" in said, said
+    steps = [step for _, tool, step in rack.steps(built) if tool == "kubeadm"]
+    assert "reset" not in steps and "init" not in steps, steps
 
 
 def test_below_1_29_the_first_control_plane_runs_kube_vip_on_admin_conf_from_the_start(tmp_path: Path) -> None:
