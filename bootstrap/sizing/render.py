@@ -1,4 +1,9 @@
-"""Rich tables for a sizing result: requirements, which servers fit each model, placement, why not."""
+"""Rich tables for a sizing result: requirements, which servers fit each model, placement, why not.
+
+Everything fits the console's width: server names are never cut (their column does not wrap), and the prose
+below the tables (the arithmetic's steps, why a server does not fit, the notes) is wrapped to the width
+instead of running past it.
+"""
 
 from __future__ import annotations
 
@@ -36,6 +41,11 @@ def _load(req_dict: dict) -> str:
     return load + (f", N+{req_dict['redundancy']}" if req_dict.get("redundancy") else "")
 
 
+def prose(console: Console, text: str) -> None:
+    """One line of prose, wrapped to the console's width (the CLI's consoles soft-wrap by default)."""
+    console.print(text, highlight=False, soft_wrap=False)
+
+
 def render_placement(placement: SizingPlacement, name: str, console: Console) -> None:
     """Which instance runs on which GPUs of which node."""
     place = Table(title=f"Placement on {placement.servers_needed} x {name}", title_justify="left")
@@ -51,16 +61,9 @@ def render_placement(placement: SizingPlacement, name: str, console: Console) ->
 def render_arithmetic(server: str, fits: list[ModelFit], console: Console) -> None:
     """Per model on one server type: figures used, capacity, peak, instances and headroom."""
     table = Table(title=f"Arithmetic on {server} (check it by hand)", title_justify="left")
-    for col in (
-        "model",
-        "figures",
-        "per server",
-        "peak",
-        "servers",
-        "instances",
-        "headroom",
-    ):
-        table.add_column(col, overflow="fold")
+    # the figures' source goes under the model (seven columns do not fit 80 without folding every header)
+    for col in ("model (figures)", "per server", "peak", "servers", "instances", "headroom"):
+        table.add_column(col, overflow="fold", min_width=9 if col == "instances" else None)  # not "instance s"
     for fit in fits:
         chosen = fit.chosen
         calc = chosen.arithmetic if chosen else None
@@ -72,8 +75,8 @@ def render_arithmetic(server: str, fits: list[ModelFit], console: Console) -> No
             servers += f" +{calc.redundancy} (N+{calc.redundancy})"
         table.add_row(
             f"{fit.requirement.model} {fit.requirement.precision} TP={chosen.tp}"
-            + (f" PP={chosen.pp}" if chosen.pp > 1 else ""),
-            escape(chosen.source),
+            + (f" PP={chosen.pp}" if chosen.pp > 1 else "")
+            + f"\n[dim]({escape(chosen.source)})[/dim]",
             f"{show(calc.per_server)} {u}",
             f"{show(calc.peak)} {u}",
             servers,
@@ -85,14 +88,14 @@ def render_arithmetic(server: str, fits: list[ModelFit], console: Console) -> No
         chosen = fit.chosen
         if chosen and chosen.arithmetic:
             for step in chosen.arithmetic.steps():
-                console.print(f"[dim]{escape(fit.requirement.model)}:[/dim] {escape(step)}", highlight=False)
+                prose(console, f"[dim]{escape(fit.requirement.model)}:[/dim] {escape(step)}")
 
 
 def render(result: SizingResult, console: Console) -> None:
     """Print the whole result for a person."""
     req_table = Table(title="Requirements", title_justify="left")
     for col in ("model", "precision", "in/out tokens", "load", "TTFT limit", "answer limit"):
-        req_table.add_column(col)
+        req_table.add_column(col, overflow="fold")  # a model's name is never cut
     for req in result.requirements.models:
         data = req.model_dump(mode="json", exclude_none=True)
         req_table.add_row(
@@ -106,7 +109,7 @@ def render(result: SizingResult, console: Console) -> None:
     console.print(req_table)
 
     fit_table = Table(title="Which servers fit each model", title_justify="left")
-    fit_table.add_column("model")
+    fit_table.add_column("model", overflow="fold")
     for option in result.options:
         fit_table.add_column(option.server, overflow="fold")
     for i, req in enumerate(result.requirements.models):
@@ -114,7 +117,8 @@ def render(result: SizingResult, console: Console) -> None:
     console.print(fit_table)
 
     opt_table = Table(title="Server options", title_justify="left")
-    for col in ("server", "GPUs/server", "fits", "servers needed", "GPUs used/bought"):
+    opt_table.add_column("server", no_wrap=True, min_width=max((len(o.server) for o in result.options), default=6))
+    for col in ("GPUs/server", "fits", "servers needed", "GPUs used/bought"):
         opt_table.add_column(col)
     for option in result.options:
         placement = option.placement
@@ -133,18 +137,19 @@ def render(result: SizingResult, console: Console) -> None:
         render_arithmetic(rec.server, rec.fits, console)
         render_placement(rec.placement, rec.spec.name, console)
     elif result.mixed:
-        console.print(
+        prose(
+            console,
             "[bold yellow]No single server configuration fits every model: a mixed fleet, "
-            "each model on the configuration where it needs the fewest servers.[/bold yellow]"
+            "each model on the configuration where it needs the fewest servers.[/bold yellow]",
         )
         for part in result.mixed:
             render_arithmetic(part.option.server, part.fits, console)
             render_placement(part.placement, part.option.spec.name, console)
     else:
-        console.print("[bold red]No candidate server configuration fits every model.[/bold red]")
+        prose(console, "[bold red]No candidate server configuration fits every model.[/bold red]")
 
     for option in result.options:
         for line in option.why_not():
-            console.print(f"[dim]{escape(option.server)}[/dim]: {escape(line)}")
+            prose(console, f"[dim]{escape(option.server)}[/dim]: {escape(line)}")
     for note in result.notes:
-        console.print(f"[dim]note: {escape(note)}[/dim]", highlight=False)
+        prose(console, f"[dim]note: {escape(note)}[/dim]")

@@ -1,0 +1,26 @@
+"""``rackctl size`` fits the terminal: at 80 and 120 columns no line is wider and no name is cut (a server's
+or a model's), for every sizing example the repository ships."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from tests.cli.conftest import ROOT, rackctl
+
+EXAMPLES = sorted((ROOT / "inventory" / "examples" / "sizing").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+@pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_size_fits_the_terminal_and_cuts_no_name(example, columns: int) -> None:
+    proc = rackctl("size", "-r", str(example), COLUMNS=str(columns), TERM="xterm")
+    assert proc.returncode in (0, 1), proc.stderr  # 1: some model fits no candidate (said in the output)
+    lines = proc.stdout.splitlines()
+    assert max(len(line) for line in lines) <= columns, max(lines, key=len)
+    assert "…" not in proc.stdout  # nothing cut: names fold or get their width
+    # the "Server options" table: every candidate's name whole in its first column
+    options = [line.split("│") for line in lines if line.startswith("│ ") and " x " in line.split("│")[2]]
+    servers = {cells[1].strip() for cells in options}
+    candidates = set(yaml.safe_load(example.read_text()).get("candidate_servers") or [])
+    assert servers and candidates <= servers, (servers, candidates)
