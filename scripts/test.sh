@@ -21,9 +21,10 @@ echo "== Kubernetes 1.37.2 for the tests' real API server, etcd, kubectl, kubead
   --only kube-apiserver --only etcd --only kubectl --only kubeadm
 # The native cluster's components (tests/ansible/test_kubernetes_cluster_real.py, marker native_cluster) and
 # the lab's Kubernetes packages' (tests/mirror/test_lab_kubernetes_packages.py: kubelet, crictl) build
-# in the background, niced, beside the tests (most of them leave one core idle); the test runs
-# after the others and waits on each program's cache lock, so a build still going is waited for, never
-# raced. Cached after the first run like every component.
+# in the background, niced, beside the tests; those tests wait on each program's cache lock, so a build
+# still going is waited for, never raced (the native cluster's module runs some minutes into the first
+# worker's group, after the lab's own VM tests). Cached after the first run like every component: on a
+# cold machine both workers share the cores with this build until it is done.
 NATIVE=(kubelet crictl kube-controller-manager kube-scheduler containerd containerd-shim-runc-v2 ctr pause etcdctl)
 mkdir -p .rackctl
 echo "== Kubernetes 1.37.2 for the native cluster test, in the background (log: .rackctl/components-native.log)"
