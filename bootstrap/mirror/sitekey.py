@@ -35,7 +35,7 @@ def agent_safe_home(home: Path) -> Iterator[Path]:
     Through the symlink the sockets are made in ``home`` under a name that fits; the agent started
     through it is stopped when the block ends (the link goes with its temporary directory).
     """
-    if len(os.fsencode(home)) <= MAX_HOME:
+    if len(os.fsencode(home.absolute())) <= MAX_HOME:  # gpg makes a relative home absolute
         yield home
         return
     with tempfile.TemporaryDirectory(prefix="rackctl-gpg-") as tmp:
