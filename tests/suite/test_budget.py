@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from tests.budget import WIDTH, Budget, area
+from tests.suite.inner_pytest import run_pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -38,16 +36,7 @@ def test_pytest_prints_the_budget_per_directory_at_the_end(tmp_path: Path) -> No
         (tmp_path / "tests" / name / f"test_{name}.py").write_text(
             f"import time\n\ndef test_one():\n    time.sleep({sleep})\n\ndef test_two():\n    pass\n"
         )
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "tests.budget", "-c", os.devnull, "--rootdir", str(tmp_path)],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = run_pytest(tmp_path, "-p", "tests.budget")
     out = proc.stdout.splitlines()
     start = next(i for i, line in enumerate(out) if "time per area" in line)
     table = out[start + 1 : start + 5]
@@ -75,17 +64,7 @@ def test_with_workers_it_ends_with_each_workers_busy_time_and_the_wall_time() ->
 def test_under_xdist_the_table_names_each_worker(tmp_path: Path) -> None:
     (tmp_path / "tests" / "one").mkdir(parents=True)
     (tmp_path / "tests" / "one" / "test_one.py").write_text("def test_a():\n    pass\n\ndef test_b():\n    pass\n")
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-n", "2", "-p", "tests.budget", "-c", os.devnull,
-         "--rootdir", str(tmp_path)],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = run_pytest(tmp_path, "-n", "2", "-p", "tests.budget")
     workers = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("worker ")]
     assert workers and set(workers) <= {"gw0", "gw1"}, proc.stdout
     assert any(line.startswith("wall ") for line in proc.stdout.splitlines()), proc.stdout

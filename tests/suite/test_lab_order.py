@@ -3,10 +3,11 @@ the redeploy (which reinstalls a node the others configured) last of them."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.suite.inner_pytest import run_pytest
 
 REPO = Path(__file__).resolve().parents[2]
 LAB_MODULES = [
@@ -70,29 +71,8 @@ def test_under_xdist_one_worker_runs_every_lab_module_in_order_and_the_rest_go_b
     free = {f"test_free_{i}": "" for i in range(5)} | {"test_free_lab": "pytestmark = pytest.mark.lab"}  # own ports
     for name, mark in {**machine, **free}.items():
         (tmp_path / "tests" / f"{name}.py").write_text(body.replace("MARK", mark))
-    argv = [
-        "-n",
-        "2",
-        "--dist",
-        "loadgroup",
-        "--no-loadscope-reorder",
-        "-p",
-        "tests.installed_lab",
-        "-c",
-        os.devnull,
-        "--rootdir",
-        str(tmp_path),
-    ]
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", *argv, "tests"],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    xdist = ["-n", "2", "--dist", "loadgroup", "--no-loadscope-reorder", "-p", "tests.installed_lab"]
+    run_pytest(tmp_path, *xdist, "tests", timeout=300)
     rows = [line.split() for line in log.read_text().splitlines()]
     lab = [(worker, f"{module}.{n}") for worker, module, n in rows if module.split(".")[-1] in machine]
     assert len(lab) == 9 and len({worker for worker, _ in lab}) == 1, rows  # one worker ran all of them
