@@ -21,9 +21,10 @@ without every control plane (a worker added or redeployed later): the first cont
 the run, takes part as a helper (it makes the token and, for a control plane, the certificate key and the etcd
 snapshot) and is never initialised again: kubeadm init runs only where no such kubeconfig exists.
 
-Per node: "initialised" (with "after kubeadm reset of a half-done init (why)" where the role had to reset
-what an earlier init left), "joined as control plane", "joined as worker" or "already joined"; the runner
-moves such a node to ``joined``.
+Per node: "initialised", "joined as control plane", "joined as worker" or "already joined", with "after
+kubeadm reset of a half-done init|join (why)" where the role had to undo what an earlier init or join left
+(a join's etcd member removed on the first control plane and its Node deleted first); the runner moves such a
+node to ``joined``.
 """
 
 from __future__ import annotations
@@ -259,7 +260,7 @@ def cluster_side(ctx: StageContext, host: dict[str, NodeResult]) -> tuple[dict[s
         if res.ok and report.get("action"):
             text = str(report["action"])
             if report.get("reset"):
-                text += f" after kubeadm reset of a half-done init ({report['reset']})"
+                text += f" after kubeadm reset of {reset_words(report)}"
             if report.get("etcd_snapshot"):
                 text += f" (etcd snapshot {report['etcd_snapshot']} on {first} first)"
             if kube_vip_words(report):
@@ -271,6 +272,15 @@ def cluster_side(ctx: StageContext, host: dict[str, NodeResult]) -> tuple[dict[s
         else:
             out[node] = res
     return out, None
+
+
+def reset_words(report: dict[str, Any]) -> str:
+    """What a role reset before it ran kubeadm again: "a half-done init (why)" or "a half-done join (why; ...)"."""
+    kind = "init" if report.get("action") == "initialised" else "join"
+    why = str(report["reset"])
+    if report.get("etcd_member_removed"):
+        why += f"; etcd member {int(report['etcd_member_removed']):x} removed first"
+    return f"a half-done {kind} ({why})"
 
 
 def unreached(played: StageResult) -> list[str]:

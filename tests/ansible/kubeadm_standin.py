@@ -6,12 +6,16 @@ run on loopback "nodes" that are all this machine; the real one runs in test_kub
 invocation (node, argv, the ``--config`` file's contents) as one JSON line in a shared calls file, prints
 "STAND-IN" in its output, and writes what the real one writes (``admin.conf`` and the etcd PKI on init,
 ``kubelet.conf`` on join, the snapshot file, from etcdctl or from ``crictl exec`` into the "etcd container"
-that exists once init made the etcd PKI) under the node's own directories; its kubectl answers the one
-question the init role asks (kube-public/cluster-info: there once init finished, NotFound before, refused
-without the API server's manifest or where an ``api-down`` file is in the node's directory) and ``kubeadm
-reset`` removes what init wrote. What it answers is fixed below; a ``fail-init`` file in the node's
-directory makes init fail the way kubeadm does (stderr, rc 1). It refuses a config that still holds one of
-the rendered placeholders, as a real kubeadm would refuse a malformed token.
+that exists once init made the etcd PKI) under the node's own directories; its kubectl answers the
+questions the roles ask (kube-public/cluster-info: there once init finished, NotFound before, refused
+without the API server's manifest or where an ``api-down`` file is in the node's directory; a Node, there
+once init or a join finished it, and its deletion), its etcdctl (host or "pod") lists and removes the members
+init and each control plane's join added (one JSON file beside the calls holds the Nodes and the members),
+and ``kubeadm reset`` removes what init or join wrote on the node (a ``nodes-api-down`` file in the first
+control plane's directory makes its API refuse the Node questions only; a ``no-register`` file in a node's
+directory, its kubelet never register the Node after a join). What it answers is fixed below; a
+``fail-init`` file in the node's directory makes init fail the way kubeadm does (stderr, rc 1). It refuses a
+config that still holds one of the rendered placeholders, as a real kubeadm would refuse a malformed token.
 
 Each call also records the node's static pod directory (``<kube_config_dir>/manifests``: file name -> content)
 and the ``--ignore-preflight-errors`` it was given. Its preflight (``phase preflight``, init, join) refuses what
@@ -56,7 +60,36 @@ def out(line):
 def fail(line):
     sys.stderr.write(line + "\n")
     sys.exit(1)
+CLUSTER = CALLS.parent / "standin-cluster.json"  # the cluster's Nodes and etcd members, shared by the nodes
+def cluster():
+    return json.loads(CLUSTER.read_text()) if CLUSTER.exists() else {{"nodes": {{}}, "members": []}}
+def save(state):
+    CLUSTER.write_text(json.dumps(state))
+def member(words):  # etcdctl's member list / member remove <hex id>, on the shared members
+    state = cluster()
+    if words[:2] == ["member", "list"]:
+        out(json.dumps({{"header": {{}}, "members": state["members"]}}))
+    elif words[:2] == ["member", "remove"]:
+        state["members"] = [m for m in state["members"] if "%x" % m["ID"] != words[2]]
+        save(state)
+        out("Member " + words[2] + " removed from cluster")
+    else:
+        return False
+    return True
+def joined(control_plane):  # what a finished init or join leaves in the cluster: the Node, a member
+    state = cluster()
+    labels = {{"node-role.kubernetes.io/control-plane": ""}} if control_plane else {{}}
+    state["nodes"][NODE] = {{"metadata": {{"name": NODE, "labels": labels}}}}
+    if control_plane:
+        address = [x.split(":", 1)[1].strip() for x in text.splitlines() if x.strip().startswith("advertiseAddress:")]
+        url = "https://" + address[0] + ":2380"
+        state["members"] = [m for m in state["members"] if url not in m["peerURLs"]]
+        new_id = max([m["ID"] for m in state["members"]], default=4095) + 1
+        state["members"].append({{"ID": new_id, "name": NODE, "peerURLs": [url]}})
+    save(state)
 if {tool!r} == "etcdctl":
+    if member([a for a in argv if not a.startswith("-")]):
+        sys.exit(0)
     Path(argv[-1]).write_text("STAND-IN etcd snapshot of " + NODE + "\n")
     out("STAND-IN etcdctl: Snapshot saved at " + argv[-1])
     sys.exit(0)
@@ -68,13 +101,30 @@ if {tool!r} == "kubectl":  # the first control plane's API "answers" once init m
             fail('Error from server (NotFound): configmaps "cluster-info" not found')
         out("configmap/cluster-info")
         sys.exit(0)
+    words = [a for a in argv if not a.startswith("-")]
+    if words[:2] == ["get", "node"]:
+        if (ROOT / "nodes-api-down").exists():
+            fail("The connection to the server 10.200.1.11:6443 was refused - did you specify the right host or port?")
+        if words[2] not in cluster()["nodes"]:
+            fail('Error from server (NotFound): nodes "' + words[2] + '" not found')
+        out(json.dumps(cluster()["nodes"][words[2]]))
+        sys.exit(0)
+    if words[:2] == ["delete", "node"]:
+        state = cluster()
+        state["nodes"].pop(words[2], None)
+        save(state)
+        out('node "' + words[2] + '" deleted')
+        sys.exit(0)
     fail("STAND-IN kubectl: unknown command " + " ".join(argv))
 if {tool!r} == "crictl":  # the etcd static pod "runs" once init has made the etcd PKI
     if "ps" in argv:
         if (CONFIG_DIR / "pki" / "etcd" / "ca.crt").exists():
             out("standin-etcd-" + NODE)
         sys.exit(0)
-    if "exec" in argv and argv[argv.index("exec") + 2:][:1] == ["etcdctl"] and "snapshot" in argv:
+    inside = argv[argv.index("exec") + 2:] if "exec" in argv else []
+    if inside[:1] == ["etcdctl"] and member([a for a in inside[1:] if not a.startswith("-")]):
+        sys.exit(0)
+    if inside[:1] == ["etcdctl"] and "snapshot" in argv:
         Path(argv[-1]).parent.mkdir(parents=True, exist_ok=True)
         Path(argv[-1]).write_text("STAND-IN etcd snapshot (etcd pod) of " + NODE + "\n")
         out("STAND-IN etcdctl in the etcd container: Snapshot saved at " + argv[-1])
@@ -125,6 +175,7 @@ elif cmd == "init":
     (MANIFESTS / "kube-apiserver.yaml").write_text("# STAND-IN kube-apiserver static pod\n")
     (CONFIG_DIR / "kubelet.conf").write_text("# STAND-IN kubelet.conf\n")
     (CONFIG_DIR / "standin-init-done").write_text("init's bootstrap-token phase made kube-public/cluster-info\n")
+    joined(control_plane=True)
     out("STAND-IN kubeadm: Your Kubernetes control-plane has initialized successfully!")
     out("kubeadm join 10.200.1.10:6443 --token {init_token} --certificate-key {init_key}")  # as kubeadm prints it
 elif cmd == "reset":  # as kubeadm reset -f: the node's kubeconfigs, PKI, static pods and etcd data go
@@ -137,6 +188,12 @@ elif cmd == "reset":  # as kubeadm reset -f: the node's kubeconfigs, PKI, static
 elif cmd == "join":
     CONFIG_DIR.mkdir(parents=True, exist_ok=True)
     (CONFIG_DIR / "kubelet.conf").write_text("# STAND-IN kubelet.conf\n")
+    if "controlPlane:" in text:  # control-plane-prepare's static pods, control-plane-join's etcd
+        MANIFESTS.mkdir(mode=0o700, exist_ok=True)
+        for name in ("kube-apiserver.yaml", "etcd.yaml"):
+            (MANIFESTS / name).write_text("# STAND-IN " + name + " static pod\n")
+    if not (ROOT / "no-register").exists():  # a kubelet that never registers its Node
+        joined(control_plane="controlPlane:" in text)
     out("STAND-IN kubeadm: This node has joined the cluster")
 else:
     fail("STAND-IN kubeadm: unknown command " + " ".join(argv))

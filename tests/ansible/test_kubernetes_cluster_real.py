@@ -293,13 +293,7 @@ def test_no_bootstrap_token_reaches_any_output(formed: tuple[Rack, dict[str, Nod
 
 def test_etcd_has_the_three_control_planes_as_voters(formed: tuple[Rack, dict[str, NodeResult]]) -> None:
     rack, _ = formed
-    out = rack.ssh(
-        "head-01",
-        "etcdctl --endpoints=https://127.0.0.1:2379 --cacert=/etc/kubernetes/pki/etcd/ca.crt "
-        "--cert=/etc/kubernetes/pki/etcd/healthcheck-client.crt --key=/etc/kubernetes/pki/etcd/healthcheck-client.key "
-        "member list -w json",
-    )
-    members = json.loads(out)["members"]
+    members = _etcd_members(rack)
     assert sorted(m["name"] for m in members if not m.get("isLearner")) == sorted(CONTROL_PLANES)
 
 
@@ -313,6 +307,67 @@ def test_a_second_run_joins_nothing_again(formed: tuple[Rack, dict[str, NodeResu
     # the same four Node objects, and no control plane joined again (no snapshot taken before a join)
     assert rack.kubectl("get", "nodes", "-o", "jsonpath={.items[*].metadata.uid}").stdout.split() == before
     assert rack.ssh("head-01", "ls /var/lib/rackctl/etcd-snapshots").split() == snapshots
+
+
+def _etcd_members(rack: Rack) -> list[dict[str, object]]:
+    out = rack.ssh(
+        "head-01",
+        "etcdctl --endpoints=https://127.0.0.1:2379 --cacert=/etc/kubernetes/pki/etcd/ca.crt "
+        "--cert=/etc/kubernetes/pki/etcd/healthcheck-client.crt --key=/etc/kubernetes/pki/etcd/healthcheck-client.key "
+        "member list -w json",
+    )
+    members: list[dict[str, object]] = json.loads(out)["members"]
+    return members
+
+
+def test_half_done_joins_of_a_control_plane_and_a_worker_are_undone_and_joined_again(
+    formed: tuple[Rack, dict[str, NodeResult]],
+) -> None:
+    """What joins that stopped part-way leave, made from the formed cluster with kubectl and systemctl: cp-03
+    as a join that stopped before mark-control-plane (its etcd member started and voting, its static pods up,
+    its Node without the control-plane label), gpu-01 as one whose kubelet got kubelet.conf but whose Node is
+    not in the cluster (kubelet stopped, Node deleted). The old role read kubelet.conf and said "already
+    joined". Now each is undone (cp-03's member removed on head-01, its Node deleted, kubeadm reset) and
+    joined again, and head-01 and cp-02 are left alone."""
+    rack, _ = formed
+    uids = dict(
+        line.split()
+        for line in rack.kubectl(
+            "get", "nodes", "-o", 'jsonpath={range .items[*]}{.metadata.name} {.metadata.uid}{"\\n"}{end}'
+        ).stdout.splitlines()
+    )
+    old_member = next(m["ID"] for m in _etcd_members(rack) if m["name"] == "cp-03")
+    assert rack.kubectl("label", "node", "cp-03", "node-role.kubernetes.io/control-plane-").returncode == 0
+    rack.ssh("gpu-01", "systemctl stop kubelet")
+    assert rack.kubectl("delete", "node", "gpu-01").returncode == 0
+
+    results, closed = cluster_side(rack.ctx, host_reports(rack))
+    assert closed is None
+    assert {n: results[n].message for n in ("head-01", "cp-02")} == dict.fromkeys(
+        ("head-01", "cp-02"), "already joined"
+    )
+    assert results["cp-03"].ok and results["cp-03"].message.startswith(
+        "joined as control plane after kubeadm reset of a half-done join (the Node has no control-plane label: join "
+        f"stopped before its mark-control-plane phase; etcd member {int(str(old_member)):x} removed first) "
+        "(etcd snapshot "
+    ), results["cp-03"].message
+    assert results["gpu-01"].ok and results["gpu-01"].message == (
+        "joined as worker after kubeadm reset of a half-done join (kubelet.conf without a Node in the cluster: join "
+        "stopped in its kubelet-start phase)"
+    ), results["gpu-01"].message
+
+    # both joined again for real: new Node objects, cp-03 labelled by kubeadm's mark-control-plane, a new etcd
+    # member of cp-03 among three voters; head-01's and cp-02's Nodes untouched
+    proc = rack.kubectl("get", "nodes", "-o", "json")
+    listed = {n["metadata"]["name"]: n for n in json.loads(proc.stdout)["items"]}
+    assert sorted(listed) == sorted(NODES)
+    assert {n: listed[n]["metadata"]["uid"] == uids[n] for n in NODES} == {
+        "head-01": True, "cp-02": True, "cp-03": False, "gpu-01": False,
+    }  # fmt: skip
+    assert "node-role.kubernetes.io/control-plane" in listed["cp-03"]["metadata"]["labels"]
+    members = _etcd_members(rack)
+    assert sorted(m["name"] for m in members if not m.get("isLearner")) == sorted(CONTROL_PLANES)
+    assert old_member not in [m["ID"] for m in members]
 
 
 def test_with_the_first_control_plane_off_the_vip_moves_and_the_api_still_answers(

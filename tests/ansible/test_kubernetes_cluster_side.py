@@ -18,9 +18,10 @@ import dataclasses
 import json
 import sqlite3
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -131,6 +132,9 @@ def build_rack(tmp_path: Path, staged: bool = True, **kubernetes: str) -> Iterat
         # the stand-in API answers at once or never: the init role's wait for a restarting one kept short
         "kubeadm_init_api_retries": 2,
         "kubeadm_init_api_delay": 1,
+        "kubeadm_join_api_retries": 2,
+        "kubeadm_join_api_delay": 1,
+        "kubeadm_join_register_retries": 2,
     }
     options = RunOptions(environment=RelayEnvironment(client, port_map), extravars={"kubernetes": extravars})
     try:
@@ -224,8 +228,11 @@ def test_init_then_control_planes_one_at_a_time_then_workers_and_a_second_run_ch
     assert manifest.read_text() == rack.bundle["static-pods/head-01/kube-vip.yaml"] != init_pod
     assert manifest.stat().st_mode & 0o777 == 0o600 and manifest.parent.stat().st_mode & 0o777 == 0o700
     assert standin.INIT_TOKEN in init["config"] and standin.INIT_CERT_KEY in init["config"]  # filled on the node
-    # each other control plane, one after the other: token + certificates on head-01, checks, snapshot, join
+    # each other control plane, one after the other: whether it joined (its Node, its etcd member: neither),
+    # token + certificates on head-01, checks, snapshot, join
     per_cp = [
+        ("head-01", "kubectl", "get node {cp}"),
+        ("head-01", "etcdctl", "member list"),
         ("head-01", "kubeadm", "token create"),
         ("head-01", "kubeadm", "certs certificate-key"),
         ("head-01", "kubeadm", "token generate"),
@@ -234,15 +241,18 @@ def test_init_then_control_planes_one_at_a_time_then_workers_and_a_second_run_ch
         ("{cp}", "kubeadm", "join phase preflight"),
         ("head-01", "etcdctl", "snapshot save"),
         ("{cp}", "kubeadm", "join"),
+        ("head-01", "kubectl", "get node {cp}"),  # registered: the join is done
     ]
     after = steps[init_at + 1 :]
-    expected = [(n.format(cp=cp), t, s) for cp in ("cp-02", "cp-03") for n, t, s in per_cp]
+    expected = [(n.format(cp=cp), t, s.format(cp=cp)) for cp in ("cp-02", "cp-03") for n, t, s in per_cp]
     assert after[: len(expected)] == expected, after
     assert after[len(expected) :] == [
+        ("head-01", "kubectl", "get node gpu-01"),
         ("head-01", "kubeadm", "token create"),
         ("gpu-01", "kubeadm", "config validate"),
         ("gpu-01", "kubeadm", "join phase preflight"),
         ("gpu-01", "kubeadm", "join"),
+        ("head-01", "kubectl", "get node gpu-01"),
     ], after
     # each control plane's kube-vip.yaml was in its manifests dir for its join's checks and the join, which let
     # through that one check (kubeadm before 1.23 refuses a non-empty directory; the stand-in does too)
@@ -280,8 +290,16 @@ def test_init_then_control_planes_one_at_a_time_then_workers_and_a_second_run_ch
     again, closed = cluster_side(rack.ctx, host_reports(rack))
     assert closed is None
     assert {n: (r.ok, r.message) for n, r in again.items()} == dict.fromkeys(NODES, (True, "already joined"))
-    # not even kubeadm's checks: only the first control plane's cluster asked whether init finished (read-only)
-    assert rack.steps(len(calls)) == [("head-01", "kubectl", "get configmap cluster-info")]
+    # not even kubeadm's checks: only the first control plane's cluster asked whether init finished and each
+    # node whether it joined (read-only)
+    assert rack.steps(len(calls)) == [
+        ("head-01", "kubectl", "get configmap cluster-info"),
+        ("head-01", "kubectl", "get node cp-02"),
+        ("head-01", "etcdctl", "member list"),
+        ("head-01", "kubectl", "get node cp-03"),
+        ("head-01", "etcdctl", "member list"),
+        ("head-01", "kubectl", "get node gpu-01"),
+    ]
     assert manifest.read_text() == rack.bundle["static-pods/head-01/kube-vip.yaml"]
 
     written = everything_written(rack)
@@ -400,7 +418,8 @@ def _reports(rack: Rack, *nodes: str) -> dict[str, NodeResult]:
 def test_a_node_joins_later_without_the_control_planes_and_init_never_runs_again(rack: Rack) -> None:
     """A worker and a control plane redeployed after the cluster was built (their kubelet.conf gone), each in
     a run of its own: head-01 takes part as a helper (token, certificate key, snapshot), is not initialised
-    again and is not part of the result. Without etcdctl on head-01, the snapshot comes from the etcd pod."""
+    again and is not part of the result; the old Node, and the control plane's old etcd member, are removed
+    before the join. Without etcdctl on head-01, the members and the snapshot come from the etcd pod."""
     first, _ = cluster_side(rack.ctx, host_reports(rack))
     assert all(r.ok and r.applied for r in first.values()), first
     built = len(rack.recorded())
@@ -411,23 +430,45 @@ def test_a_node_joins_later_without_the_control_planes_and_init_never_runs_again
     results, closed = cluster_side(_only(rack, "gpu-01"), _reports(rack, "gpu-01"))
     assert closed is None
     assert list(results) == ["gpu-01"]  # the helper is not in the result
-    assert results["gpu-01"].ok and results["gpu-01"].applied and results["gpu-01"].message == "joined as worker"
+    assert results["gpu-01"].ok and results["gpu-01"].applied, results
+    # its old Node was still in the cluster: deleted before it joined again (kubeadm refuses a Ready one)
+    assert results["gpu-01"].message == (
+        "joined as worker after kubeadm reset of a half-done join (the cluster still has a Node of that name but "
+        "gpu-01 has no kubelet.conf: reinstalled, or reset by hand)"
+    )
     steps = rack.steps(built)
     assert steps == [
         ("head-01", "kubectl", "get configmap cluster-info"),  # the init role asks; init does not run
+        ("head-01", "kubectl", "get node gpu-01"),
+        ("head-01", "kubectl", "delete node gpu-01"),
+        ("gpu-01", "kubeadm", "reset"),
         ("head-01", "kubeadm", "token create"),
         ("gpu-01", "kubeadm", "config validate"),
         ("gpu-01", "kubeadm", "join phase preflight"),
         ("gpu-01", "kubeadm", "join"),
+        ("head-01", "kubectl", "get node gpu-01"),
     ], steps
 
     done = len(rack.recorded())
     results, closed = cluster_side(_only(rack, "cp-03"), _reports(rack, "cp-03"))
     assert closed is None
-    assert results["cp-03"].ok and results["cp-03"].message.startswith("joined as control plane (etcd snapshot ")
+    # its old Node and etcd member (the stand-in's IDs count from 0x1000) went first, read on head-01 again
+    # right before the removal
+    assert results["cp-03"].ok and results["cp-03"].message.startswith(
+        "joined as control plane after kubeadm reset of a half-done join (the cluster still has a Node of that name "
+        "and an etcd member at https://10.200.1.13:2380 but cp-03 has no kubelet.conf: reinstalled, or reset by "
+        "hand; etcd member 1002 removed first) (etcd snapshot "
+    ), results
     steps = rack.steps(done)
+    member_list = [("head-01", "crictl", "ps"), ("head-01", "crictl", "exec standin-etcd-head-01 etcdctl member list")]
     assert steps == [
         ("head-01", "kubectl", "get configmap cluster-info"),
+        ("head-01", "kubectl", "get node cp-03"),
+        *member_list,
+        *member_list,
+        ("head-01", "crictl", "exec standin-etcd-head-01 etcdctl member remove 1002"),
+        ("head-01", "kubectl", "delete node cp-03"),
+        ("cp-03", "kubeadm", "reset"),
         ("head-01", "kubeadm", "token create"),
         ("head-01", "kubeadm", "certs certificate-key"),
         ("head-01", "kubeadm", "token generate"),
@@ -437,6 +478,7 @@ def test_a_node_joins_later_without_the_control_planes_and_init_never_runs_again
         ("head-01", "crictl", "ps"),
         ("head-01", "crictl", "exec standin-etcd-head-01 etcdctl snapshot save"),
         ("cp-03", "kubeadm", "join"),
+        ("head-01", "kubectl", "get node cp-03"),
     ], steps
     saved = sorted((rack.root / "snapshots").glob("etcd-before-join-cp-03-*"))
     assert len(saved) == 2  # the first build's (host etcdctl), and this one (from the etcd pod)
@@ -548,6 +590,120 @@ def test_a_half_done_init_on_a_cluster_rackctl_formed_is_refused_not_reset(rack:
     assert "init stopped before its bootstrap-token phase, but rackctl formed this cluster" in said, said
     steps = [step for _, tool, step in rack.steps(built) if tool == "kubeadm"]
     assert "reset" not in steps and "init" not in steps, steps
+
+
+def _edit_cluster(rack: Rack, edit: Callable[[dict[str, Any]], None]) -> None:
+    """Change the stand-in cluster's Nodes and etcd members (the JSON file its kubectl and etcdctl share)."""
+    path = rack.calls.parent / "standin-cluster.json"
+    state = json.loads(path.read_text())
+    edit(state)
+    path.write_text(json.dumps(state))
+
+
+def _member_of(state: dict[str, Any], node: str) -> dict[str, Any]:
+    return next(m for m in state["members"] if m["name"] == node)
+
+
+def test_half_done_joins_are_undone_and_joined_again(rack: Rack) -> None:
+    """What a join that stopped in each of kubeadm's phases leaves, found from the node and the cluster (not
+    from kubelet.conf alone, which kubelet-start writes early): a worker whose Node never registered, a control
+    plane whose etcd member is still an unstarted learner, one whose Node lacks the control-plane label. Each
+    is undone (member removed on head-01, Node deleted, kubeadm reset) and joined again; head-01 is left alone."""
+    first, _ = cluster_side(rack.ctx, host_reports(rack))
+    assert all(r.ok for r in first.values()), first
+    built = len(rack.recorded())
+
+    def stopped_half_way(state: dict[str, Any]) -> None:
+        del state["nodes"]["gpu-01"]  # kubelet-start wrote kubelet.conf; the Node never registered
+        _member_of(state, "cp-02").update(name="", isLearner=True)  # added as a learner, never started
+        state["nodes"]["cp-03"]["metadata"]["labels"] = {}  # mark-control-plane never ran
+
+    members = {
+        m["name"]: f"{m['ID']:x}"
+        for m in json.loads((rack.calls.parent / "standin-cluster.json").read_text())["members"]
+    }
+    _edit_cluster(rack, stopped_half_way)
+    results, closed = cluster_side(rack.ctx, host_reports(rack))
+    assert closed is None
+    assert results["head-01"].message == "already joined"
+    assert results["gpu-01"].message == (
+        "joined as worker after kubeadm reset of a half-done join (kubelet.conf without a Node in the cluster: join "
+        "stopped in its kubelet-start phase)"
+    )
+    assert results["cp-02"].message.startswith(
+        "joined as control plane after kubeadm reset of a half-done join (etcd has no started voting member at "
+        f"https://10.200.1.12:2380: join stopped in its etcd phase; etcd member {members['cp-02']} removed first) "
+    ), results["cp-02"].message
+    assert results["cp-03"].message.startswith(
+        "joined as control plane after kubeadm reset of a half-done join (the Node has no control-plane label: "
+        f"join stopped before its mark-control-plane phase; etcd member {members['cp-03']} removed first) "
+    ), results["cp-03"].message
+    steps = rack.steps(built)
+    for node in ("cp-02", "cp-03", "gpu-01"):
+        assert steps.index((node, "kubeadm", "reset")) < steps.index((node, "kubeadm", "join")), steps
+    undone = [s for _, _, s in steps if s.startswith(("member remove", "delete node"))]
+    # gpu-01 had no Node to delete, nor a member
+    assert undone == [
+        f"member remove {members['cp-02']}",
+        "delete node cp-02",
+        f"member remove {members['cp-03']}",
+        "delete node cp-03",
+    ], steps
+    # the cluster ends with each node's Node (labelled as it should be) and one started member per control plane
+    state = json.loads((rack.calls.parent / "standin-cluster.json").read_text())
+    assert sorted(state["nodes"]) == sorted(NODES)
+    assert sorted(m["name"] for m in state["members"] if not m.get("isLearner")) == ["cp-02", "cp-03", "head-01"]
+    again, _ = cluster_side(rack.ctx, host_reports(rack))
+    assert {n: r.message for n, r in again.items()} == dict.fromkeys(NODES, "already joined")
+
+
+def test_a_join_whose_node_never_registers_is_not_reported_joined_and_the_next_run_joins_it(rack: Rack) -> None:
+    """kubeadm join returns once the kubelet has kubelet.conf; a kubelet that then never registers its Node
+    fails the node (not "joined"), and the next run reads that half-done join, undoes it and joins again."""
+    (rack.node_dir("gpu-01") / "no-register").write_text("")
+    first, closed = cluster_side(rack.ctx, host_reports(rack))
+    assert closed is None and not first["gpu-01"].ok
+    assert "kubeadm join finished on gpu-01 but the cluster has no Node gpu-01 after 2 s" in first["gpu-01"].message
+    assert "journalctl -u kubelet" in first["gpu-01"].message
+    (rack.node_dir("gpu-01") / "no-register").unlink()
+    again, closed = cluster_side(rack.ctx, host_reports(rack))
+    assert closed is None
+    assert {n: again[n].message for n in NODES[:3]} == dict.fromkeys(NODES[:3], "already joined")
+    assert again["gpu-01"].message == (
+        "joined as worker after kubeadm reset of a half-done join (kubelet.conf without a Node in the cluster: join "
+        "stopped in its kubelet-start phase)"
+    )
+
+
+def test_a_cluster_that_does_not_say_whether_a_node_joined_resets_nothing(rack: Rack) -> None:
+    first, _ = cluster_side(rack.ctx, host_reports(rack))
+    assert all(r.ok for r in first.values()), first
+    built = len(rack.recorded())
+    (rack.node_dir("gpu-01") / "etc" / "kubernetes" / "kubelet.conf").unlink()
+    (rack.node_dir("head-01") / "nodes-api-down").write_text("")  # the API stops answering after init's check
+    results, closed = cluster_side(_only(rack, "gpu-01"), _reports(rack, "gpu-01"))
+    assert closed is None and not results["gpu-01"].ok
+    said = results["gpu-01"].message
+    assert "cannot tell whether gpu-01 has joined: the API on head-01 did not answer `kubectl get node`" in said
+    assert "nothing was reset or joined" in said, said
+    assert [s for s in rack.steps(built) if s[1] == "kubeadm"] == []
+
+
+def test_with_kubeadm_join_reset_off_a_half_done_join_is_reported_and_left(rack: Rack) -> None:
+    first, _ = cluster_side(rack.ctx, host_reports(rack))
+    assert all(r.ok for r in first.values()), first
+    built = len(rack.recorded())
+    _edit_cluster(rack, lambda state: state["nodes"].pop("gpu-01"))
+    ctx = _only(rack, "gpu-01")
+    extravars = {"kubernetes": {**ctx.options.extravars["kubernetes"], "kubeadm_join_reset": False}}
+    ctx = dataclasses.replace(ctx, options=dataclasses.replace(ctx.options, extravars=extravars))
+    results, closed = cluster_side(ctx, _reports(rack, "gpu-01"))
+    assert closed is None and not results["gpu-01"].ok
+    said = results["gpu-01"].message
+    assert "gpu-01: kubelet.conf without a Node in the cluster: join stopped in its kubelet-start phase" in said
+    assert "kubeadm_join_reset is false, so it is not reset: run `kubeadm reset -f` on the node" in said, said
+    assert [s for s in rack.steps(built) if s[1] == "kubeadm"] == []
+    assert (rack.node_dir("gpu-01") / "etc" / "kubernetes" / "kubelet.conf").exists()
 
 
 def test_below_1_29_the_first_control_plane_runs_kube_vip_on_admin_conf_from_the_start(tmp_path: Path) -> None:
