@@ -18,7 +18,9 @@ starting over:
 
 The redeploy marker (facts of stage ``redeploy``: ``started`` with the epoch it began in) is what makes a
 second run resume: while it says ``started`` the reimage move is not made again once the epoch moved on,
-and the provision stage's journalled install step is not repeated.
+and the provision stage's journalled install step is not repeated. What is read outranks the journal
+before the reimage: a Node that is there again is drained and deleted again though the journal has both
+done (``LIVE_STEPS``); after it, the journal keeps the rejoined node from being drained or deleted.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ from bootstrap.stages.base import STAGE_ORDER, ProgressReporter, RunOptions
 from bootstrap.stages.runner import Runner, Selection
 
 REDEPLOY_STAGE = "redeploy"
+#: the steps the Node read at the start of a run decides over the journal (before the reimage): a removed
+#: etcd member cannot come back by itself, so etcd-remove keeps to the journal (and reads membership itself)
+LIVE_STEPS = ("drain", "delete-node")
 #: the stages a reinstalled node is brought through (``up`` stops at the first one not implemented yet)
 STAGES_AFTER: tuple[str, ...] = STAGE_ORDER[STAGE_ORDER.index("provision") :]
 
@@ -203,6 +208,10 @@ def run_redeploy(
         else:
             did.append(f"resumed the redeploy started by run {ongoing.get('run')}")
         present = skip["drain"] is None and hostname in cluster.nodes()
+        # the live cluster outranks the journal while the node is not reimaged yet: a Node that is there
+        # again (a kubelet still running re-registered it after a killed run deleted it) is drained and
+        # deleted again; after the reimage, the journal keeps the rejoined node's Node from being touched
+        reimaged = status.epoch != int(ongoing["epoch"])
         for step, action in (
             ("drain", lambda: cluster.drain(hostname)),
             ("etcd-remove", lambda: cluster.remove_etcd_member(hostname, via=_peer(inventory, hostname))),
@@ -217,11 +226,15 @@ def run_redeploy(
                 did.append(f"drain: skipped (no Kubernetes node {hostname})")
                 continue
             said = None
-            with journal.step(run_id, hostname, REDEPLOY_STAGE, f"{step}-{ongoing['epoch']}") as handle:
+            live = step in LIVE_STEPS and present and not reimaged
+            with journal.step(run_id, hostname, REDEPLOY_STAGE, f"{step}-{ongoing['epoch']}", force=live) as handle:
                 if not handle.already_done:
                     said = action()
                     if said:
                         handle.detail = {"result": said}
+            if live and handle.previous is not None and handle.previous.status == "completed":
+                again = f"again: the journal had it done, but the Node {hostname} is there"
+                said = f"{again}; {said}" if said else again
             did.append(f"{step} ({said})" if said else step)
         if journal.status(hostname).epoch == int(ongoing["epoch"]):
             journal.transition(

@@ -20,9 +20,12 @@ started, and the host side's report (the versions dpkg says are installed).
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,6 +93,8 @@ class Rack:
     bundle: dict[str, str]
     #: the lab's builds by name (this machine's kubectl among them)
     binaries: dict[str, Path]
+    #: the inventory file (a second process loads it: the SIGKILL test)
+    inventory_path: Path
 
     def ssh(self, host: str, command: str, *, timeout: float = 120) -> str:
         node = self.nodes[host]
@@ -149,7 +154,8 @@ def rack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rack]:
     key = base / "admin" / "id_ed25519"
     key.parent.mkdir()
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
-    inventory = load_inventory(_inventory(base, key.with_suffix(".pub").read_text().strip()))
+    inventory_path = _inventory(base, key.with_suffix(".pub").read_text().strip())
+    inventory = load_inventory(inventory_path)
     state = base / "state"
     bundle = {f.path: f.content() for f in render_cluster(inventory).files}
     NETWORK.up()
@@ -180,7 +186,7 @@ def rack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rack]:
             run_id = journal.begin_run("test: cluster side, real kubeadm")
             options = RunOptions(environment=NetnsEnvironment(key))
             ctx = StageContext("kubernetes", inventory, NODES, journal, state, run_id, options, Recorder())
-            rack_ctx = Rack(ctx, nodes, key, bundle, binaries)
+            rack_ctx = Rack(ctx, nodes, key, bundle, binaries, inventory_path)
             for hostname in NODES:
                 kubenode.install(
                     nodes[hostname], binaries, [*debian, *packages], assembled, lambda c, h=hostname: rack_ctx.ssh(h, c)
@@ -309,13 +315,15 @@ def test_a_second_run_joins_nothing_again(formed: tuple[Rack, dict[str, NodeResu
     assert rack.ssh("head-01", "ls /var/lib/rackctl/etcd-snapshots").split() == snapshots
 
 
+#: etcdctl on a control plane with kubeadm's healthcheck client
+ETCDCTL = (
+    "etcdctl --endpoints=https://127.0.0.1:2379 --cacert=/etc/kubernetes/pki/etcd/ca.crt "
+    "--cert=/etc/kubernetes/pki/etcd/healthcheck-client.crt --key=/etc/kubernetes/pki/etcd/healthcheck-client.key"
+)
+
+
 def _etcd_members(rack: Rack) -> list[dict[str, object]]:
-    out = rack.ssh(
-        "head-01",
-        "etcdctl --endpoints=https://127.0.0.1:2379 --cacert=/etc/kubernetes/pki/etcd/ca.crt "
-        "--cert=/etc/kubernetes/pki/etcd/healthcheck-client.crt --key=/etc/kubernetes/pki/etcd/healthcheck-client.key "
-        "member list -w json",
-    )
+    out = rack.ssh("head-01", f"{ETCDCTL} member list -w json")
     members: list[dict[str, object]] = json.loads(out)["members"]
     return members
 
@@ -368,6 +376,67 @@ def test_half_done_joins_of_a_control_plane_and_a_worker_are_undone_and_joined_a
     members = _etcd_members(rack)
     assert sorted(m["name"] for m in members if not m.get("isLearner")) == sorted(CONTROL_PLANES)
     assert old_member not in [m["ID"] for m in members]
+
+
+def _take_out(rack: Rack, control_plane: str) -> None:
+    """A control plane out of the cluster by hand, as an operator would before rejoining it: its etcd member
+    removed and its Node deleted on head-01, kubeadm reset on the node."""
+    member = next(m["ID"] for m in _etcd_members(rack) if m["name"] == control_plane)
+    rack.ssh("head-01", f"{ETCDCTL} member remove {int(str(member)):x}")
+    assert rack.kubectl("delete", "node", control_plane).returncode == 0
+    rack.ssh(control_plane, "kubeadm reset --force >/dev/null 2>&1")
+
+
+def test_rackctl_killed_during_a_control_plane_join_and_the_next_run_finishes_the_cluster(
+    formed: tuple[Rack, dict[str, NodeResult]], tmp_path: Path
+) -> None:
+    """SIGKILL of rackctl's whole process group (rackctl, ansible-playbook, ssh) once cp-03's join has added its
+    etcd member: the next run waits for a kubeadm still running there, reads what the join left, finishes or
+    undoes and redoes it, and the cluster ends whole: four Nodes, each control plane an etcd voter exactly once."""
+    rack, _ = formed
+    _take_out(rack, "cp-03")
+    spec = tmp_path / "spec.json"
+    reports = {n: r.data for n, r in host_reports(rack).items()}
+    spec.write_text(
+        json.dumps(
+            {"inventory": str(rack.inventory_path), "state": str(rack.ctx.state_dir), "key": str(rack.key),
+             "reports": reports}
+        )
+    )  # fmt: skip
+    url = f"https://{rack.ctx.inventory.node('cp-03').address_on('management')}:2380"
+    log = (tmp_path / "killed-run.log").open("w")
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tests.ansible.cluster_side_process", str(spec)],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=Path(__file__).resolve().parents[2],
+    )  # fmt: skip
+    try:
+
+        def member_added() -> bool:
+            assert child.poll() is None, f"the run ended before cp-03's join reached etcd (rc {child.returncode})"
+            return any(url in m.get("peerURLs", []) for m in _etcd_members(rack))
+
+        timing.wait_for(member_added, timeout=300, interval=0.5, what="cp-03's etcd member added by its join")
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+        log.close()
+
+    results, closed = cluster_side(rack.ctx, host_reports(rack))
+    assert closed is None
+    assert {n: r.ok for n, r in results.items()} == dict.fromkeys(NODES, True), {
+        n: r.message for n, r in results.items()
+    }
+    # the killed join either finished on its own (kubeadm kept running on cp-03) or was undone and redone
+    said = results["cp-03"].message
+    assert said == "already joined" or said.startswith("joined as control plane"), said
+    proc = rack.kubectl("get", "nodes", "-o", "json")
+    listed = {n["metadata"]["name"]: n for n in json.loads(proc.stdout)["items"]}
+    assert sorted(listed) == sorted(NODES)
+    assert "node-role.kubernetes.io/control-plane" in listed["cp-03"]["metadata"]["labels"]
+    members = _etcd_members(rack)
+    assert sorted(str(m.get("name")) for m in members) == sorted(CONTROL_PLANES), members
+    assert not [m for m in members if m.get("isLearner")], members
+    assert rack.kubectl("get", "--raw", "/readyz").stdout.strip() == "ok"
 
 
 def test_with_the_first_control_plane_off_the_vip_moves_and_the_api_still_answers(

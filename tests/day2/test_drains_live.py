@@ -155,3 +155,43 @@ def test_redeploy_drains_deletes_and_restores_a_workers_labels_once_its_node_is_
     assert pxe_boots(rack, start) == 1  # resumed: not reinstalled again
     with Journal(state, readonly=True) as journal:
         assert journal.latest_facts(NODE)["redeploy"]["status"] == "completed"
+
+
+def test_a_resumed_redeploy_deletes_a_node_that_is_back_though_the_journal_has_it_deleted(
+    rack: Rack, kube: KubeObjects, tmp_path: Path
+) -> None:
+    """A redeploy killed after it drained and deleted the Node but before the reimage, whose Node is there again
+    (the old kubelet, still running, registered it): what is read outranks the journal, so the resumed run drains
+    and deletes it again before it marks the node for reinstall, and reinstalls it once."""
+    inventory = rack.inventory("live-redeploy.yml")
+    state = tmp_path / "state"
+    common = ("-i", str(inventory), "--state-dir", str(state))
+    code, up = finish(
+        worker(rack, "up", "--limit", NODE, "--stages", "preflight,discover,bios,provision", *common, "--yes")
+    )
+    assert code == 0, up
+    _joined(state, [NODE])
+    kube.server.write_kubeconfig(state / "kubeconfig")
+    with Journal(state) as journal:  # what the killed run had recorded: its marker, drain and deletion done
+        epoch = journal.status(NODE).epoch
+        run_id = journal.begin_run(f"redeploy {NODE}")
+        journal.record_facts(NODE, "redeploy", {"status": "started", "epoch": epoch, "run": run_id, "labels": {}})
+        for step in ("drain", "delete-node"):
+            journal.record_step(run_id, NODE, "redeploy", f"{step}-{epoch}", status="completed", destructive=True)
+        journal.finish_run(run_id, "interrupted", "killed (test)")
+    kube.node(NODE, gpus=8)  # registered again by its kubelet
+    start = len(rack.rack.request_log(NODE))
+
+    with PodFinaliser(kube, [NODE]), CordonSampler(kube, NODE) as sampler:
+        code, resumed = finish(worker(rack, "redeploy", NODE, "--until", "os-check", *common, "--yes"))
+    assert code == 4, resumed
+    assert resumed["plan"]["resuming"] is True
+    again = f"again: the journal had it done, but the Node {NODE} is there"
+    assert resumed["did"][:4] == [
+        f"resumed the redeploy started by run {run_id}",
+        f"drain ({again})",
+        f"delete-node ({again})",
+        "marked for reinstall (new epoch)",
+    ], resumed["did"]
+    assert sampler.cordoned and not kube.node_exists(NODE)
+    assert pxe_boots(rack, start) == 1
