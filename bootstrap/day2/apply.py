@@ -211,7 +211,8 @@ def _remove(
     cluster: Cluster,
     progress: ProgressReporter,
 ) -> dict[str, Any]:
-    """Drain and delete from Kubernetes (when there), power off, record removed; each step journalled once."""
+    """Drain and delete from Kubernetes (when there), power off, record removed; each step journalled once, but a
+    Node read now is drained and deleted even where the journal has that done (the live state outranks it)."""
     node = change.node
     sections = applied[node].get("sections") or {}
     did: list[str] = []
@@ -225,7 +226,11 @@ def _remove(
             if control_plane:
                 check_member_leaves(node, members, {n: k.ready for n, k in kube_nodes.items()})
             known = node in kube_nodes
-            with journal.step(run_id, node, APPLY_STAGE, "drain") as step:
+            # what is read outranks the journal: a Node that is there (again: its kubelet re-registered it after
+            # a killed run deleted it) is drained and deleted though the journal has both done
+            again: list[bool] = []
+            with journal.step(run_id, node, APPLY_STAGE, "drain", force=known) as step:
+                again += [step.previous is not None and step.previous.status == "completed" and known]
                 if not step.already_done:
                     if known:
                         cluster.drain(node)
@@ -239,9 +244,12 @@ def _remove(
                         staying = [m for m in others if inventory.node(m) is not None]  # not leaving too
                         step.detail = {"etcd": cluster.remove_etcd_member(node, via=(staying or others)[0])}
                         etcd += f" ({step.detail['etcd']})"
-            with journal.step(run_id, node, APPLY_STAGE, "delete-node") as step:
+            with journal.step(run_id, node, APPLY_STAGE, "delete-node", force=known) as step:
+                again += [step.previous is not None and step.previous.status == "completed" and known]
                 if not step.already_done:
                     cluster.delete_node(node)
+            if any(again):
+                did.append("its Node was there again though the journal had it drained and deleted")
             if known:
                 did.append("drained" + (f", {etcd}" if control_plane else "") + " and deleted from Kubernetes")
             else:

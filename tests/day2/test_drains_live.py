@@ -195,3 +195,35 @@ def test_a_resumed_redeploy_deletes_a_node_that_is_back_though_the_journal_has_i
     ], resumed["did"]
     assert sampler.cordoned and not kube.node_exists(NODE)
     assert pxe_boots(rack, start) == 1
+
+
+def test_a_resumed_apply_drains_and_deletes_a_node_that_is_back_though_the_journal_has_it_done(
+    rack: Rack, kube: KubeObjects, tmp_path: Path
+) -> None:
+    """An apply killed after it drained and deleted a removed worker's Node but before the power-off, whose Node
+    is there again (its kubelet, still running, registered it): the next apply reads the Node, drains and
+    deletes it again though the journal has both done, then powers the node off."""
+    state = tmp_path / "state"
+    base = rack.inventory("live-base.yml")
+    code, data = rack.invoke("apply", "-i", str(base), "--state-dir", str(state), "--stages", OOB, "--yes")
+    assert code == 0, data
+    _joined(state, list(rack.specs))
+    kube.server.write_kubeconfig(state / "kubeconfig")
+    for name in rack.specs:
+        kube.node(name)
+    code, powered = rack.invoke("power", "on", "--limit", REMOVED, "-i", str(base), "--state-dir", str(state))
+    assert code == 0, powered
+    with Journal(state) as journal:  # what the killed apply had recorded before its power-off
+        run_id = journal.begin_run("apply")
+        for step in ("drain", "delete-node"):
+            journal.record_step(run_id, REMOVED, "apply", step, status="completed", destructive=True)
+        journal.finish_run(run_id, "interrupted", "killed (test)")
+
+    second = rack.inventory("live-second.yml", without=(REMOVED,))
+    with CordonSampler(kube, REMOVED) as sampler:
+        code, done = rack.invoke("apply", "-i", str(second), "--state-dir", str(state), "--stages", OOB, "--yes")
+    assert code == 0, done
+    did = done["nodes"][REMOVED]["did"]
+    assert did.startswith("its Node was there again though the journal had it drained and deleted; drained"), did
+    assert sampler.cordoned and not kube.node_exists(REMOVED)
+    assert rack.rack.state(REMOVED)["power_state"] == "Off"
