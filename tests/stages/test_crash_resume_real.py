@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from bootstrap.journal.store import Journal
+from tests import timing
 from tests.cli.conftest import ROOT, inventory_on_rack, rackctl_env
 from tests.redfish import rf_lab
 
@@ -71,7 +73,15 @@ def test_sigkill_mid_bios_then_resume_creates_each_job_once(rack: Any, tmp_path:
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < limit, "the bios stage never started"
             time.sleep(0.05)
-        time.sleep(0.3)  # the fast node's step reaches the journal; the slow ones are mid-way
+
+        def fast_step_journalled() -> bool:  # the fast node's bios step is in the journal; the slow ones mid-way
+            assert proc.poll() is None, proc.communicate()
+            if not (state_dir / "journal.sqlite3").exists():
+                return False
+            with Journal(state_dir, readonly=True) as journal:
+                return any(s.stage == "bios" and s.status == "completed" for s in journal.steps(node=FAST))
+
+        timing.wait_for(fast_step_journalled, timeout=60, interval=0.05, what="the fast node's bios step journalled")
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=30)
     finally:
