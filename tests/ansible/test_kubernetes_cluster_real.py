@@ -26,7 +26,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -387,14 +387,9 @@ def _take_out(rack: Rack, control_plane: str) -> None:
     rack.ssh(control_plane, "kubeadm reset --force >/dev/null 2>&1")
 
 
-def test_rackctl_killed_during_a_control_plane_join_and_the_next_run_finishes_the_cluster(
-    formed: tuple[Rack, dict[str, NodeResult]], tmp_path: Path
-) -> None:
-    """SIGKILL of rackctl's whole process group (rackctl, ansible-playbook, ssh) once cp-03's join has added its
-    etcd member: the next run waits for a kubeadm still running there, reads what the join left, finishes or
-    undoes and redoes it, and the cluster ends whole: four Nodes, each control plane an etcd voter exactly once."""
-    rack, _ = formed
-    _take_out(rack, "cp-03")
+def _killed_run(rack: Rack, tmp_path: Path, reached: Callable[[], bool], what: str) -> None:
+    """The cluster side in a process of its own, its whole group (rackctl, ansible-playbook, ssh) SIGKILLed
+    as soon as ``reached`` says so (an event read from the nodes)."""
     spec = tmp_path / "spec.json"
     reports = {n: r.data for n, r in host_reports(rack).items()}
     spec.write_text(
@@ -403,7 +398,6 @@ def test_rackctl_killed_during_a_control_plane_join_and_the_next_run_finishes_th
              "reports": reports}
         )
     )  # fmt: skip
-    url = f"https://{rack.ctx.inventory.node('cp-03').address_on('management')}:2380"
     log = (tmp_path / "killed-run.log").open("w")
     child = subprocess.Popen(
         [sys.executable, "-m", "tests.ansible.cluster_side_process", str(spec)],
@@ -411,32 +405,88 @@ def test_rackctl_killed_during_a_control_plane_join_and_the_next_run_finishes_th
     )  # fmt: skip
     try:
 
-        def member_added() -> bool:
-            assert child.poll() is None, f"the run ended before cp-03's join reached etcd (rc {child.returncode})"
-            return any(url in m.get("peerURLs", []) for m in _etcd_members(rack))
+        def running_and_reached() -> bool:
+            assert child.poll() is None, f"the run ended before {what} (rc {child.returncode})"
+            return reached()
 
-        timing.wait_for(member_added, timeout=300, interval=0.5, what="cp-03's etcd member added by its join")
+        timing.wait_for(running_and_reached, timeout=300, interval=0.5, what=what)
     finally:
         os.killpg(child.pid, signal.SIGKILL)
         child.wait()
         log.close()
 
-    results, closed = cluster_side(rack.ctx, host_reports(rack))
-    assert closed is None
+
+def _whole(rack: Rack, results: dict[str, NodeResult]) -> None:
+    """The cluster after the run that followed a kill: every node ok, four Nodes, each control plane an etcd
+    voter exactly once (no learner), the API ready through the VIP, no resolved config (token) left."""
     assert {n: r.ok for n, r in results.items()} == dict.fromkeys(NODES, True), {
         n: r.message for n, r in results.items()
     }
-    # the killed join either finished on its own (kubeadm kept running on cp-03) or was undone and redone
-    said = results["cp-03"].message
-    assert said == "already joined" or said.startswith("joined as control plane"), said
     proc = rack.kubectl("get", "nodes", "-o", "json")
     listed = {n["metadata"]["name"]: n for n in json.loads(proc.stdout)["items"]}
     assert sorted(listed) == sorted(NODES)
-    assert "node-role.kubernetes.io/control-plane" in listed["cp-03"]["metadata"]["labels"]
+    for cp in CONTROL_PLANES:
+        assert "node-role.kubernetes.io/control-plane" in listed[cp]["metadata"]["labels"], cp
     members = _etcd_members(rack)
     assert sorted(str(m.get("name")) for m in members) == sorted(CONTROL_PLANES), members
     assert not [m for m in members if m.get("isLearner")], members
     assert rack.kubectl("get", "--raw", "/readyz").stdout.strip() == "ok"
+    for node in NODES:
+        assert rack.ssh(node, "ls /etc/kubernetes | grep -c rackctl-kubeadm- || true").strip() == "0", node
+
+
+def test_rackctl_killed_during_a_control_plane_join_and_the_next_run_finishes_the_cluster(
+    formed: tuple[Rack, dict[str, NodeResult]], tmp_path: Path
+) -> None:
+    """SIGKILL of rackctl's whole process group once cp-03's join has added its etcd member: the next run waits
+    for a kubeadm still running there, reads what the join left, finishes or undoes and redoes it, removes
+    the resolved configs the killed run left, and the cluster ends whole."""
+    rack, _ = formed
+    _take_out(rack, "cp-03")
+    url = f"https://{rack.ctx.inventory.node('cp-03').address_on('management')}:2380"
+    _killed_run(
+        rack,
+        tmp_path,
+        lambda: any(url in str(m.get("peerURLs")) for m in _etcd_members(rack)),
+        "cp-03's etcd member added by its join",
+    )
+    results, closed = cluster_side(rack.ctx, host_reports(rack))
+    assert closed is None
+    # the killed join either finished on its own (kubeadm kept running on cp-03) or was undone and redone
+    said = results["cp-03"].message
+    assert said == "already joined" or said.startswith("joined as control plane"), said
+    _whole(rack, results)
+
+
+#: a whole node's kubeadm state gone without asking etcd (the whole cluster is taken down at once)
+RESET_NODE = "kubeadm reset --force --skip-phases=remove-etcd-member >/dev/null 2>&1; rm -rf /var/lib/etcd"
+
+
+def test_rackctl_killed_during_init_and_the_next_run_forms_the_cluster(
+    formed: tuple[Rack, dict[str, NodeResult]], tmp_path: Path
+) -> None:
+    """The cluster taken down (every node reset, rackctl's kubeconfig removed), then rackctl's process group
+    SIGKILLed once kubeadm init on head-01 has written the API server's static pod (it waits for the control
+    plane then): the next run waits for a kubeadm still running there, reads what init left, and forms the
+    cluster: head-01 initialised (by the killed init, or reset and initialised again), the others joined."""
+    rack, _ = formed
+    for node in reversed(NODES):
+        rack.ssh(node, RESET_NODE)
+    (rack.ctx.state_dir / KUBECONFIG).unlink()
+    _killed_run(
+        rack,
+        tmp_path,
+        (rack.nodes["head-01"].root / "etc/kubernetes/manifests/kube-apiserver.yaml").exists,
+        "kubeadm init's API server static pod on head-01",
+    )
+    results, closed = cluster_side(rack.ctx, host_reports(rack))
+    assert closed is None
+    said = results["head-01"].message
+    assert said == "already joined" or said.startswith("initialised"), said
+    for node in ("cp-02", "cp-03"):
+        assert results[node].message.startswith("joined as control plane"), results[node].message
+    assert results["gpu-01"].message.startswith("joined as worker"), results["gpu-01"].message
+    _whole(rack, results)
 
 
 def test_with_the_first_control_plane_off_the_vip_moves_and_the_api_still_answers(
