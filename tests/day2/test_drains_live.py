@@ -48,6 +48,33 @@ def _joined(state: Path, nodes: list[str]) -> None:
                 journal.transition(name, to, "test setup: joined by the kubernetes stage (stand-in)")
 
 
+def _installed_and_joined(rack: Rack, kube: KubeObjects, tmp_path: Path) -> tuple[Path, tuple[str, ...]]:
+    """NODE installed by ``up`` through provision (the PXE double), journalled joined, the API server's
+    kubeconfig in the state directory; the state directory and the CLI's common arguments."""
+    inventory = rack.inventory("live-redeploy.yml")
+    state = tmp_path / "state"
+    common = ("-i", str(inventory), "--state-dir", str(state))
+    code, up = finish(
+        worker(rack, "up", "--limit", NODE, "--stages", "preflight,discover,bios,provision", *common, "--yes")
+    )
+    assert code == 0, up
+    _joined(state, [NODE])
+    kube.server.write_kubeconfig(state / "kubeconfig")
+    return state, common
+
+
+def _applied_and_joined(rack: Rack, kube: KubeObjects, tmp_path: Path) -> tuple[Path, Path]:
+    """Every node applied out of band, journalled joined, the API server's kubeconfig in the state directory;
+    the state directory and the base inventory."""
+    state = tmp_path / "state"
+    base = rack.inventory("live-base.yml")
+    code, data = rack.invoke("apply", "-i", str(base), "--state-dir", str(state), "--stages", OOB, "--yes")
+    assert code == 0, data
+    _joined(state, list(rack.specs))
+    kube.server.write_kubeconfig(state / "kubeconfig")
+    return state, base
+
+
 class CordonSampler(NodeSampler):
     """Samples one Node's ``spec.unschedulable`` every 50 ms until it is gone; remembers if it was seen cordoned."""
 
@@ -66,12 +93,7 @@ class CordonSampler(NodeSampler):
 def test_apply_cordons_drains_and_deletes_a_removed_worker_and_leaves_the_others_alone(
     rack: Rack, kube: KubeObjects, tmp_path: Path
 ) -> None:
-    state = tmp_path / "state"
-    base = rack.inventory("live-base.yml")
-    code, data = rack.invoke("apply", "-i", str(base), "--state-dir", str(state), "--stages", OOB, "--yes")
-    assert code == 0, data
-    _joined(state, list(rack.specs))
-    kube.server.write_kubeconfig(state / "kubeconfig")
+    state, base = _applied_and_joined(rack, kube, tmp_path)
     staying = [n for n in rack.specs if n not in (REMOVED, NEVER_REGISTERED)]
     for name in [*staying, REMOVED]:  # registered by their kubelets (the test does it); one never was
         kube.node(name, gpus=4 if name == REMOVED else 0)
@@ -110,15 +132,7 @@ def test_apply_cordons_drains_and_deletes_a_removed_worker_and_leaves_the_others
 def test_redeploy_drains_deletes_and_restores_a_workers_labels_once_its_node_is_back(
     rack: Rack, kube: KubeObjects, tmp_path: Path
 ) -> None:
-    inventory = rack.inventory("live-redeploy.yml")
-    state = tmp_path / "state"
-    common = ("-i", str(inventory), "--state-dir", str(state))
-    code, up = finish(
-        worker(rack, "up", "--limit", NODE, "--stages", "preflight,discover,bios,provision", *common, "--yes")
-    )
-    assert code == 0, up
-    _joined(state, [NODE])
-    kube.server.write_kubeconfig(state / "kubeconfig")
+    state, common = _installed_and_joined(rack, kube, tmp_path)
     kube.node(NODE, gpus=8, labels={**USER_LABELS, "node-role.kubernetes.io/worker": ""})
     ns = kube.namespace("redeploy")
     rs = kube.controller(ns, "ReplicaSet", "triton", {"app": "triton"})
@@ -163,15 +177,7 @@ def test_a_resumed_redeploy_deletes_a_node_that_is_back_though_the_journal_has_i
     """A redeploy killed after it drained and deleted the Node but before the reimage, whose Node is there again
     (the old kubelet, still running, registered it): what is read outranks the journal, so the resumed run drains
     and deletes it again before it marks the node for reinstall, and reinstalls it once."""
-    inventory = rack.inventory("live-redeploy.yml")
-    state = tmp_path / "state"
-    common = ("-i", str(inventory), "--state-dir", str(state))
-    code, up = finish(
-        worker(rack, "up", "--limit", NODE, "--stages", "preflight,discover,bios,provision", *common, "--yes")
-    )
-    assert code == 0, up
-    _joined(state, [NODE])
-    kube.server.write_kubeconfig(state / "kubeconfig")
+    state, common = _installed_and_joined(rack, kube, tmp_path)
     with Journal(state) as journal:  # what the killed run had recorded: its marker, drain and deletion done
         epoch = journal.status(NODE).epoch
         run_id = journal.begin_run(f"redeploy {NODE}")
@@ -179,10 +185,13 @@ def test_a_resumed_redeploy_deletes_a_node_that_is_back_though_the_journal_has_i
         for step in ("drain", "delete-node"):
             journal.record_step(run_id, NODE, "redeploy", f"{step}-{epoch}", status="completed", destructive=True)
         journal.finish_run(run_id, "interrupted", "killed (test)")
-    kube.node(NODE, gpus=8)  # registered again by its kubelet
+    kube.node(NODE, gpus=8)  # registered again by its kubelet, which runs a pod there again
+    ns = kube.namespace("redeploy")
+    rs = kube.controller(ns, "ReplicaSet", "triton", {"app": "triton"})
+    kube.pod(ns, "triton-0", NODE, labels={"app": "triton"}, owner=rs)
     start = len(rack.rack.request_log(NODE))
 
-    with PodFinaliser(kube, [NODE]), CordonSampler(kube, NODE) as sampler:
+    with PodFinaliser(kube, [NODE]) as kubelet, CordonSampler(kube, NODE) as sampler:
         code, resumed = finish(worker(rack, "redeploy", NODE, "--until", "os-check", *common, "--yes"))
     assert code == 4, resumed
     assert resumed["plan"]["resuming"] is True
@@ -193,7 +202,7 @@ def test_a_resumed_redeploy_deletes_a_node_that_is_back_though_the_journal_has_i
         f"delete-node ({again})",
         "marked for reinstall (new epoch)",
     ], resumed["did"]
-    assert sampler.cordoned and not kube.node_exists(NODE)
+    assert sampler.cordoned and kubelet.finalised == [f"{ns}/triton-0"] and not kube.node_exists(NODE)
     assert pxe_boots(rack, start) == 1
 
 
@@ -203,14 +212,12 @@ def test_a_resumed_apply_drains_and_deletes_a_node_that_is_back_though_the_journ
     """An apply killed after it drained and deleted a removed worker's Node but before the power-off, whose Node
     is there again (its kubelet, still running, registered it): the next apply reads the Node, drains and
     deletes it again though the journal has both done, then powers the node off."""
-    state = tmp_path / "state"
-    base = rack.inventory("live-base.yml")
-    code, data = rack.invoke("apply", "-i", str(base), "--state-dir", str(state), "--stages", OOB, "--yes")
-    assert code == 0, data
-    _joined(state, list(rack.specs))
-    kube.server.write_kubeconfig(state / "kubeconfig")
+    state, base = _applied_and_joined(rack, kube, tmp_path)
     for name in rack.specs:
         kube.node(name)
+    ns = kube.namespace("apply")
+    rs = kube.controller(ns, "ReplicaSet", "triton", {"app": "triton"})
+    kube.pod(ns, "triton-0", REMOVED, labels={"app": "triton"}, owner=rs)  # its kubelet runs it again
     code, powered = rack.invoke("power", "on", "--limit", REMOVED, "-i", str(base), "--state-dir", str(state))
     assert code == 0, powered
     with Journal(state) as journal:  # what the killed apply had recorded before its power-off
@@ -220,10 +227,10 @@ def test_a_resumed_apply_drains_and_deletes_a_node_that_is_back_though_the_journ
         journal.finish_run(run_id, "interrupted", "killed (test)")
 
     second = rack.inventory("live-second.yml", without=(REMOVED,))
-    with CordonSampler(kube, REMOVED) as sampler:
+    with PodFinaliser(kube, [REMOVED]) as kubelet, CordonSampler(kube, REMOVED) as sampler:
         code, done = rack.invoke("apply", "-i", str(second), "--state-dir", str(state), "--stages", OOB, "--yes")
     assert code == 0, done
     did = done["nodes"][REMOVED]["did"]
     assert did.startswith("its Node was there again though the journal had it drained and deleted; drained"), did
-    assert sampler.cordoned and not kube.node_exists(REMOVED)
+    assert sampler.cordoned and kubelet.finalised == [f"{ns}/triton-0"] and not kube.node_exists(REMOVED)
     assert rack.rack.state(REMOVED)["power_state"] == "Off"
