@@ -55,6 +55,14 @@ WORKERS = ["gpu-01", "gpu-02"]
 #: a harmless argument the installed lab's image boots with: proof that ``--kernel-arg`` reaches the boot
 IMAGE_KERNEL_ARGS = ("rackctl.lab=installed",)
 REPO = Path(__file__).resolve().parents[1]
+#: TEST-ONLY change to the installed nodes: Debian's own periodic apt timers (apt-daily, apt-daily-upgrade)
+#: fire at random times of the day (06:00 and 18:00 plus up to 12 h; 06:00 plus up to 1 h) and, once role
+#: baseline has turned unattended upgrades on, upgrade from the head node's mirror while holding dpkg's lock
+#: for a minute or more. The session's tests run dpkg on these nodes themselves, so the timers are masked
+#: for the session: what ran is then the same at any time of day. The product's own apt and dpkg steps
+#: wait for that lock (`<role>_apt_lock_timeout_s`), proven with a held lock in
+#: tests/inband/test_network_stage_lab.py; a redeployed node boots a fresh image with the timers on.
+QUIET_APT_TIMERS = "systemctl mask --now apt-daily.timer apt-daily-upgrade.timer"
 
 
 @dataclass
@@ -174,10 +182,13 @@ def _install(folder: Path) -> InstalledLab:
         for host in WORKERS:
             for to in (NodeState.DISCOVERED, NodeState.CONFIGURED, NodeState.PROVISIONING, NodeState.PROVISIONED):
                 journal.transition(host, to, "installed by the installed_lab fixture")
-    return InstalledLab(
+    lab = InstalledLab(
         inventory_path, inventory, state_dir, lab_dir, environment, list(WORKERS), timings, runs=runs, logs=logs,
         image_phases=image_phases,
     )  # fmt: skip
+    for host in WORKERS:
+        lab.ssh(host, QUIET_APT_TIMERS)
+    return lab
 
 
 FIXTURES = frozenset({"installed_lab", "served_lab", "first_run"})
@@ -256,6 +267,63 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.vm)
     items[:] = last_the_lab_modules(items)
     one_worker_for_the_lab(config, items)
+
+
+def lab_state_report(lab: InstalledLab, *, tail: int = 3000) -> str:
+    """What the lab's machines were doing, for a failing test's output: each domain's libvirt state, the
+    namespace's neighbour table (a VM that no longer answers ARP shows FAILED) and the end of each
+    VM's serial console (a kernel that hung or panicked says so there). Never raises."""
+    from rackctl_lab.vms import LabVms, connect
+
+    lines: list[str] = []
+    state = LabVms(lab.lab_dir).state()
+    try:
+        conn = connect()
+        try:
+            for spec in state.vms if state else []:
+                dom = conn.lookupByName(spec.domain)
+                lines.append(f"domain {spec.domain}: libvirt state {dom.state()} (1 running, 3 paused, 5 off)")
+        finally:
+            conn.close()
+    except Exception as exc:  # a report of what could be read
+        lines.append(f"libvirt: {exc}")
+    if state:
+        neigh = subprocess.run(
+            ["ip", "netns", "exec", state.netns, "ip", "neigh"], capture_output=True, text=True, check=False
+        )
+        lines.append(f"ip neigh in {state.netns}:\n{neigh.stdout or neigh.stderr}")
+    for log in sorted((lab.lab_dir / "vms").glob("*.serial.log")):
+        lines.append(f"===== {log.name} (last {tail} characters)\n{log.read_text(errors='replace')[-tail:]}")
+    return "\n".join(lines)
+
+
+#: a failing test on the installed lab gets the lab's state once per session (the first failure)
+_REPORTED: list[str] = []
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """The first failing test of the installed lab carries :func:`lab_state_report` in its output."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if not report.failed or _REPORTED or not uses_installed_lab(item):
+        return
+    funcargs = getattr(item, "funcargs", {})
+    lab = funcargs.get("installed_lab") or getattr(funcargs.get("served_lab"), "lab", None)
+    if isinstance(lab, InstalledLab):
+        _REPORTED.append(item.nodeid)
+        report.sections.append(("the installed lab's machines", lab_state_report(lab)))
+
+
+def failed_nodes(outcome: Any) -> str:
+    """A failed run's per-node messages, one line each (what pytest would cut out of the outcome's repr)."""
+    lines = [
+        f"stage {stage.name} on {node}: {result.get('status')}: {result.get('message', '')}"
+        for stage in outcome.stages
+        for node, result in stage.nodes.items()
+        if result.get("status") != "completed"
+    ]
+    return "\n".join([outcome.message, *lines])
 
 
 def _serials(lab_dir: Path) -> str:

@@ -31,7 +31,7 @@ from bootstrap.journal.store import Journal
 from bootstrap.stages.base import RunOptions, StageContext, StageResult, get_stage
 from bootstrap.stages.playbook import runs_dir
 from bootstrap.stages.runner import EXIT_NOT_APPLIED, Runner, select
-from tests.installed_lab import InstalledLab, ServedLab
+from tests.installed_lab import InstalledLab, ServedLab, failed_nodes
 from tests.timing import VM_PLAYBOOK_S, seconds
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -40,7 +40,7 @@ pytestmark = [pytest.mark.lab, pytest.mark.slow]
 def test_the_stage_succeeds_on_every_node_and_the_journal_says_so(served_lab: ServedLab, first_run) -> None:
     lab = served_lab.lab
     stage = first_run.stages[0]
-    assert first_run.ok, first_run.as_dict()
+    assert first_run.ok, failed_nodes(first_run)
     assert stage.name == "network" and stage.status == "completed"
     with Journal(lab.state_dir, readonly=True) as journal:
         for node in lab.nodes:
@@ -263,6 +263,25 @@ build kubelet {older} /tmp/standin
 """
     + FLAT_REPO_INDEX
 )
+#: holds dpkg's frontend lock the way another apt run does (an fcntl lock on lock-frontend) until an apt-get
+#: that waits for it appears (the product's apt steps pass DPkg::Lock::Timeout), then 5 s more; prints when
+#: it saw it (0: never, within 600 s) and when it let go. The SSH command returns once the lock is held.
+HOLD_DPKG_LOCK = r"""rm -f /run/rackctl-test-lock.*
+nohup python3 - > /run/rackctl-test-lock.log 2>&1 <<'PY' &
+import fcntl, os, subprocess, time
+fd = os.open("/var/lib/dpkg/lock-frontend", os.O_RDWR | os.O_CREAT, 0o640)
+fcntl.lockf(fd, fcntl.LOCK_EX)
+open("/run/rackctl-test-lock.held", "w").close()
+seen, deadline = 0.0, time.time() + 600
+while not seen and time.time() < deadline:
+    if subprocess.run(["pgrep", "-f", "apt-get .*Lock::Timeout"], capture_output=True).returncode == 0:
+        seen = time.time()
+        time.sleep(5)
+    else:
+        time.sleep(0.5)
+print(seen, time.time(), flush=True)
+PY
+while [ ! -f /run/rackctl-test-lock.held ]; do sleep 0.2; done"""
 STANDIN_CLEANUP = (
     "apt-mark unhold kubeadm kubelet kubectl >/dev/null 2>&1; dpkg --purge kubeadm kubelet kubectl >/dev/null 2>&1; "
     f"rm -rf {STANDIN_REPO} {STANDIN_SOURCES} /tmp/standin /etc/rackctl/kubeadm.yaml; "
@@ -300,10 +319,17 @@ def test_after_it_the_kubernetes_stage_pins_and_holds_the_packages_where_the_sou
                 repo=STANDIN_REPO, version=f"{version}-1.1", older=older, sources=STANDIN_SOURCES
             )
             lab.ssh(node, build, timeout=180)
+        # the first node's dpkg is locked as the node's own unattended upgrades lock it: the install waits
+        locked = lab.nodes[0]
+        lab.ssh(locked, HOLD_DPKG_LOCK)
         start = time.monotonic()
         outcome = Runner(lab.inventory, lab.state_dir, selection, options=RunOptions(environment=lab.environment)).run()
         served_lab.timings["kubernetes_install_s"] = time.monotonic() - start
         assert outcome.exit_code == EXIT_NOT_APPLIED, outcome.as_dict()  # init/join are not built
+        seen, released = map(float, lab.ssh(locked, "cat /run/rackctl-test-lock.log").stdout.split())
+        assert seen, "the kubernetes_packages role's apt-get never waited for the held lock"
+        unpacked = float(lab.ssh(locked, "stat -c %Y /var/lib/dpkg/info/kubeadm.list").stdout)
+        assert unpacked >= int(released), (seen, released, unpacked)  # installed once the lock was let go
         with Journal(lab.state_dir, readonly=True) as journal:
             for node in lab.nodes:
                 result = outcome.stages[0].nodes[node]

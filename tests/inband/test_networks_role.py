@@ -26,6 +26,7 @@ import yaml
 from bootstrap.ansible_driver import PlaybookResult, run_playbook
 from bootstrap.inband.render import write_ansible_inventory
 from tests.inband.debs import preinstall
+from tests.installed_lab import failed_nodes
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -65,7 +66,7 @@ def _addresses(link: dict) -> list[str]:
 
 def test_the_networks_are_as_the_inventory_says_and_a_wrong_address_rolls_back(installed_lab, first_run) -> None:
     lab = installed_lab
-    assert first_run.ok and first_run.stages[0].status == "completed", first_run.as_dict()
+    assert first_run.ok and first_run.stages[0].status == "completed", failed_nodes(first_run)
     started = time.monotonic()
     for host in lab.nodes:
         preinstall(lab, host, ["iputils-ping"])  # the jumbo ping below (not in the minimal image)
