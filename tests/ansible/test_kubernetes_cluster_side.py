@@ -604,52 +604,34 @@ def _member_of(state: dict[str, Any], node: str) -> dict[str, Any]:
     return next(m for m in state["members"] if m["name"] == node)
 
 
-def test_half_done_joins_are_undone_and_joined_again(rack: Rack) -> None:
-    """What a join that stopped in each of kubeadm's phases leaves, found from the node and the cluster (not
-    from kubelet.conf alone, which kubelet-start writes early): a worker whose Node never registered, a control
-    plane whose etcd member is still an unstarted learner, one whose Node lacks the control-plane label. Each
-    is undone (member removed on head-01, Node deleted, kubeadm reset) and joined again; head-01 is left alone."""
+def test_a_join_stopped_with_its_etcd_member_an_unstarted_learner_is_undone_and_joined_again(rack: Rack) -> None:
+    """A control plane whose join stopped in its etcd phase: its member added as a learner that never started
+    (no name yet, only its peer URL), its Node there. Undone (the member removed on head-01 by its URL, the
+    Node deleted, kubeadm reset) and joined again; the others are left alone. The other half-done joins (a
+    control plane without its label, a worker without its Node) are proven with the real kubeadm in
+    tests/ansible/test_kubernetes_cluster_real.py; a learner that never starts cannot be made there."""
     first, _ = cluster_side(rack.ctx, host_reports(rack))
     assert all(r.ok for r in first.values()), first
     built = len(rack.recorded())
-
-    def stopped_half_way(state: dict[str, Any]) -> None:
-        del state["nodes"]["gpu-01"]  # kubelet-start wrote kubelet.conf; the Node never registered
-        _member_of(state, "cp-02").update(name="", isLearner=True)  # added as a learner, never started
-        state["nodes"]["cp-03"]["metadata"]["labels"] = {}  # mark-control-plane never ran
-
     members = {
         m["name"]: f"{m['ID']:x}"
         for m in json.loads((rack.calls.parent / "standin-cluster.json").read_text())["members"]
     }
-    _edit_cluster(rack, stopped_half_way)
+    _edit_cluster(rack, lambda state: _member_of(state, "cp-02").update(name="", isLearner=True))
     results, closed = cluster_side(rack.ctx, host_reports(rack))
     assert closed is None
-    assert results["head-01"].message == "already joined"
-    assert results["gpu-01"].message == (
-        "joined as worker after kubeadm reset of a half-done join (kubelet.conf without a Node in the cluster: join "
-        "stopped in its kubelet-start phase)"
+    assert {n: results[n].message for n in ("head-01", "cp-03", "gpu-01")} == dict.fromkeys(
+        ("head-01", "cp-03", "gpu-01"), "already joined"
     )
     assert results["cp-02"].message.startswith(
         "joined as control plane after kubeadm reset of a half-done join (etcd has no started voting member at "
         f"https://10.200.1.12:2380: join stopped in its etcd phase; etcd member {members['cp-02']} removed first) "
     ), results["cp-02"].message
-    assert results["cp-03"].message.startswith(
-        "joined as control plane after kubeadm reset of a half-done join (the Node has no control-plane label: "
-        f"join stopped before its mark-control-plane phase; etcd member {members['cp-03']} removed first) "
-    ), results["cp-03"].message
     steps = rack.steps(built)
-    for node in ("cp-02", "cp-03", "gpu-01"):
-        assert steps.index((node, "kubeadm", "reset")) < steps.index((node, "kubeadm", "join")), steps
+    assert steps.index(("cp-02", "kubeadm", "reset")) < steps.index(("cp-02", "kubeadm", "join")), steps
     undone = [s for _, _, s in steps if s.startswith(("member remove", "delete node"))]
-    # gpu-01 had no Node to delete, nor a member
-    assert undone == [
-        f"member remove {members['cp-02']}",
-        "delete node cp-02",
-        f"member remove {members['cp-03']}",
-        "delete node cp-03",
-    ], steps
-    # the cluster ends with each node's Node (labelled as it should be) and one started member per control plane
+    assert undone == [f"member remove {members['cp-02']}", "delete node cp-02"], steps
+    # the cluster ends with one started member per control plane
     state = json.loads((rack.calls.parent / "standin-cluster.json").read_text())
     assert sorted(state["nodes"]) == sorted(NODES)
     assert sorted(m["name"] for m in state["members"] if not m.get("isLearner")) == ["cp-02", "cp-03", "head-01"]
