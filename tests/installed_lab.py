@@ -272,7 +272,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def lab_state_report(lab: InstalledLab, *, tail: int = 3000) -> str:
     """What the lab's machines were doing, for a failing test's output: each domain's libvirt state, the
     namespace's neighbour table (a VM that no longer answers ARP shows FAILED) and the end of each
-    VM's serial console (a kernel that hung or panicked says so there). Never raises."""
+    VM's serial console (a kernel that hung or panicked says so there)."""
     from rackctl_lab.vms import LabVms, connect
 
     lines: list[str] = []
@@ -312,7 +312,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     lab = funcargs.get("installed_lab") or getattr(funcargs.get("served_lab"), "lab", None)
     if isinstance(lab, InstalledLab):
         _REPORTED.append(item.nodeid)
-        report.sections.append(("the installed lab's machines", lab_state_report(lab)))
+        try:
+            text = lab_state_report(lab)
+        except Exception as exc:  # the test's own failure must still be reported
+            text = f"the lab's state could not be read: {exc!r}"
+        report.sections.append(("the installed lab's machines", text))
 
 
 def failed_nodes(outcome: Any) -> str:

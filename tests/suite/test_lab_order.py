@@ -78,3 +78,34 @@ def test_under_xdist_one_worker_runs_every_lab_module_in_order_and_the_rest_go_b
     assert len(lab) == 9 and len({worker for worker, _ in lab}) == 1, rows  # one worker ran all of them
     assert [test for _, test in lab] == sorted(test for _, test in lab), rows  # in collection order
     assert {worker for worker, _, _ in rows} == {"gw0", "gw1"}, rows  # the rest went beside it
+
+
+INNER_CONFTEST = """
+import pytest
+from tests.installed_lab import InstalledLab
+
+@pytest.fixture(scope="session")
+def installed_lab(tmp_path_factory):
+    lab_dir = tmp_path_factory.mktemp("lab")
+    (lab_dir / "vms").mkdir()
+    (lab_dir / "vms" / "gpu-01.serial.log").write_text("boot\\nINNER-PANIC-MARKER: kernel stopped\\n")
+    return InstalledLab(None, None, None, lab_dir, None, ["gpu-01"])
+"""
+INNER_TESTS = """
+def test_one_fails(installed_lab):
+    assert False, "first"
+
+def test_two_fails(installed_lab):
+    assert False, "second"
+"""
+
+
+def test_the_first_failing_test_on_the_installed_lab_carries_the_lab_machines_state_once(tmp_path: Path) -> None:
+    """A failure on the shared lab shows the VMs' consoles (what a lost node looked like), once per session."""
+    (tmp_path / "conftest.py").write_text(INNER_CONFTEST)
+    (tmp_path / "test_on_lab.py").write_text(INNER_TESTS)
+    proc = run_pytest(tmp_path, "-p", "tests.installed_lab", "-p", "no:cacheprovider", "test_on_lab.py", returncode=1)
+    out = proc.stdout
+    assert "2 failed" in out, out[-3000:]
+    assert out.count("the installed lab's machines") == 1, out[-3000:]
+    assert "INNER-PANIC-MARKER: kernel stopped" in out and "gpu-01.serial.log" in out, out[-3000:]
