@@ -379,6 +379,32 @@ def test_half_done_joins_of_a_control_plane_and_a_worker_are_undone_and_joined_a
     assert old_member not in [m["ID"] for m in members]
 
 
+def test_a_control_plane_reset_by_hand_with_its_node_and_member_left_is_rejoined_once(
+    formed: tuple[Rack, dict[str, NodeResult]],
+) -> None:
+    """cp-03 as a reinstalled node looks to the cluster: `kubeadm reset` on it without asking etcd (no
+    kubelet.conf, no etcd data), its Node and its etcd member still in the cluster. The next run removes the
+    member on head-01 and the Node, resets and joins cp-03 again: one member of cp-03, a new Node."""
+    rack, _ = formed
+    old_uid = rack.kubectl("get", "node", "cp-03", "-o", "jsonpath={.metadata.uid}").stdout
+    old_member = next(m["ID"] for m in _etcd_members(rack) if m["name"] == "cp-03")
+    url = f"https://{rack.ctx.inventory.node('cp-03').address_on('management')}:2380"
+    rack.ssh("cp-03", RESET_NODE)
+    results, closed = cluster_side(rack.ctx, host_reports(rack))
+    assert closed is None
+    assert results["cp-03"].message.startswith(
+        "joined as control plane after kubeadm reset of a half-done join (the cluster still has a Node of that "
+        f"name and an etcd member at {url} but cp-03 has no kubelet.conf: reinstalled, or reset "
+        f"by hand; etcd member {int(str(old_member)):x} removed first) (etcd snapshot "
+    ), results["cp-03"].message
+    assert {n: results[n].message for n in ("head-01", "cp-02", "gpu-01")} == dict.fromkeys(
+        ("head-01", "cp-02", "gpu-01"), "already joined"
+    )
+    assert rack.kubectl("get", "node", "cp-03", "-o", "jsonpath={.metadata.uid}").stdout not in ("", old_uid)
+    assert old_member not in [m["ID"] for m in _etcd_members(rack)]
+    _whole(rack, results)
+
+
 def _take_out(rack: Rack, control_plane: str) -> None:
     """A control plane out of the cluster by hand, as an operator would before rejoining it: its Node deleted
     while the cluster is whole, then its etcd member removed on head-01, then kubeadm reset on the node. (In
