@@ -225,6 +225,14 @@ def host_reports(rack: Rack) -> dict[str, NodeResult]:
     return results
 
 
+def run_cluster_side(rack: Rack) -> dict[str, NodeResult]:
+    """One run of the cluster side with the host side's (stand-in) report; every node's result (the stage's
+    gate must have opened)."""
+    results, closed = cluster_side(rack.ctx, host_reports(rack))
+    assert closed is None
+    return results
+
+
 #: what an init that died after kubeadm's kubeconfig phase leaves: the PKI and admin.conf, no control plane
 #: (the real kubeadm's own phases, with the node's config, placeholders filled in a temp file)
 HALF_DONE_INIT = (
@@ -240,8 +248,7 @@ def formed(rack: Rack) -> tuple[Rack, dict[str, NodeResult]]:
     """The cluster formed by the cluster side, on a first control plane where an earlier init stopped half-way."""
     left = rack.ssh("head-01", HALF_DONE_INIT).split()
     assert "admin.conf" in left and "manifests" not in left, left
-    results, closed = cluster_side(rack.ctx, host_reports(rack))
-    assert closed is None
+    results = run_cluster_side(rack)
     return rack, results
 
 
@@ -308,8 +315,7 @@ def test_a_second_run_joins_nothing_again(formed: tuple[Rack, dict[str, NodeResu
     rack, _ = formed
     before = rack.kubectl("get", "nodes", "-o", "jsonpath={.items[*].metadata.uid}").stdout.split()
     snapshots = rack.ssh("head-01", "ls /var/lib/rackctl/etcd-snapshots").split()
-    results, closed = cluster_side(rack.ctx, host_reports(rack))
-    assert closed is None
+    results = run_cluster_side(rack)
     assert {n: (r.ok, r.message) for n, r in results.items()} == dict.fromkeys(NODES, (True, "already joined"))
     # the same four Node objects, and no control plane joined again (no snapshot taken before a join)
     assert rack.kubectl("get", "nodes", "-o", "jsonpath={.items[*].metadata.uid}").stdout.split() == before
@@ -350,8 +356,7 @@ def test_half_done_joins_of_a_control_plane_and_a_worker_are_undone_and_joined_a
     rack.ssh("gpu-01", "systemctl stop kubelet")
     assert rack.kubectl("delete", "node", "gpu-01").returncode == 0
 
-    results, closed = cluster_side(rack.ctx, host_reports(rack))
-    assert closed is None
+    results = run_cluster_side(rack)
     assert {n: results[n].message for n in ("head-01", "cp-02")} == dict.fromkeys(
         ("head-01", "cp-02"), "already joined"
     )
@@ -390,8 +395,7 @@ def test_a_control_plane_reset_by_hand_with_its_node_and_member_left_is_rejoined
     old_member = next(m["ID"] for m in _etcd_members(rack) if m["name"] == "cp-03")
     url = f"https://{rack.ctx.inventory.node('cp-03').address_on('management')}:2380"
     rack.ssh("cp-03", RESET_NODE)
-    results, closed = cluster_side(rack.ctx, host_reports(rack))
-    assert closed is None
+    results = run_cluster_side(rack)
     assert results["cp-03"].message.startswith(
         "joined as control plane after kubeadm reset of a half-done join (the cluster still has a Node of that "
         f"name and an etcd member at {url} but cp-03 has no kubelet.conf: reinstalled, or reset "
@@ -479,8 +483,7 @@ def test_rackctl_killed_during_a_control_plane_join_and_the_next_run_finishes_th
         lambda: any(url in str(m.get("peerURLs")) for m in _etcd_members(rack)),
         "cp-03's etcd member added by its join",
     )
-    results, closed = cluster_side(rack.ctx, host_reports(rack))
-    assert closed is None
+    results = run_cluster_side(rack)
     # the killed join either finished on its own (kubeadm kept running on cp-03) or was undone and redone
     said = results["cp-03"].message
     assert said == "already joined" or said.startswith("joined as control plane"), said
@@ -503,8 +506,7 @@ def test_rackctl_killed_during_a_worker_join_and_the_next_run_finishes_the_clust
         (rack.nodes["gpu-01"].root / "etc/kubernetes/kubelet.conf").exists,
         "gpu-01's kubelet.conf written by its join",
     )
-    results, closed = cluster_side(rack.ctx, host_reports(rack))
-    assert closed is None
+    results = run_cluster_side(rack)
     said = results["gpu-01"].message
     assert said == "already joined" or said.startswith("joined as worker"), said
     assert {n: results[n].message for n in CONTROL_PLANES} == dict.fromkeys(CONTROL_PLANES, "already joined")
@@ -532,8 +534,7 @@ def test_rackctl_killed_during_init_and_the_next_run_forms_the_cluster(
         (rack.nodes["head-01"].root / "etc/kubernetes/manifests/kube-apiserver.yaml").exists,
         "kubeadm init's API server static pod on head-01",
     )
-    results, closed = cluster_side(rack.ctx, host_reports(rack))
-    assert closed is None
+    results = run_cluster_side(rack)
     said = results["head-01"].message
     assert said == "already joined" or said.startswith("initialised"), said
     for node in ("cp-02", "cp-03"):

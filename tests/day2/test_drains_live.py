@@ -22,7 +22,7 @@ import pytest
 from bootstrap.journal.states import NodeState
 from bootstrap.journal.store import Journal
 from tests.day2.conftest import Rack
-from tests.day2.test_redeploy_on_rack import finish, pxe_boots, worker
+from tests.day2.test_redeploy_on_rack import finish, installed, pxe_boots, worker
 from tests.kube_objects import KubeObjects, NodeSampler, PodFinaliser
 
 pytestmark = [
@@ -51,13 +51,7 @@ def _joined(state: Path, nodes: list[str]) -> None:
 def _installed_and_joined(rack: Rack, kube: KubeObjects, tmp_path: Path) -> tuple[Path, tuple[str, ...]]:
     """NODE installed by ``up`` through provision (the PXE double), journalled joined, the API server's
     kubeconfig in the state directory; the state directory and the CLI's common arguments."""
-    inventory = rack.inventory("live-redeploy.yml")
-    state = tmp_path / "state"
-    common = ("-i", str(inventory), "--state-dir", str(state))
-    code, up = finish(
-        worker(rack, "up", "--limit", NODE, "--stages", "preflight,discover,bios,provision", *common, "--yes")
-    )
-    assert code == 0, up
+    state, common = installed(rack, "live-redeploy.yml", tmp_path)
     _joined(state, [NODE])
     kube.server.write_kubeconfig(state / "kubeconfig")
     return state, common

@@ -59,15 +59,21 @@ def reimages(state: Path) -> int:
         return sum(1 for t in journal.history(NODE) if t.to_state.value == "provisioning" and "redeploy" in t.cause)
 
 
-def test_a_killed_redeploy_resumes_without_reinstalling_twice(rack: Rack, tmp_path: Path) -> None:
-    inventory = rack.inventory("redeploy.yml")
+def installed(rack: Rack, inventory_name: str, tmp_path: Path) -> tuple[Path, tuple[str, ...]]:
+    """NODE installed by ``up`` through provision (the PXE double) with the rack's inventory ``inventory_name``;
+    the state directory and the CLI's common arguments."""
     state = tmp_path / "state"
-    common = ("-i", str(inventory), "--state-dir", str(state))
+    common = ("-i", str(rack.inventory(inventory_name)), "--state-dir", str(state))
     code, up = finish(
         worker(rack, "up", "--limit", NODE, "--stages", "preflight,discover,bios,provision", *common, "--yes")
     )
     assert code == 0, up
     assert up["nodes"] == {NODE: "provisioned"}
+    return state, common
+
+
+def test_a_killed_redeploy_resumes_without_reinstalling_twice(rack: Rack, tmp_path: Path) -> None:
+    state, common = installed(rack, "redeploy.yml", tmp_path)
 
     start = len(rack.rack.request_log(NODE))
     ready = tmp_path / "frozen.pid"
