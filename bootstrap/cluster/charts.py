@@ -1,4 +1,4 @@
-"""Helm releases and their values: CNI (Calico or Cilium), local-path-provisioner, kube-prometheus-stack.
+"""Helm releases and their values: CNI (Calico, Cilium or Flannel), local-path-provisioner, kube-prometheus-stack.
 
 Values follow each pinned chart's ``values.yaml``; the GPU operator's are in
 :mod:`bootstrap.cluster.gpu_operator`. Install order matters: CNI, storage, monitoring (its CRDs, so the
@@ -100,9 +100,30 @@ def cilium(inv: Inventory) -> Release:
     )
 
 
+def flannel(inv: Inventory) -> Release:
+    """Flannel with VXLAN on the pod CIDR, each node's subnet from its Node's podCIDR (``--kube-subnet-mgr``),
+    the interface the one that reaches the API VIP (the management network); kube-proxy kept."""
+    k8s = inv.networks.kubernetes
+    return Release(
+        name="flannel",
+        repo="https://flannel-io.github.io/flannel/",
+        chart="flannel",
+        version=inv.kubernetes.charts.flannel,
+        namespace="kube-flannel",
+        values={
+            "podCidr": str(k8s.pod_cidr),
+            "flannel": {
+                "args": ["--ip-masq", "--kube-subnet-mgr", f"--iface-can-reach={k8s.api_vip}"],
+                "backend": "vxlan",
+            },
+        },
+        sources=("networks.kubernetes.pod_cidr", "networks.kubernetes.api_vip", "kubernetes.charts.flannel"),
+    )
+
+
 def cni(inv: Inventory) -> Release:
     """The CNI release the inventory chose (``kubernetes.cni``)."""
-    return calico(inv) if inv.kubernetes.cni == "calico" else cilium(inv)
+    return {"calico": calico, "cilium": cilium, "flannel": flannel}[inv.kubernetes.cni](inv)
 
 
 def local_path(inv: Inventory) -> Release:

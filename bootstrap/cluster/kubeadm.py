@@ -109,6 +109,7 @@ def kubelet_configuration(inv: Inventory) -> dict[str, Any]:
 
 
 def kube_proxy_configuration(inv: Inventory) -> dict[str, Any]:
+    """KubeProxyConfiguration: the inventory's mode and pod CIDR, then its ``kubernetes.kube_proxy`` fields."""
     mode = inv.kubernetes.kube_proxy_mode
     config: dict[str, Any] = {
         "apiVersion": KUBE_PROXY_API,
@@ -118,7 +119,7 @@ def kube_proxy_configuration(inv: Inventory) -> dict[str, Any]:
     }
     if mode == "ipvs":
         config["ipvs"] = {"strictARP": True}  # kube-vip / MetalLB ARP needs strict ARP under IPVS
-    return config
+    return config | dict(inv.kubernetes.kube_proxy)
 
 
 def _timeouts(api: str, **timeouts: str) -> dict[str, Any]:

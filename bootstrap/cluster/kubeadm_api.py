@@ -336,12 +336,22 @@ class KubeProxyIPVS(Api):
     strict_arp: bool | None = Field(default=None, alias="strictARP")
 
 
+class KubeProxyConntrack(Api):
+    """``conntrack``: 0 leaves the kernel's table size alone (a node in a container cannot set it)."""
+
+    max_per_core: int | None = Field(default=None, alias="maxPerCore", ge=0)
+    min: int | None = Field(default=None, ge=0)
+    tcp_established_timeout: Duration | None = Field(default=None, alias="tcpEstablishedTimeout")
+    tcp_close_wait_timeout: Duration | None = Field(default=None, alias="tcpCloseWaitTimeout")
+
+
 class KubeProxyConfiguration(Api):
     api_version: Literal["kubeproxy.config.k8s.io/v1alpha1"] = Field(alias="apiVersion")
     kind: Literal["KubeProxyConfiguration"]
     mode: Literal["iptables", "ipvs", "nftables"]
     cluster_cidr: str = Field(alias="clusterCIDR")
     ipvs: KubeProxyIPVS | None = None
+    conntrack: KubeProxyConntrack | None = None
 
 
 #: (apiVersion, kind) -> model.

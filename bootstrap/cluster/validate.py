@@ -78,6 +78,8 @@ def _inventory_field(inv: Inventory, doc: dict[str, Any], loc: str, node: str | 
     if doc.get("kind") == "KubeletConfiguration":
         top = loc.split(".", 1)[0]
         return f"kubernetes.kubelet.{top}" if top in inv.kubernetes.kubelet else "(rackctl's kubelet defaults)"
+    if doc.get("kind") == "KubeProxyConfiguration" and loc.split(".", 1)[0] in inv.kubernetes.kube_proxy:
+        return f"kubernetes.kube_proxy.{loc.split('.', 1)[0]}"
     for prefix in sorted(KUBEADM_SOURCES, key=len, reverse=True):
         if loc == prefix or loc.startswith(prefix + "."):
             return KUBEADM_SOURCES[prefix].format(node=node_path)
@@ -151,6 +153,8 @@ def _fix_for(source: str, api: str) -> str:
         return BUG_FIX
     if source.startswith("kubernetes.kubelet"):
         return f"use a {KUBELET_API} KubeletConfiguration field name and value (camelCase, see its reference)"
+    if source.startswith("kubernetes.kube_proxy."):
+        return f"use a {api} KubeProxyConfiguration field name and value (camelCase, see its reference)"
     return f"correct {source} (checked against {api})"
 
 

@@ -34,10 +34,11 @@ class ChartPins(_Strict):
 
     tigera_operator: str = Field(default="v3.30.3", description="Calico's tigera-operator chart.")
     cilium: str = Field(default="1.18.3", description="Cilium chart (when cni: cilium).")
+    flannel: str = Field(default="v0.28.10", description="Flannel chart (when cni: flannel).")
     local_path_provisioner: str = Field(default="0.0.32", description="Rancher local-path-provisioner chart.")
     kube_prometheus_stack: str = Field(default="79.1.0", description="prometheus-community/kube-prometheus-stack.")
 
-    @field_validator("tigera_operator", "cilium", "local_path_provisioner", "kube_prometheus_stack")
+    @field_validator("tigera_operator", "cilium", "flannel", "local_path_provisioner", "kube_prometheus_stack")
     @classmethod
     def _version(cls, value: str) -> str:
         return _chart_version(value)
@@ -46,11 +47,17 @@ class ChartPins(_Strict):
 class KubernetesSettings(_Strict):
     """How the cluster is built (``kubernetes:`` in the inventory)."""
 
-    cni: Literal["calico", "cilium"] = Field(default="calico", description="Pod network; see docs/kubernetes.md.")
+    cni: Literal["calico", "cilium", "flannel"] = Field(
+        default="calico", description="Pod network; see docs/kubernetes.md (the lab proves flannel)."
+    )
     api_endpoint: Literal["kube-vip", "keepalived-haproxy"] = Field(
         default="kube-vip", description="What holds the API VIP: kube-vip static pods, or keepalived + haproxy."
     )
     kube_proxy_mode: Literal["iptables", "ipvs"] = "iptables"
+    kube_proxy: dict[str, Any] = Field(
+        default_factory=dict,
+        description="KubeProxyConfiguration fields to set (camelCase, checked against the API), e.g. conntrack.",
+    )
     vip_interface: str = Field(
         default="mgmt0", pattern=r"^[a-z0-9][a-z0-9_.-]{0,14}$", description="Interface the VIP is announced on."
     )

@@ -821,3 +821,20 @@ def bmc_address_vs_host_ips(inv: Inventory) -> Iterator[Finding]:
             f"BMC address {node.bmc.host} is also {whose} {network or 'host'} address ({path})",
             "give the iDRAC its own address on the OOB network, or correct the host IP",
         )
+
+
+# --- the nodes' name servers (CoreDNS forwards to them) -------------------------------------------
+
+
+@rule("cluster-dns-upstream")
+def cluster_dns_upstream(inv: Inventory) -> Iterator[Finding]:
+    """A cluster needs a name server on its nodes: every node address is static (netplan), so the nodes get
+    only ``cluster.dns_servers``, and CoreDNS forwards what is not the cluster's to the node's resolv.conf."""
+    if inv.cluster.dns_servers or not inv.nodes:
+        return
+    yield warn(
+        "cluster.dns_servers",
+        "no name server: the nodes get none (their addresses are static), and CoreDNS, which forwards to the "
+        "node's resolv.conf, exits with 'no valid upstream addresses': the cluster has no DNS",
+        "list the site's name servers (or the head node's) in cluster.dns_servers",
+    )

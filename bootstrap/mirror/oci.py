@@ -1,4 +1,4 @@
-"""A small OCI image layout writer: one gzip layer from a directory of files, reproducible bytes.
+"""A small OCI image layout writer: gzip layers from files (and whole root trees), reproducible bytes.
 
 Used for the images rackctl builds itself (the lab checks' busybox image): no container engine needed.
 Timestamps, owners and gzip headers are fixed, so the same files give the same digests (pushes are
@@ -61,6 +61,23 @@ def _digest(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
+def tree_layer(root: Path, *, empty: tuple[str, ...] = ()) -> bytes:
+    """An uncompressed layer of a whole root tree as it is (modes, owners, links), times fixed, devices left
+    out; ``empty``: directories (relative paths) kept without their contents (``proc``, ``var/cache``...)."""
+
+    def fixed(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        if info.isdev() or info.isfifo() or any(info.name.startswith(f"{d}/") for d in empty):
+            return None
+        info.mtime, info.uname, info.gname = 0, "", ""
+        return info
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for child in sorted(root.iterdir()):
+            tar.add(child, arcname=child.name, filter=fixed)
+    return buf.getvalue()
+
+
 def write_layout(
     out: Path,
     entries: list[Entry],
@@ -71,14 +88,16 @@ def write_layout(
     env: tuple[str, ...] = ("PATH=/bin",),
     name: str = "",
     level: int = 9,
+    base: tuple[bytes, ...] = (),
 ) -> str:
     """Write an OCI image layout with one image tagged ``tag`` to ``out`` (swapped in whole); its manifest digest.
 
     ``name`` (a full reference) is recorded for importers that name images from the layout (containerd's
-    ``io.containerd.image.name``); ``level`` is the layer's gzip level (1 for large binaries).
+    ``io.containerd.image.name``); ``level`` is the layers' gzip level (1 for large binaries). ``base`` are
+    uncompressed layers (:func:`tree_layer`) below the one ``entries`` make.
     """
-    raw = layer_tar(entries)
-    layer = gzip.compress(raw, compresslevel=level, mtime=0)
+    raws = [*base, layer_tar(entries)]
+    layers = [gzip.compress(raw, compresslevel=level, mtime=0) for raw in raws]
     image_config: dict[str, object] = {"Cmd": cmd, "Env": list(env)}
     if entrypoint is not None:
         image_config["Entrypoint"] = entrypoint
@@ -87,7 +106,7 @@ def write_layout(
             "architecture": "amd64",
             "os": "linux",
             "config": image_config,
-            "rootfs": {"type": "layers", "diff_ids": [_digest(raw)]},
+            "rootfs": {"type": "layers", "diff_ids": [_digest(raw) for raw in raws]},
         },
         sort_keys=True,
     ).encode()
@@ -96,7 +115,7 @@ def write_layout(
             "schemaVersion": 2,
             "mediaType": MANIFEST_TYPE,
             "config": {"mediaType": CONFIG_TYPE, "digest": _digest(config), "size": len(config)},
-            "layers": [{"mediaType": LAYER_TYPE, "digest": _digest(layer), "size": len(layer)}],
+            "layers": [{"mediaType": LAYER_TYPE, "digest": _digest(layer), "size": len(layer)} for layer in layers],
         },
         sort_keys=True,
     ).encode()
@@ -118,7 +137,7 @@ def write_layout(
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         (staging / "blobs" / "sha256").mkdir(parents=True)
-        for blob in (layer, config, manifest):
+        for blob in (*layers, config, manifest):
             (staging / "blobs" / "sha256" / _digest(blob).split(":", 1)[1]).write_bytes(blob)
         (staging / "oci-layout").write_text(json.dumps({"imageLayoutVersion": "1.0.0"}))
         (staging / "index.json").write_text(json.dumps(index))

@@ -33,6 +33,8 @@ from bootstrap.nvidia.fabric_manager import branch_of, fabric_manager_packages
 
 #: What role ``kubernetes_packages`` installs (its ``kubernetes_packages_names``).
 KUBERNETES_PACKAGES = ("kubeadm", "kubelet", "kubectl")
+#: The CNI plugins' package (its ``kubernetes_packages_cni_package``), the newest the repository has.
+CNI_PACKAGE = "kubernetes-cni"
 KUBERNETES_ROLE = "kubernetes_packages"
 NVIDIA_ROLE = "nvidia_driver_upgrade"
 
@@ -104,7 +106,8 @@ def _repo(inventory: Any, setting: PackageUpstream, upstream: ExtraRepo) -> Extr
 
 
 def kubernetes_upstream(inventory: Any, out: UpstreamSet) -> None:
-    """pkgs.k8s.io of the cluster's minor version, and the three packages at exactly its version."""
+    """pkgs.k8s.io of the cluster's minor version, the three packages at exactly its version, and kubernetes-cni
+    (the newest) where the pod network calls the node's CNI plugins."""
     setting = inventory.site_services.packages.upstreams.kubernetes
     if setting.enabled is False:
         out.notes.append(
@@ -121,6 +124,8 @@ def kubernetes_upstream(inventory: Any, out: UpstreamSet) -> None:
         UpstreamPackage(p, f"{version}-*", KUBERNETES_ROLE, "kubernetes", "cluster.versions.kubernetes")
         for p in KUBERNETES_PACKAGES
     )
+    if inventory.kubernetes.cni == "flannel":  # its pod network calls the node's CNI plugins
+        out.packages.append(UpstreamPackage(CNI_PACKAGE, "*", KUBERNETES_ROLE, "kubernetes", "kubernetes.cni"))
 
 
 def host_drivers(inventory: Any) -> dict[str, tuple[str, bool]]:

@@ -216,9 +216,17 @@ def check_kernel_args(kernel_args: tuple[str, ...]) -> None:
         )
 
 
-def debootstrap_tree(suite: str, mirror: str, cache: Path, progress: Callable[[str], None] = _silent) -> Path:
-    """A minbase root tree with :func:`image_packages`, cached by suite, mirror and packages."""
-    packages = image_packages()
+def debootstrap_tree(
+    suite: str,
+    mirror: str,
+    cache: Path,
+    progress: Callable[[str], None] = _silent,
+    *,
+    packages: tuple[str, ...] | None = None,
+) -> Path:
+    """A minbase root tree with ``packages`` (by default :func:`image_packages`), cached by suite, mirror and
+    packages."""
+    packages = image_packages() if packages is None else packages
     target = cache / "image" / f"rootfs-{suite}-{_key(suite, mirror, packages)}"
     if (target / ".rackctl-complete").exists():
         mark_used(target)

@@ -141,6 +141,7 @@ class KubernetesHostPlay(PlaybookStage):
         return {
             "kubernetes_packages_repo": package_repo(inv),
             "kubernetes_packages_cluster_dir": str(self.cluster_dir.resolve()),
+            "kubernetes_packages_cni": needs_cni_plugins(inv),
             "api_endpoint_cluster_dir": str(self.cluster_dir.resolve()),
             "api_endpoint_source": source_described(inv),
             "api_endpoint_missing_fix": api_endpoint_fix(inv),
@@ -152,6 +153,11 @@ def host_targets(ctx: StageContext) -> tuple[list[str], dict[str, str]]:
     """The nodes the host side runs on now, and the other nodes of the stage, each with why it does not run
     there (:func:`bootstrap.stages.playbook.host_side_targets`)."""
     return host_side_targets(ctx, ctx.nodes)
+
+
+def needs_cni_plugins(inv: Inventory) -> bool:
+    """The pod network calls the node's CNI plugins (``kubernetes-cni``) rather than installing its own."""
+    return bool(inv.kubernetes.cni == "flannel")
 
 
 def report_message(report: dict[str, Any], source: str, hint: str = "") -> str:

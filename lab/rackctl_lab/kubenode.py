@@ -1,11 +1,11 @@
 """A native lab node made ready for kubeadm: the lab's Kubernetes packages and its containerd build installed.
 
 What a Kubernetes node's packages would put there, for a :class:`~rackctl_lab.nspawn.NativeNode` that is
-running: kubeadm, kubelet (its unit and kubeadm's drop-in), kubectl and cri-tools from the lab's own
+running: kubeadm, kubelet (its unit and kubeadm's drop-in), kubectl, cri-tools and kubernetes-cni from the lab's own
 packages (:mod:`rackctl_lab.components.debs`, the ``.deb`` files a mirror build takes from the lab's
 Kubernetes upstream) installed with dpkg beside runc and the tools kubeadm's preflight looks for from
 Debian's packages; containerd, its shim, ``ctr`` and etcdctl from ``rackctl lab components`` in
-``/usr/bin`` with a unit of ours (no package of them is made yet); and the control-plane images imported
+``/usr/bin`` with a unit of ours (no package of them is made yet); and the images the cluster runs imported
 into containerd's ``k8s.io`` namespace (what a registry mirror would serve).
 
 Two concessions to the lab machine, both in this module and nowhere in the product: its cgroups are v1

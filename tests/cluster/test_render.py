@@ -142,6 +142,28 @@ def test_chart_values_follow_the_inventory(write_inventory: Callable[..., Path])
     ]
 
 
+def test_flannel_is_a_cni_choice_with_its_chart_and_the_kube_proxy_fields_set(
+    write_inventory: Callable[..., Path],
+) -> None:
+    def edit(data: dict[str, Any]) -> None:
+        data["kubernetes"] = {"cni": "flannel", "kube_proxy": {"conntrack": {"maxPerCore": 0}}}
+
+    bundle = _render(write_inventory(edit))
+    flannel = next(r for r in bundle.releases if r["release"] == "flannel")
+    assert (flannel["chart"], flannel["version"], flannel["namespace"]) == ("flannel", "v0.28.10", "kube-flannel")
+    values = _values(bundle, "flannel")
+    assert values["podCidr"] == "10.244.0.0/16"
+    # flanneld's interface is the one that reaches the API VIP: the management network on every node
+    assert values["flannel"] == {
+        "args": ["--ip-masq", "--kube-subnet-mgr", "--iface-can-reach=10.20.0.10"], "backend": "vxlan",
+    }  # fmt: skip
+    assert [r["release"] for r in bundle.releases] == [
+        "flannel", "local-path-provisioner", "kube-prometheus-stack", "gpu-operator",
+    ]  # fmt: skip
+    *_, proxy = _docs(bundle, "kubeadm/head-01.yaml")
+    assert proxy["conntrack"] == {"maxPerCore": 0} and proxy["mode"] == "iptables"
+
+
 def test_host_driver_profile_pins_fabric_manager(write_inventory: Callable[..., Path]) -> None:
     def edit(data: dict[str, Any]) -> None:
         data["nvidia"] = {"profiles": {"XE9680": {"driver": "host", "driver_version": "580.95.05"}}}

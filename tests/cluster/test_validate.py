@@ -81,11 +81,21 @@ def test_bad_kubelet_enum_names_it(write_inventory: Callable[..., Path], tmp_pat
 
 def test_bad_choice_in_the_inventory_names_it(write_inventory: Callable[..., Path], tmp_path: Path) -> None:
     def edit(data: dict[str, Any]) -> None:
-        data["kubernetes"] = {"cni": "flannel"}
+        data["kubernetes"] = {"cni": "weave"}
 
     code, doc = _render_json(write_inventory(edit), tmp_path / "o")
     assert code == 2
     assert _paths(doc) == ["kubernetes.cni"]
+
+
+def test_unknown_kube_proxy_field_names_it(write_inventory: Callable[..., Path], tmp_path: Path) -> None:
+    def edit(data: dict[str, Any]) -> None:
+        data["kubernetes"] = {"kube_proxy": {"conntrack": {"maxPerCpu": 0}}}
+
+    code, doc = _render_json(write_inventory(edit), tmp_path / "o")
+    assert code == 2
+    assert _paths(doc) == ["kubernetes.kube_proxy.conntrack"]
+    assert "KubeProxyConfiguration" in doc["errors"][0]["fix"]
 
 
 def _unchecked(path: Path) -> Inventory:

@@ -507,3 +507,13 @@ def test_vlan_mtu_and_bond_members_must_fit_their_networks(data):
     assert "bond member stor1 has MTU 1500, smaller than the storage network's MTU 9000" in text
     assert "bond member stor2 has its own network/ip (storage, 10.30.0.99)" in text
     assert "stor1 is a member of bond0 and bond1" in text
+
+
+@covers("cluster-dns-upstream")
+def test_no_name_server_for_the_nodes_is_a_warning_naming_coredns(data):
+    """Static addresses give the nodes no resolver but cluster.dns_servers; CoreDNS then has no upstream (the
+    real cluster test met it: "plugin/forward: no valid upstream addresses found")."""
+    assert not [w for w in valid(data).warnings if w.path == "cluster.dns_servers"]  # the example lists one
+    data["cluster"]["dns_servers"] = []
+    (found,) = [w for w in valid(data).warnings if w.path == "cluster.dns_servers"]
+    assert "no valid upstream addresses" in found.message and "cluster.dns_servers" in found.fix

@@ -11,10 +11,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from bootstrap.cli import cli
-from rackctl_lab.components import build
+from rackctl_lab.charts import CHARTS_DIR
+from rackctl_lab.components import build, images
 from rackctl_lab.components.pins import RELEASES, programs
 
 LAB = Path(__file__).parents[2] / "inventory" / "lab.yml"
@@ -130,15 +132,37 @@ def test_the_air_gap_list_pins_what_the_real_kubeadm_asks_for(kube_components: d
     assert (pins.pause, pins.etcd, pins.coredns) == (tags["pause"], tags["etcd"], tags["coredns"])
 
 
+def test_the_lab_assembles_every_image_kubeadm_and_its_flannel_chart_ask_for(
+    kube_components: dict[str, Path],
+) -> None:
+    """The images the native cluster imports (rackctl_lab/components/images.py) are the ones the real kubeadm
+    lists and the ones the lab's flannel chart runs by default: nothing is pulled from outside."""
+    release = RELEASES[next(iter(RELEASES))]
+    listed = subprocess.run(
+        [str(kube_components["kubeadm"]), "config", "images", "list", "--kubernetes-version", f"v{release.version}"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    assembled = {recipe.ref for recipe in images.recipes(release)}
+    assert set(listed) <= assembled, set(listed) - assembled
+    chart = yaml.safe_load((CHARTS_DIR / "flannel" / "values.yaml").read_text())["flannel"]
+    wanted = {f"{chart[key]['repository']}:{chart[key]['tag']}" for key in ("image", "image_cni")}
+    assert wanted <= assembled, wanted - assembled
+    assert yaml.safe_load((CHARTS_DIR / "flannel" / "Chart.yaml").read_text())["version"] == release.flannel
+    assert assembled - set(listed) - wanted == set()  # and nothing else
+
+
 def test_packages_makes_the_signed_repository_of_the_release(tmp_path: Path) -> None:
-    """--packages: kubeadm, kubelet, kubectl and crictl packaged at the release (what the mirror build reads:
-    tests/mirror/test_lab_kubernetes_packages.py)."""
+    """--packages: kubeadm, kubelet, kubectl, crictl and the CNI plugins packaged at the release (what the
+    mirror build reads: tests/mirror/test_lab_kubernetes_packages.py)."""
     newest = next(iter(RELEASES))
     only = ("--only", "kubectl")
     code, data = _run("-i", str(_inventory(tmp_path, newest)), *only, "--packages")
     assert code == 0, data
     assert next(p["name"] for p in data["programs"]) == "kubectl"  # what --only asked, then what packages need
-    assert {p["name"] for p in data["programs"]} == {"kubectl", "kubeadm", "kubelet", "crictl"}
+    assert {p["name"] for p in data["programs"]} == {
+        "kubectl", "kubeadm", "kubelet", "crictl", "bridge", "host-local", "loopback", "portmap",
+    }  # fmt: skip
+    assert set(data["repository"]["packages"]) == {"kubeadm", "kubelet", "kubectl", "cri-tools", "kubernetes-cni"}
     repository = data["repository"]
     assert repository["packages"]["kubeadm"] == f"{newest}-1.1"
     root = Path(repository["root"])

@@ -15,9 +15,9 @@ from bootstrap.inventory.package_upstreams import (
     NVIDIA_REPO,
 )
 from bootstrap.mirror.manifest import build_manifest, version_matches
-from bootstrap.mirror.upstreams import KUBERNETES_PACKAGES, mirror_upstreams
+from bootstrap.mirror.upstreams import CNI_PACKAGE, KUBERNETES_PACKAGES, mirror_upstreams
 from bootstrap.resources import roles_dir
-from bootstrap.stages.kubernetes_host import missing_hint, report_message, source_described
+from bootstrap.stages.kubernetes_host import missing_hint, needs_cni_plugins, report_message, source_described
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "inventory" / "examples" / "dvd-inference.yml"
@@ -124,9 +124,22 @@ def test_bad_upstream_settings_are_refused_naming_the_field(tmp_path: Path, pack
     assert needle in " ".join(str(p) for p in exc.value.problems), exc.value.problems
 
 
+def test_with_flannel_the_mirror_carries_the_cni_plugins_and_the_host_side_installs_them(tmp_path: Path) -> None:
+    """Flannel's pod network calls the node's CNI plugins: kubernetes-cni (the newest pkgs.k8s.io has) joins
+    the mirror's requests, decided by kubernetes.cni, and the host side is told to install it; with the
+    default CNI (Calico installs its own plugins) neither."""
+    flannel = _example(tmp_path, "kubernetes:\n  cni: flannel\n")
+    requests = _upstream_requests(flannel)
+    assert requests[CNI_PACKAGE] == ("*", "kubernetes", "kubernetes.cni")
+    assert needs_cni_plugins(load_inventory(flannel))
+    assert CNI_PACKAGE not in _upstream_requests(EXAMPLE)
+    assert not needs_cni_plugins(load_inventory(EXAMPLE))
+
+
 def test_the_package_names_are_the_roles_own() -> None:
     k8s = yaml.safe_load((roles_dir() / "kubernetes_packages" / "defaults" / "main.yml").read_text())
     assert tuple(k8s["kubernetes_packages_names"]) == KUBERNETES_PACKAGES
+    assert k8s["kubernetes_packages_cni_package"] == CNI_PACKAGE and k8s["kubernetes_packages_cni"] is False
     driver = yaml.safe_load((roles_dir() / "nvidia_driver_upgrade" / "defaults" / "main.yml").read_text())
     branch = "{{ nvidia_driver_upgrade_branch }}"
     assert driver["nvidia_driver_upgrade_package"] == f"cuda-drivers-{branch}"

@@ -173,17 +173,20 @@ def _build_one(program: GoProgram, go: str, progress: Progress) -> Built:
 
 def _source_digest(program: GoProgram) -> str:
     """The hash of a lab program's own Go source (empty for a program built from a module)."""
-    if not program.source:
+    folders = [SOURCES / program.source] if program.source else []
+    folders += [SOURCES / "shims" / folder for _, folder in program.shims]
+    if not folders:
         return ""
-    files = sorted((SOURCES / program.source).glob("*.go"))
-    return hashlib.sha256(b"".join(f.name.encode() + f.read_bytes() for f in files)).hexdigest()
+    files = sorted(f for folder in folders for f in folder.rglob("*") if f.suffix in (".go", ".mod"))
+    return hashlib.sha256(b"".join(str(f.relative_to(SOURCES)).encode() + f.read_bytes() for f in files)).hexdigest()
 
 
 def _module_dir(program: GoProgram, go: str) -> Path:
     """A build module requiring ``program.module@version`` (tidied once; shared by its programs)."""
     if program.source:
         return _source_module(program, go)
-    spec = json.dumps([program.module, program.version, program.staging, program.replaces, go, RECIPE])
+    shims = [_source_digest(program)] if program.shims else []  # a shim's change is a new module
+    spec = json.dumps([program.module, program.version, program.staging, program.replaces, go, RECIPE, *shims])
     workdir = cache_dir() / "src" / hashlib.sha256(spec.encode()).hexdigest()[:12]
     with cache_lock(workdir):
         if not (workdir / "go.sum").is_file():
@@ -208,8 +211,12 @@ def _write_module(program: GoProgram, workdir: Path) -> None:
     if program.staging:
         replaces += [(m, program.staging) for m in _staging_modules(program, workdir)]
     lines = ["module rackctl.lab/components", "", "go 1.26.0", "", f"require {program.module} {program.version}", ""]
-    if replaces:
-        lines += ["replace (", *(f"\t{m} => {m} {v}" for m, v in sorted(replaces)), ")", ""]
+    targets = [(m, f"{m} {v}") for m, v in sorted(replaces)]
+    for module, folder in program.shims:
+        shutil.copytree(SOURCES / "shims" / folder, workdir / "shims" / folder, dirs_exist_ok=True)
+        targets.append((module, f"./shims/{folder}"))
+    if targets:
+        lines += ["replace (", *(f"\t{m} => {t}" for m, t in targets), ")", ""]
     (workdir / "go.mod").write_text("\n".join(lines))
     # Every main package of the module is imported here, so one `go mod tidy` serves each of its programs.
     packages = sorted({p.package for p in _siblings(program)})
@@ -235,14 +242,15 @@ def _staging_modules(program: GoProgram, workdir: Path) -> list[str]:
     return re.findall(r"^\s*(k8s\.io/[\w.-]+)\s+=>\s+\./staging/", gomod, flags=re.MULTILINE)
 
 
-def _go_env() -> dict[str, str]:
+def _go_env(*, cgo: bool = False) -> dict[str, str]:
     env = dict(os.environ)
-    env.update({"GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOWORK": "off"})
+    env.update({"GOTOOLCHAIN": "local", "CGO_ENABLED": "1" if cgo else "0", "GOWORK": "off"})
     return env
 
 
 def _go(args: list[str], workdir: Path, program: GoProgram) -> str:
-    proc = subprocess.run(["go", *args], cwd=workdir, capture_output=True, text=True, check=False, env=_go_env())
+    env = _go_env(cgo=program.cgo)
+    proc = subprocess.run(["go", *args], cwd=workdir, capture_output=True, text=True, check=False, env=env)
     if proc.returncode != 0:
         words = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
         raise BuildFailed(f"go {args[0]} failed for {program.ident} ({program.module}):\n{words}")

@@ -10,8 +10,9 @@ cri-tools; kubelet on Debian's conntrack, iptables, socat...), and a kubelet wit
 kubeadm drop-in that reads ``kubeadm-flags.env`` and ``config.yaml`` (texts of the lab's own, written for
 this: no file of the upstream packages is copied). ``dpkg-deb`` builds them, ``dpkg-scanpackages`` indexes
 them, gpg signs ``Release`` with the lab's own key. What they are not: the Kubernetes project's packages
-(``Maintainer`` and ``Description`` say so). kubernetes-cni is not made (the lab pins no CNI plugins build
-yet; pkgs.k8s.io's kubelet no longer needs it to install).
+(``Maintainer`` and ``Description`` say so). kubernetes-cni carries the CNI plugins a bridge-based pod
+network (Flannel's) calls, in ``/opt/cni/bin`` as pkgs.k8s.io's does; pkgs.k8s.io's kubelet no longer
+depends on it, and neither does the lab's.
 
 Built once per set of binaries (their sha256s key the cache, like the components), under
 ``<cache>/components/debs/<release>-<key>/``.
@@ -31,17 +32,17 @@ from pathlib import Path
 
 from bootstrap.errors import EnvironmentMissing
 from bootstrap.provision.ramdisk import cache_lock, cache_root, mark_used
-from rackctl_lab.components.pins import KubernetesRelease
+from rackctl_lab.components.pins import CNI_PLUGINS, KubernetesRelease
 
 #: pkgs.k8s.io's revision suffix shape (``<upstream version>-<revision>``)
 REVISION = "1.1"
 #: Bump when what the packages hold changes (part of the cache key).
-RECIPE = 1
+RECIPE = 2
 MAINTAINER = "rackctl lab <lab@rackctl.invalid>"
 ORIGIN = "rackctl-lab"
 KEY_UID = "rackctl lab Kubernetes packages <kubernetes@lab.rackctl.invalid>"
 #: the binaries the packages carry
-PROGRAMS = ("kubeadm", "kubelet", "kubectl", "crictl")
+PROGRAMS = ("kubeadm", "kubelet", "kubectl", "crictl", *CNI_PLUGINS)
 
 KUBELET_UNIT = """\
 [Unit]
@@ -81,6 +82,7 @@ class LabPackage:
     depends: str = ""
     programs: tuple[str, ...] = ()
     files: Mapping[str, str] = field(default_factory=dict)  #: absolute path -> text
+    bin_dir: str = "usr/bin"  #: where ``programs`` go
 
     @property
     def filename(self) -> str:
@@ -116,6 +118,12 @@ def packages(release: KubernetesRelease) -> list[LabPackage]:
     cri_tools = f"{release.cri_tools.removeprefix('v')}-{REVISION}"
     return [
         LabPackage("cri-tools", cri_tools, programs=("crictl",)),
+        LabPackage(
+            "kubernetes-cni",
+            f"{release.cni_plugins.removeprefix('v')}-{REVISION}",
+            programs=tuple(CNI_PLUGINS),
+            bin_dir="opt/cni/bin",
+        ),
         LabPackage("kubectl", version, programs=("kubectl",)),
         LabPackage(
             "kubelet",
@@ -191,7 +199,7 @@ def _build(release: KubernetesRelease, binaries: Mapping[str, Path], work: Path)
 def _deb(package: LabPackage, binaries: Mapping[str, Path], tree: Path, out: Path) -> None:
     (tree / "DEBIAN").mkdir(parents=True)
     for program in package.programs:
-        target = tree / "usr/bin" / program
+        target = tree / package.bin_dir / program
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(binaries[program], target)
         target.chmod(0o755)

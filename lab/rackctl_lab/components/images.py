@@ -1,13 +1,16 @@
-"""The control-plane images kubeadm asks for, assembled from the lab's own builds (no container engine).
+"""The images a kubeadm cluster with Flannel runs, assembled from the lab's own builds (no container engine).
 
-kubeadm's static pods and add-ons run ``registry.k8s.io/<name>:<tag>`` images. The lab has the programs
-themselves (:mod:`rackctl_lab.components.build`), so each image is one layer holding the program(s) where
-upstream's image has them (``/usr/local/bin`` for the Kubernetes components and etcd, the root for CoreDNS
-and pause), written as an OCI layout with :func:`bootstrap.mirror.oci.write_layout` under the names
-``kubeadm config images list`` prints. Layouts are cached beside the binaries, keyed by the binaries'
-digests, and packed as a tar that ``ctr images import`` (or ``skopeo copy oci-archive:``) takes.
-
-kube-proxy is not here: its image carries iptables/nft userland, which the lab does not assemble yet.
+kubeadm's static pods and add-ons run ``registry.k8s.io/<name>:<tag>`` images, Flannel's chart
+``ghcr.io/flannel-io/flannel`` and ``ghcr.io/flannel-io/flannel-cni-plugin``. The lab has the programs
+themselves (:mod:`rackctl_lab.components.build`), so each image holds the program(s) where upstream's image
+has them (``/usr/local/bin`` for the Kubernetes components and etcd, the root for CoreDNS, pause and
+flannel's CNI plugin, ``/opt/bin`` for flanneld), written as an OCI layout with
+:func:`bootstrap.mirror.oci.write_layout` under the names kubeadm and the chart ask for. The programs that
+run iptables or a shell (kube-proxy, flanneld, the plugin's installer, which is ``cp``) sit on a Debian
+bookworm minbase layer with :data:`BASE_PACKAGES` (debootstrap, like the OS image; upstream uses
+distroless-iptables and Alpine). Layouts are cached beside the binaries, keyed by the binaries' digests
+and the base's packages, and packed as a tar that ``ctr images import`` (or ``skopeo copy oci-archive:``)
+takes.
 """
 
 from __future__ import annotations
@@ -19,15 +22,24 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from bootstrap.mirror.oci import Entry, write_layout
-from bootstrap.provision.ramdisk import cache_lock
+from bootstrap.mirror.oci import Entry, tree_layer, write_layout
+from bootstrap.provision.image import debootstrap_tree, default_mirror
+from bootstrap.provision.ramdisk import cache_lock, cache_root
 from rackctl_lab.components.build import Built, cache_dir
 from rackctl_lab.components.pins import KubernetesRelease
 
 REGISTRY = "registry.k8s.io"
+FLANNEL_REGISTRY = "ghcr.io/flannel-io"
 PATH_ENV = "PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #: Bump when what an image holds changes for the same binaries (part of every image's cache key).
 RECIPE = 1
+#: The Debian userland under kube-proxy and flanneld (iptables-nft, as Debian selects it, and its helpers).
+BASE_PACKAGES = ("iptables", "nftables", "conntrack", "ipset", "iproute2", "kmod", "ca-certificates")
+#: Emptied in the base layer (the directories stay): the runtime mounts over them, apt's caches and lists
+#: are not needed in an image.
+BASE_EMPTY = ("proc", "sys", "dev", "run", "tmp", "var/cache", "var/lib/apt")
+#: flannel's CNI plugin image tag (upstream's tag shape: the CNI plugins' version, then ``-flannel<N>``)
+FLANNEL_CNI_TAG = "v1.10.0-flannel1"
 
 
 @dataclass(frozen=True)
@@ -38,10 +50,13 @@ class ImageRecipe:
     tag: str
     programs: tuple[tuple[str, str], ...]
     entrypoint: tuple[str, ...] = ()
+    #: on the Debian base layer (:data:`BASE_PACKAGES`)
+    debian: bool = False
+    registry: str = REGISTRY
 
     @property
     def ref(self) -> str:
-        return f"{REGISTRY}/{self.repository}:{self.tag}"
+        return f"{self.registry}/{self.repository}:{self.tag}"
 
 
 @dataclass(frozen=True)
@@ -54,7 +69,7 @@ class Image:
 
 
 def recipes(release: KubernetesRelease) -> list[ImageRecipe]:
-    """The images a kubeadm control plane of ``release`` runs (kube-proxy excepted, see the module docstring)."""
+    """The images a kubeadm cluster of ``release`` with Flannel runs."""
     tag = f"v{release.version}"
     bin_ = "usr/local/bin"
     return [
@@ -62,12 +77,20 @@ def recipes(release: KubernetesRelease) -> list[ImageRecipe]:
             ImageRecipe(name, tag, ((name, f"{bin_}/{name}"),))
             for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
         ),
+        ImageRecipe("kube-proxy", tag, (("kube-proxy", f"{bin_}/kube-proxy"),), debian=True),
         # kubeadm's etcd image tag carries a "-0" revision; etcdctl rides along for snapshots (`crictl exec`).
         ImageRecipe(
             "etcd", f"{release.etcd.removeprefix('v')}-0", (("etcd", f"{bin_}/etcd"), ("etcdctl", f"{bin_}/etcdctl"))
         ),
         ImageRecipe("coredns/coredns", release.coredns, (("coredns", "coredns"),), entrypoint=("/coredns",)),
         ImageRecipe("pause", release.pause, (("pause", "pause"),), entrypoint=("/pause",)),
+        ImageRecipe(
+            "flannel", release.flannel, (("flanneld", "opt/bin/flanneld"),), debian=True, registry=FLANNEL_REGISTRY
+        ),
+        # its initContainer copies /flannel onto the node (``cp``: the base's coreutils)
+        ImageRecipe(
+            "flannel-cni-plugin", FLANNEL_CNI_TAG, (("flannel", "flannel"),), debian=True, registry=FLANNEL_REGISTRY
+        ),
     ]
 
 
@@ -89,9 +112,26 @@ def assemble(release: KubernetesRelease, built: list[Built], skip: tuple[str, ..
     return [_assemble_one(recipe, binaries) for recipe in _recipes(release, skip)]
 
 
+def base_tree() -> Path:
+    """The Debian bookworm minbase tree with :data:`BASE_PACKAGES` (debootstrap, cached like the OS image's)."""
+    return debootstrap_tree("bookworm", default_mirror(), cache_root(), packages=BASE_PACKAGES)
+
+
+def _base_layer() -> bytes:
+    return tree_layer(base_tree(), empty=BASE_EMPTY)
+
+
 def _assemble_one(recipe: ImageRecipe, binaries: dict[str, Built]) -> Image:
+    base = [BASE_PACKAGES, BASE_EMPTY] if recipe.debian else []
     spec = json.dumps(
-        [recipe.ref, recipe.programs, recipe.entrypoint, RECIPE, [binaries[n].sha256 for n, _ in recipe.programs]]
+        [
+            recipe.ref,
+            recipe.programs,
+            recipe.entrypoint,
+            RECIPE,
+            [binaries[n].sha256 for n, _ in recipe.programs],
+            *base,
+        ]
     )
     key = hashlib.sha256(spec.encode()).hexdigest()[:12]
     entry = cache_dir() / "images" / f"{recipe.repository.replace('/', '_')}-{recipe.tag}-{key}"
@@ -109,6 +149,7 @@ def _assemble_one(recipe: ImageRecipe, binaries: dict[str, Built]) -> Image:
                 env=(PATH_ENV,),
                 name=recipe.ref,
                 level=1,
+                base=(_base_layer(),) if recipe.debian else (),
             )
             partial = archive.with_suffix(".part")
             with tarfile.open(partial, "w") as tar:

@@ -19,6 +19,10 @@ GO_MINIMUM = (1, 26)
 
 KUBERNETES_MODULE = "k8s.io/kubernetes"
 CONTAINERD_MODULE = "github.com/containerd/containerd/v2"
+FLANNEL_MODULE = "github.com/flannel-io/flannel"
+CNI_PLUGINS_MODULE = "github.com/containernetworking/plugins"
+#: The CNI plugins a node carries (pkgs.k8s.io's kubernetes-cni has them all; flannel's chain uses these).
+CNI_PLUGINS = {"bridge": "main", "host-local": "ipam", "loopback": "main", "portmap": "meta"}
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,8 @@ class KubernetesRelease:
     pause: str  #: kubeadm's pause tag (upstream's pause is C; the lab's is its own Go program: ``pause/``)
     cri_tools: str  #: crictl of the same minor
     helm: str = "v3.22.0"  #: Helm, for every release (one Helm serves every supported minor)
+    flannel: str = "v0.28.10"  #: the CNI the lab proves (flanneld; Go, iptables userland from Debian)
+    cni_plugins: str = "v1.10.0"  #: bridge, host-local, loopback, portmap: the kubernetes-cni package
     containerd: str = "v2.4.2"  #: the CRI of the native nodes (Debian's 1.6 is out of support)
 
     @property
@@ -65,6 +71,11 @@ class GoProgram:
     staging: str = ""
     #: modules pinned beside the main one (``replace`` lines), where upstream's go.mod relies on its own replaces
     replaces: tuple[tuple[str, str], ...] = field(default=())
+    #: modules the proxy does not serve, replaced by a build shim of the lab's own (module, directory under
+    #: ``components/shims``): only where upstream links code the lab never runs (a cloud backend)
+    shims: tuple[tuple[str, str], ...] = field(default=())
+    #: built with cgo (the C toolchain of this machine; the program then needs the glibc of Debian 12)
+    cgo: bool = False
     #: a directory of this package holding the program's own Go source (the lab's pause), instead of a module
     source: str = ""
 
@@ -139,6 +150,30 @@ def programs(release: KubernetesRelease) -> list[GoProgram]:
         GoProgram("pause", "rackctl.lab/pause", release.pause, ".", "node", source="pause"),
         GoProgram("coredns", "github.com/coredns/coredns", release.coredns, "github.com/coredns/coredns", "addons"),
         GoProgram("helm", "helm.sh/helm/v3", release.helm, "helm.sh/helm/v3/cmd/helm", "addons"),
+        GoProgram(
+            "flanneld",
+            FLANNEL_MODULE,
+            release.flannel,
+            FLANNEL_MODULE,
+            "addons",
+            ldflags=(f"-X {FLANNEL_MODULE}/pkg/version.Version={release.flannel}",),
+            # flanneld's main imports its tencent-vpc backend, whose SDK package the proxy does not serve
+            cgo=True,  # its udp backend's C proxy; upstream builds it with cgo too
+            shims=(("github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/vpc", "tencentcloud_vpc"),),
+        ),
+        # flannel's CNI plugin (flannel-io/cni-plugin) is not served by the module proxy: the lab's own
+        GoProgram("flannel", "rackctl.lab/flannel-cni", release.flannel, ".", "addons", source="flannel_cni"),
+        *(
+            GoProgram(
+                name,
+                CNI_PLUGINS_MODULE,
+                release.cni_plugins,
+                f"{CNI_PLUGINS_MODULE}/plugins/{kind}/{name}",
+                "node",
+                ldflags=(f"-X {CNI_PLUGINS_MODULE}/pkg/utils/buildversion.BuildVersion={release.cni_plugins}",),
+            )
+            for name, kind in CNI_PLUGINS.items()
+        ),
     ]
 
 
