@@ -9,6 +9,11 @@ With ``"part": "helm"`` in the spec it runs the stage's Helm part instead: the s
 (:func:`bootstrap.stages.kubernetes.releases`) installed by :func:`install_releases` with the charts of
 ``"charts"``, on the cluster of the state directory's kubeconfig. The test starts it inside the lab
 bridge's namespace, where the API VIP is, with the lab's kubectl on PATH.
+
+With ``"part": "kubectl"`` it makes the product's :class:`Kubectl` of the state directory's kubeconfig (the
+spec's ``drain_timeout_s``) and calls its methods in order (``"calls": [[method, arg..., {keyword: arg}],
+...]``, the keywords optional), each
+outcome printed as JSON: what the method returned, or the words of the :class:`KubeError` it raised.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from typing import Any
 from bootstrap.cluster.helm_install import install_releases
 from bootstrap.inventory import load_inventory
 from bootstrap.journal.store import Journal
+from bootstrap.kube import KUBECONFIG
+from bootstrap.kube.api import KubeError
 from bootstrap.kube.client import Kubectl, cluster_for
 from bootstrap.stages.base import NodeResult, RunOptions, StageContext
 from bootstrap.stages.kubernetes import releases
@@ -46,10 +53,26 @@ def helm(spec: dict[str, Any]) -> int:
     return 0
 
 
+def kubectl(spec: dict[str, Any]) -> int:
+    """The product's Kubectl methods called in order; each outcome printed as JSON."""
+    client = Kubectl(Path(spec["state"]) / KUBECONFIG, drain_timeout_s=float(spec.get("drain_timeout_s", 120)))
+    outcomes: list[dict[str, Any]] = []
+    for method, *args in spec["calls"]:
+        kwargs = args.pop() if args and isinstance(args[-1], dict) else {}
+        try:
+            outcomes.append({"call": method, "ok": True, "result": getattr(client, method)(*args, **kwargs)})
+        except KubeError as exc:
+            outcomes.append({"call": method, "ok": False, "error": exc.message})
+    print(json.dumps(outcomes))
+    return 0
+
+
 def main(spec_path: str) -> int:
     spec = json.loads(Path(spec_path).read_text())
     if spec.get("part") == "helm":
         return helm(spec)
+    if spec.get("part") == "kubectl":
+        return kubectl(spec)
     state = Path(spec["state"])
     inventory = load_inventory(Path(spec["inventory"]))
     reports = {n: NodeResult(n, ok=True, message="host side applied", data=d) for n, d in spec["reports"].items()}

@@ -37,6 +37,7 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -336,30 +337,39 @@ def test_a_second_run_joins_nothing_again(formed: tuple[Rack, dict[str, NodeResu
     assert rack.ssh("head-01", "ls /var/lib/rackctl/etcd-snapshots").split() == snapshots
 
 
-def _helm_part(rack: Rack, tmp_path: Path) -> list[dict[str, object]]:
-    """The stage's Helm part in a process inside the bridge's namespace (where the VIP is); its outcomes."""
-    spec = tmp_path / "helm-spec.json"
-    spec.write_text(
-        json.dumps(
-            {"part": "helm", "inventory": str(rack.inventory_path), "state": str(rack.ctx.state_dir),
-             "charts": str(CHARTS_DIR), "timeout_s": 300}
-        )
-    )  # fmt: skip
+def _in_namespace(rack: Rack, tmp_path: Path, spec: dict[str, object]) -> list[dict[str, Any]]:
+    """A part of the stage (tests/ansible/cluster_side_process.py) in a process inside the bridge's namespace,
+    where the VIP is, with the lab's kubectl on PATH; the outcomes it printed."""
+    path = tmp_path / f"{spec['part']}-spec.json"
+    path.write_text(json.dumps({"inventory": str(rack.inventory_path), "state": str(rack.ctx.state_dir), **spec}))
     env = dict(os.environ, PATH=f"{rack.binaries['kubectl'].parent}:{os.environ['PATH']}")
     proc = subprocess.run(
-        [*NETWORK.exec_prefix(), sys.executable, "-m", "tests.ansible.cluster_side_process", str(spec)],
+        [*NETWORK.exec_prefix(), sys.executable, "-m", "tests.ansible.cluster_side_process", str(path)],
         capture_output=True, text=True, env=env, cwd=Path(__file__).resolve().parents[2],
         timeout=timing.seconds(600), check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    outcomes: list[dict[str, object]] = json.loads(proc.stdout.strip().splitlines()[-1])
+    outcomes: list[dict[str, Any]] = json.loads(proc.stdout.strip().splitlines()[-1])
     return outcomes
+
+
+def _helm_part(rack: Rack, tmp_path: Path) -> list[dict[str, Any]]:
+    """The stage's Helm part (its releases, the lab's charts); each release's outcome."""
+    return _in_namespace(rack, tmp_path, {"part": "helm", "charts": str(CHARTS_DIR), "timeout_s": 300})
+
+
+def _product_kubectl(
+    rack: Rack, tmp_path: Path, *calls: list[Any], drain_timeout_s: float = 120
+) -> list[dict[str, Any]]:
+    """rackctl's own Kubectl (bootstrap/kube/client.py) called in the bridge's namespace; each call's outcome."""
+    spec = {"part": "kubectl", "calls": [list(c) for c in calls], "drain_timeout_s": drain_timeout_s}
+    return _in_namespace(rack, tmp_path, spec)
 
 
 @pytest.fixture(scope="module")
 def networked(
     formed: tuple[Rack, dict[str, NodeResult]], tmp_path_factory: pytest.TempPathFactory
-) -> tuple[Rack, list[dict[str, object]]]:
+) -> tuple[Rack, list[dict[str, Any]]]:
     """The formed cluster with the stage's CNI release (Flannel) installed by Helm from the lab's chart."""
     rack, _ = formed
     return rack, _helm_part(rack, tmp_path_factory.mktemp("helm"))
@@ -410,7 +420,7 @@ def _running(pod: dict[str, object]) -> bool:
 
 
 def test_the_cni_release_installed_by_helm_makes_every_node_ready_and_coredns_answers_each(
-    networked: tuple[Rack, list[dict[str, object]]],
+    networked: tuple[Rack, list[dict[str, Any]]],
 ) -> None:
     """Flannel (the lab's chart, real flanneld) installed by the stage's Helm part: the Nodes turn Ready,
     kube-proxy and CoreDNS run, and every node resolves the API's Service name through CoreDNS's Service
@@ -446,11 +456,153 @@ def test_the_cni_release_installed_by_helm_makes_every_node_ready_and_coredns_an
 
 
 def test_a_second_helm_part_leaves_the_cni_release_unchanged(
-    networked: tuple[Rack, list[dict[str, object]]], tmp_path: Path
+    networked: tuple[Rack, list[dict[str, Any]]], tmp_path: Path
 ) -> None:
     rack, _ = networked
     outcomes = {o["release"]: o for o in _helm_part(rack, tmp_path)}
     assert (outcomes["flannel"]["status"], outcomes["flannel"]["revision"]) == ("unchanged", 1), outcomes
+
+
+def test_validate_cluster_reads_the_real_cluster_and_says_the_gpus_it_expects_are_not_there(
+    networked: tuple[Rack, list[dict[str, Any]]],
+) -> None:
+    """``rackctl validate-cluster --kubeconfig --json`` on the real cluster, as an operator runs it (in the
+    bridge's namespace, where the VIP is): every node Ready, and gpu-01, whose inventory entry says two GPUs,
+    fails with none allocatable and no DCGM exporter (no GPU and no GPU Operator here): said, not waited for."""
+    rack, _ = networked
+    env = dict(os.environ, PATH=f"{rack.binaries['kubectl'].parent}:{os.environ['PATH']}")
+    proc = subprocess.run(
+        [*NETWORK.exec_prefix(), sys.executable, "-m", "bootstrap", "validate-cluster", "-i", str(rack.inventory_path),
+         "--kubeconfig", str(rack.ctx.state_dir / KUBECONFIG), "--skip-workloads", "--json"],
+        capture_output=True, text=True, env=env, timeout=timing.seconds(120), check=False,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    report = json.loads(proc.stdout)
+    checks = {(c["check"], c["node"]): c for c in report["checks"]}
+    assert {n: checks[("node-ready", n)]["ok"] for n in NODES} == dict.fromkeys(NODES, True)
+    gpus = checks[("gpu-allocatable", "gpu-01")]
+    assert (gpus["ok"], gpus["expected"], gpus["actual"]) == (False, 2, 0)
+    assert "no DCGM exporter pod on gpu-01" in checks[("dcgm-metrics", "gpu-01")]["message"]
+    assert (report["ok"], report["passed"], report["failed"]) == (False, len(NODES), 2)
+
+
+#: one pod per node (the control planes' taint tolerated; a cordoned node leaves the spread), the sandbox image
+#: every node has (nothing pulled), and a budget that allows no disruption of the four
+DRAIN_PROOF = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: drain-proof, namespace: default}
+spec:
+  replicas: 4
+  selector: {matchLabels: {app: drain-proof}}
+  template:
+    metadata: {labels: {app: drain-proof}}
+    spec:
+      terminationGracePeriodSeconds: 2
+      tolerations: [{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}]
+      topologySpreadConstraints:
+        - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule,
+           nodeTaintsPolicy: Honor, labelSelector: {matchLabels: {app: drain-proof}}}
+      containers: [{name: pause, image: "registry.k8s.io/pause:%s", imagePullPolicy: Never}]
+"""
+NO_DISRUPTION = """
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: drain-proof, namespace: default}
+spec: {minAvailable: 4, selector: {matchLabels: {app: drain-proof}}}
+"""
+
+
+def _where(rack: Rack, selector: str, namespace: str = "default") -> list[str]:
+    """The nodes of the running, ready pods ``selector`` selects (one entry per pod)."""
+    return sorted(str(p["spec"]["nodeName"]) for p in _pods(rack, namespace, selector) if _running(p))  # type: ignore[index]
+
+
+def _schedulable(rack: Rack, node: str) -> bool:
+    return rack.kubectl("get", "node", node, "-o", "jsonpath={.spec.unschedulable}").stdout.strip() != "true"
+
+
+def test_rackctls_drain_moves_a_workers_pods_off_with_real_kubelets_and_a_budget_stops_it_saying_so(
+    networked: tuple[Rack, list[dict[str, Any]]], tmp_path: Path
+) -> None:
+    """The drain every day-2 command uses (bootstrap/kube/client.py ``Kubectl.drain``) against real kubelets:
+    gpu-01 cordoned, its Deployment pod evicted and started again elsewhere, its DaemonSet pods (flannel,
+    kube-proxy) left; then, with a budget that allows no disruption, the drain of cp-03 fails within its
+    timeout naming the node as left cordoned and the budget that held the pod; uncordon makes both
+    schedulable again."""
+    rack, _ = networked
+    manifest = DRAIN_PROOF % RELEASE.pause
+    assert rack.kubectl("apply", "-f", "-", input_text=manifest).returncode == 0
+    try:
+        timing.wait_for(lambda: _where(rack, "app=drain-proof") == sorted(NODES), timeout=120, what="a pod per node")
+        (drained,) = _product_kubectl(rack, tmp_path, ["drain", "gpu-01"])
+        assert drained["ok"], drained
+        assert not _schedulable(rack, "gpu-01")
+        assert "gpu-01" not in _where(rack, "app=drain-proof")
+        timing.wait_for(
+            lambda: len(_where(rack, "app=drain-proof")) == 4, timeout=120, what="the evicted pod running elsewhere"
+        )
+        assert "gpu-01" in _where(rack, "k8s-app=kube-proxy", "kube-system")  # DaemonSet pods stay
+        assert "gpu-01" in _where(rack, "app=flannel", "kube-flannel")
+
+        assert rack.kubectl("apply", "-f", "-", input_text=NO_DISRUPTION).returncode == 0
+        timing.wait_for(
+            lambda: rack.kubectl(
+                "get", "pdb", "drain-proof", "-o", "jsonpath={.status.observedGeneration}"
+            ).stdout.strip() == "1",
+            timeout=60, what="the budget observed",
+        )  # fmt: skip
+        blocked, *uncordoned = _product_kubectl(
+            rack, tmp_path, ["drain", "cp-03"], ["uncordon", "cp-03"], ["uncordon", "gpu-01"], drain_timeout_s=15
+        )
+        assert not blocked["ok"]
+        error = blocked["error"]
+        assert error.startswith("drain cp-03 failed within 15 s, cp-03 is left cordoned; blocked by pod default/"), (
+            error
+        )
+        assert "(PodDisruptionBudget default/drain-proof allows 0 disruption(s))" in error, error
+        assert "disruption budget" in error  # kubectl's own words on the refused eviction
+        assert all(u["ok"] for u in uncordoned), uncordoned
+        assert _schedulable(rack, "cp-03") and _schedulable(rack, "gpu-01")
+    finally:
+        rack.kubectl("delete", "pdb,deployment", "drain-proof", "--ignore-not-found", "--wait=false")
+        rack.kubectl("uncordon", "cp-03")
+        rack.kubectl("uncordon", "gpu-01")
+
+
+def test_rackctls_etcd_member_removal_through_kubectl_exec_and_the_control_plane_joined_again(
+    networked: tuple[Rack, list[dict[str, Any]]], tmp_path: Path
+) -> None:
+    """What ``rackctl redeploy`` of a control plane does to etcd (``Kubectl.remove_etcd_member``: a snapshot,
+    then the member removed, through ``kubectl exec`` into the etcd pod of another control plane, whose
+    image carries etcdctl) against the real cluster: cp-03's Node deleted first (as redeploy does), its
+    member removed through head-01's etcd pod, a worker left alone; then cp-03, reset as a reimaged node would
+    be, is joined again by the cluster side: three voters, one of them cp-03."""
+    rack, _ = networked
+    assert rack.kubectl("delete", "node", "cp-03").returncode == 0
+    # the worker first: once cp-03's member is gone, its API server (one behind the VIP) fails until haproxy
+    # drops it, and a kubectl exec that lands there breaks ("unexpected EOF")
+    nothing, removed = _product_kubectl(
+        rack, tmp_path, ["remove_etcd_member", "gpu-01", {"via": "head-01"}],
+        ["remove_etcd_member", "cp-03", {"via": "head-01"}],
+    )  # fmt: skip
+    assert removed["ok"], removed
+    snapshot = re.fullmatch(
+        r"etcd snapshot (/var/lib/etcd/rackctl-etcd-before-remove-cp-03-\d{8}T\d{6}Z\.db) on head-01 first, "
+        r"then member [0-9a-f]+ removed",
+        removed["result"],
+    )
+    assert snapshot, removed["result"]
+    assert rack.ssh("head-01", f"stat -c %s {snapshot[1]}").strip() != "0"
+    assert nothing == {
+        "call": "remove_etcd_member", "ok": True,
+        "result": "gpu-01 is no etcd member (listed through etcd-head-01): nothing removed",
+    }  # fmt: skip
+    assert sorted(m["name"] for m in _etcd_members(rack)) == ["cp-02", "head-01"]
+    rack.ssh("cp-03", "kubeadm reset --force >/dev/null 2>&1")
+    results = run_cluster_side(rack)
+    assert results["cp-03"].message.startswith("joined as control plane (etcd snapshot "), results["cp-03"].message
+    _whole(rack, results)
 
 
 #: etcdctl on a control plane with kubeadm's healthcheck client
