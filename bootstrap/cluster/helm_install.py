@@ -9,7 +9,10 @@ For each release, in install order (:func:`install_releases`):
   "unchanged", no new revision; ``deployed`` otherwise → ``upgrade``; any other state (``failed``,
   ``pending-*``, ``uninstalling``, ``uninstalled``) → "refused", with Helm's status and what to do;
 - then the release's workloads (the Deployments, DaemonSets and StatefulSets of the manifest Helm stored) are
-  watched to ready (:func:`bootstrap.kube.apply.watch_workloads`) up to the timeout.
+  watched to ready (:func:`bootstrap.kube.apply.watch_workloads`) up to the timeout;
+- an install or upgrade that fails (Helm's error, or its workloads not ready in time) is undone as Helm's
+  ``--atomic`` does (:func:`undo`): the upgrade rolled back to the revision before it ("rolled back", history
+  kept), the install uninstalled ("uninstalled"); either way the outcome fails.
 
 The first release that fails (Helm's error, a refused state, a workload not ready in time) stops the ones
 after it: they depend on it (CNI first, monitoring's CRDs before the GPU operator). Helm's messages pass
@@ -43,6 +46,8 @@ DEPLOYED = "deployed"
 #: Outcomes of one release.
 INSTALLED, UPGRADED, UNCHANGED = "installed", "upgraded", "unchanged"
 NOT_INSTALLED, FAILED, REFUSED, NOT_ATTEMPTED = "not installed", "failed", "refused", "not attempted"
+#: A failed upgrade rolled back to the revision before it, a failed install uninstalled (Helm's ``--atomic``).
+ROLLED_BACK, UNINSTALLED = "rolled back", "uninstalled"
 
 
 def values_digest(values: dict[str, Any]) -> str:
@@ -66,6 +71,9 @@ class ReleaseOutcome:
     message: str = ""
     workloads: dict[str, str] = field(default_factory=dict)
     ok: bool = True
+    #: what rackctl asked of Helm (``install``, ``upgrade``; empty: nothing), and the revision before an upgrade
+    action: str = ""
+    prior: int | None = None
 
     @property
     def applied(self) -> bool:
@@ -148,6 +156,14 @@ class HelmClient:
         """The manifest Helm stored for the release's latest revision (``helm get manifest``)."""
         return str(self._config(release.namespace).status(release.name).get("manifest") or "")
 
+    def rollback(self, release: Release, revision: int) -> None:
+        """``helm rollback RELEASE REVISION``: a new revision with that one's chart and values."""
+        self._config(release.namespace).rollback(release.name, version=revision, timeout=self.timeout_s)
+
+    def uninstall(self, release: Release) -> None:
+        """``helm uninstall RELEASE`` (history not kept: a failed install leaves nothing)."""
+        self._config(release.namespace).uninstall(release.name, timeout=self.timeout_s, ignore_not_found=True)
+
     def install(self, release: Release, source: Path) -> dict[str, Any]:
         return self._run("install", release, source, create_namespace=True, description="installed by rackctl")
 
@@ -195,11 +211,13 @@ def helm_message(exc: Exception, release: Release) -> str:
 def ensure_release(client: HelmClient, release: Release, source: Path) -> ReleaseOutcome:
     """Install, upgrade or leave ``release`` as it is (see the module's docstring); Helm errors are outcomes."""
     helm = client.helm
+    action, prior = "", None
     try:
         current = client.current(release)
         if current is None:
+            action = "install"
             done = client.install(release, source)
-            return ReleaseOutcome(release, INSTALLED, int(done["revision"]))
+            return ReleaseOutcome(release, INSTALLED, int(done["revision"]), action=action)
         revision = int(current["revision"])
         if current.get("status") != DEPLOYED:
             return ReleaseOutcome(release, REFUSED, revision, blocked_state(release, current), ok=False)
@@ -208,11 +226,35 @@ def ensure_release(client: HelmClient, release: Release, source: Path) -> Releas
         ) == release.version.removeprefix("v")
         if same_chart and client.user_values(release) == _plain(release.values):
             return ReleaseOutcome(release, UNCHANGED, revision)
+        action, prior = "upgrade", revision
         done = client.upgrade(release, source)
-        return ReleaseOutcome(release, UPGRADED, int(done["revision"]))
+        return ReleaseOutcome(release, UPGRADED, int(done["revision"]), action=action, prior=prior)
     except helm.HelmError as exc:
         after = _revision_after_error(client, release)
-        return ReleaseOutcome(release, FAILED, after, helm_message(exc, release), ok=False)
+        failed = ReleaseOutcome(release, FAILED, after, helm_message(exc, release), ok=False)
+        failed.action, failed.prior = action, prior
+        return failed
+
+
+def undo(client: HelmClient, outcome: ReleaseOutcome) -> ReleaseOutcome:
+    """Helm's ``--atomic`` for a failed install or upgrade (Helm's error, or workloads not ready in time): the
+    upgrade rolled back to the revision before it (history kept), the install uninstalled (nothing of it left,
+    the next run installs it again). The outcome stays failed; its message says what was undone."""
+    release = outcome.release
+    try:
+        if outcome.action == "upgrade" and outcome.prior is not None:
+            client.rollback(release, outcome.prior)
+            current = client.current(release)
+            outcome.status, outcome.revision = ROLLED_BACK, int(current["revision"]) if current else None
+            outcome.message += f"; rolled back to revision {outcome.prior} (Helm's revision {outcome.revision} now)"
+        elif outcome.action == "install":
+            client.uninstall(release)
+            outcome.status, outcome.revision = UNINSTALLED, None
+            outcome.message += "; uninstalled (Helm's --atomic: nothing of it is left, the next run installs it again)"
+    except client.helm.HelmError as exc:
+        outcome.message += f"; undoing it failed too: {redact(str(exc))}"
+    outcome.ok = False
+    return outcome
 
 
 def _revision_after_error(client: HelmClient, release: Release) -> int | None:
@@ -307,6 +349,9 @@ def install_releases(
             outcome = ensure_release(client, release, source)
             if outcome.ok:
                 outcome = _watch(client, api, outcome, timeout_s)
+            if not outcome.ok and outcome.action:
+                log(f"helm: {release.name}: {outcome.message}; undoing the {outcome.action}")
+                outcome = undo(client, outcome)
             log(f"helm: {outcome.summary()}")
             report.outcomes.append(outcome)
     finally:

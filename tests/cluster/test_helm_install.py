@@ -31,7 +31,9 @@ from bootstrap.cluster.helm_install import (
     NOT_ATTEMPTED,
     NOT_INSTALLED,
     REFUSED,
+    ROLLED_BACK,
     UNCHANGED,
+    UNINSTALLED,
     UPGRADED,
     install_releases,
     values_digest,
@@ -131,8 +133,13 @@ def _kubectl(kubeconfig: Path, *args: str) -> dict[str, Any]:
 
 
 def _history(kubeconfig: Path, release: Release) -> list[tuple[int, str]]:
+    """Helm's revisions of ``release`` (none: Helm has no record of it)."""
     with helm.Config(kubeconfig_path=str(kubeconfig), namespace=release.namespace) as cfg:
-        return [(h["revision"], h["status"]) for h in cfg.history(release.name)]
+        try:
+            history = cfg.history(release.name)
+        except helm.HelmNotFoundError:
+            return []
+        return sorted((h["revision"], h["status"]) for h in history)
 
 
 def _install(kubeconfig: Path, releases: list[Release], charts: Path | None, timeout_s: float = 30) -> Any:
@@ -190,30 +197,32 @@ def test_install_then_unchanged_then_upgrade(kubeconfig: Path, kube: KubeObjects
         assert json.loads(config["data"]["config.json"])["nodePathMap"][0]["paths"] == ["/data/lp"]
 
 
-def test_a_chart_the_server_rejects_fails_naming_the_release_then_is_refused(
+def test_a_chart_the_server_rejects_fails_naming_the_release_and_the_failed_install_is_uninstalled(
     kubeconfig: Path, charts: Path, namespace: str
 ) -> None:
+    """Helm's --atomic: the install Helm recorded as failed is uninstalled, so the next run installs it again
+    (and fails the same way, saying so) instead of refusing a failed release."""
     broken = _release(namespace, name="broken")
     after = _release(namespace)
     report = _install(kubeconfig, [broken, after], charts)
     first, second = report.outcomes
     assert not report.ok and report.failed[0] is first
-    assert (first.status, first.revision) == (FAILED, 1)
+    assert (first.status, first.revision) == (UNINSTALLED, None)
     assert "Helm refused it:" in first.message
     assert 'Deployment.apps "broken" is invalid' in first.message
     assert "containerPort: Invalid value: 70000: must be between 1 and 65535" in first.message
     assert "(values from kubernetes.local_path, kubernetes.charts.local_path_provisioner)" in first.message
+    assert first.message.endswith(
+        "; uninstalled (Helm's --atomic: nothing of it is left, the next run installs it again)"
+    )
     assert (second.status, second.ok) == (NOT_ATTEMPTED, False)
     assert second.message == "broken failed before it"
-    assert _history(kubeconfig, broken) == [(1, "failed")]
+    assert _history(kubeconfig, broken) == []
 
-    # a second run does not touch the failed release: Helm's status and what to do
     (again, _) = _install(kubeconfig, [broken, after], charts).outcomes
-    assert (again.status, again.revision, again.ok) == (REFUSED, 1, False)
-    assert f"Helm reports release broken in {namespace} failed at revision 1" in again.message
-    assert f"helm rollback broken -n {namespace}" in again.message
-    assert f"helm uninstall broken -n {namespace}" in again.message
-    assert _history(kubeconfig, broken) == [(1, "failed")]
+    assert (again.status, again.revision, again.ok) == (UNINSTALLED, None, False)
+    assert "Helm refused it:" in again.message
+    assert _history(kubeconfig, broken) == []
 
 
 def test_workloads_not_ready_in_time_fail_naming_release_workload_and_reason(
@@ -222,7 +231,7 @@ def test_workloads_not_ready_in_time_fail_naming_release_workload_and_reason(
     start = time.monotonic()
     (outcome,) = _install(kubeconfig, [_release(namespace)], charts, timeout_s=2).outcomes
     assert time.monotonic() - start < 30
-    assert (outcome.status, outcome.revision, outcome.ok) == (INSTALLED, 1, False)
+    assert (outcome.status, outcome.revision, outcome.ok) == (UNINSTALLED, None, False)
     assert outcome.message.startswith("not ready within 2 s: ")
     assert (
         f"Deployment {namespace}/local-path-provisioner: no Deployment controller has observed generation 1 yet"
@@ -230,7 +239,48 @@ def test_workloads_not_ready_in_time_fail_naming_release_workload_and_reason(
     )
     assert f"DaemonSet {namespace}/local-path-provisioner-agent: no DaemonSet controller" in outcome.message
     assert f"StatefulSet {namespace}/local-path-provisioner-db: no StatefulSet controller" in outcome.message
-    assert "local-path-provisioner installed (revision 1): not ready within 2 s" in outcome.summary()
+    assert outcome.summary().startswith("local-path-provisioner uninstalled: not ready within 2 s")
+    # the install is undone on the server: the release and its objects are gone
+    assert _history(kubeconfig, _release(namespace)) == []
+    gone = subprocess.run(
+        ["kubectl", "--kubeconfig", str(kubeconfig), "get", "deployment", "local-path-provisioner", "-n", namespace,
+         "--ignore-not-found", "-o", "name"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert gone.stdout.strip() == ""
+
+
+def test_an_upgrade_whose_workloads_are_not_ready_in_time_is_rolled_back(
+    kubeconfig: Path, kube: KubeObjects, charts: Path, namespace: str
+) -> None:
+    """Helm's --atomic for an upgrade: revision 2 not ready in time, rolled back to revision 1's chart and values
+    as revision 3, history kept; the next run upgrades again."""
+    release = _release(namespace)
+    with WorkloadReadier(kube, namespace):
+        assert _install(kubeconfig, [release], charts).ok
+    # a new path and a second replica: the Deployment's spec changes, and no controller observes it
+    values = {
+        **VALUES, "replicaCount": 2,
+        "nodePathMap": [{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": ["/data/lp"]}],
+    }  # fmt: skip
+    changed = replace(release, values=values)
+    (outcome,) = _install(kubeconfig, [changed], charts, timeout_s=2).outcomes
+    assert (outcome.status, outcome.revision, outcome.ok) == (ROLLED_BACK, 3, False)
+    assert outcome.message.startswith(
+        f"not ready within 2 s: Deployment {namespace}/local-path-provisioner: no Deployment controller"
+    ), outcome.message
+    assert outcome.message.endswith("; rolled back to revision 1 (Helm's revision 3 now)")
+    # Helm applied revision 2 (only rackctl's watch found it not ready): the rollback supersedes it
+    assert _history(kubeconfig, release) == [(1, "superseded"), (2, "superseded"), (3, "deployed")]
+    config = _kubectl(kubeconfig, "get", "configmap", "local-path-config", "-n", namespace)
+    assert json.loads(config["data"]["config.json"])["nodePathMap"][0]["paths"] == ["/mnt/nvme/lp"]
+    deployment = _kubectl(kubeconfig, "get", "deployment", "local-path-provisioner", "-n", namespace)
+    assert deployment["spec"]["replicas"] == 1
+    assert outcome.as_fact()["status"] == ROLLED_BACK and outcome.as_fact()["revision"] == 3
+
+    with WorkloadReadier(kube, namespace):  # the next run: deployed at revision 3 with the old values
+        (again,) = _install(kubeconfig, [changed], charts).outcomes
+    assert (again.status, again.revision, again.ok) == (UPGRADED, 4, True), again.summary()
 
 
 def test_a_chart_not_at_hand_is_not_installed(kubeconfig: Path, tmp_path: Path, namespace: str) -> None:

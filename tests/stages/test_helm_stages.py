@@ -180,9 +180,10 @@ def test_workloads_not_ready_in_time_fail_the_stage_naming_release_workload_and_
     k8s = _stage(doc, "kubernetes")
     assert k8s["status"] == "failed"
     why = (
-        "helm: local-path-provisioner (local-path-provisioner 0.0.32 into local-path-storage) installed (revision 1): "
+        "helm: local-path-provisioner (local-path-provisioner 0.0.32 into local-path-storage) uninstalled: "
         "not ready within 2 s: Deployment local-path-storage/local-path-provisioner: no Deployment controller has "
-        "observed generation 1 yet (observedGeneration 0; is kube-controller-manager running?)"
+        "observed generation 1 yet (observedGeneration 0; is kube-controller-manager running?); uninstalled "
+        "(Helm's --atomic: nothing of it is left, the next run installs it again)"
     )
     assert k8s["nodes"]["head-01"]["message"] == why
     assert "tigera-operator: rendered + validated, not installed" in k8s["message"]
