@@ -4,8 +4,9 @@ What a Kubernetes node's packages would put there, for a :class:`~rackctl_lab.ns
 running: kubeadm, kubelet (its unit and kubeadm's drop-in), kubectl, cri-tools and kubernetes-cni from the lab's own
 packages (:mod:`rackctl_lab.components.debs`, the ``.deb`` files a mirror build takes from the lab's
 Kubernetes upstream) installed with dpkg beside runc and the tools kubeadm's preflight looks for from
-Debian's packages; containerd, its shim, ``ctr`` and etcdctl from ``rackctl lab components`` in
-``/usr/bin`` with a unit of ours (no package of them is made yet); and the images the cluster runs imported
+Debian's packages; containerd, its shim and ``ctr`` from ``rackctl lab components`` in ``/usr/bin`` with a
+unit of ours (no package of them is made yet); etcdctl off PATH (:data:`TEST_ETCDCTL`, for the tests' own
+reads: a kubeadm node has none, so rackctl's roles use the etcd pod's); and the images the cluster runs imported
 into containerd's ``k8s.io`` namespace (what a registry mirror would serve).
 
 Two concessions to the lab machine, both in this module and nowhere in the product: its cgroups are v1
@@ -28,7 +29,10 @@ from rackctl_lab.components.images import Image
 from rackctl_lab.nspawn import NativeNode
 
 #: The lab's builds a kubeadm node runs that no package carries yet, installed in ``/usr/bin``.
-PROGRAMS = ("containerd", "containerd-shim-runc-v2", "ctr", "etcdctl")
+PROGRAMS = ("containerd", "containerd-shim-runc-v2", "ctr")
+#: etcdctl for the tests' own look at etcd, where no role looks for it (kubeadm installs no etcdctl on a
+#: node: rackctl's role ``etcdctl`` then runs the etcd pod's through crictl, as on a site)
+TEST_ETCDCTL = "/usr/local/lib/rackctl-lab/etcdctl"
 #: What Debian gives the node: the OCI runtime, what kubeadm's preflight looks for, and what the lab's
 #: kubelet package depends on (:data:`rackctl_lab.components.debs` shapes it like pkgs.k8s.io's).
 DEBIAN_PACKAGES = ("runc", "conntrack", "iptables", "iproute2", "ethtool", "socat", "kmod")
@@ -89,6 +93,9 @@ def install(node: NativeNode, binaries: dict[str, Path], debs: list[Path], image
     bin_dir.mkdir(parents=True, exist_ok=True)
     for name in PROGRAMS:
         shutil.copy2(binaries[name], bin_dir / name)
+    tool = root / TEST_ETCDCTL.lstrip("/")
+    tool.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(binaries["etcdctl"], tool)
     units = root / "etc/systemd/system"
     wants = units / "multi-user.target.wants"
     wants.mkdir(parents=True, exist_ok=True)

@@ -5,8 +5,10 @@ cp-03 (control planes) and gpu-01 (a worker; no GPU here), each with the invento
 its PXE and management addresses, its sshd presenting the host key rackctl pinned. rackctl_lab/kubenode.py
 installs the lab's Kubernetes packages (kubeadm, kubelet with kubeadm's drop-in, kubectl, cri-tools at
 1.37.2-1.1, kubernetes-cni at 1.10.0-1.1: rackctl_lab/components/debs.py, built from their Go modules) with
-dpkg, containerd 2.4.2 and etcdctl built from theirs, runc, keepalived and haproxy from Debian, and every image
-the cluster runs (control plane, kube-proxy, CoreDNS, Flannel: rackctl_lab/components/images.py).
+dpkg, containerd 2.4.2 built from its module, runc, keepalived and haproxy from Debian, and every image the
+cluster runs (control plane, kube-proxy, CoreDNS, Flannel: rackctl_lab/components/images.py). No etcdctl on
+PATH, as on a kubeadm node: rackctl's roles run the etcd pod's through crictl; the test's own reads use one
+off PATH (kubenode.TEST_ETCDCTL).
 
 What is real: rackctl's rendered kubeadm configs, its roles (kubeadm_leftovers, kubeadm_init, etcdctl,
 etcd_snapshot, etcd_member, kubeadm_join, kubeadm_preflight) run by its Ansible driver over SSH with pinned
@@ -155,7 +157,7 @@ def _inventory(folder: Path, admin_key: str) -> Path:
 
 @pytest.fixture(scope="module")
 def rack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rack]:
-    programs = sorted({*kubenode.PROGRAMS, *debs.PROGRAMS, *images.needed_programs(RELEASE)})
+    programs = sorted({*kubenode.PROGRAMS, "etcdctl", *debs.PROGRAMS, *images.needed_programs(RELEASE)})
     built = build.build(build.select(RELEASE, programs))
     binaries = {b.name: Path(b.path) for b in built}
     assembled = images.assemble(RELEASE, built)
@@ -607,7 +609,7 @@ def test_rackctls_etcd_member_removal_through_kubectl_exec_and_the_control_plane
 
 #: etcdctl on a control plane with kubeadm's healthcheck client
 ETCDCTL = (
-    "etcdctl --endpoints=https://127.0.0.1:2379 --cacert=/etc/kubernetes/pki/etcd/ca.crt "
+    f"{kubenode.TEST_ETCDCTL} --endpoints=https://127.0.0.1:2379 --cacert=/etc/kubernetes/pki/etcd/ca.crt "
     "--cert=/etc/kubernetes/pki/etcd/healthcheck-client.crt --key=/etc/kubernetes/pki/etcd/healthcheck-client.key"
 )
 
