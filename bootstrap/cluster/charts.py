@@ -100,24 +100,35 @@ def cilium(inv: Inventory) -> Release:
     )
 
 
+def management_probe(inv: Inventory) -> str | None:
+    """An address of the management network that no node holds: its gateway, else its highest host address
+    not taken by a node or the API VIP. The route to it leaves every node through its management interface,
+    from its management address (the API VIP would not do: on the node holding it, the route is local)."""
+    cidr = inv.networks.cidr_of("management")
+    if cidr is None:
+        return None
+    if inv.networks.management.gateway is not None:
+        return str(inv.networks.management.gateway)
+    taken = {inv.networks.kubernetes.api_vip, *(n.address_on("management") for n in inv.nodes)}
+    found = next((a for a in reversed(list(cidr.hosts())) if a not in taken), None)
+    return str(found) if found is not None else None
+
+
 def flannel(inv: Inventory) -> Release:
     """Flannel with VXLAN on the pod CIDR, each node's subnet from its Node's podCIDR (``--kube-subnet-mgr``),
-    the interface the one that reaches the API VIP (the management network); kube-proxy kept."""
+    its interface and address the management ones (``--iface-can-reach``, :func:`management_probe`);
+    kube-proxy kept."""
     k8s = inv.networks.kubernetes
+    probe = management_probe(inv)
+    args = ["--ip-masq", "--kube-subnet-mgr", *([f"--iface-can-reach={probe}"] if probe else [])]
     return Release(
         name="flannel",
         repo="https://flannel-io.github.io/flannel/",
         chart="flannel",
         version=inv.kubernetes.charts.flannel,
         namespace="kube-flannel",
-        values={
-            "podCidr": str(k8s.pod_cidr),
-            "flannel": {
-                "args": ["--ip-masq", "--kube-subnet-mgr", f"--iface-can-reach={k8s.api_vip}"],
-                "backend": "vxlan",
-            },
-        },
-        sources=("networks.kubernetes.pod_cidr", "networks.kubernetes.api_vip", "kubernetes.charts.flannel"),
+        values={"podCidr": str(k8s.pod_cidr), "flannel": {"args": args, "backend": "vxlan"}},
+        sources=("networks.kubernetes.pod_cidr", "networks.management", "kubernetes.charts.flannel"),
     )
 
 

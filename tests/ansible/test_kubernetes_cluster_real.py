@@ -437,6 +437,17 @@ def test_the_cni_release_installed_by_helm_makes_every_node_ready_and_coredns_an
     timing.wait_for(lambda: _ready_nodes(rack) == sorted(NODES), timeout=180, what="every Node Ready")
     flannel = _pods(rack, "kube-flannel", "app=flannel")
     assert sorted(p["spec"]["nodeName"] for p in flannel) == sorted(NODES)  # type: ignore[index]
+    # each node's VXLAN endpoint is its management address (not its PXE one on the same NIC, and not the API
+    # VIP on the node holding it)
+    # (flanneld writes it once it holds its lease, which can be after the Node turned Ready)
+    annotation = "jsonpath={.metadata.annotations.flannel\\.alpha\\.coreos\\.com/public-ip}"
+    wanted = {n: str(rack.ctx.inventory.node(n).address_on("management")) for n in NODES}
+
+    def public() -> dict[str, str]:
+        return {n: rack.kubectl("get", "node", n, "-o", annotation).stdout.strip() for n in NODES}
+
+    timing.wait_for(lambda: all(public().values()), timeout=60, what="every node's flannel public IP")
+    assert public() == wanted
     timing.wait_for(
         lambda: len([p for p in _pods(rack, "kube-system", "k8s-app=kube-proxy") if _running(p)]) == len(NODES),
         timeout=180, what="kube-proxy running on every node",

@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from bootstrap.cluster.charts import management_probe
 from bootstrap.cluster.render import Bundle, render_cluster
 from bootstrap.cluster.validate import validate_bundle
 from bootstrap.inventory.loader import load_inventory
@@ -153,10 +154,18 @@ def test_flannel_is_a_cni_choice_with_its_chart_and_the_kube_proxy_fields_set(
     assert (flannel["chart"], flannel["version"], flannel["namespace"]) == ("flannel", "v0.28.10", "kube-flannel")
     values = _values(bundle, "flannel")
     assert values["podCidr"] == "10.244.0.0/16"
-    # flanneld's interface is the one that reaches the API VIP: the management network on every node
+    # flanneld's interface and address: those that reach the management gateway (never the API VIP: on the
+    # node holding it the route is local, through lo; the real cluster test checks each node's address)
     assert values["flannel"] == {
-        "args": ["--ip-masq", "--kube-subnet-mgr", "--iface-can-reach=10.20.0.10"], "backend": "vxlan",
+        "args": ["--ip-masq", "--kube-subnet-mgr", "--iface-can-reach=10.20.0.1"], "backend": "vxlan",
     }  # fmt: skip
+    inv = load_inventory(write_inventory(edit))
+    without_gateway = inv.model_copy(
+        update={"networks": inv.networks.model_copy(
+            update={"management": inv.networks.management.model_copy(update={"gateway": None})}
+        )}
+    )  # fmt: skip
+    assert management_probe(without_gateway) == "10.20.0.254"  # the highest address no node nor the VIP has
     assert [r["release"] for r in bundle.releases] == [
         "flannel", "local-path-provisioner", "kube-prometheus-stack", "gpu-operator",
     ]  # fmt: skip
