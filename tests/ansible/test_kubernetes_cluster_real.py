@@ -27,6 +27,7 @@ dpkg says are installed).
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import os
@@ -735,12 +736,15 @@ def _killed_run(rack: Rack, tmp_path: Path, reached: Callable[[], bool], what: s
     try:
 
         def running_and_reached() -> bool:
-            assert child.poll() is None, f"the run ended before {what} (rc {child.returncode})"
-            return reached()
+            if child.poll() is None:
+                return reached()
+            said = (tmp_path / "killed-run.log").read_text()[-4000:]
+            raise AssertionError(f"the run ended before {what} (rc {child.returncode}); it said:\n{said}")
 
         timing.wait_for(running_and_reached, timeout=300, interval=0.5, what=what)
     finally:
-        os.killpg(child.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # the run and all it started ended on their own
+            os.killpg(child.pid, signal.SIGKILL)
         child.wait()
         log.close()
 
@@ -809,8 +813,13 @@ def test_rackctl_killed_during_a_worker_join_and_the_next_run_finishes_the_clust
     _whole(rack, results)
 
 
-#: a whole node's kubeadm state gone without asking etcd (the whole cluster is taken down at once)
-RESET_NODE = "kubeadm reset --force --skip-phases=remove-etcd-member >/dev/null 2>&1; rm -rf /var/lib/etcd"
+#: a whole node's kubeadm state gone without asking etcd (the whole cluster is taken down at once); prints
+#: kubeadm's last words and what is left of what init or a join writes (nothing, where the reset did its work)
+RESET_NODE = (
+    "kubeadm reset --force --skip-phases=remove-etcd-member > /tmp/reset.log 2>&1 || tail -n 5 /tmp/reset.log; "
+    "rm -rf /var/lib/etcd; ls -d /etc/kubernetes/admin.conf /etc/kubernetes/kubelet.conf "
+    "/etc/kubernetes/manifests/kube-* 2>/dev/null || true"
+)
 
 
 def test_rackctl_killed_during_init_and_the_next_run_forms_the_cluster(
@@ -821,8 +830,8 @@ def test_rackctl_killed_during_init_and_the_next_run_forms_the_cluster(
     plane then): the next run waits for a kubeadm still running there, reads what init left, and forms the
     cluster: head-01 initialised (by the killed init, or reset and initialised again), the others joined."""
     rack, _ = formed
-    for node in reversed(NODES):
-        rack.ssh(node, RESET_NODE)
+    left = {node: rack.ssh(node, RESET_NODE).strip() for node in reversed(NODES)}
+    assert left == dict.fromkeys(NODES, ""), left
     (rack.ctx.state_dir / KUBECONFIG).unlink()
     _killed_run(
         rack,
