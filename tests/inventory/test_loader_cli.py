@@ -188,6 +188,37 @@ def test_validate_warns_when_the_password_variable_or_file_is_absent_here(data, 
     assert "pw-set-here-123" not in json.dumps(again)
 
 
+def test_plan_warns_as_validate_does_when_a_password_source_is_absent_here(data, tmp_path, monkeypatch):
+    monkeypatch.delenv("RACKCTL_BMC_PASSWORD")
+    data["credentials"]["spare"] = {"username": "root", "password_file": "secrets/bmc-spare.yml"}
+    data["nodes"][4]["bmc"]["credentials"] = "spare"
+    path = write(tmp_path, data)
+    state = ["--state-dir", str(tmp_path / "state")]
+    result = runner.invoke(cli, ["plan", "-i", str(path), *state, "--json"])
+    assert result.exit_code == 0, result.output  # a warning, not a failure
+    warnings = json.loads(result.stdout)["warnings"]
+    assert any(
+        w.startswith("credentials.idrac.password_env: on this machine: environment variable RACKCTL_BMC_PASSWORD")
+        and "fix: export RACKCTL_BMC_PASSWORD=" in w
+        for w in warnings
+    ), warnings
+    assert any(w.startswith("credentials.spare.password_file:") and "does not exist" in w for w in warnings)
+    human = runner.invoke(cli, ["plan", "-i", str(path), *state])
+    assert human.exit_code == 0, human.output
+    assert "RACKCTL_BMC_PASSWORD is not set" in human.stderr
+    assert "Traceback" not in human.output
+    # only the selected nodes' sources: gpu-xe9680-01 alone uses the spare file
+    limited = runner.invoke(cli, ["plan", "-i", str(path), *state, "--limit", "head-01", "--json"])
+    assert not [w for w in json.loads(limited.stdout)["warnings"] if "spare" in w]
+    monkeypatch.setenv("RACKCTL_BMC_PASSWORD", "pw-set-here-123")
+    (tmp_path / "secrets").mkdir()
+    (tmp_path / "secrets" / "bmc-spare.yml").write_text("spare: pw-in-a-file-456\n")
+    (tmp_path / "secrets" / "bmc-spare.yml").chmod(0o600)
+    quiet = runner.invoke(cli, ["plan", "-i", str(path), *state, "--json"])
+    assert not [w for w in json.loads(quiet.stdout).get("warnings", []) if "on this machine" in w]
+    assert "pw-set-here-123" not in quiet.output and "pw-in-a-file-456" not in quiet.output
+
+
 def test_validate_reports_all_four_mistakes_of_a_file_at_once(data, tmp_path):
     data["nodes"][0]["rool"] = "head"  # schema: an unknown key
     data["nodes"][3]["service_tag"] = "not a tag!"  # schema: a bad value
