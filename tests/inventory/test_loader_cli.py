@@ -244,3 +244,60 @@ def test_rule_findings_after_a_removed_list_item_keep_their_place_in_the_file(da
     paths = [e["path"] for e in json.loads(result.output)["errors"]]
     # the file's index (not the fourth node that parsed), and no count rule echoing the node left out
     assert sorted(paths) == ["nodes[1].role", "nodes[4].interfaces[0].ip"]
+
+
+def test_a_refused_cluster_key_still_lets_every_rule_check_the_rest(data, tmp_path):
+    """A bad required key of a section (cluster.name) used to take the whole document out of the rules."""
+    data["cluster"]["name"] = "Bad Name!"  # schema, a required key
+    data["nodes"][3]["service_tag"] = "x y"  # schema, a node's
+    data["networks"]["management"]["gateway"] = "10.99.0.1"  # rule: outside its network
+    data["nodes"][1]["interfaces"][0]["ip"] = "10.99.0.22"  # rule: outside the pxe network
+    data["nodes"][4]["interfaces"][1]["ip"] = "10.20.0.21"  # rule: head-01's management address
+    result = runner.invoke(cli, ["validate", "-i", str(write(tmp_path, data)), "--json"])
+    assert result.exit_code == 2, result.output
+    errors = {e["path"]: e for e in json.loads(result.output)["errors"]}
+    assert sorted(errors) == [
+        "cluster.name",
+        "networks.management.gateway",
+        "nodes[1].interfaces[0].ip",
+        "nodes[3].service_tag",
+        "nodes[4].interfaces[1].ip",
+    ], errors
+    values = {
+        "cluster.name": "Bad Name!",
+        "networks.management.gateway": "10.99.0.1",
+        "nodes[1].interfaces[0].ip": "10.99.0.22",
+        "nodes[3].service_tag": "x y",
+        "nodes[4].interfaces[1].ip": "10.20.0.21",
+    }
+    for path, error in errors.items():
+        assert values[path] in error["message"], error  # the value
+        assert error["fix"] and error["line"], error  # the fix, and where it is in the file
+    assert "dvd-inference" not in result.output  # the sample's name stood in for the rules, never shown
+
+
+def test_a_refused_network_value_gives_its_error_and_no_echoes(data, tmp_path):
+    data["networks"]["management"]["cidr"] = "10.20.0.0/33"  # schema
+    data["nodes"][2]["rool"] = "head"  # schema
+    data["nodes"][1]["interfaces"][0]["ip"] = "10.99.0.22"  # rule
+    data["nodes"][4]["interfaces"][1]["ip"] = "10.20.0.21"  # rule
+    result = runner.invoke(cli, ["validate", "-i", str(write(tmp_path, data)), "--json"])
+    assert result.exit_code == 2, result.output
+    paths = sorted(e["path"] for e in json.loads(result.output)["errors"])
+    # not "networks.management.cidr: no cidr", nor "network 'management' is not defined" on every node
+    assert paths == [
+        "networks.management.cidr",
+        "nodes[1].interfaces[0].ip",
+        "nodes[2].rool",
+        "nodes[4].interfaces[1].ip",
+    ], paths
+
+
+def test_a_missing_section_is_reported_and_nothing_is_made_up_from_its_stand_in(data, tmp_path):
+    del data["networks"]
+    data["nodes"][1]["interfaces"][0]["ip"] = "10.99.0.22"  # outside no network the file defines
+    data["nodes"][4]["interfaces"][1]["ip"] = "10.20.0.21"  # rule: head-01's address, networks or not
+    result = runner.invoke(cli, ["validate", "-i", str(write(tmp_path, data)), "--json"])
+    assert result.exit_code == 2, result.output
+    errors = json.loads(result.output)["errors"]
+    assert sorted(e["path"] for e in errors) == ["networks", "nodes[4].interfaces[1].ip"], errors
