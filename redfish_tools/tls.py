@@ -77,7 +77,7 @@ _VERIFY_CODES = {
     9: "not_yet_valid",
     10: "expired",
     18: "self_signed",  # depth zero self-signed certificate
-    19: "self_signed",  # self-signed certificate in chain
+    19: "unknown_ca",  # self-signed certificate in chain: the BMC sent its chain, whose root is not trusted
     20: "unknown_ca",  # unable to get local issuer certificate
     21: "unknown_ca",  # unable to verify the first certificate
     62: "name_mismatch",  # hostname mismatch
@@ -179,6 +179,7 @@ _WORDS = (
     ("expired", ("certificate has expired",)),
     ("not_yet_valid", ("certificate is not yet valid",)),
     ("name_mismatch", ("Hostname mismatch", "IP address mismatch", "doesn't match")),
+    ("unknown_ca", ("self-signed certificate in certificate chain", "self signed certificate in certificate chain")),
     ("self_signed", ("self-signed certificate", "self signed certificate")),
     ("unknown_ca", ("unable to get local issuer", "unable to get issuer", "unable to verify the first")),
 )

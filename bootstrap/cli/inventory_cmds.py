@@ -26,8 +26,7 @@ from bootstrap.errors import EXIT_INVALID, InvalidInput, Problem
 from bootstrap.fsutil import atomic_write_text, replace_tree
 from bootstrap.inband.render import inventory_dir, render_for
 from bootstrap.inventory import check_inventory
-from bootstrap.inventory.environment_checks import environment_problems
-from bootstrap.inventory.models import Inventory
+from bootstrap.inventory.environment_checks import machine_warnings
 from bootstrap.resources import examples_dir
 
 
@@ -46,11 +45,6 @@ def register(cli: click.Group) -> None:
     cli.add_command(validate)
     cli.add_command(init)
     cli.add_command(inventory)
-
-
-def machine_warnings(inv: Inventory) -> list[Problem]:
-    """What the inventory references that this machine lacks (password sources, CA bundles), as warnings."""
-    return [Problem(p.path, f"on this machine: {p.message}", p.fix) for p in environment_problems(inv, inv.nodes)]
 
 
 @click.command()

@@ -28,6 +28,7 @@ from bootstrap.cli.common import (
 from bootstrap.cli.validate_options import validate_given, validate_options
 from bootstrap.errors import EXIT_NOT_APPLIED, EXIT_OK, InvalidInput
 from bootstrap.inventory import Inventory, load_inventory
+from bootstrap.inventory.environment_checks import machine_warnings
 from bootstrap.inventory.rules import support_warnings
 from bootstrap.journal import JOURNAL_FILE, Journal, NodeState, check_transition
 from bootstrap.selection import STAGES_OPTION, split_csv
@@ -203,12 +204,18 @@ def plan_cmd(
     state_dir: Path,
     as_json: bool,
 ) -> None:
-    """Show what `rackctl up` would do per stage and node; changes nothing."""
+    """Show what `rackctl up` would do per stage and node; changes nothing.
+
+    Also warns when what the selected nodes' BMCs need is absent on this machine (a password variable
+    not set, a password file or CA bundle missing), as `rackctl validate` does.
+    """
     inputs = checked_inputs(charts_dir, crd_dir)
     inventory = _load(inventory_path, as_json)
     selection = select(
         inventory, stages=split_csv(stages, STAGES_OPTION), limit=split_csv(limit), from_stage=from_stage, force=force
     )
+    for problem in machine_warnings(inventory, [n for n in inventory.nodes if n.hostname in selection.nodes]):
+        warn(str(problem), as_json)  # what `up` would stop at before touching a node (`validate` says the same)
     options = RunOptions(dry_run=True, force=force, environment=environment_for(inventory), cluster=inputs)
     data = plan(inventory, state_dir, selection, options)
     emit(data, as_json, lambda d: _show_plan(d, wide=wide))

@@ -1,10 +1,11 @@
 """Environment checks: what an inventory needs from *this machine*, checked when it is needed.
 
-Validation of the inventory file (``rackctl validate``, ``plan``, ``inventory render``) never looks at this
-machine: it checks that a credential source and a way to trust each BMC are *given*. Whether the password
-environment variable is set, the password file exists with mode 0600 and holds the entry, and the CA
-bundle exists and parses is checked here, by ``preflight`` and by code that reads the credentials at the
-moment it needs them (:func:`read_password`).
+Validation of the inventory file never depends on this machine: it checks that a credential source and a
+way to trust each BMC are *given*. Whether the password environment variable is set, the password file
+exists with mode 0600 and holds the entry, and the CA bundle exists and parses is checked here: as errors
+by ``preflight`` and by code that reads the credentials at the moment it needs them
+(:func:`read_password`); as warnings by ``rackctl validate`` and ``rackctl plan``
+(:func:`machine_warnings`), the file staying valid.
 
 A failure is the operator's problem, not a node's: :class:`OperatorEnvironmentError` (exit code 2) names
 the field, the value (an env var name, a path, a mode; never a secret) and the fix. The stage runner lets
@@ -156,3 +157,12 @@ def check_environment(inventory: Inventory, nodes: Iterable[Node], *, insecure: 
         raise OperatorEnvironmentError(
             "this machine is not ready to reach the BMCs (no node was touched)", problems=problems
         )
+
+
+def machine_warnings(inventory: Inventory, nodes: Iterable[Node] | None = None) -> list[Problem]:
+    """What the inventory references that this machine lacks (password sources, CA bundles), as warnings:
+    each with the field, the value (a variable's name or a path, never a secret) and the fix."""
+    chosen = inventory.nodes if nodes is None else nodes
+    return [
+        Problem(p.path, f"on this machine: {p.message}", p.fix, p.line) for p in environment_problems(inventory, chosen)
+    ]

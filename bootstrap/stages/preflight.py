@@ -11,8 +11,9 @@ Read-only, in two kinds:
 - Node checks (:meth:`PreflightStage.run`): each BMC is proved, not pinged
   (:func:`redfish_tools.proof.prove_bmc`): the service root read over TLS verified against the CA bundle
   or the pinned fingerprint, the credential accepted (a session created, and deleted at the end), the
-  Redfish version and the iDRAC firmware read. A node whose BMC fails any of it fails with the cause
-  (the TLS problem and its fix, a rejected credential, no answer).
+  Redfish version and the iDRAC firmware read. A node whose BMC fails any of it fails with the cause and
+  the fix (:func:`cause_of`: the TLS problem, a rejected credential naming its field and password source,
+  no answer naming ``bmc.address``); the stage's data has per BMC ``ok`` and what it proved or why not.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 from bootstrap.doctor import run_doctor
 from bootstrap.errors import EnvironmentMissing
 from bootstrap.inventory.environment_checks import check_environment
+from bootstrap.inventory.models import Inventory, Node
 from bootstrap.stages.base import NodeResult, PlannedAction, Stage, StageContext, StageResult, register_stage
 from bootstrap.stages.oob import policy_for, targets_for
 from redfish_tools.connection import ConnectionPolicy
@@ -48,11 +50,37 @@ _FAILED = {
 }
 
 
-def cause_of(result: FleetResult[Any]) -> str:
-    """A failed proof's cause in one line: what failed (TLS, credential, no answer) and the BMC's reason."""
+def _credential_source(inventory: Inventory, node: Node) -> str:
+    """Where the node's BMC credential comes from, by name: field, user and password source (no secret)."""
+    name = inventory.bmc_settings(node).credentials
+    cred = inventory.credentials.get(name) if name else None
+    if name is None or cred is None:
+        return "the node's bmc.credentials"
+    source = f"${cred.password_env}" if cred.password_env else f"the file {cred.password_file}"
+    return f"credentials.{name} (user {cred.username!r}, password from {source})"
+
+
+def fix_for(kind: str, inventory: Inventory, node: Node, address: str) -> str:
+    """What the operator does about a failed proof of ``kind`` (a TLS failure carries its own fix)."""
+    if kind == "auth":
+        return f"make {_credential_source(inventory, node)} match the iDRAC's account"
+    if kind == "permission":
+        return f"give the iDRAC user of {_credential_source(inventory, node)} the Administrator role"
+    if kind in ("transport", "timeout", "deadline"):
+        return f"check bmc.address ({address}) and that this machine reaches the iDRAC's HTTPS port"
+    if kind == "session_limit":
+        return "close idle sessions in the iDRAC (iDRAC Settings > Users > Sessions) and run preflight again"
+    return ""
+
+
+def cause_of(result: FleetResult[Any], fix: str = "") -> str:
+    """A failed proof's cause in one line: what failed (TLS, credential, no answer), the BMC's reason and
+    the fix (a TLS failure's reason holds its own)."""
     error = result.error or {}
     kind = str(error.get("kind") or "error")
-    return f"BMC {_FAILED.get(kind, kind)}: {error.get('message') or 'failed'}"
+    reason = str(error.get("message") or "failed").removeprefix("TLS: ")
+    text = f"BMC {_FAILED.get(kind, kind)}: {reason}"
+    return f"{text}; fix: {fix}" if fix and "fix:" not in reason else text
 
 
 @register_stage
@@ -82,13 +110,20 @@ class PreflightStage(Stage):
             targets = [replace(t, insecure=True) for t in targets]
         results = run_fleet(targets, prove_bmc, policy=policy_for(ctx.state_dir, PREFLIGHT_POLICY))
         out: list[NodeResult] = []
+        proved: dict[str, dict[str, Any]] = {}  # the stage's data in `up --json`: per BMC, ok and what it proved
         for target, result in zip(targets, results, strict=True):
             data: dict[str, Any] = {"insecure_tls": target.insecure}
             if result.ok and result.value is not None:
                 data["bmc"] = result.value.as_dict()
                 out.append(NodeResult(result.name, ok=True, message=result.value.summary(), data=data))
+                proved[result.name] = {"ok": True, **data["bmc"]}
             else:
                 data["error"] = result.error
-                out.append(NodeResult(result.name, ok=False, message=cause_of(result), data=data))
+                kind = str((result.error or {}).get("kind") or "error")
+                fix = fix_for(kind, ctx.inventory, ctx.node(result.name), target.url)
+                out.append(NodeResult(result.name, ok=False, message=cause_of(result, fix), data=data))
+                proved[result.name] = {"ok": False, "cause": kind, "tls": target.tls.describe()}
             ctx.progress.node_done(self.name, result.name, out[-1].ok, out[-1].message)
-        return StageResult.from_nodes(out)
+        stage = StageResult.from_nodes(out)
+        stage.data = {"bmcs": proved}
+        return stage

@@ -467,7 +467,7 @@ class Runner:
             to_run = [n for n, d in decisions.items() if d.action == "run" or n in cannot_apply]
             for node, d in decisions.items():
                 if d.action != "run" and node not in cannot_apply:
-                    outcome.nodes[node] = {"status": d.action, "message": d.reason}
+                    outcome.nodes[node] = {"status": d.action, "ok": d.action != "blocked", "message": d.reason}
             blocked = [n for n, d in decisions.items() if d.action == "blocked" and n not in cannot_apply]
             if not to_run and not blocked:
                 outcome.status, outcome.message = "skipped", "nothing to do"
@@ -632,13 +632,14 @@ class Runner:
                 journal.record_step(
                     run_id, node, stage.name, STAGE_STEP, status=STEP_RENDERED, destructive=False, detail=detail
                 )
-                outcome.nodes[node] = {"status": STEP_RENDERED, "applied": False, "message": why}
+                outcome.nodes[node] = {"status": STEP_RENDERED, "ok": True, "applied": False, "message": why}
             elif res.ok:
                 if reaches is not None:
                     self._advance(journal, run_id, node, reaches, stage.name)
                 journal.record_step(run_id, node, stage.name, STAGE_STEP, status="completed", destructive=False)
                 outcome.nodes[node] = {
                     "status": "completed",
+                    "ok": True,
                     "applied": True,
                     "message": message,
                     "changed": res.changed,
@@ -657,7 +658,7 @@ class Runner:
                     destructive=False,
                     detail={"error": message},
                 )
-                outcome.nodes[node] = {"status": "failed", "message": message}
+                outcome.nodes[node] = {"status": "failed", "ok": False, "message": message}
         return failed
 
     def _enter_during(self, journal: Journal, run_id: int, stage: Stage, nodes: list[str], *, forced: bool) -> None:
@@ -748,6 +749,7 @@ def _report_interrupted(outcome: StageOutcome, result: StageResult) -> None:
         said = str(res.data.get("status") or ("completed" if res.ok else "failed"))
         outcome.nodes[node] = {
             "status": INTERRUPTED_STATUS.get(said, said),
+            "ok": res.ok,
             "detail": said,
             "message": redact(res.message),
         }

@@ -188,6 +188,37 @@ def test_validate_warns_when_the_password_variable_or_file_is_absent_here(data, 
     assert "pw-set-here-123" not in json.dumps(again)
 
 
+def test_plan_warns_as_validate_does_when_a_password_source_is_absent_here(data, tmp_path, monkeypatch):
+    monkeypatch.delenv("RACKCTL_BMC_PASSWORD")
+    data["credentials"]["spare"] = {"username": "root", "password_file": "secrets/bmc-spare.yml"}
+    data["nodes"][4]["bmc"]["credentials"] = "spare"
+    path = write(tmp_path, data)
+    state = ["--state-dir", str(tmp_path / "state")]
+    result = runner.invoke(cli, ["plan", "-i", str(path), *state, "--json"])
+    assert result.exit_code == 0, result.output  # a warning, not a failure
+    warnings = json.loads(result.stdout)["warnings"]
+    assert any(
+        w.startswith("credentials.idrac.password_env: on this machine: environment variable RACKCTL_BMC_PASSWORD")
+        and "fix: export RACKCTL_BMC_PASSWORD=" in w
+        for w in warnings
+    ), warnings
+    assert any(w.startswith("credentials.spare.password_file:") and "does not exist" in w for w in warnings)
+    human = runner.invoke(cli, ["plan", "-i", str(path), *state])
+    assert human.exit_code == 0, human.output
+    assert "RACKCTL_BMC_PASSWORD is not set" in human.stderr
+    assert "Traceback" not in human.output
+    # only the selected nodes' sources: gpu-xe9680-01 alone uses the spare file
+    limited = runner.invoke(cli, ["plan", "-i", str(path), *state, "--limit", "head-01", "--json"])
+    assert not [w for w in json.loads(limited.stdout)["warnings"] if "spare" in w]
+    monkeypatch.setenv("RACKCTL_BMC_PASSWORD", "pw-set-here-123")
+    (tmp_path / "secrets").mkdir()
+    (tmp_path / "secrets" / "bmc-spare.yml").write_text("spare: pw-in-a-file-456\n")
+    (tmp_path / "secrets" / "bmc-spare.yml").chmod(0o600)
+    quiet = runner.invoke(cli, ["plan", "-i", str(path), *state, "--json"])
+    assert not [w for w in json.loads(quiet.stdout).get("warnings", []) if "on this machine" in w]
+    assert "pw-set-here-123" not in quiet.output and "pw-in-a-file-456" not in quiet.output
+
+
 def test_validate_reports_all_four_mistakes_of_a_file_at_once(data, tmp_path):
     data["nodes"][0]["rool"] = "head"  # schema: an unknown key
     data["nodes"][3]["service_tag"] = "not a tag!"  # schema: a bad value
@@ -213,3 +244,60 @@ def test_rule_findings_after_a_removed_list_item_keep_their_place_in_the_file(da
     paths = [e["path"] for e in json.loads(result.output)["errors"]]
     # the file's index (not the fourth node that parsed), and no count rule echoing the node left out
     assert sorted(paths) == ["nodes[1].role", "nodes[4].interfaces[0].ip"]
+
+
+def test_a_refused_cluster_key_still_lets_every_rule_check_the_rest(data, tmp_path):
+    """A bad required key of a section (cluster.name) used to take the whole document out of the rules."""
+    data["cluster"]["name"] = "Bad Name!"  # schema, a required key
+    data["nodes"][3]["service_tag"] = "x y"  # schema, a node's
+    data["networks"]["management"]["gateway"] = "10.99.0.1"  # rule: outside its network
+    data["nodes"][1]["interfaces"][0]["ip"] = "10.99.0.22"  # rule: outside the pxe network
+    data["nodes"][4]["interfaces"][1]["ip"] = "10.20.0.21"  # rule: head-01's management address
+    result = runner.invoke(cli, ["validate", "-i", str(write(tmp_path, data)), "--json"])
+    assert result.exit_code == 2, result.output
+    errors = {e["path"]: e for e in json.loads(result.output)["errors"]}
+    assert sorted(errors) == [
+        "cluster.name",
+        "networks.management.gateway",
+        "nodes[1].interfaces[0].ip",
+        "nodes[3].service_tag",
+        "nodes[4].interfaces[1].ip",
+    ], errors
+    values = {
+        "cluster.name": "Bad Name!",
+        "networks.management.gateway": "10.99.0.1",
+        "nodes[1].interfaces[0].ip": "10.99.0.22",
+        "nodes[3].service_tag": "x y",
+        "nodes[4].interfaces[1].ip": "10.20.0.21",
+    }
+    for path, error in errors.items():
+        assert values[path] in error["message"], error  # the value
+        assert error["fix"] and error["line"], error  # the fix, and where it is in the file
+    assert "dvd-inference" not in result.output  # the sample's name stood in for the rules, never shown
+
+
+def test_a_refused_network_value_gives_its_error_and_no_echoes(data, tmp_path):
+    data["networks"]["management"]["cidr"] = "10.20.0.0/33"  # schema
+    data["nodes"][2]["rool"] = "head"  # schema
+    data["nodes"][1]["interfaces"][0]["ip"] = "10.99.0.22"  # rule
+    data["nodes"][4]["interfaces"][1]["ip"] = "10.20.0.21"  # rule
+    result = runner.invoke(cli, ["validate", "-i", str(write(tmp_path, data)), "--json"])
+    assert result.exit_code == 2, result.output
+    paths = sorted(e["path"] for e in json.loads(result.output)["errors"])
+    # not "networks.management.cidr: no cidr", nor "network 'management' is not defined" on every node
+    assert paths == [
+        "networks.management.cidr",
+        "nodes[1].interfaces[0].ip",
+        "nodes[2].rool",
+        "nodes[4].interfaces[1].ip",
+    ], paths
+
+
+def test_a_missing_section_is_reported_and_nothing_is_made_up_from_its_stand_in(data, tmp_path):
+    del data["networks"]
+    data["nodes"][1]["interfaces"][0]["ip"] = "10.99.0.22"  # outside no network the file defines
+    data["nodes"][4]["interfaces"][1]["ip"] = "10.20.0.21"  # rule: head-01's address, networks or not
+    result = runner.invoke(cli, ["validate", "-i", str(write(tmp_path, data)), "--json"])
+    assert result.exit_code == 2, result.output
+    errors = json.loads(result.output)["errors"]
+    assert sorted(e["path"] for e in errors) == ["networks", "nodes[4].interfaces[1].ip"], errors

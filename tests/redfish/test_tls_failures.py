@@ -150,6 +150,18 @@ def test_unknown_ca(tmp_path: Path, serve) -> None:
     assert "signed by a CA" in err.message and str(other.file) in err.message and "bmc.ca_file" in err.message
 
 
+def test_unknown_ca_when_the_bmc_sends_its_whole_chain(tmp_path: Path, serve) -> None:
+    """An iDRAC that sends its CA along with its certificate (OpenSSL: "self-signed certificate in certificate
+    chain") is signed by a CA the bundle does not hold; it does not present a self-signed certificate."""
+    signer, other = make_ca(tmp_path, "signer CA"), make_ca(tmp_path, "other CA")
+    cert, key, _ = make_leaf(tmp_path, "leaf", ca=signer, sans=LOOPBACK)
+    chain = tmp_path / "chain.pem"
+    chain.write_bytes(cert.read_bytes() + signer.file.read_bytes())
+    err = connect(serve(chain, key), ca_file=other.file)
+    assert err.problem == "unknown_ca"
+    assert "signed by a CA" in err.message and str(other.file) in err.message and "self-signed" not in err.message
+
+
 def test_expired_certificate(tmp_path: Path, serve) -> None:
     ca = make_ca(tmp_path, "CA")
     url = serve(*make_leaf(tmp_path, "old", ca=ca, sans=LOOPBACK, not_after=NOW - dt.timedelta(days=1))[:2])

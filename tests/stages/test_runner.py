@@ -166,7 +166,7 @@ def test_limit_and_maintenance_select_nodes(
     assert got[hostnames[0]] is S.DISCOVERED
     assert got[hostnames[1]] is S.MAINTENANCE
     assert all(got[n] is S.REGISTERED for n in hostnames[2:])
-    assert out.stages[0].nodes[hostnames[1]] == {"status": "skip", "message": "in maintenance"}
+    assert out.stages[0].nodes[hostnames[1]] == {"status": "skip", "ok": True, "message": "in maintenance"}
 
 
 def test_limit_by_role_and_glob(registry: dict, inventory: Inventory) -> None:
