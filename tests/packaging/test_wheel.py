@@ -151,13 +151,18 @@ def test_doctor_of_the_base_install_is_complete_and_names_the_missing_extras(ins
     core = _run([str(installed / "rackctl"), "doctor", "--json"], tmp_path, env)
     assert core.returncode == 0, core.stdout + core.stderr
     checks = {c["name"]: c for c in json.loads(core.stdout)["checks"]}
-    assert checks["shipped roles' collections"]["ok"] is True
+    # every module, lookup, filter and test of the shipped content resolves with ansible-core alone
+    plugins = checks["shipped roles' collections"]
+    assert plugins["ok"] is True and plugins["found"].endswith("ansible.builtin only"), plugins
     not_ok = [c for c in checks.values() if c["group"] == "core" and not c["ok"]]
     assert not_ok == [], not_ok
     cluster = _run([str(installed / "rackctl"), "doctor", "--require", "cluster", "--json"], tmp_path, env)
     assert cluster.returncode == 3, cluster.stdout + cluster.stderr
-    missing = [c for c in json.loads(cluster.stdout)["checks"] if c["group"] == "cluster" and not c["ok"]]
-    assert missing and all("rackctl[cluster]" in c["install"] for c in missing)
+    extras = {c["name"]: c for c in json.loads(cluster.stdout)["checks"] if c["group"] != "core"}
+    for extra in ("cluster", "triton", "load-check"):  # none installed, each named with its fix and its commands
+        entry = extras[f"rackctl[{extra}]"]
+        assert entry["ok"] is False and entry["install"].endswith(f"pip install 'rackctl[{extra}]'"), entry
+        assert entry["needed_by"] and "missing" in entry["found"], entry
 
 
 def test_the_base_install_has_no_triton_client_and_says_which_extra_brings_it(installed: Path, tmp_path: Path) -> None:
@@ -172,7 +177,14 @@ def test_the_base_install_has_no_triton_client_and_says_which_extra_brings_it(in
     check = _run([rackctl, "triton", "check", "state/triton", "--skip-engine", "--json"], tmp_path, env)
     assert check.returncode == 3, check.stdout + check.stderr
     assert "pip install 'rackctl[triton]'" in check.stdout and "Traceback" not in check.stderr
+    load = _run([rackctl, "triton", "load-check", "--state-dir", "state", "--json"], tmp_path, env)
+    assert load.returncode == 3, load.stdout + load.stderr
+    assert "pip install 'rackctl[load-check]'" in load.stdout and "Traceback" not in load.stderr
+    manifests = _run([rackctl, "triton", "manifests", "-i", "cluster.yml", "--state-dir", "state"], tmp_path, env)
+    assert manifests.returncode == 3, manifests.stdout + manifests.stderr
+    assert "pip install 'rackctl[cluster]'" in manifests.stdout + manifests.stderr
+    assert "Traceback" not in manifests.stderr
     triton = _run([rackctl, "doctor", "--require", "triton", "--json"], tmp_path, env)
     assert triton.returncode == 3
-    entry = next(c for c in json.loads(triton.stdout)["checks"] if c["name"] == "tritonclient")
-    assert "rackctl[triton]" in entry["install"]
+    entry = next(c for c in json.loads(triton.stdout)["checks"] if c["name"] == "rackctl[triton]")
+    assert "tritonclient" in entry["found"] and "triton check" in " ".join(entry["needed_by"])
