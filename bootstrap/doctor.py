@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
 
 from bootstrap import ansible_plugins
 from bootstrap.inventory.profiles import version_tuple
@@ -52,7 +53,7 @@ CHECKS: tuple[Check, ...] = (
     Check(
         "shipped roles' collections",
         "collections",
-        "every module, lookup, filter and test the shipped playbooks use resolves in ansible-core",
+        "the modules, lookups, filters, tests the playbooks use",
         "core",
         ANSIBLE_CORE,
     ),
@@ -68,7 +69,7 @@ CHECKS: tuple[Check, ...] = (
     Check(
         "rackctl[cluster]",
         "extra",
-        "schema checks of what is applied (kubernetes-validate, jsonschema), Helm's SDK",
+        "schema checks, Helm's SDK",
         "cluster",
         extra_install("cluster"),
         target="cluster",
@@ -77,7 +78,7 @@ CHECKS: tuple[Check, ...] = (
     Check(
         "rackctl[triton]",
         "extra",
-        "Triton's client (with grpc, protobuf, numpy): Triton's config parse",
+        "Triton's client (grpc, protobuf, numpy)",
         "triton",
         extra_install("triton"),
         target="triton",
@@ -86,7 +87,7 @@ CHECKS: tuple[Check, ...] = (
     Check(
         "rackctl[load-check]",
         "extra",
-        "the triton extra, the tritonserver binary (nvidia-pytriton), tokenizers",
+        "triton extra, tritonserver, tokenizers",
         "load-check",
         extra_install("load-check"),
         target="load-check",
@@ -197,8 +198,7 @@ def _shipped_plugins(check: Check) -> Finding:
             install = f"{VENV_BIN / 'ansible-galaxy'} collection install {' '.join(absent)}"
         names = ", ".join(f"{p.kind} {p.name}" for p in missing)
         return Finding(replace(check, install=install), False, f"not resolved: {names}")
-    kinds = ", ".join(f"{sum(p.kind == k for p in used)} {k}s" for k in ("module", "lookup", "filter", "test"))
-    return Finding(check, True, f"{kinds} resolve; " + (", ".join(collections) or "ansible.builtin only"))
+    return Finding(check, True, f"{len(used)} plugins resolve; " + (", ".join(collections) or "ansible.builtin only"))
 
 
 def extra_requirements(extra: str, dist: str | None = None) -> list[Requirement]:
@@ -227,20 +227,22 @@ def extra_requirements(extra: str, dist: str | None = None) -> list[Requirement]
 def _extra(check: Check) -> Finding:
     """Every requirement of the extra installed, in the versions it asks for."""
     extra = check.target or check.name
-    reqs = extra_requirements(extra)
-    if not reqs:
+    wanted: dict[str, SpecifierSet] = {}
+    for req in extra_requirements(extra):  # one package named twice (numpy) must meet both
+        wanted[req.name] = wanted.get(req.name, SpecifierSet()) & req.specifier
+    if not wanted:
         return Finding(check, False, f"rackctl's installed metadata declares no extra {extra!r}")
     have, lack = [], []
-    for req in reqs:
+    for name, specifier in wanted.items():
         try:
-            version = importlib.metadata.version(req.name)
+            version = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
-            lack.append(f"{req.name} missing")
+            lack.append(f"{name} missing")
             continue
-        if req.specifier and not req.specifier.contains(version, prereleases=True):
-            lack.append(f"{req.name} {version} (wants {req.specifier})")
+        if specifier and not specifier.contains(version, prereleases=True):
+            lack.append(f"{name} {version} (wants {specifier})")
         else:
-            have.append(f"{req.name} {version}")
+            have.append(f"{name} {version}")
     return Finding(check, not lack, "; ".join(lack) if lack else ", ".join(have))
 
 

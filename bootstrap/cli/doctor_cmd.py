@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from bootstrap.cli.common import console, emit, json_option
@@ -53,7 +54,9 @@ def doctor(required: tuple[str, ...], as_json: bool) -> None:
                 else ("[red]missing[/red]" if f.check.group in need else "[yellow]missing[/yellow]")
             )
             needed = f"; needed by {', '.join(f.check.needed_by)}" if f.check.needed_by else ""
-            table.add_row(f.check.group, f.check.name, status, f.found, f.check.purpose + needed)
+            cells = (f.check.group, f.check.name, f.found, f.check.purpose + needed)
+            group, name, found, purpose = (escape(c) for c in cells)  # `rackctl[cluster]` is no markup
+            table.add_row(group, name, status, found, purpose)
         console.print(table)
         missing = [f for f in findings if not f.ok]
         if missing:

@@ -124,6 +124,8 @@ def test_an_extra_is_checked_against_the_installed_metadata(monkeypatch, tmp_pat
             'rackctl-no-such-package>=1; extra == "two"',
             'click>=999; extra == "old"',
             'rackctl-doctor-fake[one,two]; extra == "both"',
+            'click>=8; extra == "merged"',
+            'click<1; extra == "merged"',  # one package named twice must meet both
         ],
     )
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -142,6 +144,8 @@ def test_an_extra_is_checked_against_the_installed_metadata(monkeypatch, tmp_pat
     assert not two.ok and two.found == "rackctl-no-such-package missing"
     assert not check("old").ok and "(wants >=999)" in check("old").found
     assert not check("both").ok
+    merged = check("merged")
+    assert not merged.ok and merged.found.startswith("click ") and "(wants <1,>=8)" in merged.found
     none = check("none")
     assert not none.ok and "declares no extra 'none'" in none.found
 
@@ -154,3 +158,9 @@ def test_the_extras_doctor_checks_are_those_pyproject_declares():
         if check.kind == "extra":
             assert check.needed_by and check.install.endswith(f"'rackctl[{check.target}]'")
             assert doctor.extra_requirements(check.target), check.target  # this install's metadata has it
+
+
+def test_the_human_table_names_each_extra_with_its_brackets():
+    result = CliRunner().invoke(cli, ["doctor"], env={"COLUMNS": "160"})
+    assert result.exit_code == 0, result.output
+    assert "rackctl[cluster]" in result.output and "rackctl[triton]" in result.output
