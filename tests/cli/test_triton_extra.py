@@ -92,3 +92,32 @@ def test_triton_manifests_name_the_cluster_extra_when_the_schemas_are_missing(tm
     with_extra, loaded = run(argv, block=False, tmp_path=tmp_path)
     assert with_extra.returncode == 0, with_extra.stdout[-2000:] + with_extra.stderr[-2000:]
     assert loaded == []  # validating manifests needs the cluster extra, never Triton's client
+
+
+def test_only_the_load_checks_own_modules_need_the_client_to_import(tmp_path: Path) -> None:
+    """Every other module of the product imports without the extra: the imports are where they are used."""
+    script = f"""
+import importlib, json, pkgutil, sys
+for name in {(*HEAVY, "gevent", "google.protobuf")!r}:
+    sys.modules[name] = None
+import bootstrap
+failed = {{}}
+for found in pkgutil.walk_packages(bootstrap.__path__, "bootstrap."):
+    if not found.name.endswith("__main__"):  # runs the CLI
+        try:
+            importlib.import_module(found.name)
+        except ImportError as exc:
+            failed[found.name] = str(exc)
+print(json.dumps(failed))
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        env=rackctl_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert sorted(json.loads(proc.stdout)) == ["bootstrap.triton.loadcheck", "bootstrap.triton.server"]
