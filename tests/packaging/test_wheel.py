@@ -26,7 +26,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.slow
+# one unit of work under pytest-xdist (--dist loadgroup): one worker builds the wheel and the venv, once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("packaging")]
 
 
 #: what a shell may carry that would make the venv see more than its own packages or this machine's Ansible
