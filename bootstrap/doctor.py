@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import os
 import shutil
@@ -12,7 +13,7 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 
-from bootstrap import ansible_plugins
+from bootstrap import ansible_plugins, resources
 from bootstrap.inventory.profiles import version_tuple
 
 #: the distribution whose metadata declares the extras
@@ -183,11 +184,18 @@ def _collection_dir(target: str) -> Path | None:
     return None
 
 
+@functools.lru_cache(maxsize=8)
+def _plugins(share: Path, python: str) -> tuple[frozenset[ansible_plugins.Plugin], list[ansible_plugins.Plugin]]:
+    """What the content under ``share`` uses and what of it ``python``'s ansible-core does not resolve (once per
+    process: the preflight stage asks on every run, the answer does not change while rackctl runs)."""
+    used = ansible_plugins.plugins_used(share)
+    return frozenset(used), ansible_plugins.unresolved(used, python)
+
+
 def _shipped_plugins(check: Check) -> Finding:
     """Every plugin the shipped playbooks and roles name resolves here, as ``ansible-playbook`` would resolve it."""
     try:
-        used = ansible_plugins.plugins_used()
-        missing = ansible_plugins.unresolved(used)
+        used, missing = _plugins(resources.SHARE, sys.executable)
     except (ansible_plugins.UnreadableContent, RuntimeError, OSError) as exc:
         return Finding(check, False, str(exc))
     collections = sorted({p.collection for p in used if p.collection} - {"ansible.builtin", "ansible.legacy"})
