@@ -33,7 +33,7 @@ _CONDITIONALS = {"when", "changed_when", "failed_when", "until", "that"}
 _TASK_LISTS = {"tasks", "pre_tasks", "post_tasks", "handlers", "block", "rescue", "always"}
 _LOOKUPS = {"lookup", "query", "q"}
 _JINJA = jinja2.Environment(autoescape=False, extensions=["jinja2.ext.do", "jinja2.ext.loopcontrols"])  # noqa: S701 - parsed only, never rendered
-#: what ansible-playbook would do with the names: resolve each with its plugin loader (run by ``resolve``)
+#: what ansible-playbook would do with the names: resolve each with its plugin loader (run by ``unresolved``)
 _RESOLVE = """
 import json, sys
 from jinja2.defaults import DEFAULT_FILTERS, DEFAULT_TESTS
@@ -55,6 +55,13 @@ def found(kind, name):
         return False
 print(json.dumps([[k, n] for k, n in json.load(sys.stdin) if not found(k, n)]))
 """
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML as Ansible reads it, for the scan: a tagged value (``!unsafe``, ``!vault``) is never templated."""
+
+
+_Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
 
 
 @dataclass(frozen=True, order=True)
@@ -132,7 +139,7 @@ def plugins_used(share: Path | None = None) -> set[Plugin]:
     yaml_files = [*(base / "playbooks").rglob("*.yml"), *(base / "roles").rglob("*.yml")]
     for path in sorted(p for p in yaml_files if "molecule" not in p.parts):
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            data = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)  # noqa: S506 - a SafeLoader
         except yaml.YAMLError as exc:
             raise UnreadableContent(f"{path}: {exc}") from None
         if path.parent.name in {"tasks", "handlers", "playbooks"}:

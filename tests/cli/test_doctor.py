@@ -84,7 +84,11 @@ def test_a_role_naming_an_absent_collection_is_missing_with_its_install_command(
 
 
 def test_a_filter_ansible_core_lacks_is_found_by_its_short_name(monkeypatch, tmp_path):
-    share = _role(tmp_path, '- name: x\n  ansible.builtin.debug:\n    msg: "{{ data | rackctl_no_such_filter }}"\n')
+    share = _role(
+        tmp_path,
+        '- name: x\n  ansible.builtin.debug:\n    msg: "{{ data | rackctl_no_such_filter }}"\n'
+        '- name: y\n  ansible.builtin.debug:\n    msg: !unsafe "{{ never | templated }}"\n',  # Ansible never renders it
+    )
     monkeypatch.setattr(ansible_plugins.resources, "SHARE", share)
     assert ansible_plugins.collections_used() == set()  # nothing names a collection: syntax checks pass
     result = CliRunner().invoke(cli, ["doctor", "--json"])
