@@ -13,7 +13,7 @@ import importlib
 import importlib.util
 from types import ModuleType
 
-from bootstrap.errors import EnvironmentMissing
+from bootstrap.errors import EnvironmentMissing, Problem
 
 EXTRA = "pip install 'rackctl[triton]'"
 LOAD_CHECK_EXTRA = "pip install 'rackctl[load-check]'"
@@ -22,9 +22,10 @@ LOAD_CHECK_EXTRA = "pip install 'rackctl[load-check]'"
 def _load(module: str, purpose: str, extra: str = EXTRA) -> ModuleType:
     try:
         return importlib.import_module(module)
-    except ImportError as exc:
+    except ImportError:
         raise EnvironmentMissing(
-            f"{purpose} needs Triton's client ({exc.name or module} is not installed): {extra}"
+            f"{purpose} needs Triton's client, which is not installed",
+            problems=[Problem(module, "not importable", extra)],
         ) from None
 
 
@@ -41,4 +42,7 @@ def load_check_modules() -> None:
         _load(module, purpose, LOAD_CHECK_EXTRA)
     for module, what in (("tokenizers", "its offline tokenizer"), ("pytriton", "the tritonserver binary")):
         if importlib.util.find_spec(module) is None:
-            raise EnvironmentMissing(f"{purpose} needs {module} for {what}, not installed: {LOAD_CHECK_EXTRA}")
+            raise EnvironmentMissing(
+                f"{purpose} needs {what}, which is not installed",
+                problems=[Problem(module, "not importable", LOAD_CHECK_EXTRA)],
+            )

@@ -182,10 +182,11 @@ def test_the_base_install_has_no_triton_client_and_says_which_extra_brings_it(in
     load = _run([rackctl, "triton", "load-check", "--state-dir", "state", "--json"], tmp_path, env)
     assert load.returncode == 3, load.stdout + load.stderr
     assert "pip install 'rackctl[load-check]'" in load.stdout and "Traceback" not in load.stderr
-    manifests = _run([rackctl, "triton", "manifests", "-i", "cluster.yml", "--state-dir", "state"], tmp_path, env)
-    assert manifests.returncode == 3, manifests.stdout + manifests.stderr
-    assert "pip install 'rackctl[cluster]'" in manifests.stdout + manifests.stderr
-    assert "Traceback" not in manifests.stderr
+    for argv in (["triton", "manifests", "--state-dir", "state"], ["render", "cluster", "-o", "cluster"]):
+        cluster = _run([rackctl, *argv, "-i", "cluster.yml"], tmp_path, env)  # the cluster extra's schemas
+        assert cluster.returncode == 3, cluster.stdout + cluster.stderr
+        assert "pip install 'rackctl[cluster]'" in cluster.stdout + cluster.stderr
+        assert "Traceback" not in cluster.stderr
     triton = _run([rackctl, "doctor", "--require", "triton", "--json"], tmp_path, env)
     assert triton.returncode == 3
     entry = next(c for c in json.loads(triton.stdout)["checks"] if c["name"] == "rackctl[triton]")
