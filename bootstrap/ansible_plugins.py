@@ -32,6 +32,8 @@ _CONDITIONALS = {"when", "changed_when", "failed_when", "until", "that"}
 #: lists of tasks inside a play or a block
 _TASK_LISTS = {"tasks", "pre_tasks", "post_tasks", "handlers", "block", "rescue", "always"}
 _LOOKUPS = {"lookup", "query", "q"}
+#: a role's directories whose YAML Ansible templates (files/ is copied as it is; templates/ is Jinja whole)
+_ROLE_YAML = ("tasks", "handlers", "defaults", "vars", "meta")
 _JINJA = jinja2.Environment(autoescape=False, extensions=["jinja2.ext.do", "jinja2.ext.loopcontrols"])  # noqa: S701 - parsed only, never rendered
 #: what ansible-playbook would do with the names: resolve each with its plugin loader (run by ``unresolved``)
 _RESOLVE = """
@@ -130,14 +132,16 @@ def _jinja_plugins(source: str, where: Path) -> Iterator[Plugin]:
 
 
 def plugins_used(share: Path | None = None) -> set[Plugin]:
-    """Every module, lookup, filter and test the shipped playbooks and roles name (molecule scenarios left out).
+    """Every module, lookup, filter and test the shipped playbooks and roles name (their tests, such as the
+    molecule scenarios, left out).
 
     Raises UnreadableContent when a shipped file does not parse.
     """
     base = share or resources.SHARE
     found: set[Plugin] = set()
-    yaml_files = [*(base / "playbooks").rglob("*.yml"), *(base / "roles").rglob("*.yml")]
-    for path in sorted(p for p in yaml_files if "molecule" not in p.parts):
+    yaml_files = [*(base / "playbooks").rglob("*.yml")]
+    yaml_files += [p for d in _ROLE_YAML for p in (base / "roles").glob(f"*/{d}/**/*.yml")]
+    for path in sorted(yaml_files):
         try:
             data = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)  # noqa: S506 - a SafeLoader
         except yaml.YAMLError as exc:
@@ -146,7 +150,7 @@ def plugins_used(share: Path | None = None) -> set[Plugin]:
             found |= {Plugin("module", m) for m in _modules(data)}
         for source in _expressions(data):
             found |= set(_jinja_plugins(source, path))
-    for path in sorted((base / "roles").glob("*/templates/**/*.j2")):
+    for path in sorted(p for p in (base / "roles").glob("*/templates/**/*") if p.is_file()):
         found |= set(_jinja_plugins(path.read_text(encoding="utf-8"), path))
     return found
 

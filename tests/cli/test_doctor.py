@@ -168,3 +168,13 @@ def test_the_human_table_names_each_extra_with_its_brackets():
     result = CliRunner().invoke(cli, ["doctor"], env={"COLUMNS": "160"})
     assert result.exit_code == 0, result.output
     assert "rackctl[cluster]" in result.output and "rackctl[triton]" in result.output
+
+
+def test_a_roles_files_are_copied_not_templated_so_not_scanned(monkeypatch, tmp_path):
+    share = _role(tmp_path, "- name: x\n  ansible.builtin.copy:\n    src: values.yml\n    dest: /tmp/values.yml\n")
+    (share / "roles" / "r" / "files").mkdir()
+    (share / "roles" / "r" / "files" / "values.yml").write_text("image: '{{ .Values.image | quote }}'\n")  # Go's
+    (share / "roles" / "r" / "templates").mkdir()
+    (share / "roles" / "r" / "templates" / "unit.service").write_text("Exec={{ bin | rackctl_tmpl_filter }}\n")
+    used = ansible_plugins.plugins_used(share)
+    assert used == {Plugin("module", "ansible.builtin.copy"), Plugin("filter", "rackctl_tmpl_filter")}
