@@ -20,8 +20,27 @@ from bootstrap.inventory.profiles import version_tuple
 DIST = "rackctl"
 VENV_BIN = Path(sys.executable).parent
 PIP = f"{VENV_BIN / 'python'} -m pip install"
-#: ansible-core as rackctl's metadata requires it (the fix when a module the roles use does not resolve)
-ANSIBLE_CORE = f"{PIP} 'ansible-core>=2.17,<2.20'"
+
+
+def declared(name: str) -> str:
+    """``name`` with the version range rackctl's installed metadata requires of it (``name`` alone if none)."""
+    try:
+        lines = importlib.metadata.requires(DIST) or []
+    except importlib.metadata.PackageNotFoundError:
+        lines = []
+    for line in lines:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if req.name == name and req.marker is None:
+            return str(req)
+    return name
+
+
+def ansible_core_install() -> str:
+    """The fix when a plugin the shipped roles use does not resolve: ansible-core as rackctl requires it."""
+    return f"{PIP} '{declared('ansible-core')}'"
 
 
 def extra_install(extra: str) -> str:
@@ -56,7 +75,7 @@ CHECKS: tuple[Check, ...] = (
         "collections",
         "the modules, lookups, filters, tests the playbooks use",
         "core",
-        ANSIBLE_CORE,
+        "",  # the fix depends on what does not resolve (_shipped_plugins)
     ),
     Check(
         "ansible-playbook",
@@ -201,7 +220,7 @@ def _shipped_plugins(check: Check) -> Finding:
     collections = sorted({p.collection for p in used if p.collection} - {"ansible.builtin", "ansible.legacy"})
     if missing:
         absent = sorted({p.collection for p in missing if p.collection} - {"ansible.builtin", "ansible.legacy"})
-        install = ANSIBLE_CORE
+        install = ansible_core_install()
         if absent:  # a role naming a collection (the shipped ones name none): that collection is the fix
             install = f"{VENV_BIN / 'ansible-galaxy'} collection install {' '.join(absent)}"
         names = ", ".join(f"{p.kind} {p.name}" for p in missing)
