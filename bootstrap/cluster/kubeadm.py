@@ -105,11 +105,12 @@ def kubelet_configuration(inv: Inventory) -> dict[str, Any]:
         "shutdownGracePeriod": "60s",
         "shutdownGracePeriodCriticalPods": "20s",
     }
-    return base | dict(inv.kubernetes.kubelet)
+    return _merged(base, inv.kubernetes.kubelet)
 
 
 def kube_proxy_configuration(inv: Inventory) -> dict[str, Any]:
-    """KubeProxyConfiguration: the inventory's mode and pod CIDR, then its ``kubernetes.kube_proxy`` fields."""
+    """KubeProxyConfiguration: the inventory's mode and pod CIDR, then its ``kubernetes.kube_proxy`` fields
+    (merged into rackctl's mappings; the fields other inventory fields own are refused at load)."""
     mode = inv.kubernetes.kube_proxy_mode
     config: dict[str, Any] = {
         "apiVersion": KUBE_PROXY_API,
@@ -119,7 +120,16 @@ def kube_proxy_configuration(inv: Inventory) -> dict[str, Any]:
     }
     if mode == "ipvs":
         config["ipvs"] = {"strictARP": True}  # kube-vip / MetalLB ARP needs strict ARP under IPVS
-    return config | dict(inv.kubernetes.kube_proxy)
+    return _merged(config, inv.kubernetes.kube_proxy)
+
+
+def _merged(base: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
+    """``fields`` over ``base``, mapping into mapping (``ipvs.scheduler`` keeps rackctl's ``ipvs.strictARP``)."""
+    out = dict(base)
+    for key, value in fields.items():
+        here = out.get(key)
+        out[key] = _merged(here, value) if isinstance(here, dict) and isinstance(value, dict) else value
+    return out
 
 
 def _timeouts(api: str, **timeouts: str) -> dict[str, Any]:

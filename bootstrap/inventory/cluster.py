@@ -17,6 +17,17 @@ _DRIVER_RE = re.compile(r"^[0-9]{3}\.[0-9]{1,3}(\.[0-9]{1,3})?$")
 
 #: a kubeadm preflight check's name as kubeadm prints it ([ERROR NAME]: ...)
 _PREFLIGHT_CHECK_RE = re.compile(r"^[A-Za-z][A-Za-z0-9.-]*$")
+#: KubeProxyConfiguration / KubeletConfiguration fields other inventory fields own: set there, never overridden
+KUBE_PROXY_OWNED = {
+    "apiVersion": "the release's, from cluster.versions.kubernetes",
+    "kind": "always KubeProxyConfiguration",
+    "mode": "from kubernetes.kube_proxy_mode: set that instead",
+    "clusterCIDR": "from networks.kubernetes.pod_cidr: set that instead",
+}
+KUBELET_OWNED = {
+    "apiVersion": "the release's, from cluster.versions.kubernetes",
+    "kind": "always KubeletConfiguration",
+}
 
 
 class _Strict(BaseModel):
@@ -95,12 +106,33 @@ class KubernetesSettings(_Strict):
                 )
         return value
 
+    @field_validator("kube_proxy")
+    @classmethod
+    def _proxy_fields(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return _not_owned(value, KUBE_PROXY_OWNED, "KubeProxyConfiguration")
+
+    @field_validator("kubelet")
+    @classmethod
+    def _kubelet_fields(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return _not_owned(value, KUBELET_OWNED, "KubeletConfiguration")
+
     @field_validator("local_path")
     @classmethod
     def _absolute(cls, value: str) -> str:
         if not value.startswith("/") or ".." in value.split("/"):
             raise ValueError(f"{value!r} is not an absolute path; write e.g. /mnt/nvme/local-path-provisioner")
         return value.rstrip("/") or "/"
+
+
+def _not_owned(value: dict[str, Any], owned: dict[str, str], kind: str) -> dict[str, Any]:
+    """``value`` where it sets no field another inventory field owns (it would be overridden silently)."""
+    for key in value:
+        if key in owned:
+            raise ValueError(
+                f"{key!r} is rackctl's to set ({owned[key]}); remove it from this mapping, which holds the "
+                f"other {kind} fields"
+            )
+    return value
 
 
 MigStrategy = Literal["none", "single", "mixed"]

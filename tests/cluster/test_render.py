@@ -173,6 +173,22 @@ def test_flannel_is_a_cni_choice_with_its_chart_and_the_kube_proxy_fields_set(
     assert proxy["conntrack"] == {"maxPerCore": 0} and proxy["mode"] == "iptables"
 
 
+def test_kube_proxy_fields_merge_into_rackctls_own_mappings(write_inventory: Callable[..., Path]) -> None:
+    """ipvs.scheduler set in the inventory keeps the strict ARP rackctl sets under IPVS (a mapping merged, not
+    replaced); kubelet fields merge the same way."""
+
+    def edit(data: dict[str, Any]) -> None:
+        data["kubernetes"] = {
+            "kube_proxy_mode": "ipvs",
+            "kube_proxy": {"ipvs": {"scheduler": "lc"}},
+            "kubelet": {"maxPods": 200},
+        }
+
+    *_, kubelet, proxy = _docs(_render(write_inventory(edit)), "kubeadm/head-01.yaml")
+    assert proxy["mode"] == "ipvs" and proxy["ipvs"] == {"strictARP": True, "scheduler": "lc"}
+    assert kubelet["maxPods"] == 200 and kubelet["cgroupDriver"] == "systemd"
+
+
 def test_host_driver_profile_pins_fabric_manager(write_inventory: Callable[..., Path]) -> None:
     def edit(data: dict[str, Any]) -> None:
         data["nvidia"] = {"profiles": {"XE9680": {"driver": "host", "driver_version": "580.95.05"}}}

@@ -98,6 +98,25 @@ def test_unknown_kube_proxy_field_names_it(write_inventory: Callable[..., Path],
     assert "KubeProxyConfiguration" in doc["errors"][0]["fix"]
 
 
+@pytest.mark.parametrize(
+    ("field", "owner"),
+    [("mode", "kubernetes.kube_proxy_mode"), ("clusterCIDR", "networks.kubernetes.pod_cidr"), ("kind", "always")],
+)
+def test_a_kube_proxy_field_another_field_owns_is_refused_naming_the_owner(
+    write_inventory: Callable[..., Path], tmp_path: Path, field: str, owner: str
+) -> None:
+    """Never overridden silently: kubernetes.kube_proxy.mode would undo kube_proxy_mode (and its strict ARP)."""
+
+    def edit(data: dict[str, Any]) -> None:
+        data["kubernetes"] = {"kube_proxy_mode": "ipvs", "kube_proxy": {field: "x", "conntrack": {"maxPerCore": 0}}}
+
+    code, doc = _render_json(write_inventory(edit), tmp_path / "o")
+    assert code == 2
+    assert _paths(doc) == ["kubernetes.kube_proxy"]
+    said = f"{doc['errors'][0]['message']} {doc['errors'][0].get('fix', '')}"
+    assert repr(field) in said and owner in said, doc["errors"][0]
+
+
 def _unchecked(path: Path) -> Inventory:
     """The inventory without the cross-field rules: shows the render validators catch what slips past."""
     return Inventory.model_validate(yaml.safe_load(path.read_text()))
