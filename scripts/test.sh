@@ -26,7 +26,7 @@ echo "== Kubernetes 1.37.2 for the tests' real API server, etcd, kubectl, kubead
 # worker's group, after the lab's own VM tests). Cached after the first run like every component: on a
 # cold machine both workers share the cores with this build until it is done.
 NATIVE=(kubelet crictl kube-controller-manager kube-scheduler containerd containerd-shim-runc-v2 ctr pause etcdctl
-  kube-proxy coredns flanneld flannel bridge host-local loopback portmap)
+  kube-proxy coredns flanneld flannel bridge host-local loopback portmap local-path-provisioner)
 mkdir -p .rackctl
 echo "== Kubernetes 1.37.2 for the native cluster test, in the background (log: .rackctl/components-native.log)"
 nice -n 10 .venv/bin/rackctl lab components --kubernetes 1.37.2 "${NATIVE[@]/#/--only=}" \

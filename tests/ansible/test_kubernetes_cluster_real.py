@@ -151,6 +151,8 @@ def _inventory(folder: Path, admin_key: str) -> Path:
         # the lab machine's cgroups are v1: the kubelet is told so, and kubeadm's check is let through
         "kubelet": {"cgroupDriver": "cgroupfs", "failCgroupV1": False},
         "ignore_preflight_errors": LAB_PREFLIGHT,
+        # the storage class at the version the lab builds (the module proxy's newest; the product's is newer)
+        "charts": {"local_path_provisioner": RELEASE.local_path_provisioner.removeprefix("v")},
     }
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
@@ -430,11 +432,10 @@ def test_the_cni_release_installed_by_helm_makes_every_node_ready_and_coredns_an
     address (kube-proxy's rules, then the VXLAN overlay to a CoreDNS pod on another node)."""
     rack, outcomes = networked
     by_name = {o["release"]: o for o in outcomes}
-    assert by_name["flannel"]["status"] == "installed" and by_name["flannel"]["ok"], by_name["flannel"]
-    # the other releases' charts are not in the lab's directory: said, not pretended
-    assert {n: o["status"] for n, o in by_name.items() if n != "flannel"} == {
-        "local-path-provisioner": "not installed", "kube-prometheus-stack": "not installed",
-    }  # fmt: skip
+    for name in ("flannel", "local-path-provisioner"):
+        assert by_name[name]["status"] == "installed" and by_name[name]["ok"], by_name[name]
+    # the monitoring chart is not in the lab's directory: said, not pretended
+    assert by_name["kube-prometheus-stack"]["status"] == "not installed", by_name["kube-prometheus-stack"]
     timing.wait_for(lambda: _ready_nodes(rack) == sorted(NODES), timeout=180, what="every Node Ready")
     flannel = _pods(rack, "kube-flannel", "app=flannel")
     assert sorted(p["spec"]["nodeName"] for p in flannel) == sorted(NODES)  # type: ignore[index]
@@ -469,12 +470,82 @@ def test_the_cni_release_installed_by_helm_makes_every_node_ready_and_coredns_an
         assert answer == ["1", api], (node, answer)
 
 
-def test_a_second_helm_part_leaves_the_cni_release_unchanged(
+#: a claim of the product's storage class and a pod on the worker that writes into it (the lab's busybox)
+CLAIM_PROOF = """
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: claim-proof, namespace: default}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: local-path
+  resources: {requests: {storage: 64Mi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: claim-proof, namespace: default}
+spec:
+  nodeSelector: {kubernetes.io/hostname: gpu-01}
+  restartPolicy: Never
+  containers:
+    - name: writer
+      image: busybox:latest
+      imagePullPolicy: Never
+      command: [sh, -c, "echo written-by-the-pod > /data/proof"]
+      volumeMounts: [{name: data, mountPath: /data}]
+  volumes:
+    - name: data
+      persistentVolumeClaim: {claimName: claim-proof}
+"""
+
+
+def _get(rack: Rack, *args: str) -> dict[str, Any]:
+    proc = rack.kubectl("get", *args, "-o", "json")
+    assert proc.returncode == 0, proc.stderr
+    found: dict[str, Any] = json.loads(proc.stdout)
+    return found
+
+
+def test_the_storage_class_installed_by_helm_binds_a_claim_on_the_nodes_nvme_path_and_deletes_it(
+    networked: tuple[Rack, list[dict[str, Any]]],
+) -> None:
+    """local-path-provisioner (real, the lab's chart) from the stage's Helm part: the product's StorageClass
+    (default, WaitForFirstConsumer), a claim bound once a pod on gpu-01 uses it, the pod's file on gpu-01 under
+    ``kubernetes.local_path``; the claim deleted, its volume and directory go (reclaim policy Delete)."""
+    rack, _ = networked
+    sc = _get(rack, "storageclass", "local-path")
+    assert (sc["provisioner"], sc["volumeBindingMode"], sc["reclaimPolicy"]) == (
+        "rancher.io/local-path", "WaitForFirstConsumer", "Delete",
+    )  # fmt: skip
+    assert sc["metadata"]["annotations"]["storageclass.kubernetes.io/is-default-class"] == "true"
+    assert rack.kubectl("apply", "-f", "-", input_text=CLAIM_PROOF).returncode == 0
+    timing.wait_for(
+        lambda: _get(rack, "pod", "claim-proof")["status"].get("phase") in ("Succeeded", "Failed"),
+        timeout=180, what="the pod writing into the claim to end",
+    )  # fmt: skip
+    assert _get(rack, "pod", "claim-proof")["status"]["phase"] == "Succeeded"
+    claim = _get(rack, "pvc", "claim-proof")
+    assert claim["status"]["phase"] == "Bound", claim["status"]
+    volume = _get(rack, "pv", claim["spec"]["volumeName"])
+    path = Path(volume["spec"]["hostPath"]["path"])
+    assert path.parent == Path(rack.ctx.inventory.kubernetes.local_path), path
+    terms = volume["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"]
+    assert terms[0]["matchExpressions"][0]["values"] == ["gpu-01"], terms
+    on_node = rack.nodes["gpu-01"].root / path.relative_to("/")
+    assert (on_node / "proof").read_text() == "written-by-the-pod\n"
+    assert rack.kubectl("delete", "pod,pvc", "claim-proof", "--wait=true").returncode == 0
+    timing.wait_for(
+        lambda: rack.kubectl("get", "pv", volume["metadata"]["name"]).returncode != 0 and not on_node.exists(),
+        timeout=120, what="the released volume and its directory on gpu-01 removed",
+    )  # fmt: skip
+
+
+def test_a_second_helm_part_leaves_the_releases_unchanged(
     networked: tuple[Rack, list[dict[str, Any]]], tmp_path: Path
 ) -> None:
     rack, _ = networked
     outcomes = {o["release"]: o for o in _helm_part(rack, tmp_path)}
-    assert (outcomes["flannel"]["status"], outcomes["flannel"]["revision"]) == ("unchanged", 1), outcomes
+    for name in ("flannel", "local-path-provisioner"):
+        assert (outcomes[name]["status"], outcomes[name]["revision"]) == ("unchanged", 1), outcomes
 
 
 def test_validate_cluster_reads_the_real_cluster_and_says_the_gpus_it_expects_are_not_there(

@@ -132,11 +132,12 @@ def test_the_air_gap_list_pins_what_the_real_kubeadm_asks_for(kube_components: d
     assert (pins.pause, pins.etcd, pins.coredns) == (tags["pause"], tags["etcd"], tags["coredns"])
 
 
-def test_the_lab_assembles_every_image_kubeadm_and_its_flannel_chart_ask_for(
+def test_the_lab_assembles_every_image_kubeadm_and_its_charts_ask_for(
     kube_components: dict[str, Path],
 ) -> None:
     """The images the native cluster imports (rackctl_lab/components/images.py) are the ones the real kubeadm
-    lists and the ones the lab's flannel chart runs by default: nothing is pulled from outside."""
+    lists and the ones the lab's flannel and local-path-provisioner charts run by default (containerd's
+    ``docker.io`` names for the latter's bare ``name:tag``): nothing is pulled from outside."""
     release = RELEASES[next(iter(RELEASES))]
     listed = subprocess.run(
         [str(kube_components["kubeadm"]), "config", "images", "list", "--kubernetes-version", f"v{release.version}"],
@@ -148,7 +149,15 @@ def test_the_lab_assembles_every_image_kubeadm_and_its_flannel_chart_ask_for(
     wanted = {f"{chart[key]['repository']}:{chart[key]['tag']}" for key in ("image", "image_cni")}
     assert wanted <= assembled, wanted - assembled
     assert yaml.safe_load((CHARTS_DIR / "flannel" / "Chart.yaml").read_text())["version"] == release.flannel
-    assert assembled - set(listed) - wanted == set()  # and nothing else
+    local = yaml.safe_load((CHARTS_DIR / "local-path-provisioner" / "values.yaml").read_text())
+    storage = {
+        f"docker.io/{'' if '/' in v['repository'] else 'library/'}{v['repository']}:{v['tag']}"
+        for v in (local["image"], local["helperImage"])
+    }
+    assert storage <= assembled, storage - assembled
+    version = yaml.safe_load((CHARTS_DIR / "local-path-provisioner" / "Chart.yaml").read_text())["appVersion"]
+    assert version == release.local_path_provisioner == local["image"]["tag"]
+    assert assembled - set(listed) - wanted - storage == set()  # and nothing else
 
 
 def test_packages_makes_the_signed_repository_of_the_release(tmp_path: Path) -> None:

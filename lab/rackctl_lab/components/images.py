@@ -1,7 +1,10 @@
-"""The images a kubeadm cluster with Flannel runs, assembled from the lab's own builds (no container engine).
+"""The images a kubeadm cluster with Flannel and local-path storage runs, from the lab's own builds (no
+container engine).
 
 kubeadm's static pods and add-ons run ``registry.k8s.io/<name>:<tag>`` images, Flannel's chart
-``ghcr.io/flannel-io/flannel`` and ``ghcr.io/flannel-io/flannel-cni-plugin``. The lab has the programs
+``ghcr.io/flannel-io/flannel`` and ``ghcr.io/flannel-io/flannel-cni-plugin``, local-path-provisioner's chart
+``rancher/local-path-provisioner`` and, for its helper pods, ``busybox`` (this machine's busybox-static,
+Debian's build of the same program, with the applets the helper scripts run). The lab has the programs
 themselves (:mod:`rackctl_lab.components.build`), so each image holds the program(s) where upstream's image
 has them (``/usr/local/bin`` for the Kubernetes components and etcd, the root for CoreDNS, pause and
 flannel's CNI plugin, ``/opt/bin`` for flanneld), written as an OCI layout with
@@ -30,6 +33,12 @@ from rackctl_lab.components.pins import KubernetesRelease
 
 REGISTRY = "registry.k8s.io"
 FLANNEL_REGISTRY = "ghcr.io/flannel-io"
+#: Docker Hub, where local-path-provisioner's chart names its images (containerd's name for a bare ``name:tag``)
+HUB = "docker.io"
+#: the storage class's helper pods (mkdir and rm of a volume's directory): Debian's busybox-static as
+#: ``busybox:latest``, the chart's default helper image, with the applets its scripts use
+BUSYBOX = Path("/bin/busybox")
+BUSYBOX_APPLETS = ("sh", "mkdir", "rm", "chmod", "ls")
 PATH_ENV = "PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #: Bump when what an image holds changes for the same binaries (part of every image's cache key).
 RECIPE = 1
@@ -53,6 +62,9 @@ class ImageRecipe:
     #: on the Debian base layer (:data:`BASE_PACKAGES`)
     debian: bool = False
     registry: str = REGISTRY
+    #: files of this machine the image holds (image path, path here) and symbolic links (image path, target)
+    files: tuple[tuple[str, str], ...] = ()
+    links: tuple[tuple[str, str], ...] = ()
 
     @property
     def ref(self) -> str:
@@ -91,6 +103,21 @@ def recipes(release: KubernetesRelease) -> list[ImageRecipe]:
         ImageRecipe(
             "flannel-cni-plugin", FLANNEL_CNI_TAG, (("flannel", "flannel"),), debian=True, registry=FLANNEL_REGISTRY
         ),
+        # the storage class: the provisioner on PATH as its chart's command expects, its helper pods' busybox
+        ImageRecipe(
+            "rancher/local-path-provisioner",
+            release.local_path_provisioner,
+            (("local-path-provisioner", "usr/bin/local-path-provisioner"),),
+            registry=HUB,
+        ),
+        ImageRecipe(
+            "library/busybox",
+            "latest",
+            (),
+            registry=HUB,
+            files=(("bin/busybox", str(BUSYBOX)),),
+            links=tuple((f"bin/{applet}", "busybox") for applet in BUSYBOX_APPLETS),
+        ),
     ]
 
 
@@ -121,6 +148,13 @@ def _base_layer() -> bytes:
     return tree_layer(base_tree(), empty=BASE_EMPTY)
 
 
+def _sha256(path: Path) -> str:
+    """A file of this machine's digest (a clear error naming it and its package where it is missing)."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found; install the Debian package that ships it (busybox-static)")
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def _assemble_one(recipe: ImageRecipe, binaries: dict[str, Built]) -> Image:
     base = [BASE_PACKAGES, BASE_EMPTY] if recipe.debian else []
     spec = json.dumps(
@@ -130,6 +164,8 @@ def _assemble_one(recipe: ImageRecipe, binaries: dict[str, Built]) -> Image:
             recipe.entrypoint,
             RECIPE,
             [binaries[n].sha256 for n, _ in recipe.programs],
+            [[path, _sha256(Path(source))] for path, source in recipe.files],
+            recipe.links,
             *base,
         ]
     )
@@ -140,6 +176,8 @@ def _assemble_one(recipe: ImageRecipe, binaries: dict[str, Built]) -> Image:
         if not (archive.is_file() and digest_file.is_file()):
             layout = entry / "layout"
             entries = [Entry(path, source=Path(binaries[name].path)) for name, path in recipe.programs]
+            entries += [Entry(path, source=Path(source)) for path, source in recipe.files]
+            entries += [Entry(path, link=target) for path, target in recipe.links]
             digest = write_layout(
                 layout,
                 entries,

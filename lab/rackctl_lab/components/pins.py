@@ -21,6 +21,7 @@ KUBERNETES_MODULE = "k8s.io/kubernetes"
 CONTAINERD_MODULE = "github.com/containerd/containerd/v2"
 FLANNEL_MODULE = "github.com/flannel-io/flannel"
 CNI_PLUGINS_MODULE = "github.com/containernetworking/plugins"
+LOCAL_PATH_MODULE = "github.com/rancher/local-path-provisioner"
 #: The CNI plugins a node carries (pkgs.k8s.io's kubernetes-cni has them all; flannel's chain uses these).
 CNI_PLUGINS = {"bridge": "main", "host-local": "ipam", "loopback": "main", "portmap": "meta"}
 
@@ -38,6 +39,9 @@ class KubernetesRelease:
     flannel: str = "v0.28.10"  #: the CNI the lab proves (flanneld; Go, iptables userland from Debian)
     cni_plugins: str = "v1.10.0"  #: bridge, host-local, loopback, portmap: the kubernetes-cni package
     containerd: str = "v2.4.2"  #: the CRI of the native nodes (Debian's 1.6 is out of support)
+    #: the storage class the lab proves (the newest the module proxy serves; the product's default chart is
+    #: 0.0.32, so the lab's inventory names this one in ``kubernetes.charts.local_path_provisioner``)
+    local_path_provisioner: str = "v0.0.30"
 
     @property
     def minor(self) -> str:
@@ -163,6 +167,14 @@ def programs(release: KubernetesRelease) -> list[GoProgram]:
         ),
         # flannel's CNI plugin (flannel-io/cni-plugin) is not served by the module proxy: the lab's own
         GoProgram("flannel", "rackctl.lab/flannel-cni", release.flannel, ".", "addons", source="flannel_cni"),
+        GoProgram(
+            "local-path-provisioner",
+            LOCAL_PATH_MODULE,
+            release.local_path_provisioner,
+            LOCAL_PATH_MODULE,
+            "addons",
+            ldflags=(f"-X main.VERSION={release.local_path_provisioner}",),  # upstream's build script's stamp
+        ),
         *(
             GoProgram(
                 name,
