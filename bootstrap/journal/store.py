@@ -449,6 +449,10 @@ class Journal:
         rows = self._query("SELECT * FROM runs ORDER BY id DESC LIMIT ?", (limit,))
         return [RunRecord(r["id"], r["started"], r["finished"], r["command"], r["status"], r["message"]) for r in rows]
 
+    def run_count(self) -> int:
+        """How many runs the journal holds."""
+        return int(self._query("SELECT COUNT(*) FROM runs")[0][0])
+
     def run(self, run_id: int) -> RunRecord:
         """One run by id."""
         rows = self._query("SELECT * FROM runs WHERE id = ?", (run_id,))
