@@ -71,14 +71,19 @@ class Recorder:
 
 
 class TaskRecorder(Recorder):
-    """A reporter that also shows tasks (``TaskReporter``): remembers each (node, count, task, status)."""
+    """A reporter that also shows tasks (``TaskReporter``, ``RunningTaskReporter``): remembers each ended
+    (node, count, task, status) and each started (node, count before it, task)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.tasks: list[tuple[str, int, str, str]] = []
+        self.started: list[tuple[str, int, str]] = []
 
     def task_done(self, stage, node, task, status, done):
         self.tasks.append((node, done, task, status))
+
+    def task_started(self, stage, node, task, done):
+        self.started.append((node, done, task))
 
 
 @pytest.fixture
@@ -141,6 +146,9 @@ def test_os_check_runs_the_playbook_and_journals_each_host(rack) -> None:
     assert [done for done, _, _ in ours] == list(range(1, len(ours) + 1)) and len(ours) > 3, progress.tasks
     assert all(status in ("ok", "changed", "skipped") for _, _, status in ours), ours
     assert [(n, s) for n, _, _, s in progress.tasks if n == "gpu-02"] == [("gpu-02", "unreachable")]
+    # each ended task was shown running first, with the count of those ended before it
+    begun = [(done, task) for node, done, task in progress.started if node == "gpu-01"]
+    assert begun == [(done - 1, task) for done, task, _ in ours], progress.started
     (kept,) = kept_runs(runs_dir(state))
     assert [(t.task, t.status) for t in kept.tasks if t.host == "gpu-01"] == [(task, st) for _, task, st in ours]
 
