@@ -32,7 +32,7 @@ PLAYBOOK = [
             {"name": "Say hello", "ansible.builtin.debug": {"msg": "hello"}},
             {
                 "name": "Refuse on node-b",
-                "ansible.builtin.fail": {"msg": "no"},
+                "ansible.builtin.fail": {"msg": f"no answer from https://admin:{LEAK}@10.10.0.21:8080"},
                 "when": "inventory_hostname == 'node-b'",
             },
         ],
@@ -109,6 +109,7 @@ def test_a_state_dir_without_a_journal_says_what_makes_one(tmp_path: Path) -> No
 def test_logs_of_a_journalled_run_per_node_and_clear_errors(state: Path) -> None:
     proc = rackctl("logs", "1", "node-b", "--state-dir", str(state))
     assert proc.returncode == 0 and "FAILED   Refuse on node-b" in proc.stdout, proc.stdout + proc.stderr
+    assert "no answer from https://admin:" in proc.stdout and LEAK not in proc.stdout  # a URL password masked
     unknown = rackctl("logs", "9", "--state-dir", str(state))
     out = unknown.stdout + unknown.stderr
     assert unknown.returncode == 2 and "no run 9 in the journal" in out and "`rackctl runs`" in out, out
