@@ -81,6 +81,7 @@ class RichProgress:
 
     def stage_not_applied(self, stage: str, message: str) -> None:
         """The stage rendered and validated but applied nothing: its bar ends yellow, "not applied"."""
+        self._drop_rows(stage)
         with self._lock:
             task = self._tasks.get(stage)
         if task is not None:

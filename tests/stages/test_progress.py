@@ -52,3 +52,12 @@ def test_on_a_terminal_each_node_has_a_row_naming_its_running_task_and_count() -
     shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.getvalue())
     assert "#7 ok:" not in shown  # no line per task on a terminal
     assert all(len(line) <= 80 for line in shown.splitlines())
+
+
+def test_a_stage_that_applied_nothing_drops_its_nodes_rows_too() -> None:
+    console = Console(file=io.StringIO(), width=80, force_terminal=True)
+    with RichProgress(console) as progress:
+        progress.stage_started("kubernetes", ["cp-01"])
+        progress.task_started("kubernetes", "cp-01", "Render kubeadm's config", 0)
+        progress.stage_not_applied("kubernetes", "rendered and validated, not applied")
+        assert [t.description for t in progress._progress.tasks] == ["[yellow]kubernetes (not applied)[/yellow]"]
