@@ -2,36 +2,64 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import os
-import re
 import shutil
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bootstrap import resources
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
+
+from bootstrap import ansible_plugins, resources
 from bootstrap.inventory.profiles import version_tuple
 
+#: the distribution whose metadata declares the extras
+DIST = "rackctl"
 VENV_BIN = Path(sys.executable).parent
 PIP = f"{VENV_BIN / 'python'} -m pip install"
-CLUSTER = f"{PIP} 'rackctl[cluster]'"
-TRITON = f"{PIP} 'rackctl[triton]'"
-# a task's module (or a filter/lookup) named by its fully qualified name: namespace.collection.name
-_FQCN = re.compile(r"^\s*(?:- )?([a-z][a-z0-9_]*)\.([a-z][a-z0-9_]*)\.[a-z][a-z0-9_]*:", re.MULTILINE)
+
+
+def declared(name: str) -> str:
+    """``name`` with the version range rackctl's installed metadata requires of it (``name`` alone if none)."""
+    try:
+        lines = importlib.metadata.requires(DIST) or []
+    except importlib.metadata.PackageNotFoundError:
+        lines = []
+    for line in lines:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if req.name == name and req.marker is None:
+            return str(req)
+    return name
+
+
+def ansible_core_install() -> str:
+    """The fix when a plugin the shipped roles use does not resolve: ansible-core as rackctl requires it."""
+    return f"{PIP} '{declared('ansible-core')}'"
+
+
+def extra_install(extra: str) -> str:
+    """The command that installs rackctl's ``extra``."""
+    return f"{PIP} 'rackctl[{extra}]'"
 
 
 @dataclass(frozen=True)
 class Check:
-    """One requirement: a Python package (with a minimum version) or a command on PATH."""
+    """One requirement: a Python package (with a minimum version), a command on PATH, an extra, the plugins."""
 
     name: str
-    kind: str  # "python" | "command" | "collection" | "file"
+    kind: str  # "python" | "command" | "collection" | "collections" (the shipped plugins) | "extra"
     purpose: str
-    group: str  # "core" (rackctl itself), "cluster"/"triton" (extras), "lab", "peer" (tests)
+    group: str  # "core" (rackctl itself), an extra's name, "lab", "peer" (tests)
     install: str
     minimum: str | None = None
-    target: str | None = None  # module/command/path looked up when it differs from name
+    target: str | None = None  # module/command/path/extra looked up when it differs from name
+    needed_by: tuple[str, ...] = ()  # the commands that need it, when not every one does
 
 
 CHECKS: tuple[Check, ...] = (
@@ -45,9 +73,9 @@ CHECKS: tuple[Check, ...] = (
     Check(
         "shipped roles' collections",
         "collections",
-        "modules the shipped playbooks use",
+        "the modules, lookups, filters, tests the playbooks use",
         "core",
-        "ansible-galaxy collection install",
+        "",  # the fix depends on what does not resolve (_shipped_plugins)
     ),
     Check(
         "ansible-playbook",
@@ -58,15 +86,37 @@ CHECKS: tuple[Check, ...] = (
         target="ansible-playbook",
     ),
     Check("ssh", "command", "reaches nodes", "core", "apt-get install openssh-client"),
+    Check(
+        "rackctl[cluster]",
+        "extra",
+        "schema checks, Helm's SDK",
+        "cluster",
+        extra_install("cluster"),
+        target="cluster",
+        needed_by=("rackctl render cluster", "rackctl triton manifests", "rackctl up (kubernetes, nvidia, triton)"),
+    ),
+    Check(
+        "rackctl[triton]",
+        "extra",
+        "Triton's client (grpc, protobuf, numpy)",
+        "triton",
+        extra_install("triton"),
+        target="triton",
+        needed_by=("rackctl triton check", "rackctl up (triton)"),
+    ),
+    Check(
+        "rackctl[load-check]",
+        "extra",
+        "triton extra, tritonserver, tokenizers",
+        "load-check",
+        extra_install("load-check"),
+        target="load-check",
+        needed_by=("rackctl triton load-check",),
+    ),
     Check("sushy-tools", "python", "emulated iDRACs", "lab", f"{PIP} 'sushy-tools>=1.3'", "1.3"),
     Check("aiohttp", "python", "emulated iDRAC server", "lab", f"{PIP} 'aiohttp>=3.9'", "3.9"),
     Check("sshd", "command", "SSH test hosts", "lab", "apt-get install openssh-server", target="sshd"),
     Check("ip", "command", "lab network namespaces", "lab", "apt-get install iproute2"),
-    Check("tritonclient", "python", "Triton config parse, load checks", "triton", TRITON, "2.41"),
-    Check("nvidia-pytriton", "python", "tritonserver binary for load checks", "triton", f"{PIP} nvidia-pytriton"),
-    Check("kubernetes-validate", "python", "render cluster: schemas", "cluster", CLUSTER, "1.30"),
-    Check("jsonschema", "python", "render cluster: CRD schemas", "cluster", CLUSTER, "4.21"),
-    Check("helm-python-sdk", "python", "render cluster: charts", "cluster", CLUSTER, "0.2.2"),
     Check(
         "community.general",
         "collection",
@@ -76,6 +126,8 @@ CHECKS: tuple[Check, ...] = (
         target="ansible_collections/community/general",
     ),
 )
+#: every group a check belongs to, in the order doctor lists them
+GROUPS: tuple[str, ...] = tuple(dict.fromkeys(c.group for c in CHECKS))
 
 
 @dataclass(frozen=True)
@@ -86,7 +138,7 @@ class Finding:
     ok: bool
     found: str
 
-    def as_dict(self) -> dict[str, str | bool | None]:
+    def as_dict(self) -> dict[str, str | bool | list[str] | None]:
         return {
             "name": self.check.name,
             "group": self.check.group,
@@ -94,6 +146,7 @@ class Finding:
             "found": self.found,
             "purpose": self.check.purpose,
             "minimum": self.check.minimum,
+            "needed_by": list(self.check.needed_by),
             "install": None if self.ok else self.check.install,
         }
 
@@ -128,7 +181,9 @@ def run_check(check: Check) -> Finding:
         found = _collection_dir(check.target or "")
         return Finding(check, found is not None, str(found) if found else "missing")
     if check.kind == "collections":
-        return _shipped_collections(check)
+        return _shipped_plugins(check)
+    if check.kind == "extra":
+        return _extra(check)
     return Finding(check, False, f"unknown check kind {check.kind}")
 
 
@@ -148,23 +203,74 @@ def _collection_dir(target: str) -> Path | None:
     return None
 
 
-def collections_used(share: Path | None = None) -> set[str]:
-    """The collections (``namespace.name``) the shipped playbooks and roles name, ansible.builtin left out."""
-    base = share or resources.SHARE
-    files = [*(base / "playbooks").rglob("*.yml"), *(base / "roles").glob("*/tasks/*.yml")]
-    files += [*(base / "roles").glob("*/handlers/*.yml")]
-    used = {f"{m[1]}.{m[2]}" for f in files for m in _FQCN.finditer(f.read_text(encoding="utf-8"))}
-    return {c for c in used if c not in {"ansible.builtin", "ansible.legacy"}}
+@functools.lru_cache(maxsize=8)
+def _plugins(share: Path, python: str) -> tuple[frozenset[ansible_plugins.Plugin], list[ansible_plugins.Plugin]]:
+    """What the content under ``share`` uses and what of it ``python``'s ansible-core does not resolve (once per
+    process: the preflight stage asks on every run, the answer does not change while rackctl runs)."""
+    used = ansible_plugins.plugins_used(share)
+    return frozenset(used), ansible_plugins.unresolved(used, python)
 
 
-def _shipped_collections(check: Check) -> Finding:
-    """Every collection the shipped roles use is installed (none is: the roles use ansible-core's builtins)."""
-    used = sorted(collections_used())
-    missing = [c for c in used if _collection_dir("ansible_collections/" + c.replace(".", "/")) is None]
+def _shipped_plugins(check: Check) -> Finding:
+    """Every plugin the shipped playbooks and roles name resolves here, as ``ansible-playbook`` would resolve it."""
+    try:
+        used, missing = _plugins(resources.SHARE, sys.executable)
+    except (ansible_plugins.UnreadableContent, RuntimeError, OSError) as exc:
+        return Finding(check, False, str(exc))
+    collections = sorted({p.collection for p in used if p.collection} - {"ansible.builtin", "ansible.legacy"})
     if missing:
-        install = f"{check.install} {' '.join(missing)}"
-        return Finding(replace(check, install=install), False, "missing " + ", ".join(missing))
-    return Finding(check, True, ", ".join(used) if used else "ansible.builtin only")
+        absent = sorted({p.collection for p in missing if p.collection} - {"ansible.builtin", "ansible.legacy"})
+        install = ansible_core_install()
+        if absent:  # a role naming a collection (the shipped ones name none): that collection is the fix
+            install = f"{VENV_BIN / 'ansible-galaxy'} collection install {' '.join(absent)}"
+        names = ", ".join(f"{p.kind} {p.name}" for p in missing)
+        return Finding(replace(check, install=install), False, f"not resolved: {names}")
+    return Finding(check, True, f"{len(used)} plugins resolve; " + (", ".join(collections) or "ansible.builtin only"))
+
+
+def extra_requirements(extra: str, dist: str | None = None) -> list[Requirement]:
+    """The requirements rackctl's (or ``dist``'s) installed metadata declares for ``extra``, extras it names
+    expanded; none when it declares no such extra or is not installed."""
+    dist = dist or DIST
+    try:
+        declared = importlib.metadata.requires(dist) or []
+    except importlib.metadata.PackageNotFoundError:
+        return []
+    found: list[Requirement] = []
+    for line in declared:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if req.marker is None or not req.marker.evaluate({"extra": extra}) or req.marker.evaluate({"extra": ""}):
+            continue  # a base requirement, or another extra's
+        if req.name == dist:
+            found += [r for other in sorted(req.extras) for r in extra_requirements(other, dist)]
+        else:
+            found.append(req)
+    return found
+
+
+def _extra(check: Check) -> Finding:
+    """Every requirement of the extra installed, in the versions it asks for."""
+    extra = check.target or check.name
+    wanted: dict[str, SpecifierSet] = {}
+    for req in extra_requirements(extra):  # one package named twice (numpy) must meet both
+        wanted[req.name] = wanted.get(req.name, SpecifierSet()) & req.specifier
+    if not wanted:
+        return Finding(check, False, f"rackctl's installed metadata declares no extra {extra!r}")
+    have, lack = [], []
+    for name, specifier in wanted.items():
+        try:
+            version = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            lack.append(f"{name} missing")
+            continue
+        if specifier and not specifier.contains(version, prereleases=True):
+            lack.append(f"{name} {version} (wants {specifier})")
+        else:
+            have.append(f"{name} {version}")
+    return Finding(check, not lack, "; ".join(lack) if lack else ", ".join(have))
 
 
 def run_doctor(groups: set[str] | None = None) -> list[Finding]:

@@ -38,7 +38,8 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  echo "setup: installing rackctl, its lab (lab/) and the test dependencies into .venv"
+  # the test extra names every extra of the product (cluster, triton, load-check): the suite runs them all
+  echo "setup: installing rackctl with its extras, its lab (lab/) and the test dependencies into .venv"
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -e ".[test]" -e ./lab
   echo "$want" > "$stamp"

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from bootstrap.cli.common import console, emit, json_option
-from bootstrap.doctor import run_doctor
+from bootstrap.doctor import GROUPS, run_doctor
 from bootstrap.errors import EXIT_ENVIRONMENT
-
-GROUPS = ("core", "cluster", "triton", "lab", "peer")
 
 
 def register(cli: click.Group) -> None:
@@ -27,10 +26,11 @@ def register(cli: click.Group) -> None:
 )
 @json_option
 def doctor(required: tuple[str, ...], as_json: bool) -> None:
-    """Check Python, packages, the collections the shipped roles use, the extras and lab tools.
+    """Check Python, packages, the Ansible plugins the shipped roles use, the extras and lab tools.
 
-    Says how to install what is missing. Groups: core (rackctl itself), cluster and triton (the
-    extras ``rackctl[cluster]``, ``rackctl[triton]``), lab and peer (tests).
+    Says how to install what is missing and which commands need each extra. Groups: core (rackctl
+    itself), cluster, triton and load-check (the extras ``rackctl[cluster]``, ``rackctl[triton]``,
+    ``rackctl[load-check]``), lab and peer (tests).
 
     Exit 0 when the required groups are complete, 3 otherwise.
     """
@@ -53,7 +53,10 @@ def doctor(required: tuple[str, ...], as_json: bool) -> None:
                 if f.ok
                 else ("[red]missing[/red]" if f.check.group in need else "[yellow]missing[/yellow]")
             )
-            table.add_row(f.check.group, f.check.name, status, f.found, f.check.purpose)
+            needed = f"; needed by {', '.join(f.check.needed_by)}" if f.check.needed_by else ""
+            cells = (f.check.group, f.check.name, f.found, f.check.purpose + needed)
+            group, name, found, purpose = (escape(c) for c in cells)  # `rackctl[cluster]` is no markup
+            table.add_row(group, name, status, found, purpose)
         console.print(table)
         missing = [f for f in findings if not f.ok]
         if missing:

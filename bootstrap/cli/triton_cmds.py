@@ -27,7 +27,7 @@ from bootstrap.kube import KUBECONFIG
 from bootstrap.kube.service_proxy import KubectlProxy, parse_service, service_path
 from bootstrap.stages.triton_smoke import PORT, VIA
 from bootstrap.triton.check import check_model_dir, model_dirs
-from bootstrap.triton.client import http_client
+from bootstrap.triton.client import load_check_modules
 from bootstrap.triton.manifests import DEFAULT_K8S_VERSION, write_manifests
 from bootstrap.triton.render import render_all
 from bootstrap.triton.smoke import DEFAULT_PROMPT, run_smoke
@@ -219,7 +219,7 @@ def load_check_cmd(
     directory: Path | None, state_dir: Path, only: tuple[str, ...], tokenizer_dir: Path | None, as_json: bool
 ) -> None:
     """Load each rendered repository in the real tritonserver on CPU (tensorrt_llm replaced by a stand-in)."""
-    http_client()  # the `triton` extra: exit 3 naming it when missing
+    load_check_modules()  # the `load-check` extra: exit 3 naming it when missing
     from bootstrap.triton.loadcheck import load_check  # noqa: PLC0415 - needs the `triton` extra
     from bootstrap.triton.server import find_tritonserver  # noqa: PLC0415 - needs the `triton` extra
 

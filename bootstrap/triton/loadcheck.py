@@ -29,7 +29,7 @@ TOKENIZER_CORPUS = (
 def build_test_tokenizer(dest: Path) -> Path:
     """Train a tiny byte-level BPE tokenizer offline (no model hub) and save ``dest/tokenizer.json``."""
     try:
-        from tokenizers import (  # noqa: PLC0415 - a test extra
+        from tokenizers import (  # noqa: PLC0415 - the `load-check` extra
             Tokenizer,
             decoders,
             models,
@@ -39,7 +39,7 @@ def build_test_tokenizer(dest: Path) -> Path:
     except ImportError as exc:
         raise EnvironmentMissing(
             "the load check needs the `tokenizers` package for its offline tokenizer",
-            problems=[Problem("tokenizers", "not installed", "pip install -e '.[test]'")],
+            problems=[Problem("tokenizers", "not installed", "pip install 'rackctl[load-check]'")],
         ) from exc
     tokenizer = Tokenizer(models.BPE(unk_token=None))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from bootstrap.errors import Problem
+from bootstrap.errors import EnvironmentMissing, Problem
 from bootstrap.fsutil import atomic_write_text
 from bootstrap.inventory.served_models import ModelSpec
 from bootstrap.inventory.trtllm import version_info
@@ -229,7 +229,13 @@ def build_manifests(spec: ModelSpec) -> dict[str, list[dict[str, Any]]]:
 
 def validate_objects(objects: list[dict[str, Any]], k8s_version: str = DEFAULT_K8S_VERSION) -> list[Problem]:
     """``kubernetes-validate --strict`` against the real schemas of ``k8s_version``."""
-    import kubernetes_validate  # noqa: PLC0415 - a test extra, loads schemas slowly
+    try:
+        import kubernetes_validate  # noqa: PLC0415 - the `cluster` extra, loads schemas slowly
+    except ImportError:
+        raise EnvironmentMissing(
+            "validating Triton's Kubernetes manifests needs kubernetes-validate, not installed",
+            problems=[Problem("kubernetes-validate", "not importable", "pip install 'rackctl[cluster]'")],
+        ) from None
 
     problems = []
     for obj in objects:

@@ -34,7 +34,7 @@ class TritonInstall:
 def find_tritonserver() -> TritonInstall:
     """Find tritonserver in the installed ``nvidia-pytriton`` wheel, or say how to get it."""
     spec = importlib.util.find_spec("pytriton")
-    fix = "install the test extras: pip install -e '.[test]' (brings nvidia-pytriton)"
+    fix = "pip install 'rackctl[load-check]' (brings nvidia-pytriton)"
     if spec is None or not spec.submodule_search_locations:
         raise EnvironmentMissing(
             "tritonserver not found: the nvidia-pytriton wheel is not installed",

@@ -13,7 +13,7 @@ from bootstrap.inventory import load_inventory
 from bootstrap.inventory.loader import load_yaml, problem_from_pydantic, read_inventory_text
 from bootstrap.inventory.served_models import ModelSpec
 from bootstrap.triton.check import check_model_dir
-from bootstrap.triton.client import http_client
+from bootstrap.triton.client import load_check_modules
 from bootstrap.triton.manifests import write_manifests
 from bootstrap.triton.render import render_all
 
@@ -78,7 +78,7 @@ def run_triton_stage(inventory: Any, out_dir: Path, *, load_check: bool) -> dict
     ok = not any(c["problems"] for c in checks) and not any(m["problems"] for m in manifests)
     loads = []
     if load_check and ok:
-        http_client()  # the `triton` extra: exit 3 naming it when missing
+        load_check_modules()  # the `load-check` extra: exit 3 naming it when missing
         from bootstrap.triton.loadcheck import load_check as run_load_check  # noqa: PLC0415 - the extra
 
         for spec in specs:
