@@ -18,6 +18,9 @@ from bootstrap.errors import InvalidInput, Problem
 from bootstrap.journal import JOURNAL_FILE, Journal
 from bootstrap.stages.playbook import runs_dir
 
+#: the outcomes of a run that went as asked (it may still have left a node failed)
+QUIET = frozenset({"completed", "not_applied", "running"})
+
 
 @dataclass
 class RunSummary:
@@ -93,10 +96,6 @@ def _summary(journal: Journal, record: Any, kept: dict[int, list[str]]) -> RunSu
     )
 
 
-def _went_wrong(summary: RunSummary) -> bool:
-    return summary.status not in ("completed", "not_applied", "running") or bool(summary.failed_nodes)
-
-
 def past_runs(state_dir: Path, *, last: int = 20, failed_only: bool = False) -> tuple[list[RunSummary], int]:
     """The newest ``last`` runs of ``state_dir``'s journal, oldest first (``failed_only``: only those that did
     not complete or left a node failed), and how many runs the journal holds."""
@@ -106,13 +105,11 @@ def past_runs(state_dir: Path, *, last: int = 20, failed_only: bool = False) -> 
     with Journal(state_dir, readonly=True) as journal:
         records = journal.runs(limit=1_000_000 if failed_only else last)
         total = journal.run_count()
-        for record in records:
-            summary = _summary(journal, record, kept)
-            if failed_only and not _went_wrong(summary):
-                continue
-            out.append(summary)
-            if len(out) >= last:
-                break
+        if failed_only:  # without reading every run's steps: its status, or a failed step recorded in it
+            failed_steps = journal.runs_with_failed_steps()
+            records = [r for r in records if r.id in failed_steps or r.status not in QUIET]
+        for record in records[:last]:
+            out.append(_summary(journal, record, kept))
     return list(reversed(out)), total
 
 
