@@ -121,3 +121,18 @@ def test_logs_of_a_journalled_run_per_node_and_clear_errors(state: Path) -> None
     doc = json.loads(node.stdout)
     assert node.returncode == 2 and doc["ok"] is False and "node-a, node-b" in json.dumps(doc), node.stdout
     assert "Traceback" not in node.stdout + node.stderr
+
+
+def test_failed_lists_a_run_that_completed_but_left_a_node_failed(tmp_path: Path) -> None:
+    with Journal(tmp_path) as journal:
+        journal.register_nodes(["gpu-01", "gpu-02"])
+        quiet = journal.begin_run("apply")
+        journal.finish_run(quiet, "completed")
+        partial = journal.begin_run("redeploy gpu-02")
+        journal.record_step(partial, "gpu-02", "provision", "pxe", status="failed", destructive=True)
+        journal.finish_run(partial, "completed")
+        stopped = journal.begin_run("up")
+        journal.finish_run(stopped, "interrupted", "interrupted (Ctrl-C)")
+    proc = rackctl("runs", "--state-dir", str(tmp_path), "--failed", "--json")
+    runs = json.loads(proc.stdout)["runs"]
+    assert [(r["id"], r["failed_nodes"]) for r in runs] == [(2, ["gpu-02"]), (3, [])], proc.stdout
