@@ -213,6 +213,7 @@ def run_playbook(
     on_host_done: Callable[[str, bool, str], None] | None = None,
     work_dir: Path | None = None,
     on_task: Callable[[str, str, str], None] | None = None,
+    on_task_start: Callable[[str, str], None] | None = None,
 ) -> PlaybookResult:
     """Run ``playbooks/<playbook>`` against ``inventory`` and collect per-host outcomes.
 
@@ -220,7 +221,8 @@ def run_playbook(
     ``work_dir``: ansible-runner's private data dir, kept (its ``artifacts/`` hold the run's output and
     events); without one a temporary dir is used and removed.
     ``on_task``: called with (host, task, status) as each task ends on a host (the status of
-    :func:`bootstrap.ansible_log.task_status`), for progress while the run goes on.
+    :func:`bootstrap.ansible_log.task_status`), for progress while the run goes on; ``on_task_start`` with
+    (host, task) as a task starts on a host.
     """
     extravars = dict(extravars or {})
     _check_extravars(extravars)
@@ -241,6 +243,8 @@ def run_playbook(
         if not host:
             return True
         outcome = hosts.setdefault(host, HostOutcome(host))
+        if kind == "runner_on_start" and on_task_start is not None:
+            on_task_start(str(host), str(data.get("task", "")))
         status = task_status(event) if on_task is not None else None
         if on_task is not None and status is not None:
             on_task(str(host), str(data.get("task", "")), status)

@@ -6,7 +6,8 @@ journal's run id, ``<label>`` the stage or step, e.g. ``2-network``, ``8-driver-
 ``job_events`` are the run's events, one JSON file each: this module turns them into one line per task and
 host, in the order they ran, with what a failed task said. A task under ``no_log`` says only that its
 output was hidden (ansible-runner keeps its result censored); nothing else of a result is shown but its
-message, so no variable's value is printed that the playbook did not print itself.
+message, so no variable's value is printed that the playbook did not print itself; task names and messages
+are redacted (secret values this process knows, and credential shapes: URL passwords, auth headers, keys).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bootstrap.errors import InvalidInput, Problem
+from redfish_tools.secrets import redact
 
 #: ansible-runner event -> the status a task line shows
 STATUSES = {
@@ -131,11 +133,11 @@ def _line(event: dict[str, Any]) -> TaskLine | None:
     data = event.get("event_data") or {}
     return TaskLine(
         host=str(data["host"]),
-        task=str(data.get("task", "")),
+        task=redact(str(data.get("task", ""))),
         role=str(data.get("role", "")),
         status=status,
         duration_s=round(float(data.get("duration") or 0.0), 1),
-        message=_message(status, data),
+        message=redact(_message(status, data)),
     )
 
 

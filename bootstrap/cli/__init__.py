@@ -74,6 +74,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("bootstrap.cli.run_cmds", "Show what `up` would do, per stage and node (changes nothing)."),
     "up": ("bootstrap.cli.run_cmds", "Run the bootstrap stages in order; run it again to resume."),
     "journal": ("bootstrap.cli.run_cmds", "The run journal: node lifecycle states and history."),
+    "runs": ("bootstrap.cli.runs_cmd", "Past runs: start, duration, outcome, nodes failed, output."),
     "logs": ("bootstrap.cli.logs_cmd", "The Ansible output of past runs, per run and per node."),
     "discover": ("bootstrap.cli.bmc_cmds", "Read each node's hardware through its iDRAC and check it."),
     "power": ("bootstrap.cli.bmc_cmds", "Power nodes on, off or cycle them through their iDRACs."),

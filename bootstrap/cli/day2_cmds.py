@@ -32,7 +32,7 @@ from bootstrap.day2.apply import plan_apply, run_apply
 from bootstrap.day2.driver import DriverPlan, plan_upgrade, render
 from bootstrap.day2.driver_host import DriverNodeOutcome, DriverRolloutReport
 from bootstrap.day2.driver_operator import NodeUpgrade, OperatorUpgrade, upgrade_with_operator
-from bootstrap.day2.driver_run import driver_route, not_applied_reason, upgrade_host
+from bootstrap.day2.driver_run import driver_route, not_applied_reason, progress_title, upgrade_host
 from bootstrap.day2.reconcile import ReconcilePlan
 from bootstrap.day2.redeploy import plan_redeploy, run_redeploy
 from bootstrap.day2.status import COLUMNS, collect
@@ -437,7 +437,7 @@ def _driver_on_host(
 ) -> None:
     """The host path, executed (progress per node on stderr); exits non-zero unless every GPU node ends at V."""
     progress = None if as_json else RichProgress(err_console)
-    title = f"driver {plan.version}"
+    title = progress_title(plan)
 
     def on_event(kind: str, node: str, text: str) -> None:
         if progress is None:
@@ -457,6 +457,7 @@ def _driver_on_host(
         max_unavailable=max_unavailable,
         on_event=on_event,
         shown=progress,
+        tasks=progress,
     )
     report = done.report
     if report is None:

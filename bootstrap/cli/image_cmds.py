@@ -12,7 +12,6 @@ from rich.table import Table
 from bootstrap.cli.common import (
     console,
     emit,
-    err_console,
     escape,
     handle_errors,
     inventory_option,
@@ -68,7 +67,7 @@ def ramdisk_cmd(  # noqa: PLR0917 - click passes options as arguments
                 "modules": [*PROFILES[profile], *extra_modules], "out": str(out)}  # fmt: skip
         emit(data, as_json, _show_ramdisk_plan)
         return
-    with err_console.status(f"building the {profile} deploy ramdisk...", spinner="dots"):
+    with phases(f"building the {profile} deploy ramdisk", quiet=as_json):
         ramdisk = build_ramdisk(profile, extra_modules=extra_modules, out_dir=out)
     emit({"ok": True, **ramdisk.as_dict()}, as_json, _show_ramdisk)
 

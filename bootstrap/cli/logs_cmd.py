@@ -12,6 +12,7 @@ from rich.markup import escape
 from bootstrap.ansible_log import kept_run_dirs, kept_run_ids, kept_runs, node_log, read_playbook_log
 from bootstrap.cli.common import console, emit, handle_errors, json_option, state_dir_option
 from bootstrap.errors import InvalidInput, Problem
+from bootstrap.run_history import check_run
 from bootstrap.stages.playbook import runs_dir
 
 WIDTH = 80
@@ -77,7 +78,7 @@ def _show_node(data: dict[str, Any]) -> None:
 def logs(run: int | None, node: str | None, last: int, state_dir: Path, as_json: bool) -> None:
     """The Ansible output rackctl kept: every run's playbooks, RUN's hosts, or NODE's tasks in RUN.
 
-    RUN is the journal's run id (`rackctl journal show` lists the latest runs). Each task shows how it
+    RUN is the journal's run id (`rackctl runs` lists them). Each task shows how it
     ended, its seconds, and what a failed or skipped one said; the whole output is in the run's
     ansible-runner directory under STATE_DIR/ansible/runs.
     """
@@ -90,10 +91,12 @@ def logs(run: int | None, node: str | None, last: int, state_dir: Path, as_json:
         return
     found = kept_runs(root, run)
     if not found:
-        runs = kept_run_ids(root)
+        journalled = check_run(state_dir, run)  # a run the journal does not know: named, with how to list them
+        runs = ", ".join(map(str, kept_run_ids(root))) or "none yet"
+        what = f" ({journalled.command}: it ran no playbook)" if journalled else ""
         raise InvalidInput(
-            f"run {run} kept no Ansible output in {root}",
-            problems=[Problem("run", str(run), f"one of: {', '.join(map(str, runs)) or 'none yet'}")],
+            f"run {run}{what} kept no Ansible output in {root}",
+            problems=[Problem("RUN", str(run), f"one of: {runs} (`rackctl runs` lists every run)")],
         )
     if node is None:
         emit({"ok": True, "run": run, "runs": [log.summary() for log in found]}, as_json, _show_run)

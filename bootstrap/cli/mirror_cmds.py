@@ -106,7 +106,7 @@ def build_cmd(  # noqa: PLR0917 - click passes options as arguments
             )
     source = Upstream(archive=upstream, security=None if security == "none" else security)
     if plan:
-        with err_console.status("resolving the manifest...", spinner="dots"):
+        with phases("resolving the manifest", quiet=as_json):
             resolution = plan_mirror(layout, manifest, source)
         data = {
             "ok": True,
@@ -220,14 +220,8 @@ def images_cmd(  # noqa: PLR0917 - click passes options as arguments
     chart_list = [c.describe(charts_dir) for c in charts]
     charts_ok = not any(c.problems for c in charts)  # a chart at hand that does not render
     if plan:
-        with err_console.status("looking up the registry...", spinner="dots") as status:
-            upstream = sync_upstream(
-                wanted,
-                registry,
-                from_dir=from_dir,
-                wrap=environment.wrap_command,
-                progress=lambda m: status.update(m + "..."),
-            )
+        with phases("looking up the registry", quiet=as_json) as step:
+            upstream = sync_upstream(wanted, registry, from_dir=from_dir, wrap=environment.wrap_command, progress=step)
         ok = all(u["ok"] for u in upstream) and charts_ok
         data = {
             "ok": ok,
@@ -241,21 +235,10 @@ def images_cmd(  # noqa: PLR0917 - click passes options as arguments
         if not ok:
             sys.exit(EXIT_FAILED)
         return
-    with err_console.status("filling the registry...", spinner="dots") as status:
-        results = push_images(
-            MirrorLayout(state_dir),
-            images,
-            registry,
-            wrap=environment.wrap_command,
-            progress=lambda m: status.update(m + "..."),
-        )
+    with phases("filling the registry", quiet=as_json) as step:
+        results = push_images(MirrorLayout(state_dir), images, registry, wrap=environment.wrap_command, progress=step)
         upstream = sync_upstream(
-            wanted,
-            registry,
-            from_dir=from_dir,
-            apply=True,
-            wrap=environment.wrap_command,
-            progress=lambda m: status.update(m + "..."),
+            wanted, registry, from_dir=from_dir, apply=True, wrap=environment.wrap_command, progress=step
         )
     ok = all(r["ok"] for r in results + upstream) and charts_ok
     data = {"ok": ok, "applied": True, "images": results, "upstream": upstream, "charts": chart_list}

@@ -46,7 +46,7 @@ from bootstrap.rollout.report import (
     ready_for_rollout,
     run_batches,
 )
-from bootstrap.stages.playbook import runs_dir
+from bootstrap.stages.playbook import TaskProgress, runs_dir
 
 STAGE = "driver"
 READ_PLAYBOOK = "driver-installed.yml"
@@ -138,7 +138,14 @@ class AnsibleDriverNodes:
     ``<state-dir>/ansible/runs/<run-id>-driver-*``."""
 
     def __init__(
-        self, inventory: Inventory, state_dir: Path, environment: Environment, version: str, run_id: int
+        self,
+        inventory: Inventory,
+        state_dir: Path,
+        environment: Environment,
+        version: str,
+        run_id: int,
+        *,
+        tasks: TaskProgress | None = None,
     ) -> None:
         self.inventory = inventory
         self.state_dir = Path(state_dir)
@@ -147,6 +154,7 @@ class AnsibleDriverNodes:
         self.run_id = run_id
         self._hosts: Path | None = None
         self._lock = threading.Lock()
+        self.tasks = tasks  #: each playbook's tasks shown as they start and end
 
     def _inventory(self) -> Path:
         with self._lock:
@@ -172,6 +180,8 @@ class AnsibleDriverNodes:
             extravars=self._extravars(),
             facts_var=INSTALLED_FACT,
             work_dir=runs_dir(self.state_dir) / f"{self.run_id}-driver-read",
+            on_task=self.tasks.ended if self.tasks else None,
+            on_task_start=self.tasks.started if self.tasks else None,
         )
         out = {}
         for node in nodes:
@@ -192,6 +202,8 @@ class AnsibleDriverNodes:
             extravars=self._extravars(node),
             facts_var=REPORT_FACT,
             work_dir=work_dir,
+            on_task=self.tasks.ended if self.tasks else None,
+            on_task_start=self.tasks.started if self.tasks else None,
         )
         host = result.hosts.get(node)
         output = str(result.artifacts or work_dir)

@@ -24,7 +24,9 @@ from bootstrap.inventory.models import Inventory
 from bootstrap.journal.run import journal_run
 from bootstrap.journal.store import Journal
 from bootstrap.kube import Cluster, ClusterGate, Kubectl, cluster_for
-from bootstrap.stages.runner import ensure_writable_state_dir
+from bootstrap.stages.base import ProgressReporter
+from bootstrap.stages.playbook import TaskProgress
+from bootstrap.stages.runner import RedactingProgress, ensure_writable_state_dir
 
 Route = Literal["operator", "host", "render", "plan"]
 
@@ -65,6 +67,11 @@ class HostRun:
     report: DriverRolloutReport | None
 
 
+def progress_title(plan: DriverPlan) -> str:
+    """The name the host path's progress goes under: ``driver <version>``."""
+    return f"driver {plan.version}"
+
+
 def upgrade_host(
     inventory: Inventory,
     plan: DriverPlan,
@@ -74,8 +81,10 @@ def upgrade_host(
     max_unavailable: int | str | None,
     on_event: Callable[[str, str, str], None] | None = None,
     shown: contextlib.AbstractContextManager[object] | None = None,
+    tasks: ProgressReporter | None = None,
 ) -> HostRun:
-    """Execute the host path (``shown``: the progress display held open while the rollout runs)."""
+    """Execute the host path (``shown``: the progress display held open while the rollout runs; ``tasks``: the
+    reporter each playbook's tasks go to, redacted, under :func:`progress_title`)."""
     ensure_writable_state_dir(state_dir)
     settings = rollout_policy(inventory)
     policy = replace(settings, max_unavailable=max_unavailable) if max_unavailable is not None else settings
@@ -85,7 +94,14 @@ def upgrade_host(
             plan,
             journal,
             run.id,
-            nodes=AnsibleDriverNodes(inventory, state_dir, environment, plan.version, run.id),
+            nodes=AnsibleDriverNodes(
+                inventory,
+                state_dir,
+                environment,
+                plan.version,
+                run.id,
+                tasks=TaskProgress(RedactingProgress(tasks), progress_title(plan)) if tasks else None,
+            ),
             gate=ClusterGate(cluster_for(state_dir)),
             policy=policy,
             excluded=environment.out_of_band_only(inventory),

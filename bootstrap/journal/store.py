@@ -449,6 +449,15 @@ class Journal:
         rows = self._query("SELECT * FROM runs ORDER BY id DESC LIMIT ?", (limit,))
         return [RunRecord(r["id"], r["started"], r["finished"], r["command"], r["status"], r["message"]) for r in rows]
 
+    def runs_with_failed_steps(self) -> set[int]:
+        """The ids of the runs that recorded a failed step (one scan of the steps)."""
+        rows = self._query("SELECT DISTINCT run FROM steps WHERE status = 'failed' AND run IS NOT NULL")
+        return {int(r[0]) for r in rows}
+
+    def run_count(self) -> int:
+        """How many runs the journal holds."""
+        return int(self._query("SELECT COUNT(*) FROM runs")[0][0])
+
     def run(self, run_id: int) -> RunRecord:
         """One run by id."""
         rows = self._query("SELECT * FROM runs WHERE id = ?", (run_id,))

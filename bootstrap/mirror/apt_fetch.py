@@ -12,11 +12,12 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from bootstrap.errors import EnvironmentMissing, InvalidInput, Problem, RackctlError
+from bootstrap.tool_progress import Milestones, apt_download_line, run_lines
 
 DEBIAN_ARCHIVE = "http://deb.debian.org/debian"
 DEBIAN_SECURITY = "http://deb.debian.org/debian-security"
@@ -165,9 +166,17 @@ class PrivateApt:
             ) from None
         return {m.group(1): m.group(2) for line in out.splitlines() if (m := INST_RE.match(line))}
 
-    def download(self, lock: Mapping[str, str]) -> list[Path]:
-        """Download exactly ``lock`` (``name -> version``); the ``.deb`` paths."""
-        self.run("install", "-y", "--download-only", *[f"{n}={v}" for n, v in sorted(lock.items())])
+    def download(self, lock: Mapping[str, str], progress: Callable[[str], None] | None = None) -> list[Path]:
+        """Download exactly ``lock`` (``name -> version``); the ``.deb`` paths. ``progress`` is told the first
+        package fetched and every 25th, with the count."""
+        args = ["install", "-y", "--download-only", *[f"{n}={v}" for n, v in sorted(lock.items())]]
+        if progress is None:
+            self.run(*args)
+        else:
+            shown = Milestones(progress, apt_download_line, prefix="downloading ", total=len(lock))
+            rc, tail = run_lines(["apt-get", *self.options(), *args], shown, env=_apt_env())
+            if rc != 0:
+                raise FetchError(f"apt-get {' '.join(args[:2])} failed:\n{tail[-3000:]}")
         debs = sorted(self.archives.glob("*.deb"))
         wanted = {(n, _file_version(v)) for n, v in lock.items()}
         return [d for d in debs if tuple(d.name.split("_")[:2]) in wanted]

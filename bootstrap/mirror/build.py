@@ -192,7 +192,7 @@ def _build(
     apt, resolution = _resolve(layout, manifest, upstream)
     lock = resolution.lock
     progress(f"downloading {len(lock)} packages")
-    debs = apt.download(lock)
+    debs = apt.download(lock, progress)
     missing = sorted(set(lock) - {d.name.split("_", 1)[0] for d in debs})
     if missing:
         raise InvalidInput(

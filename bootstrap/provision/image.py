@@ -27,11 +27,12 @@ from pathlib import Path
 
 import yaml
 
-from bootstrap.errors import EnvironmentMissing, InvalidInput, Problem
+from bootstrap.errors import EnvironmentMissing, InvalidInput, Problem, RackctlError
 from bootstrap.fsutil import atomic_write_text
 from bootstrap.provision.blockmap import build_block_map, ensure_block_map, map_path, ranges_path
 from bootstrap.provision.ramdisk import _run, cache_lock, cache_root, mark_used, remove_tree
 from bootstrap.resources import roles_dir
+from bootstrap.tool_progress import Milestones, debootstrap_line, run_lines
 
 PACKAGES = ("systemd-sysv", "udev", "openssh-server", "linux-image-amd64", "python3", "iproute2", "kmod", "fdisk")
 #: Node roles whose ``<role>_packages`` every installed node gets in the image already: the network stage's
@@ -235,7 +236,15 @@ def debootstrap_tree(
     work = Path(tempfile.mkdtemp(prefix=".rootfs.", dir=target.parent))
     progress(f"debootstrap {suite} with {len(packages)} packages (minutes; cached after)")
     try:
-        _run(["debootstrap", "--variant=minbase", f"--include={','.join(packages)}", suite, str(work / "root"), mirror])
+        argv = [
+            "debootstrap",
+            "--variant=minbase",
+            f"--include={','.join(packages)}",
+            suite,
+            str(work / "root"),
+            mirror,
+        ]
+        _run_shown(argv, Milestones(progress, debootstrap_line, prefix="debootstrap: "))
         (work / "root" / ".rackctl-complete").write_text(f"{suite} {mirror}\n")
         if not (target / ".rackctl-complete").exists():  # another builder may have finished meanwhile
             if target.exists():
@@ -244,6 +253,16 @@ def debootstrap_tree(
     finally:
         remove_tree(work)  # debootstrap mounts proc/sys inside the target while it runs
     return target
+
+
+def _run_shown(argv: list[str], on_line: Callable[[str], None]) -> None:
+    """Run a long tool, each line of its output to ``on_line`` as it comes; an error with its last lines."""
+    try:
+        rc, tail = run_lines(argv, on_line)
+    except FileNotFoundError as exc:
+        raise EnvironmentMissing(f"{argv[0]} not found; install it (see scripts/apt-packages.txt)") from exc
+    if rc != 0:
+        raise RackctlError(f"{' '.join(argv[:3])} failed (exit {rc}): {tail.strip()[-500:]}")
 
 
 def _customise(root: Path, admin_keys: list[str], *, trim: bool, kernel_args: tuple[str, ...] = ()) -> str:

@@ -285,6 +285,14 @@ class TaskReporter(Protocol):
     def task_done(self, stage: str, node: str, task: str, status: str, done: int) -> None: ...
 
 
+@runtime_checkable
+class RunningTaskReporter(Protocol):
+    """A reporter that also shows which Ansible task is running on a node (optional, like
+    :class:`TaskReporter`): ``done`` counts the node's tasks ended before it in this playbook run."""
+
+    def task_started(self, stage: str, node: str, task: str, done: int) -> None: ...
+
+
 class NullProgress:
     """A reporter that shows nothing (tests, ``--json`` without a terminal)."""
 

@@ -20,12 +20,20 @@ import dataclasses
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from bootstrap.ansible_driver import HostOutcome, PlaybookResult, run_playbook
 from bootstrap.inband.render import write_ansible_inventory
 from bootstrap.journal.states import NodeState, rank
-from bootstrap.stages.base import NodeResult, PlannedAction, Stage, StageContext, StageResult, TaskReporter
+from bootstrap.stages.base import (
+    NodeResult,
+    PlannedAction,
+    RunningTaskReporter,
+    Stage,
+    StageContext,
+    StageResult,
+    TaskReporter,
+)
 
 #: what a failed run's message keeps of ansible's output
 MESSAGE_LIMIT = 400
@@ -78,6 +86,7 @@ def play(
     """Run ``playbooks/<playbook>`` on ``limit`` over SSH with the run's rendered Ansible inventory; ansible-runner's
     directory is kept as ``<state-dir>/ansible/runs/<run-id>-<work_name>``."""
     inventory = write_ansible_inventory(ctx.inventory, ctx.state_dir, ctx.options.environment)
+    tasks = TaskProgress(ctx.progress, work_name)
     return run_playbook(
         playbook,
         inventory,
@@ -86,25 +95,32 @@ def play(
         facts_var=facts_var,
         on_host_done=on_host_done,
         work_dir=runs_dir(ctx.state_dir) / f"{ctx.run_id}-{work_name}",
-        on_task=_task_progress(ctx, work_name),
+        on_task=tasks.ended,
+        on_task_start=tasks.started,
     )
 
 
-def _task_progress(ctx: StageContext, label: str) -> Callable[[str, str, str], None] | None:
-    """Each ended task to the run's reporter, counted per host (None when the reporter does not show tasks)."""
-    reporter = ctx.progress
-    if not isinstance(reporter, TaskReporter):
-        return None
-    done: dict[str, int] = {}
-    lock = threading.Lock()
+class TaskProgress:
+    """A playbook run's task events to a reporter, counted per host: ``started`` (host, task) as a task starts,
+    ``ended`` (host, task, status) as it ends; either is None where the reporter does not show it."""
 
-    def on_task(host: str, task: str, status: str) -> None:
-        with lock:
-            done[host] = done.get(host, 0) + 1
-            count = done[host]
-        reporter.task_done(label, host, task, status, count)
+    def __init__(self, reporter: object, label: str) -> None:
+        self.reporter, self.label = reporter, label
+        self._done: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self.started = self._started if isinstance(reporter, RunningTaskReporter) else None
+        self.ended = self._ended if isinstance(reporter, TaskReporter) else None
 
-    return on_task
+    def _started(self, host: str, task: str) -> None:
+        with self._lock:
+            count = self._done.get(host, 0)
+        cast("RunningTaskReporter", self.reporter).task_started(self.label, host, task, count)
+
+    def _ended(self, host: str, task: str, status: str) -> None:
+        with self._lock:
+            self._done[host] = self._done.get(host, 0) + 1
+            count = self._done[host]
+        cast("TaskReporter", self.reporter).task_done(self.label, host, task, status, count)
 
 
 class PlaybookStage(Stage):

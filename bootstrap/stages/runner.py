@@ -61,6 +61,7 @@ from bootstrap.stages.base import (
     NullProgress,
     PlannedAction,
     ProgressReporter,
+    RunningTaskReporter,
     RunOptions,
     Stage,
     StageContext,
@@ -349,6 +350,10 @@ class RedactingProgress:
     def task_done(self, stage: str, node: str, task: str, status: str, done: int) -> None:
         if isinstance(self.inner, TaskReporter):
             self.inner.task_done(stage, node, redact(task), status, done)
+
+    def task_started(self, stage: str, node: str, task: str, done: int) -> None:
+        if isinstance(self.inner, RunningTaskReporter):
+            self.inner.task_started(stage, node, redact(task), done)
 
     def stage_not_applied(self, stage: str, message: str) -> None:
         if isinstance(self.inner, NotAppliedReporter):

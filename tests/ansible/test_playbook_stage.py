@@ -71,14 +71,19 @@ class Recorder:
 
 
 class TaskRecorder(Recorder):
-    """A reporter that also shows tasks (``TaskReporter``): remembers each (node, count, task, status)."""
+    """A reporter that also shows tasks (``TaskReporter``, ``RunningTaskReporter``): remembers each ended
+    (node, count, task, status) and each started (node, count before it, task)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.tasks: list[tuple[str, int, str, str]] = []
+        self.started: list[tuple[str, int, str]] = []
 
     def task_done(self, stage, node, task, status, done):
         self.tasks.append((node, done, task, status))
+
+    def task_started(self, stage, node, task, done):
+        self.started.append((node, done, task))
 
 
 @pytest.fixture
@@ -141,6 +146,9 @@ def test_os_check_runs_the_playbook_and_journals_each_host(rack) -> None:
     assert [done for done, _, _ in ours] == list(range(1, len(ours) + 1)) and len(ours) > 3, progress.tasks
     assert all(status in ("ok", "changed", "skipped") for _, _, status in ours), ours
     assert [(n, s) for n, _, _, s in progress.tasks if n == "gpu-02"] == [("gpu-02", "unreachable")]
+    # each ended task was shown running first, with the count of those ended before it
+    begun = [(done, task) for node, done, task in progress.started if node == "gpu-01"]
+    assert begun == [(done - 1, task) for done, task, _ in ours], progress.started
     (kept,) = kept_runs(runs_dir(state))
     assert [(t.task, t.status) for t in kept.tasks if t.host == "gpu-01"] == [(task, st) for _, task, st in ours]
 
@@ -232,3 +240,23 @@ def test_nodes_the_environment_keeps_out_are_skipped_and_said_so(rack) -> None:
     # gpu-02 (which serves an unpinned key) was never in the play, so it did not fail; the result says why
     assert "skipped, not run" in stage.nodes["gpu-02"]["message"]
     assert progress.done["gpu-02"] == (True, "skipped, not run: this machine is not configured over SSH here")
+
+
+def test_driver_upgrades_host_path_shows_its_read_playbooks_tasks(rack) -> None:
+    """``driver upgrade``'s host path runs its playbooks outside the stages: their tasks reach the reporter
+    too, started then ended, under the run's title (the read playbook, over the same SSH as the stages)."""
+    from bootstrap.day2.driver_host import AnsibleDriverNodes
+    from bootstrap.stages.playbook import TaskProgress
+
+    inventory, state, environment = rack
+    progress = TaskRecorder()
+    nodes = AnsibleDriverNodes(
+        inventory, state, environment, "580.95.05", 7, tasks=TaskProgress(progress, "driver 580.95.05")
+    )
+    found = nodes.read(["gpu-01"])
+    assert found["gpu-01"].error == "", found  # read: the packages asked for, none installed here
+    ended = [(done, task) for node, done, task, _ in progress.tasks if node == "gpu-01"]
+    begun = [(done, task) for node, done, task in progress.started if node == "gpu-01"]
+    assert len(ended) > 1 and begun == [(done - 1, task) for done, task in ended], (progress.started, progress.tasks)
+    (kept,) = kept_runs(runs_dir(state))
+    assert kept.label == "driver-read" and [t.task for t in kept.tasks if t.host == "gpu-01"] == [t for _, t in ended]

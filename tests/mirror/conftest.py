@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -27,6 +27,7 @@ class BuiltMirror:
     layout: MirrorLayout
     manifest: Manifest
     result: BuildResult
+    said: list[str] = field(default_factory=list)  #: what the build reported as it went
 
 
 def tools_missing() -> str:
@@ -80,5 +81,8 @@ def built_mirror(tmp_path_factory: pytest.TempPathFactory) -> BuiltMirror:
     roles = mirror_roles(base / "roles")
     layout = MirrorLayout(base / "state")
     manifest = build_manifest(inventory, roles)
-    result = build_mirror(layout, manifest, key_uid="rackctl test mirror <mirror@lab.rackctl.test>")
-    return BuiltMirror(inventory, roles, layout, manifest, result)
+    said: list[str] = []
+    result = build_mirror(
+        layout, manifest, key_uid="rackctl test mirror <mirror@lab.rackctl.test>", progress=said.append
+    )
+    return BuiltMirror(inventory, roles, layout, manifest, result, said)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import stat
 import tarfile
@@ -37,6 +38,19 @@ def test_the_repository_holds_the_closure_signed_by_the_site_key(built_mirror: B
     doc = json.loads(layout.lock.read_text())
     assert doc["signed_by"] == built_mirror.result.key_fingerprint
     assert doc["packages"] == lock
+
+
+def test_the_build_says_each_phase_and_its_downloads_as_they_go(built_mirror: BuiltMirror) -> None:
+    """apt's own Get lines, streamed: the first package fetched and every 25th, with the count of the lock."""
+    said, lock = built_mirror.said, built_mirror.result.lock
+    total = len(lock)
+    assert said[:2] == ["resolving the manifest with a private apt state", f"downloading {total} packages"]
+    fetched = [m for m in said if re.fullmatch(rf"downloading \S+ \S+ \(\d+ of {total}\)", m)]
+    assert fetched[0].endswith(f"(1 of {total})") and len(fetched) == 1 + total // 25, said
+    for message in fetched:
+        name, version = message.split()[1:3]
+        assert lock[name] == version, message
+    assert said[-1] == "building the signed repository"
 
 
 def test_the_private_key_stays_private(built_mirror: BuiltMirror) -> None:

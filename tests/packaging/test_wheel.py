@@ -191,3 +191,19 @@ def test_the_base_install_has_no_triton_client_and_says_which_extra_brings_it(in
     assert triton.returncode == 3
     entry = next(c for c in json.loads(triton.stdout)["checks"] if c["name"] == "rackctl[triton]")
     assert "tritonclient" in entry["found"] and "triton check" in " ".join(entry["needed_by"])
+
+
+def test_the_installed_entry_point_prints_each_shells_completion_script(installed: Path, tmp_path: Path) -> None:
+    """The commands docs/operators.md gives (``_RACKCTL_COMPLETE=<shell>_source rackctl``), run as installed."""
+    env = _isolated_env(installed, tmp_path)
+    marks = {
+        "bash": "complete -o nosort -F _rackctl_completion rackctl",
+        "zsh": "#compdef rackctl",
+        "fish": "complete --no-files --command rackctl",
+    }
+    for shell, mark in marks.items():
+        script = _run([str(installed / "rackctl")], tmp_path, {**env, "_RACKCTL_COMPLETE": f"{shell}_source"})
+        assert script.returncode == 0 and mark in script.stdout, f"{shell}: {script.stdout}{script.stderr}"
+    words = {**env, "_RACKCTL_COMPLETE": "bash_complete", "COMP_WORDS": "rackctl lo", "COMP_CWORD": "1"}
+    done = _run([str(installed / "rackctl")], tmp_path, words)
+    assert done.returncode == 0 and done.stdout.split() == ["plain,logs"], done.stdout + done.stderr
