@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import sys
-import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,22 +24,56 @@ from bootstrap.cli.common import (
     plan_option,
     state_dir_option,
 )
-from bootstrap.errors import EXIT_FAILED, InvalidInput, Problem
+from bootstrap.errors import EXIT_FAILED
 from bootstrap.inband.access import node_access
 from bootstrap.inventory.loader import load_inventory
-from bootstrap.triton.deliver import ModelPlan, check_before_copy, deliver_model, plan_model, source_files
+from bootstrap.triton.delivery_run import Track, run_delivery
+
+#: Piped, a line per task at each tenth of its bytes.
+STEPS = 10
 
 
-def _plan_dict(plan: ModelPlan, files: int | None = None, size: int | None = None) -> dict[str, Any]:
-    return {
-        "model": plan.model,
-        "source": str(plan.source) if plan.source else None,
-        "dest": plan.dest,
-        "nodes": list(plan.nodes),
-        "skipped": plan.skipped,
-        "files": files,
-        "bytes": size,
-    }
+def _size(n: int) -> str:
+    return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.1f} MB"
+
+
+@contextmanager
+def _tracker(quiet: bool) -> Iterator[Track]:
+    """Progress per task (hashing the source, each node's copy): bars with bytes and rate on a terminal;
+    piped, a line stamped with the time since the start at each tenth; nothing with ``--json``."""
+    if quiet:
+        yield lambda _label, _total: lambda _n: None
+        return
+    if err_console.is_terminal:
+        with Progress(
+            TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), console=err_console
+        ) as progress:
+
+            def bar(label: str, total: int) -> Callable[[int], None]:
+                task = progress.add_task(escape(label), total=total)
+                return lambda n: progress.advance(task, n)
+
+            yield bar
+        return
+    start = time.monotonic()
+
+    def lines(label: str, total: int) -> Callable[[int], None]:
+        state = {"done": 0, "said": -1}
+
+        def advance(n: int) -> None:
+            state["done"] += n
+            step = min(state["done"] * STEPS // total if total else STEPS, STEPS)  # a re-sent file goes past
+            if step > state["said"]:
+                state["said"] = step
+                spent = int(time.monotonic() - start)
+                err_console.print(
+                    f"[{spent // 60}:{spent % 60:02d}] {escape(label)}: {step * 100 // STEPS}% of {_size(total)}"
+                )
+
+        advance(0)
+        return advance
+
+    yield lines
 
 
 def _print(data: dict[str, Any]) -> None:
@@ -53,69 +89,57 @@ def _print(data: dict[str, Any]) -> None:
         console.print(f"  on   {', '.join(model['nodes'])}")
         if data["plan"]:
             console.print("  a node gets only the files whose size or sha256 differ")
+            if data["prune"]:
+                console.print("  files a node holds there that the source lacks are removed")
         for node in model.get("results", []):
-            state = "ok" if node["ok"] else f"FAILED: {escape(node['error'] or '')}"
-            resumed = f", resumed {len(node['resumed_from'])}" if node["resumed_from"] else ""
-            console.print(
-                f"  {node['node']}: {state}; sent {len(node['sent_files'])} file(s), "
-                f"{node['sent_bytes'] / 1e9:.2f} GB, {node['unchanged']} unchanged{resumed}"
-            )
+            _print_node(node)
+
+
+def _print_node(node: dict[str, Any]) -> None:
+    state = "ok" if node["ok"] else f"FAILED: {escape(node['error'] or '')}"
+    resumed = f", resumed {len(node['resumed_from'])}" if node["resumed_from"] else ""
+    console.print(
+        f"  {node['node']}: {state}; sent {len(node['sent_files'])} file(s), "
+        f"{node['sent_bytes'] / 1e9:.2f} GB, {node['unchanged']} unchanged{resumed}"
+    )
+    if node["pruned"]:
+        console.print(f"    removed {len(node['pruned'])} file(s) the source lacks")
+    if node["extra_files"]:
+        shown = ", ".join(escape(rel) for rel in node["extra_files"][:3])
+        more = f" and {len(node['extra_files']) - 3} more" if len(node["extra_files"]) > 3 else ""
+        console.print(f"    {len(node['extra_files'])} file(s) the source lacks: {shown}{more}")
+        console.print("    (a loader may read them; --prune removes them)")
 
 
 @click.command("deliver")
 @inventory_option
 @state_dir_option
 @click.option("--model", "only", multiple=True, help="Deliver only this model (repeatable).")
+@click.option(
+    "--prune", is_flag=True, help="Remove files the nodes hold in the model's directory that the source lacks."
+)
 @plan_option("Show what would be copied where; copy nothing, contact no node.")
 @json_option
 @handle_errors()
-def deliver_cmd(inventory_path: Path, state_dir: Path, only: tuple[str, ...], plan_only: bool, as_json: bool) -> None:
+def deliver_cmd(  # noqa: PLR0917 - click passes options as arguments
+    inventory_path: Path, state_dir: Path, only: tuple[str, ...], prune: bool, plan_only: bool, as_json: bool
+) -> None:
     """Copy each model's source_dir to the GPU nodes that serve it (SSH, parallel, resumable, verified).
 
     The files are checked against the model's declaration first (TP/PP, precision, GPU, release); a node
     gets only the files whose sha256 differs from what it holds.
     """
     inventory = load_inventory(inventory_path)
-    specs = [m for m in inventory.models if not only or m.name in only]
-    unknown = sorted(set(only) - {m.name for m in inventory.models})
-    if unknown or not specs:
-        names = ", ".join(m.name for m in inventory.models) or "(none)"
-        raise InvalidInput(
-            f"no model {', '.join(unknown) or 'declared'} in {inventory_path}",
-            problems=[Problem("--model", f"unknown model {', '.join(unknown)}", f"use one of {names}")],
+    with _tracker(as_json or plan_only) as track:
+        data = run_delivery(
+            inventory,
+            inventory_path,
+            only,
+            plan_only=plan_only,
+            prune=prune,
+            access=lambda: node_access(inventory, state_dir, environment_for(inventory)),
+            track=track,
         )
-    plans = [plan_model(inventory, spec) for spec in specs]
-    check_before_copy(specs, plans)
-    listings = {p.model: source_files(p.source) for p in plans if p.source is not None}
-    models = [
-        _plan_dict(p, len(listings.get(p.model, [])), sum(f.size for f in listings.get(p.model, []))) for p in plans
-    ]
-    if plan_only:
-        emit({"ok": True, "plan": True, "models": models}, as_json, _print)
-        return
-    access = node_access(inventory, state_dir, environment_for(inventory))
-    lock = threading.Lock()
-    ok = True
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        DownloadColumn(),
-        TransferSpeedColumn(),
-        console=err_console,
-        disable=as_json,
-    ) as progress:
-        for plan, model in zip(plans, models, strict=True):
-            if plan.source is None:
-                continue
-            tasks = {n: progress.add_task(f"{plan.model} → {n}", total=model["bytes"]) for n in plan.nodes}
-
-            def advance(node: str, sent: int, tasks: dict[str, Any] = tasks) -> None:
-                with lock:
-                    progress.advance(tasks[node], sent)
-
-            results = deliver_model(plan, access, advance, listings[plan.model])
-            model["results"] = [r.as_dict() for r in results]
-            ok = ok and all(r.error is None for r in results)
-    emit({"ok": ok, "plan": False, "models": models}, as_json, _print)
-    if not ok:
+    emit(data, as_json, _print)
+    if not data["ok"]:
         sys.exit(EXIT_FAILED)

@@ -10,7 +10,12 @@ all nodes in parallel, one SSH session per node (:mod:`bootstrap.triton.delivery
 - an interrupted copy resumes: the node keeps the bytes of a file in flight (``.<name>.rackctl-part``),
   the next run sends the rest;
 - each file's sha256 is checked on arrival before it takes its name; a mismatch is removed and sent
-  again once, then reported.
+  again once, then reported;
+- files on the node that the source no longer has are reported (``extra_files``: a loader reading every
+  ``*.safetensors`` would take a stale shard), and removed only when asked (``prune``).
+
+The plan needs only names and sizes (:func:`source_sizes`); the sha256 of each source file is read once,
+before the copies (:func:`source_files`).
 """
 
 from __future__ import annotations
@@ -18,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import shlex
 import subprocess
 import threading
@@ -39,7 +43,9 @@ if TYPE_CHECKING:  # the access model is passed in by the command; importing it 
     from bootstrap.inband.access import NodeAccess
 
 CHUNK = 1 << 20
-#: Progress callback: (node, bytes just sent).
+#: Nodes copied to at the same time (one ssh each).
+MAX_NODES_AT_ONCE = 64
+#: Progress callback: (node, bytes just done): sent, or found in place (unchanged, or the part resumed).
 Progress = Callable[[str, int], None]
 
 
@@ -61,6 +67,8 @@ class NodeResult:
     resumed_from: dict[str, int] = field(default_factory=dict)
     unchanged: int = 0
     resent_after_mismatch: list[str] = field(default_factory=list)
+    extra_files: list[str] = field(default_factory=list)
+    pruned: list[str] = field(default_factory=list)
     error: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
@@ -73,6 +81,8 @@ class NodeResult:
             "resumed_from": self.resumed_from,
             "unchanged": self.unchanged,
             "resent_after_mismatch": self.resent_after_mismatch,
+            "extra_files": self.extra_files,
+            "pruned": self.pruned,
             "error": self.error,
         }
 
@@ -88,16 +98,19 @@ class ModelPlan:
     skipped: str | None = None
 
 
-def sha256_file(path: Path) -> str:
+def sha256_file(path: Path, on_bytes: Callable[[int], None] | None = None) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as f:
         while block := f.read(CHUNK):
             digest.update(block)
+            if on_bytes:
+                on_bytes(len(block))
     return digest.hexdigest()
 
 
-def source_files(source: Path) -> list[SourceFile]:
-    """Every regular file under ``source`` with its size and sha256, in path order (symlinks refused)."""
+def source_sizes(source: Path) -> list[tuple[str, int]]:
+    """Every regular file under ``source`` (relative path, size), in path order; symlinks refused. Reads no
+    file's content: what ``--plan`` needs."""
     out = []
     for path in sorted(source.rglob("*")):
         if path.is_symlink():
@@ -106,8 +119,14 @@ def source_files(source: Path) -> list[SourceFile]:
                 problems=[Problem(str(path), "a symlink in the model directory", "copy the file it points to")],
             )
         if path.is_file():
-            out.append(SourceFile(str(path.relative_to(source)), path.stat().st_size, sha256_file(path)))
+            out.append((str(path.relative_to(source)), path.stat().st_size))
     return out
+
+
+def source_files(source: Path, on_bytes: Callable[[int], None] | None = None) -> list[SourceFile]:
+    """Every regular file under ``source`` with its size and sha256, in path order (symlinks refused);
+    ``on_bytes`` is told each block hashed (progress)."""
+    return [SourceFile(rel, size, sha256_file(source / rel, on_bytes)) for rel, size in source_sizes(source)]
 
 
 def node_dest(spec: ModelSpec) -> str:
@@ -195,6 +214,9 @@ class _Session:
         for line in self.proc.stdout:
             self.replies.append(json.loads(line))
 
+    def remove(self, rel: str) -> None:
+        self.stdin.write(json.dumps({"rel": rel, "remove": True}).encode() + b"\n")
+
     def send(self, source: Path, item: SourceFile, offset: int, node: str, progress: Progress) -> int:
         header = {"rel": item.rel, "offset": offset, "size": item.size, "sha256": item.sha256}
         self.stdin.write(json.dumps(header).encode() + b"\n")
@@ -231,40 +253,67 @@ class _Session:
 
 
 def _round(
-    access: NodeAccess, dest: str, source: Path, files: list[SourceFile], *, result: NodeResult, progress: Progress
+    access: NodeAccess,
+    dest: str,
+    source: Path,
+    files: list[SourceFile],
+    *,
+    result: NodeResult,
+    progress: Progress,
+    prune: bool = False,
 ) -> list[str]:
-    """One session: send what differs; returns the files whose hash did not match on arrival."""
+    """One session: send what differs (and remove what the source lacks, with ``prune``); returns the files
+    whose hash did not match on arrival."""
     session = _Session(access, dest)
     try:
         held = session.scan["files"]
         parts = session.scan["parts"]
+        wanted = {item.rel for item in files}
+        result.extra_files = sorted(rel for rel in held if rel not in wanted)
+        if prune:
+            for rel in result.extra_files:
+                session.remove(rel)
         for item in files:
             if held.get(item.rel) == [item.size, item.sha256]:
                 result.unchanged += 1
+                progress(access.hostname, item.size)  # in place already: done
                 continue
             offset = parts.get(item.rel, 0)
             offset = offset if 0 < offset <= item.size and item.rel not in held else 0
             if offset:
                 result.resumed_from[item.rel] = offset
+                progress(access.hostname, offset)
             result.sent_bytes += session.send(source, item, offset, access.hostname, progress)
             result.sent_files.append(item.rel)
         replies = session.finish()
     finally:
         session.abort()
+    removed = {r["rel"] for r in replies if r.get("removed")}
+    result.pruned = [rel for rel in result.extra_files if rel in removed]
+    result.extra_files = [rel for rel in result.extra_files if rel not in removed]
     return [r["rel"] for r in replies if not r["ok"]]
 
 
 def deliver_node(
-    access: NodeAccess, dest: str, source: Path, files: list[SourceFile], progress: Progress
+    access: NodeAccess,
+    dest: str,
+    source: Path,
+    files: list[SourceFile],
+    progress: Progress,
+    *,
+    prune: bool = False,
 ) -> NodeResult:
-    """Bring ``dest`` on one node to ``files``; a file that arrives damaged is sent again once."""
+    """Bring ``dest`` on one node to ``files``; a file that arrives damaged is sent again once. With
+    ``prune`` the files ``dest`` holds beyond ``files`` are removed."""
     result = NodeResult(access.hostname, dest)
     try:
-        bad = _round(access, dest, source, files, result=result, progress=progress)
+        bad = _round(access, dest, source, files, result=result, progress=progress, prune=prune)
         if bad:
             result.resent_after_mismatch = bad
-            result.unchanged = 0
-            again = _round(access, dest, source, [f for f in files if f.rel in bad], result=result, progress=progress)
+            first = (result.extra_files, result.pruned)  # the retry's scan sees only the files it re-sends
+            retry = [f for f in files if f.rel in bad]
+            again = _round(access, dest, source, retry, result=result, progress=progress)
+            result.extra_files, result.pruned = first
             if again:
                 result.error = f"sha256 mismatch on arrival, twice: {', '.join(again)}"
     except (RackctlError, OSError, ValueError) as exc:
@@ -273,13 +322,22 @@ def deliver_node(
 
 
 def deliver_model(
-    plan: ModelPlan, access: dict[str, NodeAccess], progress: Progress, files: list[SourceFile] | None = None
+    plan: ModelPlan,
+    access: dict[str, NodeAccess],
+    progress: Progress,
+    files: list[SourceFile] | None = None,
+    *,
+    prune: bool = False,
 ) -> list[NodeResult]:
     """Deliver one planned model to its nodes, in parallel."""
     if plan.source is None or plan.dest is None or not plan.nodes:
         return []
     listing = files if files is not None else source_files(plan.source)
     source, dest = plan.source, plan.dest
-    with ThreadPoolExecutor(max_workers=min(len(plan.nodes), os.cpu_count() or 4, 32)) as pool:
-        futures = [pool.submit(deliver_node, access[n], dest, source, listing, progress) for n in plan.nodes]
+    # Every node at once: the threads wait on their ssh (which does the cipher work), so the CPU count of
+    # this machine is no bound on them.
+    with ThreadPoolExecutor(max_workers=min(len(plan.nodes), MAX_NODES_AT_ONCE)) as pool:
+        futures = [
+            pool.submit(deliver_node, access[n], dest, source, listing, progress, prune=prune) for n in plan.nodes
+        ]
         return [f.result() for f in futures]

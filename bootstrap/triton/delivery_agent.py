@@ -7,6 +7,8 @@ Protocol (one session per node): argv ``DEST``; the agent first prints one JSON 
 ``offset`` (a part shorter than ``offset`` restarts the file); after the last byte it hashes the whole part,
 renames it into place when the sha256 matches, removes it when not, and prints
 ``{"rel", "ok", "sha256"}``. Every received chunk is flushed, so an interrupted copy leaves its bytes.
+A header ``{"rel", "remove": true}`` removes a file the scan found (``--prune``: a file the source no
+longer has) and answers ``{"rel", "ok": true, "removed": true}``.
 One session at a time per destination (``flock`` on ``.<dest>.rackctl-lock`` beside it): a session whose
 client went away finishes what it had received before the next one scans.
 """
@@ -50,9 +52,16 @@ while True:
     if not line:
         break
     head = json.loads(line)
-    rel, offset, size = head["rel"], head["offset"], head["size"]
+    rel = head["rel"]
     if rel.startswith("/") or ".." in rel.split("/"):
         sys.exit("refused path " + rel)
+    if head.get("remove"):
+        if rel in files:
+            os.remove(os.path.join(dest, rel))
+        out.write(json.dumps({"rel": rel, "ok": True, "removed": True}) + "\n")
+        out.flush()
+        continue
+    offset, size = head["offset"], head["size"]
     part = part_of(rel)
     os.makedirs(os.path.dirname(part), exist_ok=True)
     have = os.path.getsize(part) if os.path.exists(part) else 0

@@ -133,8 +133,9 @@ def test_copy_then_nothing_then_only_the_corrupted_file(rack):
         assert result.sent_bytes == total and first["progress"][node] == total
     # A second run sends nothing.
     second = _deliver(rack)
-    for result in second["results"].values():
+    for node, result in second["results"].items():
         assert (result.sent_bytes, result.sent_files, result.unchanged) == (0, [], len(want))
+        assert second["progress"][node] == total  # progress counts what is in place: the bar ends full
     # A file damaged on one node (same size, same mtime) is found and sent again, only there.
     damaged = Path(first["results"][NODES[1]].dest) / "model-00001-of-00002.safetensors"
     stat = damaged.stat()
@@ -231,3 +232,50 @@ def test_a_file_that_arrives_different_is_never_put_in_place(rack):
     assert not (Path(dest) / "tokenizer.json").exists()
     assert not list(Path(dest).rglob("*.rackctl-part"))
     assert _tree(Path(dest)) == {rel: sha for rel, sha in _tree(rack["source"]).items() if rel != "tokenizer.json"}
+
+
+def test_a_file_the_source_no_longer_has_is_reported_then_pruned_on_request(rack):
+    """A shard renamed on the build host leaves the old one on the node: reported, kept (the user's), and
+    removed only with prune; the source's files stay."""
+    first = _deliver(rack)
+    dest = Path(first["results"][NODES[0]].dest)
+    (rack["source"] / "model-00002-of-00002.safetensors").rename(rack["source"] / "model-00002-renamed.safetensors")
+    (dest / "extra" / "notes.txt").write_text("the operator's own file")
+    plan = _plan(rack)
+    access = node_access(rack["inventory"], rack["state"], rack["env"])[NODES[0]]
+    listing = source_files(rack["source"])
+    kept = deliver_node(access, str(dest), rack["source"], listing, lambda node, n: None)
+    assert kept.error is None
+    assert kept.extra_files == ["extra/notes.txt", "model-00002-of-00002.safetensors"]
+    assert kept.sent_files == ["model-00002-renamed.safetensors"] and kept.pruned == []
+    assert (dest / "model-00002-of-00002.safetensors").exists()
+    pruned = deliver_node(access, str(dest), rack["source"], listing, lambda node, n: None, prune=True)
+    assert pruned.error is None and pruned.sent_files == []
+    assert (pruned.pruned, pruned.extra_files) == (["extra/notes.txt", "model-00002-of-00002.safetensors"], [])
+    assert _tree(dest) == _tree(rack["source"])
+    assert plan.nodes == NODES
+
+
+def test_cli_progress_piped_is_a_line_per_tenth_and_prune_in_the_plan(rack, monkeypatch: pytest.MonkeyPatch):
+    """Piped (not a terminal), progress is stamped lines on stderr: the source's hashing, then each node's
+    copy, up to its total; --json prints none; --plan --prune says what it would remove."""
+    monkeypatch.setattr(triton_deliver, "environment_for", lambda inventory: rack["env"])
+    rack["path"].write_text(rack["path"].read_text().replace("/@node", ""))
+    total = sum(f.size for f in source_files(rack["source"]))
+    base = ["triton", "deliver", "-i", str(rack["path"]), "--state-dir", str(rack["state"]), "--model", MODEL]
+    plan = CliRunner().invoke(cli, [*base, "--plan", "--prune"])
+    assert plan.exit_code == 0, plan.output
+    assert "files a node holds there that the source lacks are removed" in plan.stdout
+    assert plan.stderr == ""  # the plan reads no file's content: nothing to show progress of
+    run = CliRunner().invoke(cli, base)
+    assert run.exit_code == 0, run.output
+    lines = run.stderr.splitlines()
+    size = f"{total / 1e6:.1f} MB"
+    assert any(line.endswith(f"{MODEL}: sha256: 100% of {size}") for line in lines), lines
+    for node in NODES:  # the second node finds the first one's copy in place: its line ends full too
+        mine = [line for line in lines if f"{MODEL} → {node}:" in line]
+        assert mine[0].endswith(f": 0% of {size}") and mine[-1].endswith(f": 100% of {size}"), mine
+        assert len(mine) == len(set(mine)) <= triton_deliver.STEPS + 1
+    assert all(len(line) <= 80 for line in run.stderr.splitlines()), run.stderr
+    quiet = CliRunner().invoke(cli, [*base, "--json"])
+    assert quiet.exit_code == 0 and quiet.stderr == ""

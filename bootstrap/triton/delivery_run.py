@@ -1,0 +1,97 @@
+"""One ``rackctl triton deliver`` run: select the models, plan, check the files, hash, copy, sum up.
+
+The command parses its options, calls :func:`run_delivery` and renders the dict it returns. Progress goes
+through ``track(label, total)``, which returns the callback to tell each block of bytes done: the command
+shows it as bars on a terminal or stamped lines in a log.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bootstrap.errors import InvalidInput, Problem
+from bootstrap.inventory.models import Inventory
+from bootstrap.triton.deliver import (
+    ModelPlan,
+    SourceFile,
+    check_before_copy,
+    deliver_model,
+    plan_model,
+    source_files,
+    source_sizes,
+)
+
+if TYPE_CHECKING:
+    from bootstrap.inband.access import NodeAccess
+
+#: ``track(label, total bytes)`` → the callback told each block of bytes done.
+Track = Callable[[str, int], Callable[[int], None]]
+
+
+def _model_dict(plan: ModelPlan, sizes: list[tuple[str, int]]) -> dict[str, Any]:
+    return {
+        "model": plan.model,
+        "source": str(plan.source) if plan.source else None,
+        "dest": plan.dest,
+        "nodes": list(plan.nodes),
+        "skipped": plan.skipped,
+        "files": len(sizes) if plan.source else None,
+        "bytes": sum(size for _, size in sizes) if plan.source else None,
+    }
+
+
+def select_models(inventory: Inventory, only: tuple[str, ...], inventory_path: Path) -> list[Any]:
+    """The models named by ``--model`` (all when none is named); an unknown name is refused (exit 2)."""
+    specs = [m for m in inventory.models if not only or m.name in only]
+    unknown = sorted(set(only) - {m.name for m in inventory.models})
+    if unknown or not specs:
+        names = ", ".join(m.name for m in inventory.models) or "(none)"
+        raise InvalidInput(
+            f"no model {', '.join(unknown) or 'declared'} in {inventory_path}",
+            problems=[Problem("--model", f"unknown model {', '.join(unknown)}", f"use one of {names}")],
+        )
+    return specs
+
+
+def run_delivery(
+    inventory: Inventory,
+    inventory_path: Path,
+    only: tuple[str, ...],
+    *,
+    plan_only: bool,
+    prune: bool,
+    access: Callable[[], dict[str, NodeAccess]],
+    track: Track,
+) -> dict[str, Any]:
+    """Plan (and unless ``plan_only``, run) the delivery of the selected models; the files of every model
+    are checked before any node is contacted. ``access`` gives the nodes' SSH access when first needed."""
+    specs = select_models(inventory, only, inventory_path)
+    plans = [plan_model(inventory, spec) for spec in specs]
+    check_before_copy(specs, plans)
+    sizes = {p.model: source_sizes(p.source) for p in plans if p.source is not None}
+    models = [_model_dict(p, sizes.get(p.model, [])) for p in plans]
+    if plan_only:
+        return {"ok": True, "plan": True, "prune": prune, "models": models}
+    listings: dict[str, list[SourceFile]] = {}
+    for plan, model in zip(plans, models, strict=True):
+        if plan.source is not None and plan.nodes:
+            listings[plan.model] = source_files(plan.source, track(f"{plan.model}: sha256", model["bytes"]))
+    nodes = access() if listings else {}
+    ok = True
+    lock = threading.Lock()  # the nodes' threads report through one tracker
+    for plan, model in zip(plans, models, strict=True):
+        if plan.model not in listings:
+            continue
+        done = {n: track(f"{plan.model} → {n}", model["bytes"]) for n in plan.nodes}
+
+        def advance(node: str, sent: int, done: dict[str, Callable[[int], None]] = done) -> None:
+            with lock:
+                done[node](sent)
+
+        results = deliver_model(plan, nodes, advance, listings[plan.model], prune=prune)
+        model["results"] = [r.as_dict() for r in results]
+        ok = ok and all(r.error is None for r in results)
+    return {"ok": ok, "plan": False, "prune": prune, "models": models}
