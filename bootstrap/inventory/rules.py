@@ -803,6 +803,50 @@ def served_models(inv: Inventory) -> Iterator[Finding]:
             )
 
 
+@rule("model-storage")
+def model_storage(inv: Inventory) -> Iterator[Finding]:
+    """Each model's directory on the nodes is its own: two models' directories never nest (delivery's scan,
+    and ``--prune``, would take the inner one's files for the outer one's), and one directory has one source.
+    An NFS export given by address is on the storage network where the inventory declares one."""
+    dests: list[tuple[int, str, str | None]] = []
+    for i, model in enumerate(inv.models):
+        if model.deployment.storage.kind != "node":
+            continue
+        dest = model.node_dest
+        for j, other, source in dests:
+            if dest == other and model.source_dir and source and model.source_dir != source:
+                yield err(
+                    f"models[{i}].source_dir",
+                    f"{model.name} and models[{j}] share the node directory {dest} but name two sources "
+                    f"({source}, {model.source_dir}); each delivery would overwrite the other",
+                    "give one of them its own hf_model_dir, or the same source_dir",
+                )
+            elif dest != other and (dest.startswith(other + "/") or other.startswith(dest + "/")):
+                yield err(
+                    f"models[{i}].hf_model_dir",
+                    f"{model.name}'s node directory {dest} and models[{j}]'s {other} nest: one model's files "
+                    "would be found (and with --prune removed) as the other's",
+                    "give each model a directory beside the others under node_dir",
+                )
+        dests.append((i, dest, model.source_dir))
+    storage_net = inv.networks.cidr_of("storage") if inv.networks.storage else None
+    for i, model in enumerate(inv.models):
+        server = model.deployment.storage.nfs_server
+        if model.deployment.storage.kind != "nfs" or storage_net is None or server is None:
+            continue
+        try:
+            address = ipaddress.IPv4Address(server)
+        except ValueError:
+            continue  # a name: resolved by the nodes, not checked here
+        if address not in storage_net:
+            yield warn(
+                f"models[{i}].deployment.storage.nfs_server",
+                f"NFS server {server} is not on the storage network {storage_net}: the pods' reads of the "
+                "model files would share another network",
+                "use the export's address on the storage network",
+            )
+
+
 # --- BMC addresses vs host addresses ------------------------------------------------------------
 
 

@@ -15,6 +15,18 @@ BatchingStrategy = Literal["inflight_fused_batching", "inflight_batching", "V1"]
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$"
 #: An absolute path safe to write into protobuf text and YAML unquoted-escape-free.
 POD_PATH = r"^/[A-Za-z0-9._/@+-]*$"
+#: Node trees a model directory must never be: a read-only hostPath would show them to the pod, and
+#: delivery (as root) would write there.
+SYSTEM_TREES = ("/etc", "/proc", "/sys", "/dev", "/boot", "/run", "/var/run", "/var/lib/kubelet", "/usr")
+
+
+def no_parent_segments(value: str | None, info: ValidationInfo) -> str | None:
+    """A path with ``..`` (or ``.``) segments points somewhere else than it reads: refused, naming it."""
+    if value is not None and any(part in {".", ".."} for part in value.split("/")):
+        raise ValueError(
+            f"{info.field_name} {value} has a '.' or '..' segment (fix: write the directory it means, without them)"
+        )
+    return value
 
 
 class KvCacheSpec(BaseModel):
@@ -51,8 +63,30 @@ class StorageSpec(BaseModel):
         description="Directory on each GPU node mounted at mount_path (kind node).",
     )
     nfs_server: str | None = Field(default=None, description="NFS/PowerScale server name or address (kind nfs).")
-    nfs_path: str | None = Field(default=None, description="Exported path on the NFS server (kind nfs).")
+    nfs_path: str | None = Field(default=None, description="Exported path on the NFS server, absolute (kind nfs).")
     mount_path: str = Field(default="/models", pattern=POD_PATH, description="Where the files are in the pod.")
+
+    _plain_paths = field_validator("node_dir", "mount_path", "nfs_path")(no_parent_segments)
+
+    @field_validator("nfs_path")
+    @classmethod
+    def _absolute_export(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("/"):
+            raise ValueError(
+                f"nfs_path {value} is not absolute (fix: the export's path as the server lists it, e.g. /ifs/models)"
+            )
+        return value
+
+    @field_validator("node_dir")
+    @classmethod
+    def _not_a_system_tree(cls, value: str) -> str:
+        path = value.rstrip("/") or "/"
+        if path == "/" or any(path == tree or path.startswith(tree + "/") for tree in SYSTEM_TREES):
+            raise ValueError(
+                f"node_dir {value} is a system directory of the node: the pods would see it and delivery would "
+                "write there (fix: a directory of its own on the NVMe data path, e.g. /mnt/nvme/rackctl-models)"
+            )
+        return value
 
     @model_validator(mode="before")
     @classmethod
@@ -146,10 +180,20 @@ class ModelSpec(BaseModel):
     bls_instances: int = Field(default=1, ge=1, le=64, description="tensorrt_llm_bls instances.")
     deployment: DeploymentSpec = Field(default_factory=DeploymentSpec, description="Kubernetes placement.")
 
+    _plain_paths = field_validator("hf_model_dir", "tokenizer_dir", "engine_dir", "source_dir")(no_parent_segments)
+
     @property
     def world_size(self) -> int:
         """GPUs (MPI ranks) one instance needs: TP x PP."""
         return self.tensor_parallelism * self.pipeline_parallelism
+
+    @property
+    def node_dest(self) -> str:
+        """Where ``hf_model_dir`` is on each GPU node (storage.kind node): ``<node_dir>/<hf_model_dir below
+        mount_path>``, the directory ``rackctl triton deliver`` fills."""
+        storage = self.deployment.storage
+        below = self.hf_model_dir.rstrip("/").removeprefix(storage.mount_path.rstrip("/") + "/")
+        return f"{storage.node_dir.rstrip('/')}/{below}"
 
     @property
     def tokenizer_path(self) -> str:

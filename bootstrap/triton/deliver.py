@@ -131,9 +131,7 @@ def source_files(source: Path, on_bytes: Callable[[int], None] | None = None) ->
 
 def node_dest(spec: ModelSpec) -> str:
     """Where the model's files are on each node: ``<node_dir>/<hf_model_dir below mount_path>``."""
-    storage = spec.deployment.storage
-    below = spec.hf_model_dir.removeprefix(storage.mount_path.rstrip("/") + "/")
-    return f"{storage.node_dir.rstrip('/')}/{below}"
+    return spec.node_dest
 
 
 def serving_nodes(inventory: Inventory, spec: ModelSpec) -> list[str]:

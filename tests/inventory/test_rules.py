@@ -461,6 +461,45 @@ def test_model_names_unique_and_gpu_product_present(data):
     assert [m.name for m in valid(data).inventory.models] == ["llama", "big"]
 
 
+def _served(name: str, hf_model_dir: str, source_dir: str | None = None, **storage: str) -> dict:
+    model = {
+        "name": name,
+        "trtllm_version": "1.1.0",
+        "layout": "llmapi",
+        "hf_model_dir": hf_model_dir,
+        "tensor_parallelism": 2,
+        "deployment": {"gpu_product": "NVIDIA-L40S", "storage": storage},
+    }
+    return model | ({"source_dir": source_dir} if source_dir else {})
+
+
+@covers("model-storage")
+def test_model_directories_on_the_nodes_are_each_their_own(data):
+    data["models"] = [_served("a", "/models/llama"), _served("b", "/models/llama/lora")]
+    expect(data, "models[1].hf_model_dir", "/mnt/nvme/rackctl-models/llama/lora", "models[0]'s", "nest", "beside")
+    data["models"] = [_served("a", "/models/llama", "/srv/a"), _served("b", "/models/llama", "/srv/b")]
+    expect(data, "models[1].source_dir", "share the node directory", "/srv/a, /srv/b", "the same source_dir")
+    # One directory served twice (other settings) from one source, or models side by side: fine.
+    data["models"] = [
+        _served("a", "/models/llama", "/srv/a"),
+        _served("b", "/models/llama", "/srv/a"),
+        _served("c", "/models/llama-2"),
+        _served("d", "/models/llama", kind="nfs", nfs_server="10.30.0.5", nfs_path="/ifs/m"),
+    ]
+    assert [m.name for m in valid(data).inventory.models] == ["a", "b", "c", "d"]
+
+
+@covers("model-storage")
+def test_an_nfs_export_by_address_is_on_the_storage_network(data):
+    data["models"] = [_served("a", "/models/llama", kind="nfs", nfs_server="10.20.0.5", nfs_path="/ifs/m")]
+    [warning] = [w for w in valid(data).warnings if w.path == "models[0].deployment.storage.nfs_server"]
+    assert "10.20.0.5 is not on the storage network 10.30.0.0/24" in warning.message
+    assert warning.fix == "use the export's address on the storage network"
+    for server in ("10.30.0.5", "powerscale.storage.example.com"):
+        data["models"][0]["deployment"]["storage"]["nfs_server"] = server
+        assert not [w for w in valid(data).warnings if w.path.startswith("models[0]")]
+
+
 @covers("firmware-baseline")
 def test_firmware_baseline(data):
     data["firmware"] = {"baseline": {"R66O": {"bios": "1.6.2"}}}

@@ -31,6 +31,14 @@ from tests.triton.conftest import make_spec
         ),
         ({"hf_model_dir": 'models/"x'}, ["hf_model_dir"]),
         ({"unknown_knob": 1}, ["unknown_knob"]),
+        ({"hf_model_dir": "/models/../etc/x"}, ["hf_model_dir /models/../etc/x has a '.' or '..' segment", "fix:"]),
+        ({"deployment": {"storage": {"node_dir": "/srv/./m"}}}, ["node_dir /srv/./m has a '.' or '..' segment"]),
+        ({"deployment": {"storage": {"node_dir": "/"}}}, ["node_dir / is a system directory", "/mnt/nvme/"]),
+        ({"deployment": {"storage": {"node_dir": "/etc/models"}}}, ["node_dir /etc/models is a system directory"]),
+        (
+            {"deployment": {"storage": {"kind": "nfs", "nfs_server": "ps", "nfs_path": "ifs/m"}}},
+            ["nfs_path ifs/m is not absolute", "fix:"],
+        ),
         ({"source_dir": "/srv/m"}, ["source_dir is delivered to hf_model_dir for layout llmapi only"]),
         (
             {
