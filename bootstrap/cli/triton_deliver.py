@@ -81,7 +81,16 @@ def _print(data: dict[str, Any]) -> None:
     for model in data["models"]:
         name = escape(model["model"])
         if model["skipped"]:
-            console.print(f"{name}: nothing to deliver: {escape(model['skipped'])}")
+            console.print(f"{name}: nothing to copy")
+            console.print(f"  {escape(model['skipped'])}")
+            if model["dest"] and model["nodes"]:
+                console.print(f"  {'checks' if data['plan'] else 'checked'} {escape(model['dest'])}")
+                console.print(f"  on   {', '.join(model['nodes'])}")
+            for check in model.get("checked", []):
+                state = f"{check['files']} file(s), {_size(check['bytes'])}" if check["ok"] else "MISSING"
+                console.print(f"  {check['node']}: {state}")
+                if check["error"]:
+                    console.print(f"    {escape(check['error'])}")
             continue
         console.print(f"{name}: {verb} {model['files']} file(s), {model['bytes'] / 1e9:.2f} GB")
         console.print(f"  from {escape(model['source'])}")

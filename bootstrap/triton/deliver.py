@@ -151,7 +151,10 @@ def plan_model(inventory: Inventory, spec: ModelSpec) -> ModelPlan:
     if storage.kind == "nfs":
         return ModelPlan(spec.name, None, None, (), "on the NFS export (mounted read-only; rackctl never writes it)")
     if not spec.source_dir:
-        return ModelPlan(spec.name, None, node_dest(spec), (), "no source_dir: the files must already be on the nodes")
+        nodes = tuple(serving_nodes(inventory, spec))
+        return ModelPlan(
+            spec.name, None, node_dest(spec), nodes, "no source_dir: the files must be on the nodes already"
+        )
     return ModelPlan(spec.name, Path(spec.source_dir), node_dest(spec), tuple(serving_nodes(inventory, spec)))
 
 
@@ -317,6 +320,58 @@ def deliver_node(
     except (RackctlError, OSError, ValueError) as exc:
         result.error = str(exc)
     return result
+
+
+@dataclass(frozen=True)
+class PlacedCheck:
+    """What one node holds where a model without ``source_dir`` expects its files."""
+
+    node: str
+    dest: str
+    files: int = 0
+    bytes: int = 0
+    error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "dest": self.dest,
+            "ok": self.error is None,
+            "files": self.files,
+            "bytes": self.bytes,
+            "error": self.error,
+        }
+
+
+def check_placed_node(access: NodeAccess, dest: str) -> PlacedCheck:
+    """Whether ``dest`` on one node holds a model directory (a ``config.json``); reads sizes, changes nothing."""
+    try:
+        proc = subprocess.run(  # argv from ssh_command, no local shell
+            ssh_command(access, [dest, "--list"]), capture_output=True, check=False, timeout=600
+        )
+        if proc.returncode != 0:
+            raise RackctlError(proc.stderr.decode(errors="replace").strip()[-500:] or f"exit {proc.returncode}")
+        listing = json.loads(proc.stdout)
+    except (RackctlError, OSError, ValueError, subprocess.TimeoutExpired) as exc:
+        return PlacedCheck(access.hostname, dest, error=str(exc))
+    files: dict[str, int] = listing["files"]
+    found = PlacedCheck(access.hostname, dest, len(files), sum(files.values()))
+    if not listing["exists"]:
+        return PlacedCheck(access.hostname, dest, error=f"{dest} does not exist (set source_dir, or place the files)")
+    if "config.json" not in files:
+        return PlacedCheck(
+            access.hostname, dest, found.files, found.bytes, f"{dest} has no config.json: not a model directory"
+        )
+    return found
+
+
+def check_placed(plan: ModelPlan, access: dict[str, NodeAccess]) -> list[PlacedCheck]:
+    """Check a model without ``source_dir`` on its nodes, in parallel."""
+    if plan.dest is None or not plan.nodes:
+        return []
+    with ThreadPoolExecutor(max_workers=min(len(plan.nodes), MAX_NODES_AT_ONCE)) as pool:
+        futures = [pool.submit(check_placed_node, access[n], plan.dest) for n in plan.nodes]
+        return [f.result() for f in futures]
 
 
 def deliver_model(

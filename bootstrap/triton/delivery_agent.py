@@ -7,7 +7,9 @@ Protocol (one session per node): argv ``DEST``; the agent first prints one JSON 
 ``offset`` (a part shorter than ``offset`` restarts the file); after the last byte it hashes the whole part,
 renames it into place when the sha256 matches, removes it when not, and prints
 ``{"rel", "ok", "sha256"}``. Every received chunk is flushed, so an interrupted copy leaves its bytes.
-A header ``{"rel", "remove": true}`` removes a file the scan found (``--prune``: a file the source no
+With argv ``DEST --list`` the agent only lists what DEST holds, ``{"exists", "files": {rel: size}}``,
+and changes nothing (the check of a directory placed on the nodes beforehand). A header
+``{"rel", "remove": true}`` removes a file the scan found (``--prune``: a file the source no
 longer has) and answers ``{"rel", "ok": true, "removed": true}``.
 One session at a time per destination (``flock`` on ``.<dest>.rackctl-lock`` beside it): a session whose
 client went away finishes what it had received before the next one scans.
@@ -30,6 +32,15 @@ def sha(path):
 def part_of(rel):
     head, name = os.path.split(rel)
     return os.path.join(dest, head, "." + name + PART)
+if sys.argv[2:] == ["--list"]:
+    found = {}
+    for root, _, names in os.walk(dest):
+        for name in names:
+            full = os.path.join(root, name)
+            if os.path.isfile(full) and not name.endswith(PART):
+                found[os.path.relpath(full, dest)] = os.path.getsize(full)
+    print(json.dumps({"exists": os.path.isdir(dest), "files": found}))
+    sys.exit(0)
 files, parts = {}, {}
 os.makedirs(dest, exist_ok=True)
 parent, base = os.path.split(dest.rstrip("/"))

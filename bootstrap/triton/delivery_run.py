@@ -1,5 +1,8 @@
 """One ``rackctl triton deliver`` run: select the models, plan, check the files, hash, copy, sum up.
 
+A model without ``source_dir`` (its files placed on the nodes beforehand) is checked on its nodes instead:
+the directory is there and holds a ``config.json``; nothing is changed.
+
 The command parses its options, calls :func:`run_delivery` and renders the dict it returns. Progress goes
 through ``track(label, total)``, which returns the callback to tell each block of bytes done: the command
 shows it as bars on a terminal or stamped lines in a log.
@@ -18,6 +21,7 @@ from bootstrap.triton.deliver import (
     ModelPlan,
     SourceFile,
     check_before_copy,
+    check_placed,
     deliver_model,
     plan_model,
     source_files,
@@ -79,10 +83,14 @@ def run_delivery(
     for plan, model in zip(plans, models, strict=True):
         if plan.source is not None and plan.nodes:
             listings[plan.model] = source_files(plan.source, track(f"{plan.model}: sha256", model["bytes"]))
-    nodes = access() if listings else {}
+    placed = [p for p in plans if p.source is None and p.dest is not None and p.nodes]
+    nodes = access() if listings or placed else {}
     ok = True
     lock = threading.Lock()  # the nodes' threads report through one tracker
     for plan, model in zip(plans, models, strict=True):
+        if plan in placed:
+            model["checked"] = [c.as_dict() for c in check_placed(plan, nodes)]
+            ok = ok and all(c["ok"] for c in model["checked"])
         if plan.model not in listings:
             continue
         done = {n: track(f"{plan.model} → {n}", model["bytes"]) for n in plan.nodes}

@@ -20,7 +20,14 @@ from bootstrap.cli import cli, triton_deliver
 from bootstrap.inband.access import node_access
 from bootstrap.inventory.loader import load_inventory
 from bootstrap.provision.hostkeys import ensure_host_key, known_hosts_path, write_known_hosts
-from bootstrap.triton.deliver import SourceFile, deliver_model, deliver_node, plan_model, source_files
+from bootstrap.triton.deliver import (
+    SourceFile,
+    check_placed_node,
+    deliver_model,
+    deliver_node,
+    plan_model,
+    source_files,
+)
 from tests.ansible.test_playbook_stage import RelayEnvironment
 from tests.sshnode import start_ssh_node
 from tests.triton.test_model_files import hf_checkpoint
@@ -279,3 +286,31 @@ def test_cli_progress_piped_is_a_line_per_tenth_and_prune_in_the_plan(rack, monk
     assert all(len(line) <= 80 for line in run.stderr.splitlines()), run.stderr
     quiet = CliRunner().invoke(cli, [*base, "--json"])
     assert quiet.exit_code == 0 and quiet.stderr == ""
+
+
+def test_cli_checks_a_directory_placed_on_the_nodes_beforehand(rack, monkeypatch: pytest.MonkeyPatch):
+    """Without source_dir nothing is copied: each serving node is asked whether the directory is there with
+    a config.json; missing: exit 1 naming it, nothing created; placed: exit 0 with what each node holds."""
+    data = yaml.safe_load(rack["path"].read_text())
+    del next(m for m in data["models"] if m["name"] == MODEL)["source_dir"]
+    rack["path"].write_text(yaml.safe_dump(data, sort_keys=False))
+    code, plan = _cli(rack, monkeypatch, "--plan", "--model", MODEL)
+    [model] = plan["models"]
+    assert code == 0 and model["source"] is None and model["nodes"] == list(NODES)
+    assert "checked" not in model  # the plan contacts no node
+    code, missing = _cli(rack, monkeypatch, "--model", MODEL)
+    assert code == 1 and missing["ok"] is False
+    dest = Path(model["dest"])  # both sshd run on this machine: one directory for the two nodes
+    want = f"{dest} does not exist (set source_dir, or place the files)"
+    assert [(c["node"], c["error"]) for c in missing["models"][0]["checked"]] == [(n, want) for n in NODES]
+    assert not dest.exists()  # the check creates nothing
+    dest.parent.mkdir(parents=True)
+    subprocess.run(["cp", "-r", str(rack["source"]), str(dest)], check=True)
+    code, placed = _cli(rack, monkeypatch, "--model", MODEL)
+    total = sum(f.size for f in source_files(rack["source"]))
+    assert code == 0, placed
+    assert [(c["ok"], c["files"], c["bytes"]) for c in placed["models"][0]["checked"]] == [(True, 5, total)] * 2
+    (dest / "config.json").unlink()
+    access = node_access(rack["inventory"], rack["state"], rack["env"])[NODES[1]]
+    check = check_placed_node(access, str(dest))
+    assert (check.files, check.error) == (4, f"{dest} has no config.json: not a model directory")
