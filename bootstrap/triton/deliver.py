@@ -374,6 +374,10 @@ def check_placed(plan: ModelPlan, access: dict[str, NodeAccess]) -> list[PlacedC
         return [f.result() for f in futures]
 
 
+class DeliveryStopped(RackctlError):
+    """The run was stopped (Ctrl-C): what reached a node stays there as the part of the file in flight."""
+
+
 def deliver_model(
     plan: ModelPlan,
     access: dict[str, NodeAccess],
@@ -381,16 +385,31 @@ def deliver_model(
     files: list[SourceFile] | None = None,
     *,
     prune: bool = False,
+    stop: threading.Event | None = None,
 ) -> list[NodeResult]:
-    """Deliver one planned model to its nodes, in parallel."""
+    """Deliver one planned model to its nodes, in parallel. Ctrl-C (or ``stop`` set) ends every node's copy
+    at its next block, each reported stopped, the parts kept for the next run to resume."""
     if plan.source is None or plan.dest is None or not plan.nodes:
         return []
     listing = files if files is not None else source_files(plan.source)
     source, dest = plan.source, plan.dest
+    stopped = stop or threading.Event()
+
+    def guarded(node: str, done: int) -> None:
+        if stopped.is_set():
+            raise DeliveryStopped("stopped; the next run resumes from what reached the node")
+        progress(node, done)
+
     # Every node at once: the threads wait on their ssh (which does the cipher work), so the CPU count of
     # this machine is no bound on them.
-    with ThreadPoolExecutor(max_workers=min(len(plan.nodes), MAX_NODES_AT_ONCE)) as pool:
+    pool = ThreadPoolExecutor(max_workers=min(len(plan.nodes), MAX_NODES_AT_ONCE))
+    try:
         futures = [
-            pool.submit(deliver_node, access[n], dest, source, listing, progress, prune=prune) for n in plan.nodes
+            pool.submit(deliver_node, access[n], dest, source, listing, guarded, prune=prune) for n in plan.nodes
         ]
         return [f.result() for f in futures]
+    except KeyboardInterrupt:
+        stopped.set()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)

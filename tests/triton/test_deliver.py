@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -314,3 +315,44 @@ def test_cli_checks_a_directory_placed_on_the_nodes_beforehand(rack, monkeypatch
     access = node_access(rack["inventory"], rack["state"], rack["env"])[NODES[1]]
     check = check_placed_node(access, str(dest))
     assert (check.files, check.error) == (4, f"{dest} has no config.json: not a model directory")
+
+
+def test_a_stopped_run_ends_every_node_at_its_next_block_and_the_next_run_resumes(rack):
+    """What Ctrl-C does (the stop event set once 4 MB are in flight): each node's copy ends, reported, with
+    its part kept; nothing half-written under a real name; the next run sends only the rest."""
+    inventory = rack["inventory"]
+    plan = _plan(rack)
+    dest = Path(plan.dest.replace("@node", NODES[0]))
+    one = plan.__class__(plan.model, plan.source, str(dest), (NODES[0],))
+    access = node_access(inventory, rack["state"], rack["env"])
+    stop = threading.Event()
+    seen = [0]
+
+    def count(node: str, n: int) -> None:
+        seen[0] += n
+        if seen[0] >= 4 * 1024 * 1024:
+            stop.set()
+
+    [stopped] = deliver_model(one, access, count, stop=stop)
+    assert stopped.error == "stopped; the next run resumes from what reached the node"
+    source = _tree(rack["source"])
+    assert all(source[rel] == sha for rel, sha in _tree(dest).items() if not rel.endswith(".rackctl-part"))
+    assert len(list(dest.rglob("*.rackctl-part"))) == 1
+    [resumed] = deliver_model(one, access, lambda node, n: None)
+    assert resumed.error is None and len(resumed.resumed_from) == 1
+    assert _tree(dest) == source
+
+
+def test_a_damaged_part_on_the_node_is_found_on_arrival_and_the_file_sent_whole(rack):
+    """A part whose bytes are not the file's (the disk, or another writer): the resumed file's sha256 does
+    not match, so the part is removed and the whole file sent again; it never takes the real name."""
+    plan = _plan(rack)
+    dest = Path(plan.dest.replace("@node", NODES[0]))
+    dest.mkdir(parents=True)
+    (dest / ".model-00001-of-00002.safetensors.rackctl-part").write_bytes(b"\x00" * 1024 * 1024)
+    access = node_access(rack["inventory"], rack["state"], rack["env"])[NODES[0]]
+    result = deliver_node(access, str(dest), rack["source"], source_files(rack["source"]), lambda node, n: None)
+    assert result.error is None
+    assert result.resumed_from == {"model-00001-of-00002.safetensors": 1024 * 1024}
+    assert result.resent_after_mismatch == ["model-00001-of-00002.safetensors"]
+    assert _tree(dest) == _tree(rack["source"])
