@@ -4,8 +4,9 @@ Protocol (one session per node): argv ``DEST``; the agent first prints one JSON 
 ``{"files": {rel: [size, sha256]}, "parts": {rel: size}}`` (``parts``: interrupted copies, kept as
 ``.<name>.rackctl-part`` beside the file). Then it reads frames from stdin until EOF: a JSON header line
 ``{"rel", "offset", "size", "sha256"}`` and ``size - offset`` bytes, appended to the part file from
-``offset`` (a part shorter than ``offset`` restarts the file); after the last byte it hashes the whole part,
-renames it into place when the sha256 matches, removes it when not, and prints
+``offset`` (a part shorter than ``offset`` fails the check below, and the file is sent again whole); it
+hashes the whole part (the bytes kept from before read once, the new ones as they arrive: the file is
+not read back), renames it into place when the sha256 matches, removes it when not, and prints
 ``{"rel", "ok", "sha256"}``. Every received chunk is flushed, so an interrupted copy leaves its bytes.
 With argv ``DEST --list`` the agent only lists what DEST holds, ``{"exists", "files": {rel: size}}``,
 and changes nothing (the check of a directory placed on the nodes beforehand). A header
@@ -76,20 +77,29 @@ while True:
     part = part_of(rel)
     os.makedirs(os.path.dirname(part), exist_ok=True)
     have = os.path.getsize(part) if os.path.exists(part) else 0
-    with open(part, "r+b" if have >= offset and offset else "wb") as f:
+    h = hashlib.sha256()
+    with open(part, "r+b" if have >= offset and offset else "w+b") as f:
+        left = offset
+        while left:  # the bytes kept from before: read once, to hash them
+            b = f.read(min(left, 1 << 20))
+            if not b:
+                break
+            h.update(b)
+            left -= len(b)
         f.seek(offset)
         f.truncate()
         left = size - offset
-        while left:
+        while left:  # what arrives is hashed as it is written: the file is not read back
             b = inp.read(min(left, 1 << 20))
             if not b:
                 sys.exit(0)
             f.write(b)
+            h.update(b)
             f.flush()
             left -= len(b)
         f.flush()
         os.fsync(f.fileno())
-    got = sha(part)
+    got = h.hexdigest()
     ok = got == head["sha256"]
     if ok:
         os.replace(part, os.path.join(dest, rel))
