@@ -7,8 +7,10 @@ quantization. The rules (docs/serving.md):
 
 - TP must divide the attention heads, PP must not exceed the layers (checkpoint); an engine's TP/PP must
   equal the declared ones (an engine is built for one mapping).
-- The quantization the files carry must be the declared ``precision``.
-- The weights split over TP x PP GPUs must fit the declared GPU's memory (``deployment.gpu_product``);
+- The quantization the files carry (``quantization_config`` in config.json, an engine's, or Model
+  Optimizer's ``hf_quant_config.json``) must be the declared ``precision``.
+- The weights (safetensors where there are any, else ``*.bin``/``*.pt``; engines) split over TP x PP GPUs
+  must fit the declared GPU's memory (``deployment.gpu_product``);
   NVFP4 needs a Blackwell GPU, which none of the GPU types rackctl knows is.
 - An engine's TensorRT-LLM version must be the declared release (major.minor); a checkpoint carries none.
 """
@@ -24,6 +26,11 @@ from bootstrap.inventory.hardware import GPU_TYPES
 from bootstrap.inventory.served_models import ModelSpec
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".engine")
+#: The other weight formats a Hugging Face repository often ships beside safetensors (the same weights
+#: again, or training state); a loader takes the safetensors when there are any.
+SAFETENSORS_FIRST = (".bin", ".pt")
+#: What NVIDIA's Model Optimizer writes beside config.json: ``{"quantization": {"quant_algo": ...}}``.
+MODELOPT_QUANT = "hf_quant_config.json"
 #: quantization_config.quant_method / quant_algo -> the inventory's precision.
 QUANT_PRECISION = {
     "fp8": "FP8",
@@ -58,9 +65,23 @@ def _read_config(spec: ModelSpec, directory: Path) -> dict[str, Any] | Problem:
     return data
 
 
-def _quant_of(config: dict[str, Any]) -> str | None:
+def _modelopt_quant(directory: Path) -> dict[str, Any]:
+    """The ``quantization`` of a Model Optimizer checkpoint's ``hf_quant_config.json`` ({} when none)."""
+    try:
+        data = json.loads((directory / MODELOPT_QUANT).read_text())
+    except (OSError, ValueError):
+        return {}
+    quant = data.get("quantization") if isinstance(data, dict) else None
+    return quant if isinstance(quant, dict) else {}
+
+
+def _quant_of(config: dict[str, Any], directory: Path) -> str | None:
     """The precision a checkpoint's or engine's quantization names (None: not quantized or unknown)."""
-    quant = config.get("quantization_config") or config.get("pretrained_config", {}).get("quantization") or {}
+    quant = (
+        config.get("quantization_config")
+        or config.get("pretrained_config", {}).get("quantization")
+        or _modelopt_quant(directory)
+    )
     for key in ("quant_algo", "quant_method"):
         value = quant.get(key)
         if isinstance(value, str) and value.lower() in QUANT_PRECISION:
@@ -69,8 +90,12 @@ def _quant_of(config: dict[str, Any]) -> str | None:
 
 
 def weight_bytes(directory: Path) -> int:
-    """Bytes of the weight files (by suffix) under ``directory``."""
-    return sum(p.stat().st_size for p in directory.rglob("*") if p.is_file() and p.suffix in WEIGHT_SUFFIXES)
+    """Bytes of the weights a loader reads under ``directory``: the files by suffix, with ``*.bin`` and
+    ``*.pt`` left out where there are safetensors (many repositories ship the same weights in both)."""
+    files = [p for p in directory.rglob("*") if p.is_file() and p.suffix in WEIGHT_SUFFIXES]
+    if any(p.suffix == ".safetensors" for p in files):
+        files = [p for p in files if p.suffix not in SAFETENSORS_FIRST]
+    return sum(p.stat().st_size for p in files)
 
 
 def _mapping_problems(spec: ModelSpec, config: dict[str, Any]) -> list[Problem]:
@@ -111,8 +136,8 @@ def _mapping_problems(spec: ModelSpec, config: dict[str, Any]) -> list[Problem]:
     return out
 
 
-def _precision_problems(spec: ModelSpec, config: dict[str, Any]) -> list[Problem]:
-    found = _quant_of(config)
+def _precision_problems(spec: ModelSpec, config: dict[str, Any], directory: Path) -> list[Problem]:
+    found = _quant_of(config, directory)
     declared = SAME_PRECISION.get(spec.precision, spec.precision)
     if found == declared or (found is None and declared in UNQUANTIZED):
         return []
@@ -198,6 +223,6 @@ def check_files(spec: ModelSpec, directory: Path) -> list[Problem]:
     return [
         *_version_problems(spec, config),
         *_mapping_problems(spec, config),
-        *_precision_problems(spec, config),
+        *_precision_problems(spec, config, directory),
         *_gpu_problems(spec, weight_bytes(directory)),
     ]

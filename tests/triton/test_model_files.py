@@ -92,6 +92,27 @@ def test_engines_are_checked_for_layout_mapping_and_release(tmp_path: Path):
     assert _fields(check_files(make_spec(), ckpt)) == ["models[llama3-8b].layout"]
 
 
+def test_weights_in_two_formats_count_once(tmp_path: Path):
+    """A repository shipping safetensors and the same weights as pytorch_model.bin: the loader reads the
+    safetensors, so 30 GB of each fits one 48 GB L40S; the .bin alone counts where there are no safetensors."""
+    ckpt = hf_checkpoint(tmp_path / "m", weights_gb=30)
+    with (ckpt / "pytorch_model.bin").open("wb") as out:
+        out.truncate(int(30e9))
+    spec = llmapi(deployment={"gpu_product": "NVIDIA-L40S"})
+    assert weight_bytes(ckpt) < 31e9 and check_files(spec, ckpt) == []
+    for shard in ckpt.glob("*.safetensors"):
+        shard.unlink()
+    assert weight_bytes(ckpt) == int(30e9)
+
+
+def test_a_model_optimizer_checkpoint_says_its_quantization_beside_config_json(tmp_path: Path):
+    ckpt = hf_checkpoint(tmp_path / "m")
+    (ckpt / "hf_quant_config.json").write_text(json.dumps({"quantization": {"quant_algo": "FP8"}}))
+    assert check_files(llmapi(precision="FP8"), ckpt) == []
+    [problem] = check_files(llmapi(precision="FP16"), ckpt)
+    assert problem.path == "models[llama3-8b].precision" and "the files are FP8-quantized" in problem.message
+
+
 def test_a_directory_without_config_json_is_refused(tmp_path: Path):
     (tmp_path / "m").mkdir()
     [problem] = check_files(llmapi(), tmp_path / "m")
