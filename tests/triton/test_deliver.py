@@ -29,6 +29,8 @@ from bootstrap.triton.deliver import (
     plan_model,
     source_files,
 )
+from bootstrap.triton.manifests import build_manifests
+from bootstrap.triton.render import render_model
 from tests.ansible.test_playbook_stage import RelayEnvironment
 from tests.sshnode import start_ssh_node
 from tests.triton.test_model_files import hf_checkpoint
@@ -356,3 +358,23 @@ def test_a_damaged_part_on_the_node_is_found_on_arrival_and_the_file_sent_whole(
     assert result.resumed_from == {"model-00001-of-00002.safetensors": 1024 * 1024}
     assert result.resent_after_mismatch == ["model-00001-of-00002.safetensors"]
     assert _tree(dest) == _tree(rack["source"])
+
+
+def test_the_pod_reads_the_delivered_files_where_its_config_points(rack, monkeypatch: pytest.MonkeyPatch):
+    """The rendered model.yaml names a path in the pod; the Deployment's weights volume maps it to a node
+    path (hostPath below mountPath); delivered, that node path holds the source's files byte for byte."""
+    rack["path"].write_text(rack["path"].read_text().replace("/@node", ""))
+    code, done = _cli(rack, monkeypatch, "--model", MODEL)
+    assert code == 0, done
+    spec = next(m for m in load_inventory(rack["path"]).models if m.name == MODEL)
+    model_yaml = yaml.safe_load(render_model(spec).files["tensorrt_llm/model.yaml"])
+    pod_path = model_yaml["llm_args"]["model"]
+    assert model_yaml["llm_args"]["tokenizer"] == pod_path  # the tokenizer came in the same directory
+    deployment = next(o for o in build_manifests(spec)["deployment.yaml"] if o["kind"] == "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    [mount] = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "weights"]
+    [volume] = [v for v in pod["volumes"] if v["name"] == "weights"]
+    assert mount["readOnly"] is True and pod_path.startswith(mount["mountPath"] + "/")
+    on_node = Path(volume["hostPath"]["path"] + pod_path.removeprefix(mount["mountPath"]))
+    assert str(on_node) == done["models"][0]["dest"]
+    assert _tree(on_node) == _tree(rack["source"])
