@@ -108,18 +108,29 @@ def sha256_file(path: Path, on_bytes: Callable[[int], None] | None = None) -> st
     return digest.hexdigest()
 
 
+#: Directories of a model directory that are never the model: a git clone's own (with git-lfs, a second
+#: copy of every weight file).
+NOT_MODEL_DIRS = (".git",)
+
+
 def source_sizes(source: Path) -> list[tuple[str, int]]:
-    """Every regular file under ``source`` (relative path, size), in path order; symlinks refused. Reads no
-    file's content: what ``--plan`` needs."""
+    """Every file under ``source`` (relative path, size), in path order, without ``.git``; a symlink to a
+    file counts as that file (a Hugging Face cache snapshot is links to its blobs), a symlink to a
+    directory or to nothing is refused. Reads no file's content: what ``--plan`` needs."""
     out = []
     for path in sorted(source.rglob("*")):
-        if path.is_symlink():
+        rel = path.relative_to(source)
+        if rel.parts[0] in NOT_MODEL_DIRS:
+            continue
+        if path.is_symlink() and not path.is_file():
             raise InvalidInput(
-                f"{path} is a symlink",
-                problems=[Problem(str(path), "a symlink in the model directory", "copy the file it points to")],
+                f"{path} is a symlink to a directory or to nothing",
+                problems=[
+                    Problem(str(path), "a symlink in the model directory that is not a file's", "copy what it names")
+                ],
             )
         if path.is_file():
-            out.append((str(path.relative_to(source)), path.stat().st_size))
+            out.append((str(rel), path.stat().st_size))
     return out
 
 

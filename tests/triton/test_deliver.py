@@ -18,6 +18,7 @@ import yaml
 from click.testing import CliRunner
 
 from bootstrap.cli import cli, triton_deliver
+from bootstrap.errors import InvalidInput
 from bootstrap.inband.access import node_access
 from bootstrap.inventory.loader import load_inventory
 from bootstrap.provision.hostkeys import ensure_host_key, known_hosts_path, write_known_hosts
@@ -378,3 +379,30 @@ def test_the_pod_reads_the_delivered_files_where_its_config_points(rack, monkeyp
     on_node = Path(volume["hostPath"]["path"] + pod_path.removeprefix(mount["mountPath"]))
     assert str(on_node) == done["models"][0]["dest"]
     assert _tree(on_node) == _tree(rack["source"])
+
+
+def test_a_git_clone_or_a_cache_snapshot_delivers_the_model_and_only_the_model(rack):
+    """A git clone's .git (git-lfs keeps a second copy of each weight there) is not sent; a Hugging Face
+    cache snapshot's links to its blobs are sent as the files they name; a link to nothing is refused."""
+    source = rack["source"]
+    want = _tree(source)
+    lfs = source / ".git" / "lfs" / "objects" / "ab"
+    lfs.mkdir(parents=True)
+    (lfs / "abcdef").write_bytes((source / "model-00001-of-00002.safetensors").read_bytes())
+    blobs = rack["tmp"] / "hub" / "blobs"
+    blobs.mkdir(parents=True)
+    shard = source / "model-00002-of-00002.safetensors"
+    shard.rename(blobs / "0123abcd")
+    shard.symlink_to(blobs / "0123abcd")
+    listing = source_files(source)
+    assert [f.rel for f in listing] == sorted(want) and {f.rel: f.sha256 for f in listing} == want
+    plan = _plan(rack)
+    dest = Path(plan.dest.replace("@node", NODES[0]))
+    access = node_access(rack["inventory"], rack["state"], rack["env"])[NODES[0]]
+    result = deliver_node(access, str(dest), source, listing, lambda node, n: None)
+    assert result.error is None and _tree(dest) == want
+    assert not (dest / ".git").exists() and not (dest / shard.name).is_symlink()
+    (source / "dangling.json").symlink_to(rack["tmp"] / "absent")
+    with pytest.raises(InvalidInput) as refused:
+        source_files(source)
+    assert refused.value.problems[0].path == str(source / "dangling.json")
