@@ -144,6 +144,7 @@ def deliver_cmd(  # noqa: PLR0917 - click passes options as arguments
             inventory,
             inventory_path,
             only,
+            state_dir=state_dir,
             plan_only=plan_only,
             prune=prune,
             access=lambda: node_access(inventory, state_dir, environment_for(inventory)),

@@ -4,7 +4,8 @@
 (:meth:`Journal.begin_run`) and, when the block ends, records how: what the block said with
 :meth:`Run.end` (``completed`` when it said nothing), ``interrupted`` on Ctrl-C, ``failed`` with the error's
 message on any other exception; the exception goes on. Every mutating command (``up``, ``apply``,
-``redeploy``, ``firmware apply``, ``driver upgrade``) records its run through this one bracket.
+``redeploy``, ``firmware apply``, ``driver upgrade``, ``triton deliver``) records its run through this one
+bracket.
 """
 
 from __future__ import annotations

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from bootstrap.errors import InvalidInput, Problem
 from bootstrap.inventory.models import Inventory
+from bootstrap.journal.run import journal_run
+from bootstrap.journal.store import Journal
 from bootstrap.triton.deliver import (
     ModelPlan,
     SourceFile,
@@ -65,13 +67,15 @@ def run_delivery(
     inventory_path: Path,
     only: tuple[str, ...],
     *,
+    state_dir: Path,
     plan_only: bool,
     prune: bool,
     access: Callable[[], dict[str, NodeAccess]],
     track: Track,
 ) -> dict[str, Any]:
     """Plan (and unless ``plan_only``, run) the delivery of the selected models; the files of every model
-    are checked before any node is contacted. ``access`` gives the nodes' SSH access when first needed."""
+    are checked before any node is contacted. ``access`` gives the nodes' SSH access when first needed.
+    The node work is one journal run (``triton deliver <models>``, under the state dir's run lock)."""
     specs = select_models(inventory, only, inventory_path)
     plans = [plan_model(inventory, spec) for spec in specs]
     check_before_copy(specs, plans)
@@ -84,7 +88,40 @@ def run_delivery(
         if plan.source is not None and plan.nodes:
             listings[plan.model] = source_files(plan.source, track(f"{plan.model}: sha256", model["bytes"]))
     placed = [p for p in plans if p.source is None and p.dest is not None and p.nodes]
-    nodes = access() if listings or placed else {}
+    if not listings and not placed:
+        return {"ok": True, "plan": False, "prune": prune, "models": models}
+    command = f"triton deliver {' '.join(p.model for p in plans)}"
+    with Journal(state_dir) as journal, journal_run(journal, command) as run:
+        ok = _on_nodes(plans, models, listings, placed, access(), track, prune=prune)
+        run.end("completed" if ok else "failed", _summary(models))
+    return {"ok": ok, "plan": False, "prune": prune, "models": models}
+
+
+def _summary(models: list[dict[str, Any]]) -> str:
+    """The journal's line for the run: what failed where, or what was sent."""
+    failed = [
+        f"{m['model']} on {r['node']}: {r['error']}"
+        for m in models
+        for r in [*m.get("results", []), *m.get("checked", [])]
+        if not r["ok"]
+    ]
+    if failed:
+        return "; ".join(failed)
+    sent = sum(r["sent_bytes"] for m in models for r in m.get("results", []))
+    return f"sent {sent / 1e9:.2f} GB"
+
+
+def _on_nodes(  # noqa: PLR0917 - the run's parts
+    plans: list[ModelPlan],
+    models: list[dict[str, Any]],
+    listings: dict[str, list[SourceFile]],
+    placed: list[ModelPlan],
+    nodes: dict[str, NodeAccess],
+    track: Track,
+    *,
+    prune: bool,
+) -> bool:
+    """Copy (or check) every model on its nodes, filling ``models`` with the per-node results."""
     ok = True
     lock = threading.Lock()  # the nodes' threads report through one tracker
     for plan, model in zip(plans, models, strict=True):
@@ -102,4 +139,4 @@ def run_delivery(
         results = deliver_model(plan, nodes, advance, listings[plan.model], prune=prune)
         model["results"] = [r.as_dict() for r in results]
         ok = ok and all(r.error is None for r in results)
-    return {"ok": ok, "plan": False, "prune": prune, "models": models}
+    return ok

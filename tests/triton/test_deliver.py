@@ -21,6 +21,7 @@ from bootstrap.cli import cli, triton_deliver
 from bootstrap.errors import InvalidInput
 from bootstrap.inband.access import node_access
 from bootstrap.inventory.loader import load_inventory
+from bootstrap.journal import Journal
 from bootstrap.provision.hostkeys import ensure_host_key, known_hosts_path, write_known_hosts
 from bootstrap.triton.deliver import (
     SourceFile,
@@ -216,6 +217,12 @@ def test_cli_plan_then_copy_then_nothing(rack, monkeypatch: pytest.MonkeyPatch):
     assert _tree(dest) == _tree(rack["source"])
     code, again = _cli(rack, monkeypatch, "--model", MODEL)
     assert code == 0 and [r["sent_bytes"] for r in again["models"][0]["results"]] == [0, 0]
+    with Journal(rack["state"]) as journal:  # each copy is a journal run; the plan is none
+        runs = [(r.command, r.status, r.message) for r in journal.runs()]
+    assert runs == [
+        (f"triton deliver {MODEL}", "completed", "sent 0.00 GB"),
+        (f"triton deliver {MODEL}", "completed", f"sent {total / 1e9:.2f} GB"),
+    ]
 
 
 def test_cli_refuses_files_that_do_not_fit_before_copying(rack, monkeypatch: pytest.MonkeyPatch):
@@ -308,6 +315,10 @@ def test_cli_checks_a_directory_placed_on_the_nodes_beforehand(rack, monkeypatch
     want = f"{dest} does not exist (set source_dir, or place the files)"
     assert [(c["node"], c["error"]) for c in missing["models"][0]["checked"]] == [(n, want) for n in NODES]
     assert not dest.exists()  # the check creates nothing
+    with Journal(rack["state"]) as journal:
+        [run] = journal.runs()
+    assert (run.command, run.status) == (f"triton deliver {MODEL}", "failed")
+    assert run.message == "; ".join(f"{MODEL} on {n}: {want}" for n in NODES)
     dest.parent.mkdir(parents=True)
     subprocess.run(["cp", "-r", str(rack["source"]), str(dest)], check=True)
     code, placed = _cli(rack, monkeypatch, "--model", MODEL)
