@@ -108,3 +108,18 @@ def test_an_engine_dir_the_llmapi_layout_would_ignore_is_refused(tmp_path: Path,
     assert error["path"] == "models[1].engine_dir"
     assert "'/models/engines/e'" in error["message"] and "hf_model_dir" in error["message"]
     assert "drop engine_dir" in error["fix"] and fix in error["fix"]
+
+
+def test_a_new_inventory_from_init_serves_through_the_llm_api(tmp_path: Path):
+    inventory, out = tmp_path / "cluster.yml", tmp_path / "out"
+    assert CliRunner().invoke(cli, ["init", "-o", str(inventory)]).exit_code == 0
+    models = yaml.safe_load(inventory.read_text())["models"]
+    for model in models:  # without the example's explicit layout, the release's default is llmapi too
+        model.pop("layout")
+    inventory.write_text(yaml.safe_dump({**yaml.safe_load(inventory.read_text()), "models": models}))
+    result = CliRunner().invoke(cli, ["triton", "render", "-i", str(inventory), "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    for model in models:
+        repo = out / model["name"] / "model_repository"
+        assert sorted(p.name for p in repo.iterdir()) == ["tensorrt_llm"]
+        assert (repo / "tensorrt_llm" / "model.yaml").is_file()
