@@ -212,9 +212,9 @@ def test_the_installed_entry_point_prints_each_shells_completion_script(installe
     assert done.returncode == 0 and done.stdout.split() == ["plain,logs"], done.stdout + done.stderr
 
 
-#: The README's "Using it" commands run from the installed wheel in an empty directory, with no rack: per
-#: command (the words before its first option or argument), the exit status and a text its output holds.
-#: A non-zero status must be the one the README's comment on that line gives (``exit N``).
+#: The commands of the README's "Using it" (and docs/operators.md's "First inventory") run from the installed
+#: wheel in an empty directory, with no rack: per command (its leading words), the exit status and a text its
+#: output holds. A non-zero status must be the one the comment on that line of the doc gives (``exit N``).
 README_RUNS: dict[str, tuple[int, str]] = {
     "init": (0, "wrote inventory/cluster.yml from sample dvd-inference"),
     "validate": (0, "ok inventory/cluster.yml: cluster dvd-inference"),
@@ -241,10 +241,10 @@ README_NOT_RUN: dict[str, str] = {
 }
 
 
-def _using_it_lines() -> list[tuple[list[str], str]]:
-    """The README's "Using it" code block: per line, its words (comment dropped) and its comment."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme.split("\n## Using it\n", 1)[1].split("\n## ", 1)[0]
+def _doc_commands(doc: str, heading: str) -> list[tuple[list[str], str]]:
+    """The first ``sh`` block under ``heading`` in ``doc``: per line, its words (comment dropped) and its comment."""
+    text = (REPO / doc).read_text(encoding="utf-8")
+    section = text.split(f"\n{heading}\n", 1)[1].split("\n## ", 1)[0]
     block = section.split("```sh\n", 1)[1].split("\n```", 1)[0]
     lines = []
     for line in block.replace("\\\n", " ").splitlines():
@@ -269,15 +269,16 @@ def _command_key(argv: list[str]) -> str:
     return " ".join(leading[:1])
 
 
-def test_the_readme_using_it_runs_from_the_installed_wheel_in_an_empty_directory(
-    installed: Path, tmp_path: Path
-) -> None:
-    """Each command of "Using it" that needs no rack exits as documented there, no traceback, in README order."""
+def _run_doc_commands(doc: str, heading: str, installed: Path, tmp_path: Path) -> set[str]:
+    """Run the block's commands that need no rack, in order, in an empty directory; the commands seen.
+
+    Each exits as README_RUNS says, with no traceback, and a non-zero exit is the one its comment states.
+    """
     env = _isolated_env(installed, tmp_path)
     work = tmp_path / "operator"
     work.mkdir()
     seen: set[str] = set()
-    for words, comment in _using_it_lines():
+    for words, comment in _doc_commands(doc, heading):
         chain: list[list[str]] = [[]]
         for word in words:  # `a && b`: b runs once a exits 0
             if word == "&&":
@@ -285,12 +286,12 @@ def test_the_readme_using_it_runs_from_the_installed_wheel_in_an_empty_directory
             else:
                 chain[-1].append(word)
         for position, argv in enumerate(chain):
-            assert argv[:1] == ["rackctl"], f"not a rackctl command in README's Using it: {' '.join(words)}"
+            assert argv[:1] == ["rackctl"], f"not a rackctl command in {doc}'s {heading}: {' '.join(words)}"
             key = _command_key(argv[1:])
             seen.add(key)
             if key in README_NOT_RUN:
                 continue
-            assert key in README_RUNS, f"README's Using it has `rackctl {key}`: add it to README_RUNS or README_NOT_RUN"
+            assert key in README_RUNS, f"{doc} has `rackctl {key}`: add it to README_RUNS or README_NOT_RUN"
             code, text = README_RUNS[key]
             run = _run([str(installed / "rackctl"), *argv[1:]], work, env)
             output = run.stdout + run.stderr
@@ -298,9 +299,23 @@ def test_the_readme_using_it_runs_from_the_installed_wheel_in_an_empty_directory
             assert run.returncode == code and text in " ".join(output.split()), shown
             assert "Traceback" not in output, shown
             if code:
-                assert f"exit {code}" in comment, f"README does not say `exit {code}` for `{' '.join(argv)}`"
+                assert f"exit {code}" in comment, f"{doc} does not say `exit {code}` for `{' '.join(argv)}`"
                 assert position == len(chain) - 1, f"`{' '.join(argv)}` exits {code}: the && after it never runs"
+    return seen
+
+
+def test_the_readme_using_it_runs_from_the_installed_wheel_in_an_empty_directory(
+    installed: Path, tmp_path: Path
+) -> None:
+    """Each command of "Using it" that needs no rack exits as documented there, no traceback, in README order."""
+    seen = _run_doc_commands("README.md", "## Using it", installed, tmp_path)
     assert seen == set(README_RUNS) | set(README_NOT_RUN), "a command of the tables is gone from the README"
+
+
+def test_the_operators_guides_first_inventory_runs_from_the_installed_wheel(installed: Path, tmp_path: Path) -> None:
+    """docs/operators.md's "First inventory" block, the same way: it names only what a wheel user has."""
+    seen = _run_doc_commands("docs/operators.md", "## First inventory", installed, tmp_path)
+    assert {"init", "validate"} <= seen, seen
 
 
 def test_the_sample_inventorys_header_names_only_what_a_wheel_user_has(installed: Path, tmp_path: Path) -> None:
