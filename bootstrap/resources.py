@@ -27,6 +27,11 @@ def examples_dir() -> Path:
     return SHARE / "examples"
 
 
+def sizing_examples() -> dict[str, Path]:
+    """The shipped sizing requirements files by name (``rackctl size --example NAME``)."""
+    return {file.stem: file for file in sorted((examples_dir() / "sizing").glob("*.yaml"))}
+
+
 def ansible_config() -> Path:
     """The ``ansible.cfg`` every playbook run uses."""
     return SHARE / "ansible.cfg"

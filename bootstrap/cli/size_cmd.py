@@ -13,6 +13,7 @@ from rich.markup import escape
 from bootstrap.cli.common import console, emit, err_console, handle_errors, inventory_option, json_option, plan_option
 from bootstrap.errors import EXIT_FAILED, InvalidInput, Problem, RackctlError
 from bootstrap.inventory.sizing_spec import PRECISIONS, SizingRequirements, SizingSection
+from bootstrap.resources import sizing_examples
 from bootstrap.sizing.inventory_write import apply_sizing_write, plan_sizing_write
 from bootstrap.sizing.planner import size
 from bootstrap.sizing.render import render
@@ -37,6 +38,16 @@ MODEL_FLAGS = {
 }
 
 
+def example_requirements(name: str, requirements_file: Path | None) -> Path:
+    """The shipped requirements file ``--example NAME`` names (refused beside ``--requirements``)."""
+    if requirements_file is not None:
+        raise InvalidInput(
+            "--example and --requirements both given",
+            problems=[Problem("--example", f"{name!r} beside --requirements {requirements_file}", "give one of them")],
+        )
+    return sizing_examples()[name]
+
+
 def gather_requirements(
     requirements_file: Path | None, flags: dict[str, Any], servers: tuple[str, ...]
 ) -> SizingRequirements:
@@ -53,7 +64,9 @@ def gather_requirements(
                 Problem(
                     "--requirements/--model",
                     "no model given",
-                    "pass --requirements FILE (see inventory/examples/sizing/) or --model and --precision",
+                    "pass --requirements FILE, --example NAME (a shipped file: "
+                    + ", ".join(sizing_examples())
+                    + ") or --model and --precision",
                 )
             ],
         )
@@ -76,6 +89,11 @@ def gather_requirements(
     "requirements_file",
     type=click.Path(path_type=Path, dir_okay=False),
     help="YAML file: models (with load and latency limits) and candidate_servers.",
+)
+@click.option(
+    "--example",
+    type=click.Choice(sorted(sizing_examples())),
+    help="A sample requirements file shipped with rackctl, instead of --requirements.",
 )
 @click.option("--model", help="One model to size, e.g. llama-2-13b (adds to --requirements).")
 @click.option(
@@ -103,6 +121,7 @@ def gather_requirements(
 def size_command(
     *,
     requirements_file: Path | None,
+    example: str | None,
     servers: tuple[str, ...],
     write: bool,
     dry_run: bool,
@@ -124,6 +143,8 @@ def size_command(
             "--plan previews --write",
             problems=[Problem("--plan", "given without --write", "add --write")],
         )
+    if example is not None:
+        requirements_file = example_requirements(example, requirements_file)
     requirements = gather_requirements(requirements_file, flags, servers)
     result = size(requirements)
     data = result.as_dict()

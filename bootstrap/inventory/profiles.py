@@ -28,7 +28,10 @@ class Versions(BaseModel):
         default=None, description="Pinned NVIDIA driver; unset means the GPU operator chart's default."
     )
     triton: str = Field(description="Triton container release, e.g. 25.12 (tag YY.MM-trtllm-python-py3).")
-    trtllm: str = Field(description="TensorRT-LLM version of the engines.")
+    trtllm: str = Field(
+        description="TensorRT-LLM version the models run (after July 2026 the Triton container carrying it, "
+        "e.g. 26.07, as in models[].trtllm_version)."
+    )
     kube_vip: str = "v0.8.9"
 
 
@@ -125,35 +128,43 @@ def operator_sets_runtime(chart: str) -> bool:
 
 
 #: Triton release -> (CUDA version of its container, the driver release that CUDA needs: a branch such as
-#: "545" means "release 545 or later"). Data-center GPUs may also run the older branches of
-#: :data:`TRITON_DATACENTER_DRIVERS` (CUDA forward compatibility); :func:`triton_driver_verdict` applies both.
+#: "545" means "release 545 or later"; None where the release notes name none). Data-center GPUs may also run
+#: the older branches of :data:`TRITON_DATACENTER_DRIVERS` (CUDA forward compatibility);
+#: :func:`triton_driver_verdict` applies both.
 #: Sources, "Driver Requirements" of each release's notes (NVIDIA Triton Inference Server Release Notes):
 #: 23.04 https://docs.nvidia.com/deeplearning/triton-inference-server/release-notes/rel-23-04.html,
 #: 23.10 https://docs.nvidia.com/deeplearning/triton-inference-server/release-notes/rel-23-10.html,
 #: 24.02 https://docs.nvidia.com/deeplearning/triton-inference-server/release-notes/rel-24-02.html,
 #: 24.10 https://docs.nvidia.com/deeplearning/triton-inference-server/release-notes/rel-24-10.html.
 #: 25.12 is the ``25.12-trtllm-python-py3`` container of TensorRT-LLM 1.1.0: CUDA 13.0 and driver 580.95 or
-#: later per /work/shared/reference/stack-facts.md (the base container's notes,
+#: later per the project's stack facts and Triton's "Release Compatibility Matrix" (trtllm-python-py3 row
+#: 25.12: TensorRT-LLM 1.1.0, CUDA 13.0.2.006, CUDA driver 580.95.05; the base container's notes,
 #: https://docs.nvidia.com/deeplearning/triton-inference-server/release-notes/rel-25-12.html, say CUDA
 #: 13.1.0 and "575 or later", which is below the 580 every CUDA 13.x needs per "CUDA Compatibility").
-TRITON_CUDA: dict[str, tuple[str, str]] = {
+#: 26.07 (Triton 2.71.0, the first release after TensorRT-LLM removed its engine backend): its notes,
+#: https://docs.nvidia.com/deeplearning/triton-inference-server/release-notes/rel-26-07.html, say "based on
+#: CUDA 13.3.1 which requires the NVIDIA Driver release" and name no driver; only CUDA 13.x's minor-version
+#: compatibility floor (580) is known, so :func:`triton_driver_verdict` refuses below it and warns above it.
+TRITON_CUDA: dict[str, tuple[str, str | None]] = {
     "23.04": ("12.1.0", "530"),
     "23.10": ("12.2.2", "535"),
     "24.02": ("12.3.2", "545"),
     "24.10": ("12.6.2", "560"),
     "25.12": ("13.0", "580.95"),
+    "26.07": ("13.3.1", None),
 }
 
 #: Triton release -> {older driver branch: its least version} that the release notes allow "if you are
 #: running on a data center GPU" (the CUDA forward-compatibility package in the container); same pages as
 #: :data:`TRITON_CUDA`. 25.12 has none: its notes repeat the CUDA 12 list, which the CUDA Compatibility
-#: guide contradicts for CUDA 13, and stack-facts.md sets 580.95 as the floor.
+#: guide contradicts for CUDA 13, and stack-facts.md sets 580.95 as the floor. 26.07's notes name none.
 TRITON_DATACENTER_DRIVERS: dict[str, dict[str, str]] = {
     "23.04": {"450": "450.51", "470": "470.57", "510": "510.47", "515": "515.65", "525": "525.85", "530": "530.30"},
     "23.10": {"450": "450.51", "470": "470.57", "510": "510.47", "525": "525.85", "535": "535.86"},
     "24.02": {"470": "470.57", "525": "525.85", "535": "535.86", "545": "545.23"},
     "24.10": {"470": "470.57", "525": "525.85", "535": "535.86", "545": "545.23"},
     "25.12": {},
+    "26.07": {},
 }
 
 #: CUDA major version -> the least driver of its minor-version compatibility ("CUDA Compatibility",
@@ -179,7 +190,10 @@ def _branch(version: str) -> str:
 
 def triton_driver_options(triton: str) -> str:
     """The drivers a Triton release's notes allow, in words (for messages)."""
-    native = TRITON_CUDA[triton][1]
+    cuda, native = TRITON_CUDA[triton]
+    if native is None:
+        floor = CUDA_MINOR_COMPAT_DRIVER.get(_branch(cuda), "?")
+        return f"{floor} or later (CUDA {_branch(cuda)}.x minor-version compatibility: its notes name no driver)"
     older = ", ".join(f"R{b} >= {v}" for b, v in TRITON_DATACENTER_DRIVERS.get(triton, {}).items())
     return f"{native} or later" + (f"; on data-center GPUs also {older}" if older else "")
 
@@ -192,6 +206,8 @@ def triton_driver_verdict(triton: str, driver: str) -> DriverVerdict | None:
     what = f"Triton {triton} (CUDA {cuda})"
     options = triton_driver_options(triton)
     have = version_tuple(driver)
+    if native is None:
+        return _verdict_without_notes(what, cuda, driver, options)
     if have >= version_tuple(native):
         return DriverVerdict(True, f"{driver} >= {native}, the driver {what} needs")
     floors = TRITON_DATACENTER_DRIVERS.get(triton, {})
@@ -211,6 +227,20 @@ def triton_driver_verdict(triton: str, driver: str) -> DriverVerdict | None:
         None,
         f"{driver} (R{branch}) is not among the drivers {what}'s release notes allow ({options}); it would run "
         f"only through CUDA minor-version compatibility, with limited features",
+        options,
+    )
+
+
+def _verdict_without_notes(what: str, cuda: str, driver: str, options: str) -> DriverVerdict:
+    """A release whose notes name no driver: below its CUDA major's minor-version compatibility floor the
+    container cannot start; at or above it, it runs, but whether with every feature is not known."""
+    floor = CUDA_MINOR_COMPAT_DRIVER.get(_branch(cuda))
+    if floor is None or version_tuple(driver) < version_tuple(floor):
+        return DriverVerdict(False, f"{driver} is too old for {what}: it needs {options}", options)
+    return DriverVerdict(
+        None,
+        f"{driver} >= {floor} runs {what} through CUDA minor-version compatibility; the release notes name no "
+        "driver, so whether it has every feature is not known",
         options,
     )
 

@@ -35,6 +35,7 @@ from bootstrap.inventory.profiles import (
 )
 from bootstrap.inventory.suggest import did_you_mean
 from bootstrap.inventory.support import kubernetes_eol, operator_past_support, supported_kubernetes
+from bootstrap.inventory.trtllm import CONTAINER_KEYED, version_info
 
 
 @dataclass(frozen=True)
@@ -641,7 +642,7 @@ def _version_consistency(v: Versions) -> Iterator[Finding]:
             f"use the release matching TensorRT-LLM {v.trtllm}",
         )
     trt_key = ".".join(str(p) for p in version_tuple(v.trtllm)[:2])
-    matching = TRTLLM_TRITON.get(trt_key)
+    matching = v.trtllm if v.trtllm in CONTAINER_KEYED else TRTLLM_TRITON.get(trt_key)
     if matching is None:
         yield warn(f"{path}.trtllm", f"no known Triton release for TensorRT-LLM {v.trtllm}", "check the pairing")
     elif matching != v.triton:
@@ -845,6 +846,44 @@ def model_storage(inv: Inventory) -> Iterator[Finding]:
                 "model files would share another network",
                 "use the export's address on the storage network",
             )
+
+
+@rule("model-containers")
+def model_containers(inv: Inventory) -> Iterator[Finding]:
+    """The driver against the Triton container each model runs in, where that is not cluster.versions.triton
+    (the software-versions rule checks that one, refusing a driver too old for it). Warnings: inventories on
+    the design guide's profile that keep the example's 1.1.0 models validated before this rule."""
+    if inv.cluster.software_profile not in PROFILES or not inv.models:
+        return
+    try:
+        versions = inv.cluster.resolved_versions()
+    except ValidationError:
+        return
+    driver = versions.nvidia_driver or operator_default_driver(versions.gpu_operator)
+    source = "cluster.versions.nvidia_driver" if versions.nvidia_driver else f"GPU operator {versions.gpu_operator}"
+    for i, model in enumerate(inv.models):
+        tag = version_info(model.trtllm_version).triton_tag
+        if tag == versions.triton or driver is None:
+            continue
+        path = f"models[{i}].trtllm_version"
+        image = version_info(model.trtllm_version).image
+        verdict = triton_driver_verdict(tag, driver)
+        if verdict is None:
+            yield warn(
+                path,
+                f"{model.name} runs {image}; Triton {tag} is not in rackctl's driver matrix (known: "
+                f"{', '.join(TRITON_CUDA)}), so driver {driver} ({source}) was not checked against it",
+                "read the release's 'Driver Requirements' notes",
+            )
+        elif verdict.accepted is False:
+            yield warn(
+                path,
+                f"{model.name} runs {image}, which would not start: driver {driver} ({source}): {verdict.reason}",
+                f"pin cluster.versions.nvidia_driver to {verdict.fix}, or use a trtllm_version whose container "
+                f"that driver runs (cluster.versions.triton is {versions.triton})",
+            )
+        elif verdict.accepted is None:
+            yield warn(path, f"{model.name} runs {image}: driver {driver} ({source}): {verdict.reason}")
 
 
 # --- BMC addresses vs host addresses ------------------------------------------------------------

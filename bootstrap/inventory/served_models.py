@@ -139,8 +139,10 @@ class ModelSpec(BaseModel):
     )
     layout: Layout = Field(
         default="llmapi",
-        description="llmapi (LLM API, no engine build; the default) or inflight_batcher_llm (prebuilt engine, "
-        "5 models; only TensorRT-LLM releases that ship the engine backend).",
+        description="llmapi (LLM API, no engine build) or inflight_batcher_llm (prebuilt engine, 5 models; only "
+        "TensorRT-LLM releases that ship the engine backend, 1.1.0 and older). Unset: llmapi, except "
+        "inflight_batcher_llm for a model with engine_dir on a release with the engine backend, and on releases "
+        "before 1.0 (docs/serving.md).",
     )
     hf_model_dir: str = Field(
         ..., pattern=POD_PATH, description="Absolute path (in the pod) of the HF model / tokenizer directory."
@@ -220,6 +222,27 @@ class ModelSpec(BaseModel):
                 f"engines on trtllm_version {ENGINE_VERSIONS[-1]} or older"
             )
         return layout
+
+    @field_validator("engine_dir")
+    @classmethod
+    def _engine_only_for_engine_layout(cls, engine_dir: str | None, info: ValidationInfo) -> str | None:
+        """Refuse an ``engine_dir`` the layout would not read: ``llmapi`` loads ``hf_model_dir``, so keeping
+        the field would silently serve the checkpoint instead of the engine it names."""
+        version, layout = info.data.get("trtllm_version"), info.data.get("layout")
+        if engine_dir is None or layout != "llmapi" or version not in SUPPORTED_VERSIONS:
+            return engine_dir
+        if not version_info(version).has_llmapi:
+            return engine_dir  # the layout itself is refused by the cross-field rules
+        if version_info(version).engine_backend:
+            raise ValueError(
+                "engine_dir is not read by layout 'llmapi', which loads hf_model_dir; drop engine_dir to serve "
+                "hf_model_dir through the LLM API, or set layout: inflight_batcher_llm to serve the engine"
+            )
+        raise ValueError(
+            f"engine_dir is not read by TensorRT-LLM {version}: it has no engine backend, only layout 'llmapi', "
+            "which loads hf_model_dir; drop engine_dir to serve hf_model_dir through the LLM API, or keep the "
+            f"engine on trtllm_version {ENGINE_VERSIONS[-1]} or older with layout: inflight_batcher_llm"
+        )
 
     @model_validator(mode="after")
     def _cross_field_rules(self) -> ModelSpec:

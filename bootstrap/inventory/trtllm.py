@@ -104,6 +104,8 @@ _VERSIONS: dict[str, VersionInfo] = {
 SUPPORTED_VERSIONS: tuple[str, ...] = tuple(_VERSIONS)
 #: Releases that ship the engine backend (the only ones ``inflight_batcher_llm`` renders for).
 ENGINE_VERSIONS: tuple[str, ...] = tuple(v for v, info in _VERSIONS.items() if info.engine_backend)
+#: Releases keyed by their Triton container (the TensorRT-LLM version inside is not in rackctl's sources).
+CONTAINER_KEYED: tuple[str, ...] = tuple(v for v, info in _VERSIONS.items() if v == info.triton_tag)
 
 
 def version_info(trtllm_version: str) -> VersionInfo:

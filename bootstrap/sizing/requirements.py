@@ -91,7 +91,7 @@ def problems_from_validation(exc: ValidationError, prefix: str = "") -> list[Pro
             fix = f"add it: {FIXES.get(last, 'see the sizing example files')}"
         else:
             message = f"{message} (got {err['input']!r})"
-            fix = FIXES.get(last, "see inventory/examples/sizing/ for valid files")
+            fix = FIXES.get(last, "see `rackctl size --example NAME`'s files (docs/sizing.md)")
         problems.append(Problem(path, message, fix))
     return problems
 

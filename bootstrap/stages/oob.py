@@ -58,13 +58,16 @@ def target_for(inventory: Inventory, node: Node) -> BmcTarget:
 
 
 def targets_for(inventory: Inventory, nodes: list[Node]) -> list[BmcTarget]:
-    """Targets of ``nodes``; every unresolved credential is reported at once."""
-    targets, problems = [], []
+    """Targets of ``nodes``; every unresolved credential is reported at once, once (nodes share them)."""
+    targets: list[BmcTarget] = []
+    problems: list[Problem] = []
     for node in nodes:
         try:
             targets.append(target_for(inventory, node))
         except InvalidInput as exc:
-            problems.extend(exc.problems or [Problem(f"nodes.{node.hostname}.bmc", exc.message)])
+            for problem in exc.problems or [Problem(f"nodes.{node.hostname}.bmc", exc.message)]:
+                if problem not in problems:
+                    problems.append(problem)
     if problems:
         raise InvalidInput("BMC credentials cannot be resolved", problems=problems)
     return targets

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "inventory" / "examples" / "dvd-inference.yml"
 
 #: Triton releases with the TensorRT-LLM release that matches each (the inventory rules insist on the pair).
-TRTLLM_OF = {"23.10": "0.5.0", "24.02": "0.8.0", "24.10": "0.14.0", "25.12": "1.1.0"}
+TRTLLM_OF = {"23.10": "0.5.0", "24.02": "0.8.0", "24.10": "0.14.0", "25.12": "1.1.0", "26.07": "26.07"}
 
 
 def stack(tmp_path: Path, *, triton: str = "24.02", **versions: str) -> Inventory:
@@ -119,6 +119,17 @@ def test_the_cuda_13_release_refuses_a_580_driver_below_580_95(tmp_path: Path) -
     with pytest.raises(InvalidInput) as refused:
         check_version(stack(tmp_path, triton="25.12"), "580.82.07")
     assert "older than 580.95" in refused.value.problems[0].message
+
+
+def test_the_release_whose_notes_name_no_driver_has_only_cuda_13s_floor(tmp_path: Path) -> None:
+    # 26.07's notes: "based on CUDA 13.3.1 which requires the NVIDIA Driver release" (no number)
+    with pytest.raises(InvalidInput) as refused:
+        check_version(stack(tmp_path, triton="26.07"), "575.57.08")
+    assert "575.57.08 is too old for Triton 26.07 (CUDA 13.3.1)" in refused.value.problems[0].message
+    assert "580 or later" in refused.value.problems[0].fix
+    checks, warnings = check_version(stack(tmp_path, triton="26.07"), "580.95.05")
+    assert "triton" not in [c["check"] for c in checks]
+    assert any("minor-version compatibility" in w and "name no driver" in w for w in warnings), warnings
 
 
 def test_an_unknown_triton_release_is_a_warning_naming_the_inventory_field(

@@ -351,6 +351,21 @@ def test_triton_without_trtllm_backend(data):
 
 
 @covers("software-versions")
+def test_a_release_after_the_engine_backend_is_paired_by_its_container_and_driver_checked(data):
+    # trtllm 26.07 names the Triton container itself: it pairs with Triton 26.07 and nothing else
+    data["cluster"]["versions"] = {"triton": "26.07", "trtllm": "26.07", "nvidia_driver": "580.95.05"}
+    result = valid(data)
+    assert not [w for w in result.warnings if w.path == "cluster.versions.trtllm"]
+    # its notes name no driver: at CUDA 13's minor-version compatibility floor it runs, with a warning
+    [warning] = [w for w in result.warnings if w.path == "cluster.versions.nvidia_driver"]
+    assert "Triton 26.07 (CUDA 13.3.1)" in warning.message and "name no driver" in warning.message
+    data["cluster"]["versions"] = {"triton": "25.12", "trtllm": "26.07"}
+    expect(data, "cluster.versions.triton", "does not match TensorRT-LLM 26.07", "set triton: '26.07'")
+    data["cluster"]["versions"] = {"triton": "26.07", "trtllm": "26.07", "nvidia_driver": "575.57.08"}
+    expect(data, "cluster.versions.nvidia_driver", "575.57.08 is too old for Triton 26.07", "580 or later")
+
+
+@covers("software-versions")
 def test_unknown_version_key(data):
     data["cluster"]["versions"] = {"kubernets": "1.30.1"}
     expect(data, "cluster.versions.kubernets", "did you mean 'kubernetes'?")
@@ -498,6 +513,25 @@ def test_an_nfs_export_by_address_is_on_the_storage_network(data):
     for server in ("10.30.0.5", "powerscale.storage.example.com"):
         data["models"][0]["deployment"]["storage"]["nfs_server"] = server
         assert not [w for w in valid(data).warnings if w.path.startswith("models[0]")]
+
+
+@covers("model-containers")
+def test_the_driver_is_checked_against_each_models_own_container(data):
+    data["models"][1]["trtllm_version"] = "26.07"  # the cluster stays on Triton 25.12 (profile current)
+    [warning] = [w for w in valid(data).warnings if w.path.startswith("models[")]
+    assert warning.path == "models[1].trtllm_version"
+    assert "26.07-trtllm-python-py3" in warning.message and "name no driver" in warning.message
+    # the design guide's stack (driver 535.161.08) cannot start the 25.12 and 26.07 containers
+    data["cluster"]["software_profile"] = "dell-dvd-2024"
+    found = {w.path: w for w in valid(data).warnings if w.path.startswith("models[")}
+    assert set(found) == {"models[0].trtllm_version", "models[1].trtllm_version"}
+    assert "25.12-trtllm-python-py3, which would not start" in found["models[0].trtllm_version"].message
+    assert "535.161.08 is too old for Triton 26.07" in found["models[1].trtllm_version"].message
+    assert "pin cluster.versions.nvidia_driver to 580 or later" in found["models[1].trtllm_version"].fix
+    # a model in the cluster's own container is left to the software-versions rule
+    data["cluster"]["software_profile"] = "current"
+    data["models"][1]["trtllm_version"] = "1.1.0"
+    assert not [w for w in valid(data).warnings if w.path.startswith("models[")]
 
 
 @covers("firmware-baseline")

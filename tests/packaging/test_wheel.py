@@ -1,5 +1,5 @@
-"""The built wheel is the product: installed outside the checkout, it inits, validates, renders and its
-playbooks parse; it carries neither the lab nor the benchmarks.
+"""The built wheel is the product: installed outside the checkout, it inits, validates, renders, its
+playbooks parse and the README's "Using it" runs as written; it carries neither the lab nor the benchmarks.
 
 The wheel is built from this checkout and installed, with its dependencies from the package index (pip's
 cache makes it quick on a second run), into one fresh virtualenv per session, in a temp directory, that sees
@@ -10,13 +10,16 @@ would shadow the wheel and make pip skip it as installed), no Ansible collection
 venv (or the interpreter's standard library).
 
 Runtime on 2 cores with a warm pip cache: about 17 s alone, 45 s beside other tests (the build and install
-7-15 s, the syntax checks 5-13 s); a cold cache downloads the base dependencies once.
+7-15 s, the syntax checks 5-13 s); a cold cache downloads the base dependencies once. The README's "Using
+it", run command by command (14 runs of ``rackctl``), adds about 20-30 s on a loaded 2-core machine.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 import zipfile
@@ -207,3 +210,122 @@ def test_the_installed_entry_point_prints_each_shells_completion_script(installe
     words = {**env, "_RACKCTL_COMPLETE": "bash_complete", "COMP_WORDS": "rackctl lo", "COMP_CWORD": "1"}
     done = _run([str(installed / "rackctl")], tmp_path, words)
     assert done.returncode == 0 and done.stdout.split() == ["plain,logs"], done.stdout + done.stderr
+
+
+#: The commands of the README's "Using it" (and docs/operators.md's "First inventory") run from the installed
+#: wheel in an empty directory, with no rack: per command (its leading words), the exit status and a text its
+#: output holds. A non-zero status must be the one the comment on that line of the doc gives (``exit N``).
+README_RUNS: dict[str, tuple[int, str]] = {
+    "init": (0, "wrote inventory/cluster.yml from sample dvd-inference"),
+    "validate": (0, "ok inventory/cluster.yml: cluster dvd-inference"),
+    "doctor": (0, "pip install 'rackctl[cluster]'"),
+    "inventory render": (0, "wrote .rackctl/ansible/inventory"),
+    "plan": (0, "rackctl up would"),
+    "journal show": (2, "no journal in .rackctl yet"),
+    "runs": (2, "no journal in .rackctl yet"),
+    "apply": (0, "rackctl apply would"),
+    "redeploy": (2, "it was never installed"),  # the node exists in the sample; `up` has not installed it
+    "driver upgrade": (0, "planned, not applied"),
+    "size": (0, "Placement on"),
+    "triton render": (0, "wrote 4 files"),
+    "triton check": (3, "pip install 'rackctl[triton]'"),  # the base install: the extra is named
+    "render cluster": (3, "pip install 'rackctl[cluster]'"),
+}
+
+#: The README's commands that need a rack or a cluster, so not run here, and why.
+README_NOT_RUN: dict[str, str] = {
+    "discover": "reads each node's hardware from its iDRAC over Redfish: needs the rack's BMCs",
+    "up": "proves the BMCs, then reimages and configures the nodes: needs the rack",
+    "status": "reads power, health and firmware from each iDRAC and the cluster: needs the rack's BMCs",
+    "validate-cluster": "checks a running cluster through its kubeconfig: needs the cluster",
+}
+
+
+def _doc_commands(doc: str, heading: str) -> list[tuple[list[str], str]]:
+    """The first ``sh`` block under ``heading`` in ``doc``: per line, its words (comment dropped) and its comment."""
+    text = (REPO / doc).read_text(encoding="utf-8")
+    section = text.split(f"\n{heading}\n", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```sh\n", 1)[1].split("\n```", 1)[0]
+    lines = []
+    for line in block.replace("\\\n", " ").splitlines():
+        if line.strip():
+            words = shlex.split(line, comments=True)
+            comment = line[len(line.split(" #", 1)[0]) :]
+            lines.append((words, comment))
+    return lines
+
+
+def _command_key(argv: list[str]) -> str:
+    """The longest run of leading words of ``rackctl ARGV`` that the tables above know, or the first word."""
+    leading: list[str] = []
+    for word in argv:
+        if word.startswith("-"):
+            break
+        leading.append(word)
+    for n in range(len(leading), 0, -1):
+        key = " ".join(leading[:n])
+        if key in README_RUNS or key in README_NOT_RUN:
+            return key
+    return " ".join(leading[:1])
+
+
+def _run_doc_commands(doc: str, heading: str, installed: Path, tmp_path: Path) -> set[str]:
+    """Run the block's commands that need no rack, in order, in an empty directory; the commands seen.
+
+    Each exits as README_RUNS says, with no traceback, and a non-zero exit is the one its comment states.
+    """
+    env = _isolated_env(installed, tmp_path)
+    work = tmp_path / "operator"
+    work.mkdir()
+    seen: set[str] = set()
+    for words, comment in _doc_commands(doc, heading):
+        chain: list[list[str]] = [[]]
+        for word in words:  # `a && b`: b runs once a exits 0
+            if word == "&&":
+                chain.append([])
+            else:
+                chain[-1].append(word)
+        for position, argv in enumerate(chain):
+            assert argv[:1] == ["rackctl"], f"not a rackctl command in {doc}'s {heading}: {' '.join(words)}"
+            key = _command_key(argv[1:])
+            seen.add(key)
+            if key in README_NOT_RUN:
+                continue
+            assert key in README_RUNS, f"{doc} has `rackctl {key}`: add it to README_RUNS or README_NOT_RUN"
+            code, text = README_RUNS[key]
+            run = _run([str(installed / "rackctl"), *argv[1:]], work, env)
+            output = run.stdout + run.stderr
+            shown = f"`{' '.join(argv)}` exited {run.returncode}:\n{output[-3000:]}"
+            assert run.returncode == code and text in " ".join(output.split()), shown
+            assert "Traceback" not in output, shown
+            if code:
+                assert f"exit {code}" in comment, f"{doc} does not say `exit {code}` for `{' '.join(argv)}`"
+                assert position == len(chain) - 1, f"`{' '.join(argv)}` exits {code}: the && after it never runs"
+    return seen
+
+
+def test_the_readme_using_it_runs_from_the_installed_wheel_in_an_empty_directory(
+    installed: Path, tmp_path: Path
+) -> None:
+    """Each command of "Using it" that needs no rack exits as documented there, no traceback, in README order."""
+    seen = _run_doc_commands("README.md", "## Using it", installed, tmp_path)
+    assert seen == set(README_RUNS) | set(README_NOT_RUN), "a command of the tables is gone from the README"
+
+
+def test_the_operators_guides_first_inventory_runs_from_the_installed_wheel(installed: Path, tmp_path: Path) -> None:
+    """docs/operators.md's "First inventory" block, the same way: it names only what a wheel user has."""
+    seen = _run_doc_commands("docs/operators.md", "## First inventory", installed, tmp_path)
+    assert {"init", "validate"} <= seen, seen
+
+
+def test_the_sample_inventorys_header_names_only_what_a_wheel_user_has(installed: Path, tmp_path: Path) -> None:
+    """The comment atop what ``rackctl init`` writes names paths that exist after it, in an empty directory."""
+    env = _isolated_env(installed, tmp_path)
+    init = _run([str(installed / "rackctl"), "init", "--example", "dvd-inference"], tmp_path, env)
+    assert init.returncode == 0, init.stdout + init.stderr
+    text = (tmp_path / "inventory" / "cluster.yml").read_text(encoding="utf-8")
+    header = "\n".join(line for line in text.split("\ncluster:", 1)[0].splitlines() if line.startswith("#"))
+    paths = re.findall(r"(?<![\w$/.-])(?:[\w.-]+/)+[\w.-]+", header)
+    assert paths, header  # it says where the file is
+    missing = [p for p in paths if not (tmp_path / p).exists()]
+    assert missing == [], f"the sample's header names {missing}, absent for a wheel user:\n{header}"

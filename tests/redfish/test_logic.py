@@ -9,7 +9,7 @@ import pytest
 
 from bootstrap.errors import InvalidInput
 from bootstrap.inventory import load_inventory
-from bootstrap.stages.oob import select_nodes, write_mac_diff
+from bootstrap.stages.oob import select_nodes, targets_for, write_mac_diff
 from redfish_tools import errors as E
 from redfish_tools.bios import validate_against_registry
 from redfish_tools.power import plan_power
@@ -156,3 +156,16 @@ def test_limit_selection_and_mac_write_keep_the_file(tmp_path: Path) -> None:
     text = path.read_text()
     assert "# top comment kept" in text and "# the head" in text
     assert load_inventory(path).node("head-01").interfaces[0].mac == "b0:7b:25:00:00:01"
+
+
+def test_a_credential_shared_by_every_node_is_reported_once_when_unresolved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The design sample's nodes share ``credentials.idrac``: its unset variable is one problem, not five."""
+    sample = Path(__file__).resolve().parents[2] / "inventory" / "examples" / "dvd-inference.yml"
+    monkeypatch.delenv("RACKCTL_BMC_PASSWORD", raising=False)
+    inventory = load_inventory(sample)
+    with pytest.raises(InvalidInput) as caught:
+        targets_for(inventory, list(inventory.nodes))
+    assert [p.path for p in caught.value.problems] == ["credentials.idrac.password_env"]
+    assert "RACKCTL_BMC_PASSWORD is not set" in caught.value.problems[0].message

@@ -298,3 +298,21 @@ models:
     section = SizingSection.model_validate(yaml.safe_load(inv.read_text())["sizing"])
     assert section.placement is None
     assert [(p.server, p.servers_needed) for p in section.fleet] == [("xe9680", 2), ("r760xa-l40s-2", 1)]
+
+
+def test_example_sizes_the_shipped_file_by_name(cli: click.Group) -> None:
+    """``--example NAME`` reads the packaged sample (what a wheel user has), the same as ``-r`` on its file."""
+    code, out, _ = run(cli, "--example", "guide-example-1", "--json")
+    by_path_code, by_path, _ = run(cli, "-r", str(EXAMPLES / "guide-example-1.yaml"), "--json")
+    assert code == by_path_code == 0
+    assert json.loads(out) == json.loads(by_path)
+
+
+def test_example_beside_requirements_and_an_unknown_example_are_refused(cli: click.Group) -> None:
+    code, _, err = run(cli, "--example", "guide-example-1", "-r", str(EXAMPLES / "guide-example-2.yaml"))
+    assert code == 2
+    assert "--example: 'guide-example-1' beside --requirements" in err and "give one of them" in err
+    code, _, err = run(cli, "--example", "guide-example-9")
+    assert code == 2 and "'guide-example-9' is not one of" in err and "'measured-rag'" in err
+    code, _, err = run(cli)
+    assert code == 2 and "--example NAME (a shipped file: chat-and-rag, guide-example-1" in err

@@ -40,9 +40,11 @@ def test_default_layout(version: str, engine_dir: str | None, layout: str):
     assert make_spec(trtllm_version=version, engine_dir=engine_dir).layout == layout
 
 
-def _bad_example(tmp_path: Path) -> Path:
+def _bad_example(tmp_path: Path, **model: str) -> Path:
     data = yaml.safe_load(EXAMPLE.read_text())
-    data["models"][1] |= {"trtllm_version": "26.07", "layout": "inflight_batcher_llm", "engine_dir": "/models/e"}
+    engine_layout = {"trtllm_version": "26.07", "layout": "inflight_batcher_llm", "engine_dir": "/models/e"}
+    data["models"][1] |= model or engine_layout
+    data["models"][1] = {k: v for k, v in data["models"][1].items() if v != "(unset)"}
     path = tmp_path / "cluster.yml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
@@ -78,3 +80,46 @@ def test_design_example_validates_and_renders_the_llmapi_repository(tmp_path: Pa
         assert args["model"] == declared["hf_model_dir"]
         assert args["tensor_parallel_size"] == declared["tensor_parallelism"]
         assert args["backend"] == "pytorch"
+
+
+def test_triton_render_refuses_the_engine_layout_and_writes_nothing(tmp_path: Path):
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["triton", "render", "-i", str(_bad_example(tmp_path)), "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert "models[1].layout" in result.output and "got 'inflight_batcher_llm'" in result.output
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("version", "layout", "fix"),
+    [
+        # an engine inventory moved to a release without engines: not silently switched to the checkpoint
+        ("26.07", "(unset)", "keep the engine on trtllm_version 1.1.0 or older"),
+        ("26.07", "llmapi", "keep the engine on trtllm_version 1.1.0 or older"),
+        ("1.1.0", "llmapi", "set layout: inflight_batcher_llm"),
+    ],
+)
+def test_an_engine_dir_the_llmapi_layout_would_ignore_is_refused(tmp_path: Path, version: str, layout: str, fix: str):
+    path = _bad_example(tmp_path, trtllm_version=version, layout=layout, engine_dir="/models/engines/e")
+    result = CliRunner().invoke(cli, ["validate", "-i", str(path), "--json"])
+    assert result.exit_code == 2, result.output
+    [error] = json.loads(result.output)["errors"]
+    assert error["path"] == "models[1].engine_dir"
+    assert "'/models/engines/e'" in error["message"] and "hf_model_dir" in error["message"]
+    assert "drop engine_dir" in error["fix"] and fix in error["fix"]
+
+
+def test_a_new_inventory_from_init_serves_through_the_llm_api(tmp_path: Path):
+    inventory, out = tmp_path / "cluster.yml", tmp_path / "out"
+    assert CliRunner().invoke(cli, ["init", "-o", str(inventory)]).exit_code == 0
+    models = yaml.safe_load(inventory.read_text())["models"]
+    for model in models:  # without the example's explicit layout, the release's default is llmapi too
+        model.pop("layout")
+    inventory.write_text(yaml.safe_dump({**yaml.safe_load(inventory.read_text()), "models": models}))
+    result = CliRunner().invoke(cli, ["triton", "render", "-i", str(inventory), "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    for model in models:
+        repo = out / model["name"] / "model_repository"
+        assert sorted(p.name for p in repo.iterdir()) == ["tensorrt_llm"]
+        assert (repo / "tensorrt_llm" / "model.yaml").is_file()
