@@ -36,7 +36,7 @@ from bootstrap.stages.base import STAGE_ORDER, NullProgress, RunOptions
 from bootstrap.stages.cluster_inputs import checked_inputs
 from bootstrap.stages.options import FirmwareOptions, HelmOptions, TritonOptions
 from bootstrap.stages.progress import RichProgress
-from bootstrap.stages.runner import Runner, Selection, plan, select
+from bootstrap.stages.runner import Runner, RunOutcome, Selection, plan, select
 
 STAGES_HELP = f"Comma-separated stages to run (default: all, in order: {','.join(STAGE_ORDER)})."
 
@@ -160,19 +160,38 @@ def _show_plan(data: dict[str, Any], *, wide: bool = False) -> None:
         console.print(f"[yellow]`rackctl up` would stop at stage {data['stops_at']!r} (not implemented yet).[/yellow]")
 
 
-def _show_outcome(data: dict[str, Any]) -> None:
-    table = Table(title=f"run {data['run']}: {data['status']}")
+def _show_outcome(outcome: RunOutcome) -> None:
+    """The run's stages a line each, then each failed node's error once (nodes sharing one error together) and
+    the run's summary; a stage message too long for its cell is written whole below the table."""
+    table = Table(title=f"run {outcome.run_id}: {outcome.status}")
     for col in ("stage", "status", "detail"):
-        table.add_column(col)
-    for stage in data["stages"]:
-        style = _status_style(stage["status"])
-        status = "rendered, not applied" if stage["status"] == "rendered" else stage["status"]
-        table.add_row(stage["name"], f"[{style}]{status}[/{style}]", escape(stage["message"]))
+        table.add_column(col, overflow="fold")
+    details: dict[str, int] = {}
+    failures: dict[tuple[str, str], list[str]] = {}  # (stage, error) -> the nodes that failed with it
+    for stage in outcome.stages:
+        style = _status_style(stage.status)
+        status = "rendered, not applied" if stage.status == "rendered" else stage.status
+        failed = [n for n, info in stage.nodes.items() if not info.get("ok", True)]
+        for node in failed:
+            message = stage.nodes[node].get("message") or "no reason given"
+            failures.setdefault((stage.name, message), []).append(node)
+        detail = stage.message if stage.summary is None else stage.summary
+        if failed and stage.summary is not None:
+            detail = "; ".join(d for d in (detail, f"failed on {len(failed)} node(s), below") if d)
+        shown = escape(detail)
+        if len(detail) > SHORT_ACTION:  # wrapped below at the terminal's width, not in a narrow cell
+            shown = _short(shown, details.setdefault(shown, len(details) + 1))
+        table.add_row(stage.name, f"[{style}]{status}[/{style}]", shown)
     console.print(table)
-    states = ", ".join(f"{n}={s}" for n, s in data["nodes"].items())
-    console.print(f"nodes: {escape(states)}")
-    style = "green" if data["ok"] else "yellow" if data["status"] == "not_applied" else "red"
-    console.print(f"[{style}]{escape(data['message'])}[/{style}]")
+    for text, ref in details.items():  # escaped already
+        console.print(f"{escape(f'[{ref}]')} {text}", soft_wrap=False)
+    for (name, error), nodes in failures.items():
+        console.print(f"[red]{escape(', '.join(nodes))}[/red] ({name}): {escape(error)}", soft_wrap=False)
+    states = ", ".join(f"{n}={s}" for n, s in outcome.nodes.items())
+    console.print(f"nodes: {escape(states)}", soft_wrap=False)
+    style = "green" if outcome.ok else "yellow" if outcome.status == "not_applied" else "red"
+    summary = outcome.message if outcome.summary is None else outcome.summary
+    console.print(f"[{style}]{escape(summary)}[/{style}]", soft_wrap=False)
 
 
 def _load(inventory_path: Path, as_json: bool) -> Inventory:
@@ -338,7 +357,7 @@ def run_or_plan(
     else:
         with RichProgress(err_console) as progress:
             outcome = Runner(inventory, state_dir, selection, options=options, progress=progress, command=command).run()
-    emit(outcome.as_dict(), as_json, _show_outcome)
+    emit(outcome.as_dict(), as_json, lambda _d: _show_outcome(outcome))
     if outcome.exit_code != EXIT_OK:
         sys.exit(outcome.exit_code)
 

@@ -50,8 +50,10 @@ class RichProgress:
             self._tasks[stage] = self._progress.add_task(stage, total=max(len(nodes), 1))
 
     def node_done(self, stage: str, node: str, ok: bool, message: str = "") -> None:
+        """A line per node as it ends; a failed node's error is left to the command's outcome, which says each
+        error once."""
         mark = "[green]ok[/green]" if ok else "[red]failed[/red]"
-        tail = f": {escape(message)}" if message else ""
+        tail = f": {escape(message)}" if message and ok else ""
         self._progress.console.print(f"  {escape(stage)} {escape(node)} {mark}{tail}")
         with self._lock:
             task = self._tasks.get(stage)
@@ -65,7 +67,7 @@ class RichProgress:
             total = self._progress.tasks[task].total or 1
             colour = "green" if ok else "red"
             self._progress.update(task, completed=total, description=f"[{colour}]{stage}[/{colour}]")
-        if message:
+        if message and ok:  # a failed stage's message is the command's to say, once
             self.log(message)
 
     def stage_not_applied(self, stage: str, message: str) -> None:
