@@ -10,6 +10,7 @@ import click
 from rich.table import Table
 
 from bootstrap.cli.common import (
+    Notes,
     console,
     dir_option,
     emit,
@@ -22,6 +23,7 @@ from bootstrap.cli.common import (
     limit_option,
     plan_option,
     seconds_option,
+    stamp,
     state_dir_option,
     warn,
 )
@@ -434,56 +436,85 @@ def journal_mark(
     emit(data, as_json, lambda d: console.print(f"{verb} {escape(node)}: {d['from']} -> {d['to']}"))
 
 
+def _widest(values: Any, header: str) -> int:
+    return max([len(header), *(len(v) for v in values)])
+
+
 def _show_nodes(data: dict[str, Any]) -> None:
-    """One line per node and per run; timestamps never cut; each run's message below the runs table."""
+    """One line per node and per run: hostnames, states and timestamps (UTC, to the second) never cut; the
+    stages rendered but not applied listed below the nodes (nodes sharing them together), a command too long
+    for its cell and each run's message written once below the runs table."""
     table = Table(title="nodes")
-    for col in ("node", "state", "since", "left from", "rendered, not applied"):
-        table.add_column(col, no_wrap=col == "since", overflow="fold")
+    for col in ("node", "state", "since (UTC)", "left from"):
+        table.add_column(col, no_wrap=True)
+    pending: dict[str, list[str]] = {}  # the stages rendered, not applied -> the nodes
     for n in data["nodes"]:
-        table.add_row(n["node"], n["state"], n["since"], n["left_from"] or "", ", ".join(n["not_applied"]))
+        table.add_row(escape(n["node"]), n["state"], stamp(n["since"]), n["left_from"] or "")
+        if n["not_applied"]:
+            pending.setdefault(", ".join(n["not_applied"]), []).append(n["node"])
     console.print(table)
+    for stages, nodes in pending.items():
+        console.print(f"rendered, not applied: {escape(stages)} on {escape(', '.join(nodes))}", soft_wrap=False)
     runs = Table(title="latest runs")
-    for col in ("run", "started", "status", "command"):
-        runs.add_column(col, no_wrap=col == "started", overflow="fold")
+    status_width = _widest((r["status"] for r in data["runs"]), "status")
+    id_width = _widest((str(r["id"]) for r in data["runs"]), "run")
+    notes = Notes(id_width + len("2026-01-01T00:00:00Z") + status_width, 4)
+    for col in ("run", "started (UTC)", "status", "command"):
+        runs.add_column(col, no_wrap=True)
     for r in data["runs"]:
-        runs.add_row(str(r["id"]), r["started"], r["status"], escape(r["command"]))
+        runs.add_row(str(r["id"]), stamp(r["started"]), r["status"], notes.cell(r["command"]))
     console.print(runs)
+    notes.show()
     for r in data["runs"]:
         if r["message"] or r["finished"]:
-            ended = f"finished {r['finished']}" if r["finished"] else "not finished"
+            ended = f"finished {stamp(r['finished'])}" if r["finished"] else "not finished"
             text = f"run {r['id']}, {ended}" + (f": {escape(r['message'])}" if r["message"] else "")
             console.print(text, soft_wrap=False)
 
 
 def _show_node(data: dict[str, Any]) -> None:
+    """One node's history and steps a line each, timestamps (UTC, to the second) never cut; a cause or step too
+    long for its cell written whole below its table."""
     left = f" (left {data['left_from']})" if data["left_from"] else ""
-    console.print(f"[bold]{escape(data['node'])}[/bold]: {data['state']}{left} since {data['since']}")
+    since = stamp(data["since"])
+    console.print(f"[bold]{escape(data['node'])}[/bold]: {data['state']}{left} since {since}", soft_wrap=False)
     table = Table(title="transitions")
-    for col in ("at", "run", "from", "to", "cause"):
-        table.add_column(col, no_wrap=col == "at", overflow="fold")
-    for t in data["history"]:
-        table.add_row(t["at"], str(t["run"] or ""), t["from"] or "", t["to"], escape(t["cause"]))
+    moves = [f"{t['from']} → {t['to']}" if t["from"] else t["to"] for t in data["history"]]
+    runs = [str(t["run"] or "") for t in data["history"]]
+    notes = Notes(len("2026-01-01T00:00:00Z") + _widest(runs, "run") + _widest(moves, "move"), 4)
+    for col in ("at (UTC)", "run", "move", "cause"):
+        table.add_column(col, no_wrap=True)
+    for t, move, run in zip(data["history"], moves, runs, strict=True):
+        table.add_row(stamp(t["at"]), run, move, notes.cell(t["cause"]))
     console.print(table)
+    notes.show()
     steps = Table(title="steps")
-    for col in ("at", "run", "stage", "step", "status", "destructive"):
-        steps.add_column(col, no_wrap=col == "at", overflow="fold")
-    for s in data["steps"]:
-        steps.add_row(
-            s["at"],
+    rows = [
+        (
+            stamp(s["at"]),
             str(s["run"] or ""),
             s["stage"],
-            s["step"],
             s["status"],
-            "yes" if s["destructive"] else "",
+            s["step"] + (" (destructive)" * s["destructive"]),
         )
+        for s in data["steps"]
+    ]
+    room = sum(_widest((row[i] for row in rows), head) for i, head in enumerate(("at (UTC)", "run", "stage", "status")))
+    notes = Notes(room, 5)
+    for col in ("at (UTC)", "run", "stage", "status", "step"):
+        steps.add_column(col, no_wrap=True)
+    for at, run, stage, status, step in rows:
+        steps.add_row(at, run, stage, status, notes.cell(step))
     console.print(steps)
+    notes.show()
     for item in data["not_applied"]:
         console.print(
             f"[yellow]{escape(item['stage'])}: rendered + validated, not applied (run {item['run']}): "
-            f"{escape(item.get('why', ''))}; artefacts: {escape(item.get('artefacts', '?'))}[/yellow]"
+            f"{escape(item.get('why', ''))}; artefacts: {escape(item.get('artefacts', '?'))}[/yellow]",
+            soft_wrap=False,
         )
     if data["facts"]:
-        console.print(f"facts from: {', '.join(sorted(data['facts']))} (use --json to see them)")
+        console.print(f"facts from: {', '.join(sorted(data['facts']))} (use --json to see them)", soft_wrap=False)
 
 
 def register(cli: click.Group) -> None:
