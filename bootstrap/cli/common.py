@@ -143,6 +143,16 @@ def stamp(iso: str | None) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S") + ("Z" if moment.tzinfo is not None else "")
 
 
+def cut_text(text: str, room: int) -> str:
+    """The start of ``text`` in ``room`` characters: at a word boundary, unless that keeps under two thirds of
+    the room (a long path or name is then cut inside)."""
+    if len(text) <= room:
+        return text
+    start = text[:room]
+    words = start.rsplit(" ", 1)[0].rstrip(",;:( ")
+    return words if len(words) * 3 >= room * 2 else start
+
+
 class Notes:
     """Texts too long for a table's free-text cell: the cell keeps their start and a reference (``… [2]``),
     :meth:`show` writes each whole once below the table, wrapped at the terminal's width.
@@ -159,8 +169,7 @@ class Notes:
             return escape(text)
         ref = self.texts.setdefault(text, len(self.texts) + 1)
         tail = f" … [{ref}]"
-        cut = text[: self.limit - len(tail)].rsplit(" ", 1)[0].rstrip(",;:( ")
-        return escape(cut + tail)
+        return escape(cut_text(text, self.limit - len(tail)) + tail)
 
     def show(self) -> None:
         for text, ref in self.texts.items():

@@ -8,10 +8,12 @@ from typing import Any
 
 import click
 from rich.table import Table
+from rich.text import Text
 
 from bootstrap.cli.common import (
     Notes,
     console,
+    cut_text,
     dir_option,
     emit,
     environment_for,
@@ -118,25 +120,42 @@ def plan_rows(data: dict[str, Any], *, wide: bool = False) -> list[tuple[str, st
     return rows
 
 
-#: an action longer than this is shown whole below the table, its cell keeping the start and a reference
-SHORT_ACTION = 48
+#: the least room an action keeps in its cell (a narrower terminal folds the row rather than cut shorter)
+SHORT_ACTION = 24
 
 
-def _short(text: str, ref: int) -> str:
-    """The start of ``text`` at a word boundary, with the reference to the whole text below the table."""
-    cut = text[:SHORT_ACTION].rsplit(" ", 1)[0].rstrip(",;:(")
-    return f"{cut} … {escape(f'[{ref}]')}"
+def _short(text: str, ref: int, limit: int) -> str:
+    """The start of ``text`` (escaped markup) within ``limit`` characters, at a word boundary unless that keeps
+    too little, with the reference to the whole text below the table."""
+    tail = f" … [{ref}]"
+    return escape(cut_text(Text.from_markup(text).plain, limit - len(tail))) + escape(tail)
+
+
+def _cells(texts: Any) -> int:
+    """The widest of ``texts`` (rich markup) on a terminal."""
+    return max((Text.from_markup(t).cell_len for t in texts), default=0)
 
 
 def _show_plan(data: dict[str, Any], *, wide: bool = False) -> None:
+    """A line per row where the terminal allows: the stage and note whole, nodes listed whole (a long list
+    folds at its commas), the action cut to the room left with a reference, written whole below the table."""
+    rows = plan_rows(data, wide=wide)
     table = Table(title="rackctl up would", show_lines=False)
-    for col in ("stage", "node", "action", "note"):
-        table.add_column(col, overflow="fold")
+    hostnames = [n for _, nodes, _, _ in rows for n in nodes.split(", ")]
+    note_width = max(_cells(note for *_, note in rows), 4)
+    stage_width = max(_cells(stage for stage, *_ in rows), 5)
+    lists = _cells(nodes for _, nodes, _, _ in rows)  # a list of nodes gets a third of the room, hostnames whole
+    node_width = max(_cells(hostnames), 4, min(lists, (console.width - stage_width - note_width - 13) // 3))
+    table.add_column("stage", no_wrap=True)
+    table.add_column("node", overflow="fold", max_width=node_width)
+    table.add_column("action", overflow="fold")
+    table.add_column("note", overflow="fold")
+    limit = max(SHORT_ACTION, console.width - stage_width - node_width - note_width - 13)
     details: dict[str, int] = {}  # long action -> its reference (the same text written once)
-    for stage, nodes, action, note in plan_rows(data, wide=wide):
+    for stage, nodes, action, note in rows:
         shown = action
-        if len(action) > SHORT_ACTION:  # wrapped below at the terminal's width, not in a narrow cell
-            shown = _short(action, details.setdefault(action, len(details) + 1))
+        if Text.from_markup(action).cell_len > limit:  # wrapped below at the terminal's width, not in a cell
+            shown = _short(action, details.setdefault(action, len(details) + 1), limit)
         table.add_row(stage, nodes, shown, note)
     console.print(table)
     for text, ref in details.items():
@@ -167,8 +186,9 @@ def _show_outcome(outcome: RunOutcome) -> None:
     the run's summary; a stage message too long for its cell is written whole below the table."""
     table = Table(title=f"run {outcome.run_id}: {outcome.status}")
     for col in ("stage", "status", "detail"):
-        table.add_column(col, overflow="fold")
-    details: dict[str, int] = {}
+        table.add_column(col, no_wrap=col != "detail", overflow="fold")
+    statuses = ["rendered, not applied" if s.status == "rendered" else s.status for s in outcome.stages]
+    notes = Notes(_widest((s.name for s in outcome.stages), "stage") + _widest(statuses, "status"), 3)
     failures: dict[tuple[str, str], list[str]] = {}  # (stage, error) -> the nodes that failed with it
     for stage in outcome.stages:
         style = _status_style(stage.status)
@@ -180,13 +200,9 @@ def _show_outcome(outcome: RunOutcome) -> None:
         detail = stage.message if stage.summary is None else stage.summary
         if failed and stage.summary is not None:
             detail = "; ".join(d for d in (detail, f"failed on {len(failed)} node(s), below") if d)
-        shown = escape(detail)
-        if len(detail) > SHORT_ACTION:  # wrapped below at the terminal's width, not in a narrow cell
-            shown = _short(shown, details.setdefault(shown, len(details) + 1))
-        table.add_row(stage.name, f"[{style}]{status}[/{style}]", shown)
+        table.add_row(stage.name, f"[{style}]{status}[/{style}]", notes.cell(detail))
     console.print(table)
-    for text, ref in details.items():  # escaped already
-        console.print(f"{escape(f'[{ref}]')} {text}", soft_wrap=False)
+    notes.show()
     for (name, error), nodes in failures.items():
         console.print(f"[red]{escape(', '.join(nodes))}[/red] ({name}): {escape(error)}", soft_wrap=False)
     states = ", ".join(f"{n}={s}" for n, s in outcome.nodes.items())
