@@ -207,7 +207,7 @@ def limit_plan(plan: ReconcilePlan, inventory: Inventory, limit: str) -> Reconci
 def _show_apply(data: dict[str, Any]) -> None:
     table = Table(title="rackctl apply would")
     for col in ("node", "change", "sections", "stages", "note"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col == "node", overflow="fold")
     for c in data["plan"]["nodes"]:
         note = {
             "new": "the whole pipeline, this node alone",

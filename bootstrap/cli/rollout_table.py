@@ -19,7 +19,7 @@ def show_rollout(
     why the rollout ended."""
     table = Table(title=title, show_edge=False, header_style="bold")
     for col in ("node", "batch", "status", *columns, "record"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col == "node", overflow="fold")
     for node in report.nodes:
         style = STATUS_STYLE.get(node.status, "yellow")
         record = "; ".join(f"{k}: {v}" for k, v in node.records.items())

@@ -40,3 +40,18 @@ def test_a_failed_up_says_each_nodes_error_once_and_fits(tmp_path: Path, columns
     data = json.loads(rackctl(*args, "--json", "--yes").stdout)  # the JSON keeps every message
     assert all(address in data["message"] for address in addresses[:4])
     assert all(data["stages"][0]["nodes"][node]["ok"] is False for node in NODES)
+
+
+def test_a_failed_discover_says_each_error_and_the_tls_warning_once(tmp_path: Path) -> None:
+    inventory = loopback_inventory(tmp_path, free_port())
+    args = ("discover", "-i", str(inventory), "--state-dir", str(tmp_path / "state"), "--limit", "cp-02,gpu-*")
+    proc = rackctl(*args, COLUMNS="80", TERM="xterm")
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    rows = [line.split("│") for line in lines if "│" in line]
+    assert [cells[0].strip() for cells in rows] == ["cp-02", "gpu-l40s-01", "gpu-xe9680-01"]  # whole
+    assert (proc.stdout + proc.stderr).count("cannot reach the BMC") == 3  # once per node, in its row
+    assert proc.stderr.count("TLS verification is off") == 1
+    summary = " ".join(" ".join(lines[len(rows) + 2 :]).split())
+    assert summary.startswith("stage 'discover' failed on cp-02, gpu-l40s-01, gpu-xe9680-01; the run stopped")
