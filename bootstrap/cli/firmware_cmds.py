@@ -219,9 +219,10 @@ def firmware_apply_cmd(  # noqa: PLR0917 - click passes options as arguments
 
 
 def _say(kind: str, node: str, text: str) -> None:
+    """A progress line on stderr; a failed node's error is left to the report, which says it once."""
     style = {"done": "green", "failed": "red", "batch": "bold"}.get(kind, "dim")
-    prefix = f"{node}: " if node else ""
-    err_console.print(f"[{style}]{kind:7}[/{style}] {escape(prefix + text)}")
+    said = node if kind == "failed" and node else (f"{node}: " if node else "") + text
+    err_console.print(f"[{style}]{kind:7}[/{style}] {escape(said)}")
 
 
 def _show_report(report: RolloutReport[FirmwareNodeOutcome], plan: FirmwarePlan | None = None) -> None:
