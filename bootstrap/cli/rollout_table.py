@@ -26,11 +26,11 @@ def show_rollout(
         style = STATUS_STYLE.get(node.status, "yellow")
         record = "; ".join(f"{k}: {v}" for k, v in node.records.items())
         text = "; ".join(t for t in (node.message, record) if t)
-        ref = f" [{notes.setdefault(text, len(notes) + 1)}]" if text else ""
+        mark = f" [{notes.setdefault(text, len(notes) + 1)}]" if text else ""
         table.add_row(
             node.node,
             str(node.batch or "-"),
-            f"[{style}]{node.status}[/{style}]{escape(ref)}",
+            f"[{style}]{node.status}[/{style}]{escape(mark)}",
             *(escape(cell(node)) for cell in columns.values()),
         )
     console.print(table)
