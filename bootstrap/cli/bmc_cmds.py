@@ -85,12 +85,14 @@ class FleetProgress:
             return
         if result.ok:
             self._progress.console.print(f"  [green]ok[/green]   {result.name} ({result.seconds:.1f}s)")
-        else:
-            err = result.error or {}
-            self._progress.console.print(
-                f"  [red]fail[/red] {result.name}: {escape(str(err.get('message', '')))}"
-                f" [dim]({err.get('kind')}{', ' + err['message_id'] if err.get('message_id') else ''})[/dim]"
-            )
+        else:  # the error itself: in the command's table, once
+            self._progress.console.print(f"  [red]fail[/red] {result.name}")
+
+
+def _why(err: dict[str, Any]) -> str:
+    """A failed node's cell: the error, its kind and Redfish MessageId."""
+    kind = f"{err.get('kind')}{', ' + err['message_id'] if err.get('message_id') else ''}"
+    return f"[red]{escape(str(err.get('message')))}[/red] ({escape(kind)})"
 
 
 def _warn_if_insecure(inventory: Inventory, hostnames: list[str], as_json: bool) -> None:
@@ -156,8 +158,7 @@ def _node_rows(results: list[NodeResult[Any]], show: Callable[[Any], str]) -> Ta
         if r.ok:
             table.add_row(r.name, show(r.value))
         else:
-            err = r.error or {}
-            table.add_row(r.name, f"[red]{escape(str(err.get('message')))}[/red] ({err.get('kind')})")
+            table.add_row(r.name, _why(r.error or {}))
     return table
 
 
@@ -403,8 +404,7 @@ def _bios_plan(inventory_path: Path, state_dir: Path, limit: str | None, as_json
             if n["status"] != "run":
                 table.add_row(n["name"], f"[dim]{escape(n['skip'])}[/dim]")
             elif not n["ok"]:
-                err = n.get("error") or {}
-                table.add_row(n["name"], f"[red]{escape(str(err.get('message')))}[/red] ({err.get('kind')})")
+                table.add_row(n["name"], _why(n.get("error") or {}))
             else:
                 table.add_row(n["name"], _bios_changes(n["value"]))
         console.print(table)
