@@ -160,7 +160,7 @@ class Notes:
     ``room``: the characters the other columns take (each column's border and padding are counted here)."""
 
     def __init__(self, room: int, columns: int) -> None:
-        self.limit = max(16, console.width - room - 3 * columns - 1)
+        self.limit = max(10, console.width - room - 3 * columns - 1)
         self.texts: dict[str, int] = {}
 
     def cell(self, text: str) -> str:
