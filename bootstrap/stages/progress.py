@@ -71,13 +71,15 @@ class RichProgress:
             self.log(message)
 
     def stage_not_applied(self, stage: str, message: str) -> None:
-        """The stage rendered and validated but applied nothing: its bar ends yellow, "not applied"."""
+        """The stage rendered and validated but applied nothing: its bar ends yellow, "not applied", and a line
+        says so; why (``message``) is the command's outcome to say, once, and the journal's per node."""
         with self._lock:
             task = self._tasks.get(stage)
         if task is not None:
             total = self._progress.tasks[task].total or 1
             self._progress.update(task, completed=total, description=f"[yellow]{stage} (not applied)[/yellow]")
-        self._progress.console.print(f"[yellow]{escape(stage)}: {escape(message)}[/yellow]")
+        said = f"{stage}: rendered + validated, not applied (why: `rackctl journal show NODE`)"
+        self._progress.console.print(f"[yellow]{escape(said)}[/yellow]")
 
     def task_done(self, stage: str, node: str, task: str, status: str, done: int) -> None:
         """On a terminal, the stage's bar names the node's latest task and its count (the bar's clock runs on);

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import loopback_inventory, rackctl
+from tests.cli.conftest import ROOT, loopback_inventory, rackctl
 from tests.sshnode import free_port
 
 NODES = ("head-01", "cp-02", "cp-03", "gpu-l40s-01", "gpu-xe9680-01")
@@ -55,3 +55,19 @@ def test_a_failed_discover_says_each_error_and_the_tls_warning_once(tmp_path: Pa
     assert proc.stderr.count("TLS verification is off") == 1
     summary = " ".join(" ".join(lines[len(rows) + 2 :]).split())
     assert summary.startswith("stage 'discover' failed on cp-02, gpu-l40s-01, gpu-xe9680-01; the run stopped")
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_a_run_that_only_rendered_says_each_stages_why_once(tmp_path: Path, columns: int) -> None:
+    state = tmp_path / "state"
+    args = ("up", "-i", str(ROOT / "inventory" / "examples" / "dvd-inference.yml"), "--state-dir", str(state))
+    proc = rackctl(*args, "--stages", "kubernetes,nvidia,triton", "--yes", COLUMNS=str(columns), TERM="xterm")
+    assert proc.returncode == 5, proc.stderr  # rendered + validated, not applied
+    lines = proc.stdout.splitlines()
+    assert max(len(line) for line in lines) <= columns
+    rows = [line for line in lines if line.startswith("│")]
+    assert [row.split("│")[1].strip() for row in rows] == ["kubernetes", "nvidia", "triton"]  # a line each
+    everything = "".join((proc.stdout + proc.stderr).split())  # wrapping aside
+    for stage in ("cluster", "nvidia", "triton"):
+        assert everything.count(f"artefacts:{state / stage}") == 1, stage  # each stage's why and where, once
+    assert "kubernetes: rendered + validated, not applied (why: `rackctl journal show NODE`)" in proc.stderr
