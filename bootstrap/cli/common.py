@@ -172,6 +172,7 @@ class Notes:
         return escape(cut_text(text, self.limit - len(tail)) + tail)
 
     def show(self) -> None:
+        """Each cut text whole, once, after its reference."""
         for text, ref in self.texts.items():
             console.print(f"{escape(f'[{ref}]')} {escape(text)}", soft_wrap=False)
 
