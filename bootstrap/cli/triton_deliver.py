@@ -19,13 +19,22 @@ from bootstrap.cli.common import (
     handle_errors,
     inventory_option,
     json_option,
+    limit_option,
     plan_option,
     state_dir_option,
 )
 from bootstrap.errors import EXIT_FAILED, InvalidInput, Problem
 from bootstrap.inband.access import node_access
 from bootstrap.inventory.loader import load_inventory
-from bootstrap.triton.deliver import ModelPlan, check_before_copy, deliver_model, plan_model, source_files
+from bootstrap.selection import match_nodes, split_csv
+from bootstrap.triton.deliver import (
+    ModelPlan,
+    check_before_copy,
+    check_limit,
+    deliver_model,
+    plan_model,
+    source_files,
+)
 
 
 def _plan_dict(plan: ModelPlan, files: int | None = None, size: int | None = None) -> dict[str, Any]:
@@ -65,15 +74,19 @@ def _print(data: dict[str, Any]) -> None:
 @click.command("deliver")
 @inventory_option
 @state_dir_option
+@limit_option
 @click.option("--model", "only", multiple=True, help="Deliver only this model (repeatable).")
 @plan_option("Show what would be copied where; copy nothing, contact no node.")
 @json_option
 @handle_errors()
-def deliver_cmd(inventory_path: Path, state_dir: Path, only: tuple[str, ...], plan_only: bool, as_json: bool) -> None:
+def deliver_cmd(  # noqa: PLR0917 - click passes options as arguments
+    inventory_path: Path, state_dir: Path, limit: str | None, only: tuple[str, ...], plan_only: bool, as_json: bool
+) -> None:
     """Copy each model's source_dir to the GPU nodes that serve it (SSH, parallel, resumable, verified).
 
     The files are checked against the model's declaration first (TP/PP, precision, GPU, release); a node
-    gets only the files whose sha256 differs from what it holds.
+    gets only the files whose sha256 differs from what it holds. --limit: only to the selected nodes (a model
+    none of whose nodes is selected is skipped).
     """
     inventory = load_inventory(inventory_path)
     specs = [m for m in inventory.models if not only or m.name in only]
@@ -84,9 +97,12 @@ def deliver_cmd(inventory_path: Path, state_dir: Path, only: tuple[str, ...], pl
             f"no model {', '.join(unknown) or 'declared'} in {inventory_path}",
             problems=[Problem("--model", f"unknown model {', '.join(unknown)}", f"use one of {names}")],
         )
-    plans = [plan_model(inventory, spec) for spec in specs]
+    chosen = None if limit is None else match_nodes(inventory, split_csv(limit))
+    plans = [plan_model(inventory, spec, chosen) for spec in specs]
+    if chosen is not None:
+        check_limit(plans, split_csv(limit))
     check_before_copy(specs, plans)
-    listings = {p.model: source_files(p.source) for p in plans if p.source is not None}
+    listings = {p.model: source_files(p.source) for p in plans if p.source is not None and not p.skipped}
     models = [
         _plan_dict(p, len(listings.get(p.model, [])), sum(f.size for f in listings.get(p.model, []))) for p in plans
     ]
@@ -105,7 +121,7 @@ def deliver_cmd(inventory_path: Path, state_dir: Path, only: tuple[str, ...], pl
         disable=as_json,
     ) as progress:
         for plan, model in zip(plans, models, strict=True):
-            if plan.source is None:
+            if plan.source is None or plan.skipped:
                 continue
             tasks = {n: progress.add_task(f"{plan.model} → {n}", total=model["bytes"]) for n in plan.nodes}
 
