@@ -56,7 +56,8 @@ class RackctlError(Exception):
     def __init__(self, message: str, *, problems: list[Problem] | None = None) -> None:
         super().__init__(message)
         self.message = message
-        self.problems = list(problems or [])
+        #: each problem once (nodes sharing one credentials entry give the same finding), in order
+        self.problems = list(dict.fromkeys(problems or []))
 
 
 class InvalidInput(RackctlError):

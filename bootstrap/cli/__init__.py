@@ -160,6 +160,10 @@ def cli(ctx: click.Context, env_name: str | None) -> None:
       RACKCTL_INVENTORY  -i/--inventory, the cluster inventory
       RACKCTL_STATE_DIR  --state-dir, the journal and rendered artefacts
       RACKCTL_ENV        --env, where rackctl runs (host, lab)
+    and read by the commands that need them:
+      RACKCTL_SSH_KEY           the admin SSH key for the nodes (else ssh's)
+      RACKCTL_CACHE             the image build cache (~/.cache/rackctl)
+      RACKCTL_ANSIBLE_STRATEGY  how Ansible reaches nodes: mitogen or linear
     """
     ctx.ensure_object(dict)["env_name"] = env_name
 

@@ -85,12 +85,14 @@ class FleetProgress:
             return
         if result.ok:
             self._progress.console.print(f"  [green]ok[/green]   {result.name} ({result.seconds:.1f}s)")
-        else:
-            err = result.error or {}
-            self._progress.console.print(
-                f"  [red]fail[/red] {result.name}: {escape(str(err.get('message', '')))}"
-                f" [dim]({err.get('kind')}{', ' + err['message_id'] if err.get('message_id') else ''})[/dim]"
-            )
+        else:  # the error itself: in the command's table, once
+            self._progress.console.print(f"  [red]fail[/red] {result.name}")
+
+
+def _why(err: dict[str, Any]) -> str:
+    """A failed node's cell: the error, its kind and Redfish MessageId."""
+    kind = f"{err.get('kind')}{', ' + err['message_id'] if err.get('message_id') else ''}"
+    return f"[red]{escape(str(err.get('message')))}[/red] ({escape(kind)})"
 
 
 def _warn_if_insecure(inventory: Inventory, hostnames: list[str], as_json: bool) -> None:
@@ -150,14 +152,13 @@ def _finish(ok: bool) -> None:
 
 def _node_rows(results: list[NodeResult[Any]], show: Callable[[Any], str]) -> Table:
     table = Table(show_edge=False, header_style="bold")
-    table.add_column("node")
-    table.add_column("result")
+    table.add_column("node", no_wrap=True)
+    table.add_column("result", overflow="fold")
     for r in results:
         if r.ok:
             table.add_row(r.name, show(r.value))
         else:
-            err = r.error or {}
-            table.add_row(r.name, f"[red]{escape(str(err.get('message')))}[/red] ({err.get('kind')})")
+            table.add_row(r.name, _why(r.error or {}))
     return table
 
 
@@ -185,7 +186,8 @@ def _run_stage(
     # bad input is refused before the journal is touched, with every problem named (exit 2)
     chosen = [n for n in inventory.nodes if n.hostname in selection.nodes]
     targets_for(inventory, chosen)
-    _warn_if_insecure(inventory, selection.nodes, as_json)
+    if as_json:  # in text, the runner says it on stderr itself, once
+        _warn_if_insecure(inventory, selection.nodes, as_json)
     if stage == "bios":
         for node in chosen:
             desired_bios(inventory, node)
@@ -223,7 +225,7 @@ def discover_cmd(inventory_path: Path, state_dir: Path, limit: str | None, write
     def human(d: dict[str, Any]) -> None:
         table = Table(show_edge=False, header_style="bold")
         for col in ("node", "state", "result"):
-            table.add_column(col)
+            table.add_column(col, no_wrap=col != "result", overflow="fold")
         for n in d["nodes"]:
             f = n["value"]
             text = (
@@ -250,7 +252,8 @@ def discover_cmd(inventory_path: Path, state_dir: Path, limit: str | None, write
                     f"[red]- {item['inventory']}[/red] [green]+ {item['discovered']}[/green]"
                 )
         style = "green" if d["ok"] else "red"
-        console.print(f"[{style}]{escape(d['message'])}[/{style}]")
+        summary = d["message"] if outcome.summary is None else outcome.summary  # each node's error: in the table
+        console.print(f"[{style}]{escape(summary)}[/{style}]", soft_wrap=False)
 
     emit(data, as_json, human)
     _finish_outcome(outcome)
@@ -395,14 +398,13 @@ def _bios_plan(inventory_path: Path, state_dir: Path, limit: str | None, as_json
 
     def human(d: dict[str, Any]) -> None:
         table = Table(show_edge=False, header_style="bold")
-        table.add_column("node")
-        table.add_column("plan")
+        table.add_column("node", no_wrap=True)
+        table.add_column("plan", overflow="fold")
         for n in d["nodes"]:
             if n["status"] != "run":
                 table.add_row(n["name"], f"[dim]{escape(n['skip'])}[/dim]")
             elif not n["ok"]:
-                err = n.get("error") or {}
-                table.add_row(n["name"], f"[red]{escape(str(err.get('message')))}[/red] ({err.get('kind')})")
+                table.add_row(n["name"], _why(n.get("error") or {}))
             else:
                 table.add_row(n["name"], _bios_changes(n["value"]))
         console.print(table)
@@ -430,7 +432,7 @@ def _bios_apply(inventory_path: Path, state_dir: Path, limit: str | None, as_jso
     def human(d: dict[str, Any]) -> None:
         table = Table(show_edge=False, header_style="bold")
         for col in ("node", "state", "result"):
-            table.add_column(col)
+            table.add_column(col, no_wrap=col != "result", overflow="fold")
         for n in d["nodes"]:
             text = escape(n["message"] or n["status"])
             if n["value"] and n["value"].get("job"):
@@ -438,7 +440,8 @@ def _bios_apply(inventory_path: Path, state_dir: Path, limit: str | None, as_jso
             table.add_row(n["name"], n["state"], text if n["ok"] else f"[red]{text}[/red]")
         console.print(table)
         style = "green" if d["ok"] else "red"
-        console.print(f"[{style}]{escape(d['message'])}[/{style}]")
+        summary = d["message"] if outcome.summary is None else outcome.summary  # each node's error: in the table
+        console.print(f"[{style}]{escape(summary)}[/{style}]", soft_wrap=False)
 
     emit(data, as_json, human)
     _finish_outcome(outcome)

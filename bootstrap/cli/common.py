@@ -8,6 +8,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -126,6 +127,54 @@ def out_option(sub: str, what: str) -> Callable[[F], F]:
 def out_dir(out: Path | None, state_dir: Path, sub: str) -> Path:
     """``--out`` as given, else ``<state-dir>/<sub>``."""
     return out if out is not None else Path(state_dir) / sub
+
+
+def stamp(iso: str | None) -> str:
+    """A journal timestamp for a person: UTC to the second (``2026-11-29T13:37:55Z``), never cut; ``--json``
+    keeps the journal's own (microseconds, offset). Text that is not a timestamp is returned as it is."""
+    if not iso:
+        return ""
+    try:
+        moment = datetime.fromisoformat(iso)
+    except ValueError:
+        return iso
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S") + ("Z" if moment.tzinfo is not None else "")
+
+
+def cut_text(text: str, room: int) -> str:
+    """The start of ``text`` in ``room`` characters: at a word boundary, unless that keeps under two thirds of
+    the room (a long path or name is then cut inside)."""
+    if len(text) <= room:
+        return text
+    start = text[:room]
+    words = start.rsplit(" ", 1)[0].rstrip(",;:( ")
+    return words if len(words) * 3 >= room * 2 else start
+
+
+class Notes:
+    """Texts too long for a table's free-text cell: the cell keeps their start and a reference (``… [2]``),
+    :meth:`show` writes each whole once below the table, wrapped at the terminal's width.
+
+    ``room``: the characters the other columns take (each column's border and padding are counted here)."""
+
+    def __init__(self, room: int, columns: int) -> None:
+        self.limit = max(10, console.width - room - 3 * columns - 1)
+        self.texts: dict[str, int] = {}
+
+    def cell(self, text: str) -> str:
+        """``text`` escaped for the cell, or its start and a reference when it is longer than the cell."""
+        if len(text) <= self.limit:
+            return escape(text)
+        ref = self.texts.setdefault(text, len(self.texts) + 1)
+        tail = f" … [{ref}]"
+        return escape(cut_text(text, self.limit - len(tail)) + tail)
+
+    def show(self) -> None:
+        """Each cut text whole, once, after its reference."""
+        for text, ref in self.texts.items():
+            console.print(f"{escape(f'[{ref}]')} {escape(text)}", soft_wrap=False)
 
 
 def emit_json(data: Any) -> None:

@@ -12,6 +12,7 @@ import click
 from rich.table import Table
 
 from bootstrap.cli.common import (
+    Notes,
     console,
     emit,
     environment_for,
@@ -205,12 +206,12 @@ def limit_plan(plan: ReconcilePlan, inventory: Inventory, limit: str) -> Reconci
 
 
 def _show_apply(data: dict[str, Any]) -> None:
+    """A line per node; a note too long for its cell cut with a reference and written whole below, once."""
     table = Table(title="rackctl apply would")
-    for col in ("node", "change", "sections", "stages", "note"):
-        table.add_column(col)
+    rows = []
     for c in data["plan"]["nodes"]:
         note = {
-            "new": "the whole pipeline, this node alone",
+            "new": "every stage, this node alone",
             "removed": "drain + delete from Kubernetes when there, power off",
             "unchanged": "not contacted",
             "adopted": "recorded as applied (no earlier apply); not contacted",
@@ -219,8 +220,15 @@ def _show_apply(data: dict[str, Any]) -> None:
         }.get(c["kind"], "")
         if c["deferred"]:
             note = "; ".join(f"{s}: needs `{cmd}`" for s, cmd in c["deferred"].items())
-        table.add_row(c["node"], c["kind"], ",".join(c["sections"]), ",".join(c["stages"]), escape(note))
+        rows.append((c["node"], c["kind"], ",".join(c["sections"]), ",".join(c["stages"]), note))
+    heads = ("node", "change", "sections", "stages")
+    notes = Notes(sum(max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(heads)), 5)
+    for col in (*heads, "note"):
+        table.add_column(col, no_wrap=col in ("node", "change"), overflow="fold")
+    for node, kind, sections, stages, note in rows:
+        table.add_row(escape(node), kind, escape(sections), escape(stages), notes.cell(note))
     console.print(table)
+    notes.show()
 
 
 def _show_apply_result(data: dict[str, Any]) -> None:

@@ -77,13 +77,14 @@ class _Quiet:
 
 
 def _plan_table(plan: FirmwarePlan) -> Table:
+    """A row per node and component; a node whose firmware could not be read says so, its error below."""
     table = Table(show_edge=False, header_style="bold")
     for col in ("batch", "node", "order", "component", "installed → target", "action", "reboot"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col == "node", overflow="fold")  # hostnames whole, nothing cut
     for node in sorted(plan.nodes, key=lambda n: (n.batch is None, n.batch or 0, n.node)):
         batch = str(node.batch) if node.batch else ("blocked" if node.blocked else "-")
         if node.error:
-            table.add_row(batch, node.node, "", "", "", f"[red]{escape(node.error)}[/red]", "")
+            table.add_row(batch, node.node, "", "", "", "[red]not read[/red]", "")
             continue
         if not node.steps:
             table.add_row(batch, node.node, "", "", "", "no baseline for " + escape(node.model), "")
@@ -102,24 +103,35 @@ def _plan_table(plan: FirmwarePlan) -> Table:
 
 
 def _show_plan(plan: FirmwarePlan, note: str) -> None:
+    """The table, then the schedule and each problem once, wrapped at the terminal's width: the nodes whose
+    firmware could not be read grouped by their error (the table only says "not read")."""
     console.print(_plan_table(plan))
     sched = plan.schedule
     console.print(
         f"{len(sched.batches)} batch(es); control planes one at a time, workers at most "
         f"{sched.budget} at once (max_unavailable {plan.policy.max_unavailable}); the rollout stops after "
-        f"{plan.policy.failure_threshold} failed node(s)."
+        f"{plan.policy.failure_threshold} failed node(s).",
+        soft_wrap=False,
     )
     for name, why in sched.blocked.items():
-        console.print(f"[yellow]blocked[/yellow] {name}: {escape(why)}")
+        console.print(f"[yellow]blocked[/yellow] {escape(name)}: {escape(why)}", soft_wrap=False)
+    unread: dict[str, list[str]] = {}
+    for node in plan.nodes:
+        if node.error:
+            unread.setdefault(node.error, []).append(node.node)
+    for error, nodes in unread.items():
+        console.print(f"[red]not read[/red] {escape(', '.join(nodes))}: {escape(error)}", soft_wrap=False)
+    said = {f"{n.node}: {n.error}" for n in plan.nodes if n.error}
     for problem in plan.problems:
-        console.print(f"[red]problem[/red] {escape(problem)}")
+        if problem not in said:
+            console.print(f"[red]problem[/red] {escape(problem)}", soft_wrap=False)
     _show_refused(plan)
     console.print(f"[dim]{note}[/dim]")
 
 
 def _show_refused(plan: FirmwarePlan) -> None:
     for refused in plan.refused:
-        console.print(f"[yellow]refused[/yellow] {escape(refused)}")
+        console.print(f"[yellow]refused[/yellow] {escape(refused)}", soft_wrap=False)
 
 
 DOWNGRADE = click.option(
@@ -207,9 +219,10 @@ def firmware_apply_cmd(  # noqa: PLR0917 - click passes options as arguments
 
 
 def _say(kind: str, node: str, text: str) -> None:
+    """A progress line on stderr; a failed node's error is left to the report, which says it once."""
     style = {"done": "green", "failed": "red", "batch": "bold"}.get(kind, "dim")
-    prefix = f"{node}: " if node else ""
-    err_console.print(f"[{style}]{kind:7}[/{style}] {escape(prefix + text)}")
+    said = node if kind == "failed" and node else (f"{node}: " if node else "") + text
+    err_console.print(f"[{style}]{kind:7}[/{style}] {escape(said)}")
 
 
 def _show_report(report: RolloutReport[FirmwareNodeOutcome], plan: FirmwarePlan | None = None) -> None:

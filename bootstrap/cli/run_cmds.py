@@ -8,9 +8,12 @@ from typing import Any
 
 import click
 from rich.table import Table
+from rich.text import Text
 
 from bootstrap.cli.common import (
+    Notes,
     console,
+    cut_text,
     dir_option,
     emit,
     environment_for,
@@ -22,6 +25,7 @@ from bootstrap.cli.common import (
     limit_option,
     plan_option,
     seconds_option,
+    stamp,
     state_dir_option,
     warn,
 )
@@ -36,7 +40,7 @@ from bootstrap.stages.base import STAGE_ORDER, NullProgress, RunOptions
 from bootstrap.stages.cluster_inputs import checked_inputs
 from bootstrap.stages.options import FirmwareOptions, HelmOptions, TritonOptions
 from bootstrap.stages.progress import RichProgress
-from bootstrap.stages.runner import Runner, Selection, plan, select
+from bootstrap.stages.runner import Runner, RunOutcome, Selection, plan, select
 
 STAGES_HELP = f"Comma-separated stages to run (default: all, in order: {','.join(STAGE_ORDER)})."
 
@@ -116,25 +120,42 @@ def plan_rows(data: dict[str, Any], *, wide: bool = False) -> list[tuple[str, st
     return rows
 
 
-#: an action longer than this is shown whole below the table, its cell keeping the start and a reference
-SHORT_ACTION = 48
+#: the least room an action keeps in its cell (a narrower terminal folds the row rather than cut shorter)
+SHORT_ACTION = 24
 
 
-def _short(text: str, ref: int) -> str:
-    """The start of ``text`` at a word boundary, with the reference to the whole text below the table."""
-    cut = text[:SHORT_ACTION].rsplit(" ", 1)[0].rstrip(",;:(")
-    return f"{cut} … {escape(f'[{ref}]')}"
+def _short(text: str, ref: int, limit: int) -> str:
+    """The start of ``text`` (escaped markup) within ``limit`` characters, at a word boundary unless that keeps
+    too little, with the reference to the whole text below the table."""
+    tail = f" … [{ref}]"
+    return escape(cut_text(Text.from_markup(text).plain, limit - len(tail))) + escape(tail)
+
+
+def _cells(texts: Any) -> int:
+    """The widest of ``texts`` (rich markup) on a terminal."""
+    return max((Text.from_markup(t).cell_len for t in texts), default=0)
 
 
 def _show_plan(data: dict[str, Any], *, wide: bool = False) -> None:
+    """A line per row where the terminal allows: the stage and note whole, nodes listed whole (a long list
+    folds at its commas), the action cut to the room left with a reference, written whole below the table."""
+    rows = plan_rows(data, wide=wide)
     table = Table(title="rackctl up would", show_lines=False)
-    for col in ("stage", "node", "action", "note"):
-        table.add_column(col, overflow="fold")
+    hostnames = [n for _, nodes, _, _ in rows for n in nodes.split(", ")]
+    note_width = max(_cells(note for *_, note in rows), 4)
+    stage_width = max(_cells(stage for stage, *_ in rows), 5)
+    lists = _cells(nodes for _, nodes, _, _ in rows)  # a list of nodes gets a third of the room, hostnames whole
+    node_width = max(_cells(hostnames), 4, min(lists, (console.width - stage_width - note_width - 13) // 3))
+    table.add_column("stage", no_wrap=True)
+    table.add_column("node", overflow="fold", max_width=node_width)
+    table.add_column("action", overflow="fold")
+    table.add_column("note", overflow="fold")
+    limit = max(SHORT_ACTION, console.width - stage_width - node_width - note_width - 13)
     details: dict[str, int] = {}  # long action -> its reference (the same text written once)
-    for stage, nodes, action, note in plan_rows(data, wide=wide):
+    for stage, nodes, action, note in rows:
         shown = action
-        if len(action) > SHORT_ACTION:  # wrapped below at the terminal's width, not in a narrow cell
-            shown = _short(action, details.setdefault(action, len(details) + 1))
+        if Text.from_markup(action).cell_len > limit:  # wrapped below at the terminal's width, not in a cell
+            shown = _short(action, details.setdefault(action, len(details) + 1), limit)
         table.add_row(stage, nodes, shown, note)
     console.print(table)
     for text, ref in details.items():
@@ -160,19 +181,35 @@ def _show_plan(data: dict[str, Any], *, wide: bool = False) -> None:
         console.print(f"[yellow]`rackctl up` would stop at stage {data['stops_at']!r} (not implemented yet).[/yellow]")
 
 
-def _show_outcome(data: dict[str, Any]) -> None:
-    table = Table(title=f"run {data['run']}: {data['status']}")
+def _show_outcome(outcome: RunOutcome) -> None:
+    """The run's stages a line each, then each failed node's error once (nodes sharing one error together) and
+    the run's summary; a stage message too long for its cell is written whole below the table."""
+    table = Table(title=f"run {outcome.run_id}: {outcome.status}")
     for col in ("stage", "status", "detail"):
-        table.add_column(col)
-    for stage in data["stages"]:
-        style = _status_style(stage["status"])
-        status = "rendered, not applied" if stage["status"] == "rendered" else stage["status"]
-        table.add_row(stage["name"], f"[{style}]{status}[/{style}]", escape(stage["message"]))
+        table.add_column(col, no_wrap=col != "detail", overflow="fold")
+    statuses = ["rendered, not applied" if s.status == "rendered" else s.status for s in outcome.stages]
+    notes = Notes(_widest((s.name for s in outcome.stages), "stage") + _widest(statuses, "status"), 3)
+    failures: dict[tuple[str, str], list[str]] = {}  # (stage, error) -> the nodes that failed with it
+    for stage in outcome.stages:
+        style = _status_style(stage.status)
+        status = "rendered, not applied" if stage.status == "rendered" else stage.status
+        failed = [n for n, info in stage.nodes.items() if not info.get("ok", True)]
+        for node in failed:
+            message = stage.nodes[node].get("message") or "no reason given"
+            failures.setdefault((stage.name, message), []).append(node)
+        detail = stage.message if stage.summary is None else stage.summary
+        if failed and stage.summary is not None:
+            detail = "; ".join(d for d in (detail, f"failed on {len(failed)} node(s), below") if d)
+        table.add_row(stage.name, f"[{style}]{status}[/{style}]", notes.cell(detail))
     console.print(table)
-    states = ", ".join(f"{n}={s}" for n, s in data["nodes"].items())
-    console.print(f"nodes: {escape(states)}")
-    style = "green" if data["ok"] else "yellow" if data["status"] == "not_applied" else "red"
-    console.print(f"[{style}]{escape(data['message'])}[/{style}]")
+    notes.show()
+    for (name, error), nodes in failures.items():
+        console.print(f"[red]{escape(', '.join(nodes))}[/red] ({name}): {escape(error)}", soft_wrap=False)
+    states = ", ".join(f"{n}={s}" for n, s in outcome.nodes.items())
+    console.print(f"nodes: {escape(states)}", soft_wrap=False)
+    style = "green" if outcome.ok else "yellow" if outcome.status == "not_applied" else "red"
+    summary = outcome.message if outcome.summary is None else outcome.summary
+    console.print(f"[{style}]{escape(summary)}[/{style}]", soft_wrap=False)
 
 
 def _load(inventory_path: Path, as_json: bool) -> Inventory:
@@ -338,7 +375,7 @@ def run_or_plan(
     else:
         with RichProgress(err_console) as progress:
             outcome = Runner(inventory, state_dir, selection, options=options, progress=progress, command=command).run()
-    emit(outcome.as_dict(), as_json, _show_outcome)
+    emit(outcome.as_dict(), as_json, lambda _d: _show_outcome(outcome))
     if outcome.exit_code != EXIT_OK:
         sys.exit(outcome.exit_code)
 
@@ -415,56 +452,85 @@ def journal_mark(
     emit(data, as_json, lambda d: console.print(f"{verb} {escape(node)}: {d['from']} -> {d['to']}"))
 
 
+def _widest(values: Any, header: str) -> int:
+    return max([len(header), *(len(v) for v in values)])
+
+
 def _show_nodes(data: dict[str, Any]) -> None:
-    """One line per node and per run; timestamps never cut; each run's message below the runs table."""
+    """One line per node and per run: hostnames, states and timestamps (UTC, to the second) never cut; the
+    stages rendered but not applied listed below the nodes (nodes sharing them together), a command too long
+    for its cell and each run's message written once below the runs table."""
     table = Table(title="nodes")
-    for col in ("node", "state", "since", "left from", "rendered, not applied"):
-        table.add_column(col, no_wrap=col == "since", overflow="fold")
+    for col in ("node", "state", "since (UTC)", "left from"):
+        table.add_column(col, no_wrap=True)
+    pending: dict[str, list[str]] = {}  # the stages rendered, not applied -> the nodes
     for n in data["nodes"]:
-        table.add_row(n["node"], n["state"], n["since"], n["left_from"] or "", ", ".join(n["not_applied"]))
+        table.add_row(escape(n["node"]), n["state"], stamp(n["since"]), n["left_from"] or "")
+        if n["not_applied"]:
+            pending.setdefault(", ".join(n["not_applied"]), []).append(n["node"])
     console.print(table)
+    for stages, nodes in pending.items():
+        console.print(f"rendered, not applied: {escape(stages)} on {escape(', '.join(nodes))}", soft_wrap=False)
     runs = Table(title="latest runs")
-    for col in ("run", "started", "status", "command"):
-        runs.add_column(col, no_wrap=col == "started", overflow="fold")
+    status_width = _widest((r["status"] for r in data["runs"]), "status")
+    id_width = _widest((str(r["id"]) for r in data["runs"]), "run")
+    notes = Notes(id_width + len("2026-01-01T00:00:00Z") + status_width, 4)
+    for col in ("run", "started (UTC)", "status", "command"):
+        runs.add_column(col, no_wrap=True)
     for r in data["runs"]:
-        runs.add_row(str(r["id"]), r["started"], r["status"], escape(r["command"]))
+        runs.add_row(str(r["id"]), stamp(r["started"]), r["status"], notes.cell(r["command"]))
     console.print(runs)
+    notes.show()
     for r in data["runs"]:
         if r["message"] or r["finished"]:
-            ended = f"finished {r['finished']}" if r["finished"] else "not finished"
+            ended = f"finished {stamp(r['finished'])}" if r["finished"] else "not finished"
             text = f"run {r['id']}, {ended}" + (f": {escape(r['message'])}" if r["message"] else "")
             console.print(text, soft_wrap=False)
 
 
 def _show_node(data: dict[str, Any]) -> None:
+    """One node's history and steps a line each, timestamps (UTC, to the second) never cut; a cause or step too
+    long for its cell written whole below its table."""
     left = f" (left {data['left_from']})" if data["left_from"] else ""
-    console.print(f"[bold]{escape(data['node'])}[/bold]: {data['state']}{left} since {data['since']}")
+    since = stamp(data["since"])
+    console.print(f"[bold]{escape(data['node'])}[/bold]: {data['state']}{left} since {since}", soft_wrap=False)
     table = Table(title="transitions")
-    for col in ("at", "run", "from", "to", "cause"):
-        table.add_column(col, no_wrap=col == "at", overflow="fold")
-    for t in data["history"]:
-        table.add_row(t["at"], str(t["run"] or ""), t["from"] or "", t["to"], escape(t["cause"]))
+    moves = [f"{t['from']} → {t['to']}" if t["from"] else t["to"] for t in data["history"]]
+    runs = [str(t["run"] or "") for t in data["history"]]
+    notes = Notes(len("2026-01-01T00:00:00Z") + _widest(runs, "run") + _widest(moves, "move"), 4)
+    for col in ("at (UTC)", "run", "move", "cause"):
+        table.add_column(col, no_wrap=True)
+    for t, move, run in zip(data["history"], moves, runs, strict=True):
+        table.add_row(stamp(t["at"]), run, move, notes.cell(t["cause"]))
     console.print(table)
+    notes.show()
     steps = Table(title="steps")
-    for col in ("at", "run", "stage", "step", "status", "destructive"):
-        steps.add_column(col, no_wrap=col == "at", overflow="fold")
-    for s in data["steps"]:
-        steps.add_row(
-            s["at"],
+    rows = [
+        (
+            stamp(s["at"]),
             str(s["run"] or ""),
             s["stage"],
-            s["step"],
             s["status"],
-            "yes" if s["destructive"] else "",
+            s["step"] + (" (destructive)" * s["destructive"]),
         )
+        for s in data["steps"]
+    ]
+    room = sum(_widest((row[i] for row in rows), head) for i, head in enumerate(("at (UTC)", "run", "stage", "status")))
+    notes = Notes(room, 5)
+    for col in ("at (UTC)", "run", "stage", "status", "step"):
+        steps.add_column(col, no_wrap=True)
+    for at, run, stage, status, step in rows:
+        steps.add_row(at, run, stage, status, notes.cell(step))
     console.print(steps)
+    notes.show()
     for item in data["not_applied"]:
         console.print(
             f"[yellow]{escape(item['stage'])}: rendered + validated, not applied (run {item['run']}): "
-            f"{escape(item.get('why', ''))}; artefacts: {escape(item.get('artefacts', '?'))}[/yellow]"
+            f"{escape(item.get('why', ''))}; artefacts: {escape(item.get('artefacts', '?'))}[/yellow]",
+            soft_wrap=False,
         )
     if data["facts"]:
-        console.print(f"facts from: {', '.join(sorted(data['facts']))} (use --json to see them)")
+        console.print(f"facts from: {', '.join(sorted(data['facts']))} (use --json to see them)", soft_wrap=False)
 
 
 def register(cli: click.Group) -> None:

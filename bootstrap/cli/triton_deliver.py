@@ -21,6 +21,7 @@ from bootstrap.cli.common import (
     handle_errors,
     inventory_option,
     json_option,
+    limit_option,
     plan_option,
     state_dir_option,
 )
@@ -123,6 +124,7 @@ def _print_node(node: dict[str, Any]) -> None:
 @click.command("deliver")
 @inventory_option
 @state_dir_option
+@limit_option
 @click.option("--model", "only", multiple=True, help="Deliver only this model (repeatable).")
 @click.option(
     "--prune", is_flag=True, help="Remove files the nodes hold in the model's directory that the source lacks."
@@ -131,12 +133,19 @@ def _print_node(node: dict[str, Any]) -> None:
 @json_option
 @handle_errors()
 def deliver_cmd(  # noqa: PLR0917 - click passes options as arguments
-    inventory_path: Path, state_dir: Path, only: tuple[str, ...], prune: bool, plan_only: bool, as_json: bool
+    inventory_path: Path,
+    state_dir: Path,
+    limit: str | None,
+    only: tuple[str, ...],
+    prune: bool,
+    plan_only: bool,
+    as_json: bool,
 ) -> None:
     """Copy each model's source_dir to the GPU nodes that serve it (SSH, parallel, resumable, verified).
 
     The files are checked against the model's declaration first (TP/PP, precision, GPU, release); a node
-    gets only the files whose sha256 differs from what it holds.
+    gets only the files whose sha256 differs from what it holds. --limit: only to the selected nodes (a model
+    none of whose nodes is selected is skipped).
     """
     inventory = load_inventory(inventory_path)
     with _tracker(as_json or plan_only) as track:
@@ -144,6 +153,7 @@ def deliver_cmd(  # noqa: PLR0917 - click passes options as arguments
             inventory,
             inventory_path,
             only,
+            limit=limit,
             state_dir=state_dir,
             plan_only=plan_only,
             prune=prune,

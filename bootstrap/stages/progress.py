@@ -59,8 +59,10 @@ class RichProgress:
             self._started[stage] = time.monotonic()
 
     def node_done(self, stage: str, node: str, ok: bool, message: str = "") -> None:
+        """A line per node as it ends; a failed node's error is left to the command's outcome, which says each
+        error once."""
         mark = "[green]ok[/green]" if ok else "[red]failed[/red]"
-        tail = f": {escape(message)}" if message else ""
+        tail = f": {escape(message)}" if message and ok else ""
         self._progress.console.print(f"  {escape(stage)} {escape(node)} {mark}{tail}")
         self._drop_rows(stage, node)
         with self._lock:
@@ -76,18 +78,20 @@ class RichProgress:
             total = self._progress.tasks[task].total or 1
             colour = "green" if ok else "red"
             self._progress.update(task, completed=total, description=f"[{colour}]{stage}[/{colour}]")
-        if message:
+        if message and ok:  # a failed stage's message is the command's to say, once
             self.log(message)
 
     def stage_not_applied(self, stage: str, message: str) -> None:
-        """The stage rendered and validated but applied nothing: its bar ends yellow, "not applied"."""
+        """The stage rendered and validated but applied nothing: its bar ends yellow, "not applied", and a line
+        says so; why (``message``) is the command's outcome to say, once, and the journal's per node."""
         self._drop_rows(stage)
         with self._lock:
             task = self._tasks.get(stage)
         if task is not None:
             total = self._progress.tasks[task].total or 1
             self._progress.update(task, completed=total, description=f"[yellow]{stage} (not applied)[/yellow]")
-        self._progress.console.print(f"[yellow]{escape(stage)}: {escape(message)}[/yellow]")
+        said = f"{stage}: rendered + validated, not applied (why: `rackctl journal show NODE`)"
+        self._progress.console.print(f"[yellow]{escape(said)}[/yellow]")
 
     def task_started(self, stage: str, node: str, task: str, done: int) -> None:
         """On a terminal, the node's row names the task now running and how many ended before it; piped,

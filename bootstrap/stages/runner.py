@@ -100,6 +100,9 @@ class StageOutcome:
     artefacts: str | None = None
     #: what a cluster-wide stage measured (``StageResult.data``); in the output only when there is some
     data: dict[str, Any] = field(default_factory=dict)
+    #: the stage's own words without its failed nodes' (those are in ``nodes``): what the human view shows, so
+    #: that each node's error is printed once (not in the JSON, whose ``message`` keeps everything)
+    summary: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         out = {
@@ -127,6 +130,8 @@ class RunOutcome:
     warnings: list[str] = field(default_factory=list)
     #: the problems of a stage that failed on bad input (each naming the field, the value and the fix)
     problems: list[dict[str, Any]] = field(default_factory=list)
+    #: ``message`` without the failed nodes' errors (each said once, per node, by the human view; not in the JSON)
+    summary: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -486,13 +491,16 @@ class Runner:
             if blocked:
                 outcome.status = "failed"
                 outcome.message = "; ".join(f"{n}: {decisions[n].reason}" for n in blocked)
-                return self._outcome(
+                outcome.summary = ""
+                final = self._outcome(
                     journal,
                     run_id,
                     "failed",
                     EXIT_FAILED,
                     f"stage {name!r} cannot run on {', '.join(blocked)}: {outcome.message}; the run stopped here",
                 )
+                final.summary = f"stage {name!r} cannot run on {', '.join(blocked)}; the run stopped here"
+                return final
         done = ", ".join(o.name for o in self._outcomes if o.status in ("completed", "skipped"))
         rendered = self._rendered_stages()
         if rendered:
@@ -562,6 +570,7 @@ class Runner:
             self.progress.stage_finished(name, False, text)
             code = getattr(exc, "exit_code", EXIT_FAILED)
             final = self._outcome(journal, run_id, "failed", code, f"stage {name!r}: {text}")
+            final.summary = f"stage {name!r} failed (its error above); the run stopped here"
             if isinstance(exc, RackctlError):
                 final.problems = [redact_problem(p) for p in exc.problems]
             return final
@@ -570,7 +579,9 @@ class Runner:
             text = redact(f"{type(exc).__name__}: {exc}")
             outcome.status, outcome.message = "failed", f"stage crashed: {text} (traceback: {log})"
             self.progress.stage_finished(name, False, outcome.message)
-            return self._outcome(journal, run_id, "failed", EXIT_FAILED, f"stage {name!r} crashed: {text}; see {log}")
+            final = self._outcome(journal, run_id, "failed", EXIT_FAILED, f"stage {name!r} crashed: {text}; see {log}")
+            final.summary = f"stage {name!r} crashed (its error above); the run stopped here"
+            return final
         failed = self._apply_results(
             journal,
             run_id,
@@ -584,6 +595,7 @@ class Runner:
         ok = result.ok and not failed
         per_node = _per_node_failures(outcome, failed)
         outcome.message = "; ".join(m for m in (redact(result.message), per_node) if m)
+        outcome.summary = redact(result.message) if failed else None
         outcome.data = dict(getattr(result, "data", None) or {})
         not_applied = [n for n in to_run if outcome.nodes.get(n, {}).get("status") == STEP_RENDERED]
         if ok and not_applied:
@@ -598,7 +610,7 @@ class Runner:
         if ok:
             return None
         where = f" on {', '.join(failed)}" if failed else ""
-        return self._outcome(
+        final = self._outcome(
             journal,
             run_id,
             "failed",
@@ -606,6 +618,11 @@ class Runner:
             f"stage {name!r} failed{where} ({outcome.message or 'no reason given'}); the run stopped "
             "here; fix the cause and run `rackctl up` again",
         )
+        if failed:
+            final.summary = (
+                f"stage {name!r} failed{where}; the run stopped here; fix the cause and run `rackctl up` again"
+            )
+        return final
 
     def _apply_results(
         self,

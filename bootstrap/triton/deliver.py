@@ -26,7 +26,7 @@ import json
 import shlex
 import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,6 +96,8 @@ class ModelPlan:
     dest: str | None
     nodes: tuple[str, ...]
     skipped: str | None = None
+    #: the nodes serving it that ``--limit`` left out
+    limited_out: tuple[str, ...] = ()
 
 
 def sha256_file(path: Path, on_bytes: Callable[[int], None] | None = None) -> str:
@@ -156,24 +158,39 @@ def serving_nodes(inventory: Inventory, spec: ModelSpec) -> list[str]:
     return out
 
 
-def plan_model(inventory: Inventory, spec: ModelSpec) -> ModelPlan:
-    """Where ``spec``'s files would go, or why rackctl delivers nothing for it."""
+def plan_model(inventory: Inventory, spec: ModelSpec, limit: Collection[str] | None = None) -> ModelPlan:
+    """Where ``spec``'s files would go, or why rackctl delivers nothing for it; ``limit``: only to these nodes
+    (``--limit``), the model skipped when none of its serving nodes is among them."""
     storage = spec.deployment.storage
     if storage.kind == "nfs":
         return ModelPlan(spec.name, None, None, (), "on the NFS export (mounted read-only; rackctl never writes it)")
+    serving = tuple(serving_nodes(inventory, spec))
+    nodes = serving if limit is None else tuple(n for n in serving if n in limit)
+    out = tuple(n for n in serving if n not in nodes)
     if not spec.source_dir:
-        nodes = tuple(serving_nodes(inventory, spec))
-        return ModelPlan(
-            spec.name, None, node_dest(spec), nodes, "no source_dir: the files must be on the nodes already"
-        )
-    return ModelPlan(spec.name, Path(spec.source_dir), node_dest(spec), tuple(serving_nodes(inventory, spec)))
+        placed = "no source_dir: the files must be on the nodes already"
+        return ModelPlan(spec.name, None, node_dest(spec), nodes, placed, out)
+    why = f"none of the nodes serving it ({', '.join(out)}) is in --limit" if out and not nodes else None
+    return ModelPlan(spec.name, Path(spec.source_dir), node_dest(spec), nodes, why, out)
+
+
+def check_limit(plans: list[ModelPlan], limit: Collection[str]) -> None:
+    """Refuse (exit 2) a ``--limit`` that leaves no model a node to go to: it would copy nothing."""
+    serving = sorted({n for p in plans for n in p.limited_out})
+    if any(p.nodes for p in plans) or not serving:
+        return
+    fix = f"select a node serving a model: {', '.join(serving)}"
+    raise InvalidInput(
+        "--limit selects no node that serves a model; nothing to copy",
+        problems=[Problem("--limit", f"{', '.join(limit)} serve(s) none of the chosen models", fix)],
+    )
 
 
 def check_before_copy(specs: list[ModelSpec], plans: list[ModelPlan]) -> None:
     """Refuse (exit 2) when any model's files do not fit its declaration or it has no node to go to."""
     problems: list[Problem] = []
     for spec, plan in zip(specs, plans, strict=True):
-        if plan.source is None:
+        if plan.source is None or plan.skipped:
             continue
         problems += check_files(spec, plan.source)
         if not plan.nodes:

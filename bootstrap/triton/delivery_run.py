@@ -19,10 +19,12 @@ from bootstrap.errors import InvalidInput, Problem
 from bootstrap.inventory.models import Inventory
 from bootstrap.journal.run import journal_run
 from bootstrap.journal.store import Journal
+from bootstrap.selection import match_nodes, split_csv
 from bootstrap.triton.deliver import (
     ModelPlan,
     SourceFile,
     check_before_copy,
+    check_limit,
     check_placed,
     deliver_model,
     plan_model,
@@ -67,6 +69,7 @@ def run_delivery(
     inventory_path: Path,
     only: tuple[str, ...],
     *,
+    limit: str | None,
     state_dir: Path,
     plan_only: bool,
     prune: bool,
@@ -75,9 +78,13 @@ def run_delivery(
 ) -> dict[str, Any]:
     """Plan (and unless ``plan_only``, run) the delivery of the selected models; the files of every model
     are checked before any node is contacted. ``access`` gives the nodes' SSH access when first needed.
-    The node work is one journal run (``triton deliver <models>``, under the state dir's run lock)."""
+    ``limit`` (``--limit``): only to the selected nodes. The node work is one journal run (``triton deliver
+    <models>``, under the state dir's run lock)."""
     specs = select_models(inventory, only, inventory_path)
-    plans = [plan_model(inventory, spec) for spec in specs]
+    chosen = None if limit is None else match_nodes(inventory, split_csv(limit))
+    plans = [plan_model(inventory, spec, chosen) for spec in specs]
+    if chosen is not None:
+        check_limit(plans, split_csv(limit or ""))
     check_before_copy(specs, plans)
     sizes = {p.model: source_sizes(p.source) for p in plans if p.source is not None}
     models = [_model_dict(p, sizes.get(p.model, [])) for p in plans]

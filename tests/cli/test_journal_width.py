@@ -29,24 +29,42 @@ def state(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def _cut_only_with_a_reference(lines: list[str]) -> None:
+    """A cell cut short ends ``… [n]`` and ``[n]`` is written whole below its table, never itself cut."""
+    refs = [ref for line in lines if line.startswith("│") for ref in re.findall(r"… \[(\d+)\]", line)]
+    assert sum(line.count("…") for line in lines if line.startswith("│")) == len(refs)
+    notes = [line for line in lines if re.match(r"\[\d+\] ", line)]
+    for ref in refs:
+        assert any(note.startswith(f"[{ref}] ") for note in notes), ref
+    assert "…" not in "".join(notes)
+
+
 @pytest.mark.parametrize("columns", [80, 120])
 def test_journal_show_fits_and_cuts_no_timestamp(state: Path, columns: int) -> None:
     proc = rackctl("journal", "show", "--state-dir", str(state), COLUMNS=str(columns), TERM="xterm")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert max(len(line) for line in lines) <= columns
-    assert "…" not in proc.stdout  # nothing cut
-    stamps = re.findall(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[^\s│]*", proc.stdout)
+    _cut_only_with_a_reference(lines)
+    stamps = re.findall(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", proc.stdout)  # UTC, to the second
     assert len(stamps) >= len(NODES) + 2  # each node's since, the run's start and end, whole
     node_rows = [line for line in lines if re.match(r"│ (head|cp|gpu)-", line)]
-    assert len(node_rows) == len(NODES)  # one line per node
+    assert sorted(row.split("│")[1].strip() for row in node_rows) == sorted(NODES)  # a line per node, whole
+    assert len([line for line in lines if re.match(r"│ 1 ", line)]) == 1  # a line per run
+    assert "up --stages preflight,discover,firmware,bios,provision,os-check,network" in proc.stdout  # whole
     below = " ".join(line for line in lines if not line.startswith(("│", "┃", "┏", "┡", "└")))
     assert " ".join(MESSAGE.split()) in " ".join(below.split())  # the message whole, once
     assert proc.stdout.count("connection refused") == 1
 
 
-def test_one_nodes_history_keeps_its_timestamps_whole(state: Path) -> None:
-    proc = rackctl("journal", "show", "gpu-xe9680-01", "--state-dir", str(state), COLUMNS="80", TERM="xterm")
+@pytest.mark.parametrize("columns", [80, 120])
+def test_one_nodes_history_is_a_line_per_transition_with_causes_whole_below(state: Path, columns: int) -> None:
+    proc = rackctl("journal", "show", "gpu-xe9680-01", "--state-dir", str(state), COLUMNS=str(columns), TERM="xterm")
     assert proc.returncode == 0, proc.stderr
-    assert max(len(line) for line in proc.stdout.splitlines()) <= 80
-    assert "…" not in proc.stdout
+    lines = proc.stdout.splitlines()
+    assert max(len(line) for line in lines) <= columns
+    _cut_only_with_a_reference(lines)
+    rows = [line for line in lines if re.match(r"│ \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ │", line)]
+    assert len(rows) == 2  # registered, then failed: a line each
+    assert "registered → failed" in proc.stdout
+    assert "network: the mirror did not answer" in " ".join(" ".join(lines).split())  # the cause, whole

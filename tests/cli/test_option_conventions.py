@@ -1,9 +1,12 @@
 """One convention for the CLI's options, checked on every command of the real command tree: previews are
-``--plan`` (``--dry-run`` a hidden alias that still works), and the environment variables show in ``--help``."""
+``--plan`` (``--dry-run`` a hidden alias that still works), nodes are selected with ``--limit`` wherever an
+inventory's nodes are touched, output paths are ``-o/--out``, every command offers ``--json``, and the
+environment variables show in ``--help`` and the operator's guide."""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +15,7 @@ import yaml
 from click.testing import CliRunner
 
 from bootstrap.cli import cli
+from bootstrap.selection import LIMIT_HELP
 
 SAMPLE = str(Path(__file__).resolve().parents[2] / "inventory" / "examples" / "dvd-inference.yml")
 
@@ -66,9 +70,74 @@ def test_the_environment_variables_are_shown_in_help() -> None:
     assert "env var: RACKCTL_INVENTORY" in up and "env var: RACKCTL_STATE_DIR" in up
 
 
+#: commands that read an inventory but touch no node one by one, each with why (a new command that reads an
+#: inventory takes --limit, or says here why not)
+NO_LIMIT = {
+    ("validate",): "reads the file only",
+    ("inventory", "render"): "writes Ansible's inventory of the whole cluster",
+    ("render", "cluster"): "renders the cluster-wide manifests, touches nothing",
+    ("mirror", "build"): "builds the head node's mirror for every node's roles",
+    ("mirror", "check"): "checks the mirror against every node's roles",
+    ("mirror", "images"): "looks up and imports the cluster's images",
+    ("image", "build"): "builds the OS image on this machine",
+    ("triton", "render"): "renders the model repositories, touches nothing",
+    ("triton", "manifests"): "renders the cluster's Triton manifests, touches nothing",
+    ("size",): "sizes servers for models and demand",
+    ("redeploy",): "takes the one NODE it reinstalls as its argument",
+    ("validate-cluster",): "checks the running cluster as a whole through its API",
+}
+
+
+def _opts(command: click.Command) -> set[str]:
+    return {o for p in command.params for o in [*getattr(p, "opts", []), *getattr(p, "secondary_opts", [])]}
+
+
 def test_every_command_that_touches_nodes_takes_limit() -> None:
-    for path in (("apply",), ("driver", "upgrade"), ("up",), ("plan",), ("status",), ("discover",)):
+    """Walks the command tree: a command reading an inventory selects nodes with the shared --limit (same
+    metavar and help everywhere) unless NO_LIMIT says why not; NO_LIMIT names only such commands."""
+    exempt = []
+    for path, command in commands():
+        opts = _opts(command)
+        if "--limit" in opts:
+            (limit,) = [p for p in command.params if "--limit" in getattr(p, "opts", [])]
+            assert limit.metavar == "NODES" and limit.help == LIMIT_HELP, path
+        elif "--inventory" in opts:
+            assert path in NO_LIMIT, f"rackctl {' '.join(path)} reads an inventory but has no --limit"
+            exempt.append(path)
+    assert sorted(exempt) == sorted(NO_LIMIT)  # none stale: each still reads an inventory without --limit
+    for path in (("apply",), ("driver", "upgrade"), ("triton", "deliver"), ("up",), ("status",), ("discover",)):
         assert "--limit NODES" in help_of(path), path
+
+
+def test_every_command_offers_json() -> None:
+    for path, command in commands():
+        if not isinstance(command, click.Group):
+            assert "--json" in _opts(command), f"rackctl {' '.join(path)}"
+
+
+def test_every_environment_variable_of_an_option_shows_in_its_help() -> None:
+    shown = 0
+    for path, command in commands():
+        for param in command.params:
+            if isinstance(param, click.Option) and param.envvar:
+                assert param.show_envvar, (path, param.name)
+                assert f"env var: {param.envvar}" in help_of(path), (path, param.envvar)
+                shown += 1
+    assert shown >= 40  # -i and --state-dir on most commands
+
+
+ROOT = Path(__file__).resolve().parents[2]
+READS = re.compile(r'(?:environ(?:\.get)?\(|environ\[|getenv\(|envvar=|_ENV = )\s*"(RACKCTL_[A-Z_]+)"')
+
+
+def test_every_environment_variable_rackctl_reads_is_documented() -> None:
+    """Every RACKCTL_* variable the product's code reads is in ``rackctl --help`` and in docs/operators.md."""
+    names = {m for f in (ROOT / "bootstrap").rglob("*.py") for m in READS.findall(f.read_text())}
+    assert {"RACKCTL_INVENTORY", "RACKCTL_SSH_KEY", "RACKCTL_ANSIBLE_STRATEGY"} <= names  # the scan finds them
+    top, guide = help_of(()), (ROOT / "docs" / "operators.md").read_text()
+    for name in sorted(names):
+        assert name in top, name
+        assert f"`{name}`" in guide, name
 
 
 def _invoke(*args: str) -> tuple[int, dict]:

@@ -225,6 +225,26 @@ def test_cli_plan_then_copy_then_nothing(rack, monkeypatch: pytest.MonkeyPatch):
     ]
 
 
+def test_cli_limit_copies_to_the_selected_nodes_only(rack, monkeypatch: pytest.MonkeyPatch):
+    """--limit: the plan and the copy name only the selected serving node; a selection that serves no model
+    and an unknown name are refused naming --limit, before any copy."""
+    rack["path"].write_text(rack["path"].read_text().replace("/@node", ""))
+    code, plan = _cli(rack, monkeypatch, "--plan", "--model", MODEL, "--limit", NODES[1])
+    assert code == 0, plan
+    assert plan["models"][0]["nodes"] == [NODES[1]]
+    code, done = _cli(rack, monkeypatch, "--model", MODEL, "--limit", NODES[1])
+    assert code == 0, done
+    [result] = done["models"][0]["results"]
+    assert result["node"] == NODES[1] and result["ok"] and result["sent_bytes"] > 0
+    assert _tree(Path(plan["models"][0]["dest"])) == _tree(rack["source"])
+    for limit in ("head-01", "gpu-l40s-1"):
+        code, doc = _cli(rack, monkeypatch, "--model", MODEL, "--limit", limit)
+        assert code == 2 and doc["errors"][0]["path"] == "--limit", doc
+    assert all(n in doc["errors"][0]["fix"] for n in ("gpu-l40s-01",))  # the closest name offered
+    code, doc = _cli(rack, monkeypatch, "--model", MODEL, "--limit", "cp-*")
+    assert code == 2 and doc["errors"][0]["fix"] == f"select a node serving a model: {', '.join(NODES)}"
+
+
 def test_cli_refuses_files_that_do_not_fit_before_copying(rack, monkeypatch: pytest.MonkeyPatch):
     rack["path"].write_text(rack["path"].read_text().replace("precision: AWQ", "precision: FP8"))
     code, doc = _cli(rack, monkeypatch, "--model", MODEL)
