@@ -16,6 +16,8 @@ from bootstrap.inventory.models import Inventory
 PROMETHEUS_RELEASE = "kube-prometheus-stack"
 #: VXLAN adds 50 bytes of headers; the pod MTU leaves room for them.
 VXLAN_OVERHEAD = 50
+#: The label the Grafana sidecar finds dashboard ConfigMaps by (kube-prometheus-stack's default, set anyway).
+SIDECAR_DASHBOARD_LABEL = ("grafana_dashboard", "1")
 
 
 @dataclass(frozen=True)
@@ -159,6 +161,16 @@ def local_path(inv: Inventory) -> Release:
     )
 
 
+def _grafana(inv: Inventory) -> dict[str, Any]:
+    """Grafana on or off; its sidecar loads the ConfigMaps labelled ``grafana_dashboard: "1"`` (rackctl's
+    dashboards, :mod:`bootstrap.cluster.dashboards`) from the monitoring namespace. Said explicitly rather
+    than relying on the chart's defaults."""
+    if not inv.monitoring.grafana:
+        return {"enabled": False}
+    key, value = SIDECAR_DASHBOARD_LABEL
+    return {"enabled": True, "sidecar": {"dashboards": {"enabled": True, "label": key, "labelValue": value}}}
+
+
 def kube_prometheus_stack(inv: Inventory) -> Release:
     """Prometheus that scrapes every ServiceMonitor (DCGM exporter's, Triton's), whatever its labels."""
     mon = inv.monitoring
@@ -186,7 +198,7 @@ def kube_prometheus_stack(inv: Inventory) -> Release:
         chart="kube-prometheus-stack",
         version=inv.kubernetes.charts.kube_prometheus_stack,
         namespace=mon.namespace,
-        values={"prometheus": {"prometheusSpec": spec}, "grafana": {"enabled": mon.grafana}},
+        values={"prometheus": {"prometheusSpec": spec}, "grafana": _grafana(inv)},
         sources=("monitoring", "kubernetes.charts.kube_prometheus_stack"),
     )
 

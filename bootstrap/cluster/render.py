@@ -16,6 +16,7 @@ from typing import Any, Literal
 import yaml
 
 from bootstrap.cluster import charts, kubeadm, vip
+from bootstrap.cluster.dashboards import dashboard_objects
 from bootstrap.cluster.gpu_operator import driver_version, gpu_nodes, gpu_operator
 from bootstrap.cluster.helm_render import chart_source, render_release
 from bootstrap.errors import Problem
@@ -36,6 +37,8 @@ FileKind = Literal[
     "plan",
 ]
 INDEX = "index.json"
+#: The Grafana dashboard ConfigMaps (:mod:`bootstrap.cluster.dashboards`), when Grafana is enabled.
+DASHBOARDS_FILE = "monitoring/dashboards.yaml"
 
 
 @dataclass
@@ -270,6 +273,13 @@ def render_cluster(inv: Inventory, charts_dir: Path | None = None) -> Bundle:
         bundle.releases.append(release.describe() | {"values": f"charts/{release.name}/values.yaml"})
     bundle.files.append(_node_labels(inv, gpu.node_labels))
     bundle.files += _triton_files(inv)
+    dashboards = dashboard_objects(inv)
+    if dashboards:
+        bundle.files.append(
+            RenderedFile(
+                DASHBOARDS_FILE, "manifests", ("monitoring", "kubernetes.charts.kube_prometheus_stack"), dashboards
+            )
+        )
     _chart_files(bundle, releases, charts_dir)
     return bundle
 

@@ -21,7 +21,8 @@ With that kubeconfig, the stage's releases (CNI, local-path-provisioner, kube-pr
 order) are also installed or upgraded by Helm when their pinned charts are in ``up --charts DIR``
 (:mod:`bootstrap.stages.helm_releases`): per release "installed/upgraded/unchanged (revision N)", or
 "rendered + validated, not installed: chart X VERSION not in --charts DIR"; a Helm error or a workload not
-ready within ``up --helm-timeout`` fails the stage.
+ready within ``up --helm-timeout`` fails the stage. Then the Grafana dashboard ConfigMaps of
+``monitoring/dashboards.yaml`` are applied (:mod:`bootstrap.stages.kubernetes_dashboards`).
 
 kubeadm init and the joins (:mod:`bootstrap.stages.kubernetes_cluster`, ``playbooks/kubernetes_cluster.yml``)
 run only where the host side has just installed kubeadm at the cluster's version on every control plane and
@@ -50,6 +51,7 @@ from bootstrap.stages.cluster_render import (
 )
 from bootstrap.stages.helm_releases import planned, with_helm_releases
 from bootstrap.stages.kubernetes_cluster import cluster_side, joinable, planned_actions, with_cluster_side
+from bootstrap.stages.kubernetes_dashboards import with_dashboards
 from bootstrap.stages.kubernetes_host import HOST_PLAYBOOK, api_endpoint_action, host_side, source_described
 from bootstrap.stages.kubernetes_labels import with_live_labels
 
@@ -160,4 +162,5 @@ class KubernetesStage(ClusterRenderStage):
         if isinstance(cluster, Kubectl):  # a cluster exists: its nodes get their labels and taints, Helm its charts
             result = with_live_labels(ctx, result, cluster, bundle)
             result = with_helm_releases(ctx, result, cluster, releases(ctx.inventory))
+            result = with_dashboards(result, cluster, bundle)
         return result

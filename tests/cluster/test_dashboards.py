@@ -1,0 +1,158 @@
+"""Grafana dashboards as code: they parse, every query names only metrics the exporters publish, and the
+rendered bundle carries them as sidecar-labelled ConfigMaps (or none without Grafana)."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from bootstrap.cluster.dashboards import (
+    DCGM_DEFAULT_METRICS,
+    DCGM_HOST_LABEL,
+    KNOWN_METRICS,
+    TRITON_METRICS,
+    load_dashboards,
+    metric_names,
+    queries,
+)
+from bootstrap.cluster.render import DASHBOARDS_FILE, Bundle, render_cluster
+from bootstrap.cluster.validate import validate_bundle
+from bootstrap.inventory.loader import load_inventory
+from bootstrap.kube import Kubectl
+from bootstrap.stages.base import StageResult
+from bootstrap.stages.kubernetes_dashboards import with_dashboards
+from tests.kube_objects import KubeObjects
+
+DASHBOARDS = load_dashboards()
+#: The uids other dashboards and links rely on: renaming one is a breaking change, so it fails here.
+STABLE_UIDS = {"gpus.json": "rackctl-gpus", "triton.json": "rackctl-triton", "nodes.json": "rackctl-nodes"}
+#: PromQL words that are not metric names (functions, aggregations, modifiers).
+PROMQL_WORDS = {"sum", "avg", "max", "min", "count", "rate", "by", "without", "label_values"}
+
+
+def _render(path: Path) -> tuple[Bundle, list[Any]]:
+    inv = load_inventory(path)
+    bundle = render_cluster(inv)
+    return bundle, validate_bundle(inv, bundle)
+
+
+def test_shipped_dashboards_are_the_three_with_pinned_schema_and_stable_uids() -> None:
+    assert {name: d["uid"] for name, d in DASHBOARDS.items()} == STABLE_UIDS
+    for dashboard in DASHBOARDS.values():
+        assert isinstance(dashboard["schemaVersion"], int)
+        assert dashboard["panels"]
+
+
+@pytest.mark.parametrize("name", sorted(DASHBOARDS))
+def test_every_panel_has_a_query_naming_a_published_metric(name: str) -> None:
+    for panel in DASHBOARDS[name]["panels"]:
+        exprs = [t.get("expr", "") for t in panel.get("targets", [])]
+        assert exprs and all(exprs), f"{name}: panel {panel['title']!r} has no query"
+        for expr in exprs:
+            assert metric_names(expr), f"{name}: {expr!r} selects no metric"
+
+
+@pytest.mark.parametrize("name", sorted(DASHBOARDS))
+def test_queries_name_only_known_metrics(name: str) -> None:
+    for query in queries(DASHBOARDS[name]):
+        assert metric_names(query) <= KNOWN_METRICS, (name, query, metric_names(query) - KNOWN_METRICS)
+        # Every bare word left once selectors (name{...}), label lists and strings are gone is PromQL, not a metric
+        # named without a {...} matcher (which metric_names would miss).
+        rest = re.sub(r'"[^"]*"|[A-Za-z_:][A-Za-z0-9_:]*\s*\{[^}]*\}|\b(by|without)\s*\([^)]*\)|\[[^\]]*\]', " ", query)
+        rest = re.sub(r"label_values\([^)]*\)", " ", rest)
+        words = set(re.findall(r"[A-Za-z_:][A-Za-z0-9_:]*", rest))
+        assert words <= PROMQL_WORDS, (name, query, words - PROMQL_WORDS)
+
+
+def test_metric_names_reads_selectors_and_label_values() -> None:
+    assert metric_names('sum by (model) (rate(nv_inference_count{model=~"$m"}[5m]))') == {"nv_inference_count"}
+    assert metric_names("label_values(DCGM_FI_DEV_GPU_UTIL, Hostname)") == {"DCGM_FI_DEV_GPU_UTIL"}
+    assert metric_names('DCGM_FI_DEV_NOT_A_FIELD{gpu="0"}') - KNOWN_METRICS == {"DCGM_FI_DEV_NOT_A_FIELD"}
+
+
+def test_gpu_dashboard_covers_the_asked_fields_and_uses_the_released_host_label() -> None:
+    text = json.dumps(DASHBOARDS["gpus.json"])
+    used = set().union(*(metric_names(q) for q in queries(DASHBOARDS["gpus.json"])))
+    wanted = {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_TEMP"}
+    assert wanted | {"DCGM_FI_DEV_XID_ERRORS"} <= used <= DCGM_DEFAULT_METRICS
+    other = "hostname" if DCGM_HOST_LABEL == "Hostname" else "Hostname"
+    assert DCGM_HOST_LABEL in text
+    assert not re.search(rf"\b{other}\b", text), f"the GPU dashboard mixes {DCGM_HOST_LABEL} and {other}"
+
+
+def test_triton_dashboard_covers_requests_queue_compute_latency_replicas() -> None:
+    used = set().union(*(metric_names(q) for q in queries(DASHBOARDS["triton.json"])))
+    assert (
+        {
+            "nv_inference_request_success",
+            "nv_inference_queue_duration_us",
+            "nv_inference_compute_infer_duration_us",
+            "nv_inference_request_duration_us",
+            "nv_inference_pending_request_count",
+        }
+        <= used
+        <= TRITON_METRICS
+    )
+    assert any(q.startswith("count by (model)") for q in queries(DASHBOARDS["triton.json"]))
+
+
+def test_bundle_carries_sidecar_configmaps_that_validate(write_inventory: Callable[..., Path]) -> None:
+    bundle, problems = _render(write_inventory())
+    assert problems == []
+    rendered = next(f for f in bundle.files if f.path == DASHBOARDS_FILE)
+    assert rendered.checks and rendered.checks[0].startswith("kubernetes-validate")
+    objects = yaml.safe_load_all(rendered.content())
+    namespace, *maps = objects
+    assert namespace == {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "monitoring"}}
+    assert len(maps) == len(DASHBOARDS)
+    for cm in maps:
+        assert cm["kind"] == "ConfigMap"
+        assert cm["metadata"]["namespace"] == "monitoring"
+        assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+        ((name, text),) = cm["data"].items()
+        assert json.loads(text) == DASHBOARDS[name]
+    values = yaml.safe_load(next(f for f in bundle.files if f.path.endswith("kube-prometheus-stack/values.yaml")).text)
+    assert values["grafana"]["sidecar"]["dashboards"] == {
+        "enabled": True,
+        "label": "grafana_dashboard",
+        "labelValue": "1",
+    }
+
+
+@pytest.mark.parametrize("monitoring", [{"grafana": False}, {"enabled": False}])
+def test_no_grafana_renders_no_dashboards(write_inventory: Callable[..., Path], monitoring: dict[str, Any]) -> None:
+    def edit(data: dict[str, Any]) -> None:
+        data.setdefault("monitoring", {}).update(monitoring)
+
+    bundle, problems = _render(write_inventory(edit))
+    assert problems == []
+    assert DASHBOARDS_FILE not in {f.path for f in bundle.files}
+
+
+def test_dashboards_applied_live_then_unchanged(
+    write_inventory: Callable[..., Path], kube: KubeObjects, kubeconfig: Path
+) -> None:
+    namespace = f"lt-mon-{uuid.uuid4().hex[:6]}"
+    kube.namespaces.add(namespace)
+
+    def edit(data: dict[str, Any]) -> None:
+        data.setdefault("monitoring", {})["namespace"] = namespace
+
+    bundle, _ = _render(write_inventory(edit))
+    api = Kubectl(kubeconfig, timeout_s=30)
+    first = with_dashboards(StageResult(ok=True, message="rendered"), api, bundle)
+    assert first.ok
+    assert f"Grafana dashboards ({DASHBOARDS_FILE}): {len(DASHBOARDS) + 1} object(s) applied" in first.message
+    assert "created" in first.message
+    for dashboard in DASHBOARDS.values():
+        cm = kube.call("GET", f"/api/v1/namespaces/{namespace}/configmaps/grafana-dashboard-{dashboard['uid']}")
+        assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+    again = with_dashboards(StageResult(ok=True, message="rendered"), api, bundle)
+    assert f"{len(DASHBOARDS) + 1} unchanged" in again.message
