@@ -54,7 +54,9 @@ DCGM_DEFAULT_METRICS = frozenset(
 #: in no release yet); :mod:`bootstrap.nvidia.validators` reads the same label.
 DCGM_HOST_LABEL = "Hostname"
 
-#: Triton's per-model inference metrics (``/metrics`` on port 8002), from Triton's metrics documentation.
+#: Triton's per-model inference metrics (``/metrics`` on port 8002, labels ``model`` and ``version``): all but
+#: the last as registered in triton-inference-server/core ``src/metrics.cc`` (read at commit 00a1eef); the
+#: pending-request gauge (``FamilyInferenceQueueSize`` there) by the name Triton's metrics docs give it.
 TRITON_METRICS = frozenset(
     {
         "nv_inference_request_success",
