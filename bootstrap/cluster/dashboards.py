@@ -56,7 +56,8 @@ DCGM_HOST_LABEL = "Hostname"
 
 #: Triton's per-model inference metrics (``/metrics`` on port 8002, labels ``model`` and ``version``): all but
 #: the last as registered in triton-inference-server/core ``src/metrics.cc`` (read at commit 00a1eef); the
-#: pending-request gauge (``FamilyInferenceQueueSize`` there) by the name Triton's metrics docs give it.
+#: pending-request gauge (``FamilyInferenceQueueSize`` there); all checked against a real tritonserver's
+#: ``/metrics`` by tests/stages/test_dashboard_metrics_live.py.
 TRITON_METRICS = frozenset(
     {
         "nv_inference_request_success",

@@ -38,7 +38,7 @@ its join failed fails.
 from __future__ import annotations
 
 from bootstrap.cluster import charts, kubeadm
-from bootstrap.cluster.render import render_cluster
+from bootstrap.cluster.render import DASHBOARDS_FILE, render_cluster
 from bootstrap.inventory.models import Inventory, Node
 from bootstrap.kube import KUBECONFIG, Kubectl, cluster_for
 from bootstrap.stages.base import NOT_APPLIED, PlannedAction, StageContext, StageResult, register_stage
@@ -135,6 +135,15 @@ class KubernetesStage(ClusterRenderStage):
                 )
             )
             actions += planned(ctx, self.name, releases(inv))
+            if inv.monitoring.enabled and inv.monitoring.grafana:
+                actions.append(
+                    PlannedAction(
+                        self.name,
+                        None,
+                        f"Grafana dashboard ConfigMaps of the rendered {DASHBOARDS_FILE} applied server-side into "
+                        f"namespace {inv.monitoring.namespace} (the Grafana sidecar loads them)",
+                    )
+                )
         charts_text = ", ".join(f"{r.chart} {r.version}" for r in releases(inv))
         actions.append(
             PlannedAction(

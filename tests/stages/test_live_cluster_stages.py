@@ -179,6 +179,7 @@ def test_plan_names_the_live_actions_when_a_kubeconfig_is_there(live: tuple[Path
     texts = [a["action"] for a in actions if a["node"] is None]
     assert any(t.startswith("node labels and taints of the rendered nodes/labels.yaml applied") for t in texts)
     assert any(t.startswith("kubectl apply --server-side --field-manager=rackctl of the manifests") for t in texts)
+    assert any(t.startswith("Grafana dashboard ConfigMaps of the rendered monitoring/dashboards.yaml") for t in texts)
 
 
 def test_a_kubeconfig_whose_api_does_not_answer_fails_the_nodes_naming_it(
