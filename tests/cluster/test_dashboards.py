@@ -8,7 +8,7 @@ import re
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
@@ -25,7 +25,7 @@ from bootstrap.cluster.dashboards import (
 from bootstrap.cluster.render import DASHBOARDS_FILE, Bundle, render_cluster
 from bootstrap.cluster.validate import validate_bundle
 from bootstrap.inventory.loader import load_inventory
-from bootstrap.kube import Kubectl
+from bootstrap.kube import Kubectl, KubeError
 from bootstrap.stages.base import StageResult
 from bootstrap.stages.kubernetes_dashboards import with_dashboards
 from tests.kube_objects import KubeObjects
@@ -156,3 +156,28 @@ def test_dashboards_applied_live_then_unchanged(
         assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
     again = with_dashboards(StageResult(ok=True, message="rendered"), api, bundle)
     assert f"{len(DASHBOARDS) + 1} unchanged" in again.message
+
+
+class _Unreachable:
+    """A cluster whose API answers nothing (what ``Kubectl`` raises when the server is gone)."""
+
+    def served_kinds(self, api_version: str) -> set[str]:
+        raise KubeError(f"kubectl api-resources --api-group for {api_version}: connection refused")
+
+
+def test_dashboards_not_applied_fail_the_stage_naming_why(write_inventory: Callable[..., Path]) -> None:
+    bundle, _ = _render(write_inventory())
+    result = with_dashboards(StageResult(ok=True, message="rendered"), cast(Kubectl, _Unreachable()), bundle)
+    assert not result.ok
+    assert result.message == "rendered; Grafana dashboards not applied: " + (
+        "kubectl api-resources --api-group for v1: connection refused"
+    )
+
+
+def test_without_grafana_nothing_is_applied_or_said(write_inventory: Callable[..., Path]) -> None:
+    def edit(data: dict[str, Any]) -> None:
+        data.setdefault("monitoring", {})["grafana"] = False
+
+    bundle, _ = _render(write_inventory(edit))
+    result = with_dashboards(StageResult(ok=True, message="rendered"), cast(Kubectl, _Unreachable()), bundle)
+    assert (result.ok, result.message) == (True, "rendered")
