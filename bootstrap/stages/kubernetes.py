@@ -171,5 +171,5 @@ class KubernetesStage(ClusterRenderStage):
         if isinstance(cluster, Kubectl):  # a cluster exists: its nodes get their labels and taints, Helm its charts
             result = with_live_labels(ctx, result, cluster, bundle)
             result = with_helm_releases(ctx, result, cluster, releases(ctx.inventory))
-            result = with_dashboards(result, cluster, bundle)
+            result = with_dashboards(ctx, result, cluster, bundle)
         return result

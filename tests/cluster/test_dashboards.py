@@ -8,6 +8,7 @@ import re
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
@@ -26,7 +27,7 @@ from bootstrap.cluster.render import DASHBOARDS_FILE, Bundle, render_cluster
 from bootstrap.cluster.validate import validate_bundle
 from bootstrap.inventory.loader import load_inventory
 from bootstrap.kube import Kubectl, KubeError
-from bootstrap.stages.base import StageResult
+from bootstrap.stages.base import NodeResult, StageContext, StageResult
 from bootstrap.stages.kubernetes_dashboards import with_dashboards
 from tests.kube_objects import KubeObjects
 
@@ -35,6 +36,10 @@ DASHBOARDS = load_dashboards()
 STABLE_UIDS = {"gpus.json": "rackctl-gpus", "triton.json": "rackctl-triton", "nodes.json": "rackctl-nodes"}
 #: PromQL words that are not metric names (functions, aggregations, modifiers).
 PROMQL_WORDS = {"sum", "avg", "max", "min", "count", "rate", "by", "without", "label_values"}
+
+
+#: What :func:`with_dashboards` reads of the stage's context: the selected nodes.
+CTX = cast(StageContext, SimpleNamespace(nodes=["head-01", "gpu-01"]))
 
 
 def _render(path: Path) -> tuple[Bundle, list[Any]]:
@@ -147,14 +152,14 @@ def test_dashboards_applied_live_then_unchanged(
 
     bundle, _ = _render(write_inventory(edit))
     api = Kubectl(kubeconfig, timeout_s=30)
-    first = with_dashboards(StageResult(ok=True, message="rendered"), api, bundle)
+    first = with_dashboards(CTX, StageResult(ok=True, message="rendered"), api, bundle)
     assert first.ok
     assert f"Grafana dashboards ({DASHBOARDS_FILE}): {len(DASHBOARDS) + 1} object(s) applied" in first.message
     assert "created" in first.message
     for dashboard in DASHBOARDS.values():
         cm = kube.call("GET", f"/api/v1/namespaces/{namespace}/configmaps/grafana-dashboard-{dashboard['uid']}")
         assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
-    again = with_dashboards(StageResult(ok=True, message="rendered"), api, bundle)
+    again = with_dashboards(CTX, StageResult(ok=True, message="rendered"), api, bundle)
     assert f"{len(DASHBOARDS) + 1} unchanged" in again.message
 
 
@@ -167,11 +172,18 @@ class _Unreachable:
 
 def test_dashboards_not_applied_fail_the_stage_naming_why(write_inventory: Callable[..., Path]) -> None:
     bundle, _ = _render(write_inventory())
-    result = with_dashboards(StageResult(ok=True, message="rendered"), cast(Kubectl, _Unreachable()), bundle)
+    result = with_dashboards(CTX, StageResult(ok=True, message="rendered"), cast(Kubectl, _Unreachable()), bundle)
+    why = "Grafana dashboards not applied: kubectl api-resources --api-group for v1: connection refused"
     assert not result.ok
-    assert result.message == "rendered; Grafana dashboards not applied: " + (
-        "kubectl api-resources --api-group for v1: connection refused"
-    )
+    assert result.message == f"rendered; {why}"
+    assert {n: (r.ok, r.message) for n, r in result.nodes.items()} == {n: (False, why) for n in CTX.nodes}
+
+
+def test_after_a_failure_the_dashboards_are_not_tried(write_inventory: Callable[..., Path]) -> None:
+    bundle, _ = _render(write_inventory())
+    failed = StageResult(ok=False, nodes={"gpu-01": NodeResult("gpu-01", ok=False)}, message="helm: failed")
+    result = with_dashboards(CTX, failed, cast(Kubectl, _Unreachable()), bundle)
+    assert result.message == "helm: failed; Grafana dashboards: not applied (the stage failed before it)"
 
 
 def test_without_grafana_nothing_is_applied_or_said(write_inventory: Callable[..., Path]) -> None:
@@ -179,5 +191,5 @@ def test_without_grafana_nothing_is_applied_or_said(write_inventory: Callable[..
         data.setdefault("monitoring", {})["grafana"] = False
 
     bundle, _ = _render(write_inventory(edit))
-    result = with_dashboards(StageResult(ok=True, message="rendered"), cast(Kubectl, _Unreachable()), bundle)
+    result = with_dashboards(CTX, StageResult(ok=True, message="rendered"), cast(Kubectl, _Unreachable()), bundle)
     assert (result.ok, result.message) == (True, "rendered")
