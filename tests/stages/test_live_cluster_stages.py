@@ -92,6 +92,7 @@ def test_up_applies_labels_deploys_triton_and_stays_not_applied(
         k8s = _stage(doc, "kubernetes")
         assert "node labels/taints applied on the live cluster" in k8s["message"]
         assert "to 3 of 5 node(s) (2 not joined)" in k8s["message"]
+        assert "Grafana dashboards (monitoring/dashboards.yaml): 4 object(s) applied" in k8s["message"], k8s["message"]
         nodes = k8s["nodes"]
         assert all(nodes[n]["applied"] is False for n in nodes)  # init/join still not applied
         assert "labels/taints applied: set " in nodes["gpu-l40s-01"]["message"]
