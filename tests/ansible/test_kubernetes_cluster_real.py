@@ -38,7 +38,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -777,6 +777,106 @@ def test_a_control_plane_reset_by_hand_with_its_node_and_member_left_is_rejoined
     _whole(rack, results)
 
 
+def _run_on(rack: Rack, *nodes: str) -> dict[str, NodeResult]:
+    """One run of the cluster side limited to ``nodes`` (an ``up --limit`` of them), with their reports."""
+    reports = {n: r for n, r in host_reports(rack).items() if n in nodes}
+    results, closed = cluster_side(replace(rack.ctx, nodes=list(nodes)), reports)
+    assert closed is None
+    return results
+
+
+def _member_ids(rack: Rack) -> list[str]:
+    return sorted(str(m["ID"]) for m in _etcd_members(rack))
+
+
+def test_a_first_control_plane_that_lost_admin_conf_is_refused_never_initialised_again(
+    formed: tuple[Rack, dict[str, NodeResult]],
+) -> None:
+    """head-01's admin.conf gone (moved aside) on the cluster rackctl formed, gpu-01 taken out: a run of gpu-01
+    alone does not join it (head-01, its helper, refuses: kubeadm init there would make a second cluster), and
+    with head-01 in the run the refusal is head-01's own. Nothing is reset or initialised: the etcd members and
+    head-01's static pods stay. With admin.conf back, the next run joins gpu-01."""
+    rack, _ = formed
+    members = _member_ids(rack)
+    assert rack.kubectl("delete", "node", "gpu-01").returncode == 0
+    rack.ssh("gpu-01", "kubeadm reset --force >/dev/null 2>&1")
+    rack.ssh("head-01", "mv /etc/kubernetes/admin.conf /root/admin.conf.kept")
+    try:
+        worker = _run_on(rack, "gpu-01")["gpu-01"]
+        assert worker.ok and not worker.applied, worker
+        assert worker.message.startswith("not joined: the play stopped after head-01 (in the play as a helper: ")
+        assert "not initialised: head-01 has no " in worker.message, worker.message
+        assert "would make a second cluster" in worker.message, worker.message
+        head = _run_on(rack, "head-01", "gpu-01")["head-01"]
+        assert not head.ok and "would make a second cluster" in head.message, head
+        assert _member_ids(rack) == members
+        assert "kube-apiserver.yaml" in rack.ssh("head-01", "ls /etc/kubernetes/manifests").split()
+    finally:
+        rack.ssh("head-01", "mv /root/admin.conf.kept /etc/kubernetes/admin.conf")
+    results = run_cluster_side(rack)
+    assert results["gpu-01"].message.startswith("joined as worker"), results["gpu-01"].message
+    _whole(rack, results)
+
+
+def test_a_half_done_init_on_the_cluster_rackctl_formed_is_refused_never_reset(
+    formed: tuple[Rack, dict[str, NodeResult]],
+) -> None:
+    """head-01 with admin.conf but without its API server's static pod (what an init that stopped before its
+    control-plane phase leaves) on the cluster rackctl formed: refused, never reset (its etcd member and other
+    static pods stay; the API answers through the VIP from cp-02 and cp-03 meanwhile). With the pod back, the
+    next run finds every node joined."""
+    rack, _ = formed
+    members = _member_ids(rack)
+    manifest = "/etc/kubernetes/manifests/kube-apiserver.yaml"
+    rack.ssh("head-01", f"mv {manifest} /root/kube-apiserver.yaml.kept")
+    try:
+        head = _run_on(rack, "head-01")["head-01"]
+        assert not head.ok, head
+        assert (
+            "admin.conf without the API server static pod: init stopped before its control-plane phase, but "
+            "rackctl formed this cluster before" in head.message
+        ), head.message
+        assert _member_ids(rack) == members
+        assert "etcd.yaml" in rack.ssh("head-01", "ls /etc/kubernetes/manifests").split()
+        assert rack.kubectl("get", "--raw", "/readyz").stdout.strip() == "ok"
+    finally:
+        rack.ssh("head-01", f"mv /root/kube-apiserver.yaml.kept {manifest}")
+    results = run_cluster_side(rack)
+    assert {n: r.message for n, r in results.items()} == dict.fromkeys(NODES, "already joined")
+    _whole(rack, results)
+
+
+def test_an_init_without_its_bootstrap_token_phase_on_the_cluster_rackctl_formed_is_refused_never_reset(
+    formed: tuple[Rack, dict[str, NodeResult]],
+) -> None:
+    """The API answers head-01's admin.conf but kube-public/cluster-info is gone (what an init that stopped
+    before its bootstrap-token phase leaves, the one joins need) on the cluster rackctl formed: refused, never
+    reset. With cluster-info back, the next run finds every node joined."""
+    rack, _ = formed
+    members = _member_ids(rack)
+    saved = rack.kubectl("get", "configmap", "-n", "kube-public", "cluster-info", "-o", "json")
+    assert saved.returncode == 0, saved.stderr
+    kept = json.loads(saved.stdout)
+    for field in ("resourceVersion", "uid", "creationTimestamp", "managedFields"):
+        kept["metadata"].pop(field, None)
+    assert rack.kubectl("delete", "configmap", "-n", "kube-public", "cluster-info").returncode == 0
+    try:
+        head = _run_on(rack, "head-01")["head-01"]
+        assert not head.ok, head
+        assert (
+            "the API answers admin.conf without kube-public/cluster-info: init stopped before its bootstrap-token "
+            "phase, but rackctl formed this cluster before" in head.message
+        ), head.message
+        assert _member_ids(rack) == members
+        assert "kube-apiserver.yaml" in rack.ssh("head-01", "ls /etc/kubernetes/manifests").split()
+    finally:
+        restored = rack.kubectl("create", "-f", "-", input_text=json.dumps(kept))
+        assert restored.returncode == 0, restored.stderr
+    results = run_cluster_side(rack)
+    assert {n: r.message for n, r in results.items()} == dict.fromkeys(NODES, "already joined")
+    _whole(rack, results)
+
+
 def _take_out(rack: Rack, control_plane: str) -> None:
     """A control plane out of the cluster by hand, as an operator would before rejoining it: its Node deleted
     while the cluster is whole, then its etcd member removed on head-01, then kubeadm reset on the node. (In
@@ -884,12 +984,17 @@ def test_rackctl_killed_during_a_worker_join_and_the_next_run_finishes_the_clust
     _whole(rack, results)
 
 
-#: a whole node's kubeadm state gone without asking etcd (the whole cluster is taken down at once); prints
-#: kubeadm's last words and what is left of what init or a join writes (nothing, where the reset did its work)
+#: a whole node's kubeadm state gone without asking etcd (the whole cluster is taken down at once), as a
+#: wiped node would be. kubeadm reset only warns where the runtime did not remove the pods; init's preflight
+#: failed twice after this reset on a loaded machine (which check was not captured then: the preflight role
+#: now names it), so the pods are removed after it, and only then etcd's directory. Prints kubeadm's last
+#: words where it failed and what is left (nothing, where the reset did its work): init's and a join's
+#: files, running containers.
 RESET_NODE = (
     "kubeadm reset --force --skip-phases=remove-etcd-member > /tmp/reset.log 2>&1 || tail -n 5 /tmp/reset.log; "
-    "rm -rf /var/lib/etcd; ls -d /etc/kubernetes/admin.conf /etc/kubernetes/kubelet.conf "
-    "/etc/kubernetes/manifests/kube-* 2>/dev/null || true"
+    "crictl rmp --all --force > /dev/null 2>&1; rm -rf /var/lib/etcd; "
+    "ls -d /etc/kubernetes/admin.conf /etc/kubernetes/kubelet.conf /etc/kubernetes/manifests/kube-* 2>/dev/null; "
+    "crictl ps --quiet; true"
 )
 
 
