@@ -241,7 +241,10 @@ def test_discover_write_changes_one_line_per_mac(lab: Lab, tmp_path: Path, monke
     assert len(changed) == 2 * data["written"], changed  # one line out, one line in, per MAC
     for item in data["mac_diff"]:
         assert any(item["discovered"] in line and item["interface"] in line for line in changed if line[0] == "+")
-    assert "ops@example.com" in after.splitlines()[10]  # the long admin key stays on its line
+    # the long admin key stays whole on one line, the same line
+    keys = [(i, line) for i, line in enumerate(after.splitlines()) if "ops@example.com" in line]
+    assert keys == [(i, line) for i, line in enumerate(before.splitlines()) if "ops@example.com" in line]
+    assert len(keys) == 1 and keys[0][1].strip().startswith("- ssh-"), keys
     code, out = run(args)
     assert json.loads(out)["mac_diff"] == []
 
