@@ -148,8 +148,19 @@ def _inventory(folder: Path, admin_key: str) -> Path:
         "cni": "flannel",
         # a node in a container cannot size the kernel's conntrack table (kind sets the same)
         "kube_proxy": {"conntrack": {"maxPerCore": 0}},
-        # the lab machine's cgroups are v1: the kubelet is told so, and kubeadm's check is let through
-        "kubelet": {"cgroupDriver": "cgroupfs", "failCgroupV1": False},
+        # the lab machine's cgroups are v1: the kubelet is told so, and kubeadm's check is let through. The
+        # nodes' disk is this machine's, shared with everything else it runs: with its free space under the
+        # kubelet's default 15 % for images (once, with the test runs' leftovers), the kubelets reported
+        # DiskPressure and removed unused images, Flannel's release was undone and the nodes could not pull
+        # them again. The lab's kubelets neither evict nor collect images for this machine's disk (a lab
+        # concession, not a product default: a site's node has its own disk)
+        "kubelet": {
+            "cgroupDriver": "cgroupfs",
+            "failCgroupV1": False,
+            "evictionHard": {"imagefs.available": "1%", "nodefs.available": "1%", "nodefs.inodesFree": "1%"},
+            "imageGCHighThresholdPercent": 100,
+            "imageGCLowThresholdPercent": 99,
+        },
         "ignore_preflight_errors": LAB_PREFLIGHT,
         # the storage class at the version the lab builds (the module proxy's newest; the product's is newer)
         "charts": {"local_path_provisioner": RELEASE.local_path_provisioner.removeprefix("v")},
