@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -139,6 +140,23 @@ def stop(node: NativeNode, timeout_s: float = 60) -> bool:
         with contextlib.suppress(OSError):
             (hierarchy / CGROUP_PARENT / node.name).rmdir()
     return was_running
+
+
+def remove(node: NativeNode) -> None:
+    """Delete a stopped node's state (its overlay's upper layer, containerd's images and snapshots: gigabytes
+    once a Kubernetes node has run). Refused while anything is still mounted under it, so that nothing a
+    mount shows (the shared tree, this machine's files) is ever deleted through it."""
+    if (node.state / "pid").exists():
+        raise RuntimeError(f"native node {node.name} is still running: stop it first")
+    prefix = f"{node.state.resolve()}/"
+    mounted = [
+        line.split()[1]
+        for line in Path("/proc/self/mounts").read_text().splitlines()
+        if f"{line.split()[1]}/".startswith(prefix)
+    ]
+    if mounted:
+        raise RuntimeError(f"native node {node.name}: {', '.join(mounted)} still mounted; not removed")
+    shutil.rmtree(node.state, ignore_errors=True)
 
 
 def _alive(pid: int) -> bool:

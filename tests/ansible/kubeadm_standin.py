@@ -6,16 +6,17 @@ run on loopback "nodes" that are all this machine; the real one runs in test_kub
 invocation (node, argv, the ``--config`` file's contents) as one JSON line in a shared calls file, prints
 "STAND-IN" in its output, and writes what the real one writes (``admin.conf`` and the etcd PKI on init,
 ``kubelet.conf`` on join, the snapshot file, from etcdctl or from ``crictl exec`` into the "etcd container"
-that exists once init made the etcd PKI) under the node's own directories; its kubectl answers the
-questions the roles ask (kube-public/cluster-info: there once init finished, NotFound before, refused
-without the API server's manifest or where an ``api-down`` file is in the node's directory; a Node, there
-once init or a join finished it, and its deletion), its etcdctl (host or "pod") lists and removes the members
-init and each control plane's join added (one JSON file beside the calls holds the Nodes and the members),
-and ``kubeadm reset`` removes what init or join wrote on the node (a ``nodes-api-down`` file in the first
-control plane's directory makes its API refuse the Node questions only; a ``no-register`` file in a node's
-directory, its kubelet never register the Node after a join). What it answers is fixed below; a
-``fail-init`` file in the node's directory makes init fail the way kubeadm does (stderr, rc 1). It refuses a
-config that still holds one of the rendered placeholders, as a real kubeadm would refuse a malformed token.
+that exists once init made the etcd PKI; its crictl lists that container's pod, removes nothing) under the
+node's own directories; its kubectl answers the questions the roles ask (kube-public/cluster-info: there once
+init finished, NotFound before, refused without the API server's manifest; a Node, there once init or a join
+finished it, and its deletion), its etcdctl (host or "pod") lists and removes the members init and each
+control plane's join added (one JSON file beside the calls holds the Nodes and the members), and ``kubeadm
+reset`` removes what init or join wrote on the node (a ``nodes-api-down`` file in the first control plane's
+directory makes its API refuse the Node questions only; a ``pods-left`` file in a node's directory, an API
+server pod that kubeadm reset did not remove, which ``crictl rmp`` removes unless a ``pods-stuck`` file is
+there too). What it answers is fixed below; a ``fail-init`` file in the node's directory makes init fail the
+way kubeadm does (stderr, rc 1). It refuses a config that still holds one of the rendered placeholders, as a
+real kubeadm would refuse a malformed token.
 
 Each call also records the node's static pod directory (``<kube_config_dir>/manifests``: file name -> content)
 and the ``--ignore-preflight-errors`` it was given. Its preflight (``phase preflight``, init, join) refuses what
@@ -94,7 +95,7 @@ if {tool!r} == "etcdctl":
     out("STAND-IN etcdctl: Snapshot saved at " + argv[-1])
     sys.exit(0)
 if {tool!r} == "kubectl":  # the first control plane's API "answers" once init made its manifest
-    if not (MANIFESTS / "kube-apiserver.yaml").exists() or (ROOT / "api-down").exists():
+    if not (MANIFESTS / "kube-apiserver.yaml").exists():
         fail("The connection to the server 10.200.1.10:6443 was refused - did you specify the right host or port?")
     if argv[-4:] == ["get", "configmap", "cluster-info", "--output=name"]:
         if not (CONFIG_DIR / "standin-init-done").exists():
@@ -117,8 +118,26 @@ if {tool!r} == "kubectl":  # the first control plane's API "answers" once init m
         sys.exit(0)
     fail("STAND-IN kubectl: unknown command " + " ".join(argv))
 if {tool!r} == "crictl":  # the etcd static pod "runs" once init has made the etcd PKI
+    etcd_runs = (CONFIG_DIR / "pki" / "etcd" / "ca.crt").exists()
+    left, stuck = ROOT / "pods-left", ROOT / "pods-stuck"  # what a reset the runtime failed leaves
+    if "pods" in argv:  # its pod (kubeadm reset removes the PKI: none is left after it), and those left
+        if etcd_runs:
+            out("standin-etcd-pod-" + NODE)
+        if left.exists():
+            out("standin-apiserver-pod-" + NODE)
+        sys.exit(0)
+    if "rmp" in argv:  # removes what was left, unless it is stuck
+        if not stuck.exists():
+            left.unlink(missing_ok=True)
+        sys.exit(0)
+    if "ps" in argv and "json" in argv:
+        running = [{{"id": "standin-etcd-" + NODE, "metadata": {{"name": "etcd"}}}}] if etcd_runs else []
+        if left.exists():
+            running.append({{"id": "standin-apiserver-" + NODE, "metadata": {{"name": "kube-apiserver"}}}})
+        out(json.dumps({{"containers": running}}))
+        sys.exit(0)
     if "ps" in argv:
-        if (CONFIG_DIR / "pki" / "etcd" / "ca.crt").exists():
+        if etcd_runs:
             out("standin-etcd-" + NODE)
         sys.exit(0)
     inside = argv[argv.index("exec") + 2:] if "exec" in argv else []
@@ -192,8 +211,7 @@ elif cmd == "join":
         MANIFESTS.mkdir(mode=0o700, exist_ok=True)
         for name in ("kube-apiserver.yaml", "etcd.yaml"):
             (MANIFESTS / name).write_text("# STAND-IN " + name + " static pod\n")
-    if not (ROOT / "no-register").exists():  # a kubelet that never registers its Node
-        joined(control_plane="controlPlane:" in text)
+    joined(control_plane="controlPlane:" in text)
     out("STAND-IN kubeadm: This node has joined the cluster")
 else:
     fail("STAND-IN kubeadm: unknown command " + " ".join(argv))

@@ -37,6 +37,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -226,6 +227,12 @@ def rack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rack]:
     finally:
         for node in nodes.values():
             nspawn.stop(node)
+            # the node's own layer and containerd's images are gigabytes on the disk its kubelet shared: gone
+            # with the module (its console log is kept beside the inventory)
+            console = node.state / "console.log"
+            if console.exists():
+                shutil.copy(console, base / f"console-{node.name}.log")
+            nspawn.remove(node)
         NETWORK.down()
 
 
@@ -582,6 +589,46 @@ def test_validate_cluster_reads_the_real_cluster_and_says_the_gpus_it_expects_ar
     assert (report["ok"], report["passed"], report["failed"]) == (False, len(NODES), 2)
 
 
+def test_status_shows_each_nodes_readiness_and_a_cordon_read_from_the_real_cluster(
+    networked: tuple[Rack, list[dict[str, Any]]], tmp_path: Path
+) -> None:
+    """``rackctl status --json`` with rackctl's kubeconfig and journal: the kubernetes column is each node's
+    readiness as its kubelet reports it, a cordon shows, no node has an allocatable GPU; power and health
+    come from the BMCs, here the LAB STAND-IN emulated iDRACs of the firmware test below. rackctl runs on
+    this machine; its kubectl enters the bridge's namespace (where the VIP is) through a wrapper."""
+    rack, _ = networked
+    bmcs, inventory, secrets_env = _emulated_idracs(rack, tmp_path)
+    env = dict(os.environ, PATH=f"{_kubectl_wrapper(rack, tmp_path).parent}:{os.environ['PATH']}", **secrets_env)
+    assert rack.kubectl("cordon", "gpu-01").returncode == 0
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "bootstrap", "status", "-i", str(inventory), "--state-dir", str(rack.ctx.state_dir),
+             "--json"],
+            capture_output=True, text=True, env=env, timeout=timing.seconds(120), check=False,
+        )  # fmt: skip
+    finally:
+        assert rack.kubectl("uncordon", "gpu-01").returncode == 0
+        bmcs.stop()
+    data = json.loads(proc.stdout)
+    assert data["kubernetes"]["deployed"] is True, data["kubernetes"]
+    rows = {r["node"]: r for r in data["nodes"]}
+    expected = {n: "Ready" for n in CONTROL_PLANES} | {"gpu-01": "Ready, cordoned"}
+    assert {n: (rows[n]["kubernetes"]["status"], rows[n]["kubernetes"]["value"]) for n in NODES} == {
+        n: ("ok", v) for n, v in expected.items()
+    }, proc.stdout[-3000:]
+    assert {n: rows[n]["gpus"]["value"] for n in NODES} == dict.fromkeys(NODES, 0)
+    assert {n: rows[n]["power"]["value"] for n in NODES} == dict.fromkeys(NODES, "On")
+
+
+def _kubectl_wrapper(rack: Rack, folder: Path) -> Path:
+    """A ``kubectl`` for rackctl on this machine: the lab's kubectl run in the bridge's namespace."""
+    wrapper = folder / "bin" / "kubectl"
+    wrapper.parent.mkdir(exist_ok=True)
+    wrapper.write_text(f'#!/bin/sh\nexec {shlex.join(NETWORK.exec_prefix())} {rack.binaries["kubectl"]} "$@"\n')
+    wrapper.chmod(0o755)
+    return wrapper
+
+
 #: one pod per node (the control planes' taint tolerated; a cordoned node leaves the spread), the sandbox image
 #: every node has (nothing pulled), and a budget that allows no disruption of the four
 DRAIN_PROOF = """
@@ -664,6 +711,197 @@ def test_rackctls_drain_moves_a_workers_pods_off_with_real_kubelets_and_a_budget
         rack.kubectl("delete", "pdb,deployment", "drain-proof", "--ignore-not-found", "--wait=false")
         rack.kubectl("uncordon", "cp-03")
         rack.kubectl("uncordon", "gpu-01")
+
+
+#: two replicas of a small HTTP server (busybox httpd, the image every node has) behind a Service, spread
+#: over the nodes, a budget of one disruption, and a preStop pause so that a pod being evicted answers until
+#: the Service has dropped it: a LAB STAND-IN for a Triton Deployment (no GPU, no tritonserver image here)
+SERVING = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: serve-proof, namespace: default}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: serve-proof}}
+  template:
+    metadata: {labels: {app: serve-proof}}
+    spec:
+      terminationGracePeriodSeconds: 10
+      tolerations: [{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}]
+      topologySpreadConstraints:
+        - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule,
+           nodeTaintsPolicy: Honor, labelSelector: {matchLabels: {app: serve-proof}}}
+      containers:
+        - name: httpd
+          image: docker.io/library/busybox:latest
+          imagePullPolicy: Never
+          command: [/bin/busybox, sh, -c,
+                    "mkdir -p /www && echo served > /www/index.html && exec /bin/busybox httpd -f -p 8080 -h /www"]
+          readinessProbe: {httpGet: {path: /, port: 8080}, periodSeconds: 1}
+          lifecycle: {preStop: {exec: {command: [/bin/busybox, sleep, "4"]}}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: serve-proof, namespace: default}
+spec:
+  selector: {app: serve-proof}
+  ports: [{port: 80, targetPort: 8080}]
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: serve-proof, namespace: default}
+spec: {maxUnavailable: 1, selector: {matchLabels: {app: serve-proof}}}
+"""
+#: the Service through the API server's service proxy (what `rackctl triton smoke` uses)
+SERVED = "/api/v1/namespaces/default/services/serve-proof:80/proxy/"
+
+
+class Traffic(threading.Thread):
+    """A steady stream of requests to the Service until stopped; counts answers and failures."""
+
+    def __init__(self, rack: Rack) -> None:
+        super().__init__(name="serve-proof-traffic", daemon=True)
+        self.rack, self.stopped = rack, threading.Event()
+        self.ok = 0
+        self.failed: list[str] = []
+
+    def run(self) -> None:
+        while not self.stopped.is_set():
+            proc = self.rack.kubectl("get", "--raw", SERVED, "--request-timeout=5s")
+            if proc.returncode == 0 and proc.stdout.strip() == "served":
+                self.ok += 1
+            else:
+                self.failed.append((proc.stderr or proc.stdout).strip()[-300:])
+
+
+class RolloutWatch(threading.Thread):
+    """Samples the Nodes and the emulated iDRACs' update records: a node whose update has been accepted and
+    is not at the baseline yet is mid-update; seen schedulable in the Node reads before and after, a
+    violation."""
+
+    def __init__(self, rack: Rack, bmcs: Any, baseline: Callable[[dict[str, str]], bool]) -> None:
+        super().__init__(name="rollout-watch", daemon=True)
+        self.rack, self.bmcs, self.at_baseline, self.stopped = rack, bmcs, baseline, threading.Event()
+        self.mid_update = dict.fromkeys(NODES, 0)
+        self.violations: list[str] = []
+
+    def unschedulable(self) -> dict[str, bool]:
+        nodes = json.loads(self.rack.kubectl("get", "nodes", "-o", "json").stdout or '{"items": []}')["items"]
+        return {n["metadata"]["name"]: bool(n["spec"].get("unschedulable")) for n in nodes}
+
+    def run(self) -> None:
+        while not self.stopped.wait(0.2):
+            before = self.unschedulable()
+            states = {n: self.bmcs.state(n) for n in NODES}
+            after = self.unschedulable()
+            for name, state in states.items():
+                if state["firmware_updates"] and not self.at_baseline(state["firmware"]):
+                    self.mid_update[name] += 1
+                    if not (before.get(name) or after.get(name)):
+                        self.violations.append(f"{name} schedulable while its update runs")
+
+
+def _emulated_idracs(rack: Rack, folder: Path) -> tuple[Any, Path, dict[str, str]]:
+    """LAB STAND-IN BMCs: an emulated iDRAC per native node (its model, service tag, NICs and GPUs from the
+    inventory) and a copy of the inventory pointing at them with a firmware baseline above what they run.
+    Their firmware is theirs: an update does not restart the native node (a real server would reboot)."""
+    from tests.firmware import fwlab
+
+    password = f"pw-{os.urandom(8).hex()}"
+    data = yaml.safe_load(rack.inventory_path.read_text())
+    specs = []
+    for node in data["nodes"]:
+        gpus = node.get("gpus") or {}
+        specs.append(
+            fwlab.api.EmulatedBmcSpec(
+                name=node["hostname"], model=node["model"], service_tag=node["service_tag"],
+                gpu_model=f"NVIDIA {gpus['type']}" if gpus else None, gpu_count=gpus.get("count", 0),
+                nics={i["fqdd"]: i["mac"] for i in node["interfaces"] if i.get("fqdd") and i.get("mac")},
+                username="root", password=password, power_delay_s=0.2, job_seconds=fwlab.JOB_S,
+                power_state="On", faults=fwlab.api.FaultSpec(reset_s=fwlab.RESET_S),
+            )
+        )  # fmt: skip
+    bmcs = fwlab.api.EmulatedRack(specs, folder / "idracs", processes=1)
+    endpoints = {e.name: e for e in bmcs.start()}
+    for node in data["nodes"]:
+        endpoint = endpoints[node["hostname"]]
+        node["bmc"] = {"address": endpoint.url, "fingerprint": endpoint.fingerprint, "credentials": "idrac"}
+    data["credentials"] = {"idrac": {"username": "root", "password_env": fwlab.PASSWORD_ENV}}
+    data.pop("bmc", None)  # the fingerprints are pinned: no CA
+    data["firmware"] = {
+        "image_base_url": fwlab.MIRROR,
+        "rollout": {"max_unavailable": 1, "failure_threshold": 1},
+        "baseline": fwlab.baseline({n["model"] for n in data["nodes"]}),
+    }
+    path = folder / "cluster-idracs.yml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return bmcs, path, {fwlab.PASSWORD_ENV: password}
+
+
+def _at_baseline(firmware: dict[str, str]) -> bool:
+    from tests.firmware import fwlab
+
+    nics = {v for k, v in firmware.items() if k.startswith("NIC:")}
+    wanted = fwlab.BASELINE_VERSIONS
+    return (
+        firmware.get("iDRAC") == wanted["idrac"] and firmware.get("BIOS") == wanted["bios"] and nics <= {wanted["nic"]}
+    )
+
+
+def test_a_firmware_rollout_drains_real_kubelets_one_node_at_a_time_while_a_service_keeps_answering(
+    networked: tuple[Rack, list[dict[str, Any]]], tmp_path: Path
+) -> None:
+    """``rackctl firmware apply`` (max unavailable 1) over the real cluster while two replicas behind a
+    Service answer a steady stream of requests: each node cordoned and drained by rackctl before its update
+    and uncordoned after (real kubelets end the evicted pods, the scheduler places them again), never
+    schedulable while its update runs, the budget holding a replica up, and the failed requests counted
+    (none). rackctl runs on this machine beside the emulated iDRACs; its kubectl enters the bridge's namespace
+    (where the VIP is) through a wrapper. The BMCs and their firmware are LAB STAND-INS (no server reboots)."""
+    rack, _ = networked
+    bmcs, inventory, secrets_env = _emulated_idracs(rack, tmp_path)
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    shutil.copy(rack.ctx.state_dir / KUBECONFIG, state / KUBECONFIG)
+    wrapper = _kubectl_wrapper(rack, tmp_path)
+    assert rack.kubectl("apply", "-f", "-", input_text=SERVING).returncode == 0
+    traffic = Traffic(rack)
+    watch = RolloutWatch(rack, bmcs, _at_baseline)
+    try:
+        timing.wait_for(lambda: len(_where(rack, "app=serve-proof")) == 2, timeout=120, what="two replicas ready")
+        traffic.start()
+        timing.wait_for(lambda: traffic.ok >= 3, timeout=60, what="the Service answering")
+        watch.start()
+        env = dict(os.environ, PATH=f"{wrapper.parent}:{os.environ['PATH']}", **secrets_env)
+        proc = subprocess.run(
+            [sys.executable, "-m", "bootstrap", "firmware", "apply", "-i", str(inventory), "--state-dir", str(state),
+             "--poll", "0.2", "--json"],
+            capture_output=True, text=True, env=env, timeout=timing.seconds(900), check=False,
+        )  # fmt: skip
+    finally:
+        traffic.stopped.set()
+        watch.stopped.set()
+        traffic.join(timeout=30)
+        watch.join(timeout=30)
+        bmcs.stop()
+    try:
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        data = json.loads(proc.stdout)
+        rows = {n["node"]: n for n in data["nodes"]}
+        assert {n: rows[n]["status"] for n in NODES} == dict.fromkeys(NODES, "done"), data
+        for name in NODES:
+            assert rows[name]["records"]["cordon"] == "cordoned and drained", rows[name]
+            assert rows[name]["records"]["uncordon"] == "uncordoned", rows[name]
+        assert watch.violations == [] and all(watch.mid_update[n] > 0 for n in NODES), watch.mid_update
+        assert all(_schedulable(rack, n) for n in NODES)
+        assert len(_where(rack, "app=serve-proof")) == 2
+        print(f"serve-proof during the rollout: {traffic.ok} answered, {len(traffic.failed)} failed")
+        assert traffic.failed == [], (
+            f"{len(traffic.failed)} of {traffic.ok + len(traffic.failed)}: {traffic.failed[:5]}"
+        )
+    finally:
+        rack.kubectl("delete", "-f", "-", "--ignore-not-found", "--wait=false", input_text=SERVING)
+        for name in NODES:
+            rack.kubectl("uncordon", name)
 
 
 def test_rackctls_etcd_member_removal_through_kubectl_exec_and_the_control_plane_joined_again(
@@ -788,6 +1026,34 @@ def test_a_control_plane_reset_by_hand_with_its_node_and_member_left_is_rejoined
     _whole(rack, results)
 
 
+def test_a_control_plane_whose_etcd_member_is_an_unstarted_learner_is_undone_and_joined_again(
+    formed: tuple[Rack, dict[str, NodeResult]],
+) -> None:
+    """cp-03 as a join that stopped in its etcd phase: its kubelet and etcd container stopped, its member
+    removed and added again as a learner at its peer URL that never starts (etcd gives it no name), its Node,
+    label, PKI and manifests left. The next run removes that learner on head-01 by its URL, deletes the Node,
+    resets and joins cp-03 again: three started voters, the learner gone; the others left alone."""
+    rack, _ = formed
+    url = f"https://{rack.ctx.inventory.node('cp-03').address_on('management')}:2380"
+    old = next(m["ID"] for m in _etcd_members(rack) if m["name"] == "cp-03")
+    rack.ssh("cp-03", "systemctl stop kubelet; crictl stop $(crictl ps --quiet --name '^etcd$')")
+    rack.ssh("head-01", f"{ETCDCTL} member remove {int(str(old)):x}")
+    added = json.loads(rack.ssh("head-01", f"{ETCDCTL} member add cp-03 --learner --peer-urls={url} -w json"))
+    learner = added["member"]["ID"]
+    listed = {str(m["ID"]): m for m in _etcd_members(rack)}
+    assert listed[str(learner)].get("isLearner") and not listed[str(learner)].get("name"), listed
+    results = run_cluster_side(rack)
+    assert {n: results[n].message for n in ("head-01", "cp-02", "gpu-01")} == dict.fromkeys(
+        ("head-01", "cp-02", "gpu-01"), "already joined"
+    )
+    assert results["cp-03"].message.startswith(
+        "joined as control plane after kubeadm reset of a half-done join (etcd has no started voting member at "
+        f"{url}: join stopped in its etcd phase; etcd member {int(str(learner)):x} removed first) "
+    ), results["cp-03"].message
+    assert str(learner) not in [str(m["ID"]) for m in _etcd_members(rack)]
+    _whole(rack, results)
+
+
 def _run_on(rack: Rack, *nodes: str) -> dict[str, NodeResult]:
     """One run of the cluster side limited to ``nodes`` (an ``up --limit`` of them), with their reports."""
     reports = {n: r for n, r in host_reports(rack).items() if n in nodes}
@@ -883,6 +1149,134 @@ def test_an_init_without_its_bootstrap_token_phase_on_the_cluster_rackctl_formed
     finally:
         restored = rack.kubectl("create", "-f", "-", input_text=json.dumps(kept))
         assert restored.returncode == 0, restored.stderr
+    results = run_cluster_side(rack)
+    assert {n: r.message for n, r in results.items()} == dict.fromkeys(NODES, "already joined")
+    _whole(rack, results)
+
+
+def _run_with(rack: Rack, nodes: list[str], **role_vars: object) -> dict[str, NodeResult]:
+    """One run of the cluster side on ``nodes`` with the roles' own variables set (a site's group_vars)."""
+    extravars = {"kubernetes": {**rack.ctx.options.extravars.get("kubernetes", {}), **role_vars}}
+    ctx = replace(rack.ctx, nodes=nodes, options=replace(rack.ctx.options, extravars=extravars))
+    results, closed = cluster_side(ctx, {n: r for n, r in host_reports(rack).items() if n in nodes})
+    assert closed is None
+    return results
+
+
+#: A ValidatingAdmissionPolicy that refuses gpu-01's Node: its kubelet bootstraps (kubelet.conf) but its
+#: registration is refused by the API server, as a kubelet that never registers looks to the cluster.
+NO_NODE_POLICY = """\
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: test-refuse-node-gpu-01}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+      - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [nodes]}
+  validations:
+    - {expression: "object.metadata.name != 'gpu-01'", message: "test: gpu-01 may not register"}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: test-refuse-node-gpu-01}
+spec: {policyName: test-refuse-node-gpu-01, validationActions: [Deny]}
+"""
+GPU01_NODE = '{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-01"}}'
+
+
+def test_a_worker_whose_node_never_registers_is_not_reported_joined_then_left_or_joined_again(
+    formed: tuple[Rack, dict[str, NodeResult]],
+) -> None:
+    """gpu-01 reset and its Node deleted, and the API server refusing a Node of that name (an admission
+    policy): kubeadm join returns once the kubelet has kubelet.conf, but no Node comes. The run fails gpu-01
+    (never "joined"); a run with kubeadm_join_reset false reports the half-done join and leaves it (kubelet.conf
+    and the kubelet stay); with the kubelet stopped and the policy gone, the next run undoes the join and joins
+    gpu-01 again."""
+    rack, _ = formed
+    rack.ssh("gpu-01", "systemctl stop kubelet")
+    assert rack.kubectl("delete", "node", "gpu-01").returncode == 0
+    rack.ssh("gpu-01", "kubeadm reset --force >/dev/null 2>&1")
+    applied = rack.kubectl("apply", "-f", "-", input_text=NO_NODE_POLICY)
+    assert applied.returncode == 0, applied.stderr
+    try:
+        refused = "test: gpu-01 may not register"
+        timing.wait_for(  # a policy takes effect once the API server has read it
+            lambda: refused in rack.kubectl("create", "--dry-run=server", "-f", "-", input_text=GPU01_NODE).stderr,
+            timeout=60, what="the admission policy refusing Node gpu-01",
+        )  # fmt: skip
+        first = _run_with(rack, ["gpu-01"], kubeadm_join_register_retries=3)["gpu-01"]
+        assert not first.ok, first  # never "joined" (applied: kubeadm join did run)
+        assert "kubeadm join finished on gpu-01 but the cluster has no Node gpu-01 after 15 s" in first.message
+        assert "journalctl -u kubelet" in first.message, first.message
+        assert rack.ssh("gpu-01", "test -f /etc/kubernetes/kubelet.conf && systemctl is-active kubelet").strip() == (
+            "active"
+        )
+        assert rack.kubectl("get", "node", "gpu-01").returncode != 0
+
+        left = _run_with(rack, ["gpu-01"], kubeadm_join_reset=False)["gpu-01"]
+        assert not left.ok, left
+        assert "gpu-01: kubelet.conf without a Node in the cluster: join stopped in its kubelet-start phase" in (
+            left.message
+        )
+        assert "kubeadm_join_reset is false, so it is not reset: run `kubeadm reset -f` on the node" in left.message
+        assert rack.ssh("gpu-01", "test -f /etc/kubernetes/kubelet.conf && systemctl is-active kubelet").strip() == (
+            "active"
+        )
+        rack.ssh("gpu-01", "systemctl stop kubelet")  # as a kubelet that cannot register would be found
+    finally:
+        deleted = rack.kubectl("delete", "-f", "-", "--ignore-not-found", input_text=NO_NODE_POLICY)
+        assert deleted.returncode == 0, deleted.stderr
+    timing.wait_for(
+        lambda: rack.kubectl("create", "--dry-run=server", "-f", "-", input_text=GPU01_NODE).returncode == 0,
+        timeout=60, what="Node gpu-01 admitted again",
+    )  # fmt: skip
+    results = run_cluster_side(rack)
+    assert results["gpu-01"].message == (
+        "joined as worker after kubeadm reset of a half-done join (kubelet.conf without a Node in the cluster: join "
+        "stopped in its kubelet-start phase)"
+    ), results["gpu-01"].message
+    _whole(rack, results)
+
+
+def _api_servers(rack: Rack, action: str) -> None:
+    """``stop``: every control plane's kubelet stopped, then its API server container (nothing restarts it);
+    ``start``: the kubelets started again (they bring the static pods back)."""
+    for node in CONTROL_PLANES:
+        if action == "stop":
+            rack.ssh(node, "systemctl stop kubelet; crictl stop $(crictl ps --quiet --name '^kube-apiserver$')")
+        else:
+            rack.ssh(node, "systemctl start kubelet")
+
+
+def test_a_first_control_plane_whose_api_does_not_answer_is_reported_never_reset(
+    formed: tuple[Rack, dict[str, NodeResult]],
+) -> None:
+    """No API server answering anywhere (each control plane's stopped, with its kubelet), head-01 with its
+    admin.conf and static pods: the run says no API answered and what to do, and resets nothing (etcd's
+    members, head-01's static pods and admin.conf stay). With the API servers back, every node is joined."""
+    rack, _ = formed
+    members = _member_ids(rack)
+    _api_servers(rack, "stop")
+    try:
+        timing.wait_for(
+            lambda: rack.kubectl("get", "--raw", "/readyz", "--request-timeout=3s").returncode != 0,
+            timeout=60, what="the API not answering through the VIP",
+        )  # fmt: skip
+        head = _run_with(rack, ["head-01"], kubeadm_init_api_retries=2, kubeadm_init_api_delay=1)["head-01"]
+        assert not head.ok, head
+        said = head.message
+        assert "head-01 has /etc/kubernetes/admin.conf and the API server's static pod, but no API answered" in said
+        assert "rackctl does not reset a control plane that may serve" in said and "kubeadm reset -f" in said, said
+        left = rack.ssh("head-01", "ls /etc/kubernetes /etc/kubernetes/manifests").split()
+        assert {"admin.conf", "kube-apiserver.yaml", "etcd.yaml"} <= set(left), left
+    finally:
+        _api_servers(rack, "start")
+    timing.wait_for(
+        lambda: rack.kubectl("get", "--raw", "/readyz").stdout.strip() == "ok",
+        timeout=180, what="the API ready again through the VIP",
+    )  # fmt: skip
+    assert _member_ids(rack) == members
     results = run_cluster_side(rack)
     assert {n: r.message for n, r in results.items()} == dict.fromkeys(NODES, "already joined")
     _whole(rack, results)

@@ -119,3 +119,24 @@ def test_a_node_writes_into_its_overlay_never_into_the_shared_tree(
     assert (first.state / "upper/etc/rackctl-native-test").read_text() == "mine\n"
     assert not (tree / "etc/rackctl-native-test").exists()
     assert (tree / "etc/hostname").read_text().strip() != first.name
+
+
+def test_a_node_is_removed_only_once_stopped_and_the_shared_tree_stays(
+    nodes: list[nspawn.NativeNode], tree: Path, key: Path, tmp_path: Path
+) -> None:
+    node = nspawn.NativeNode("cp-gone", "10.201.0.21/24", tmp_path / "cp-gone")  # on the module's bridge
+    try:
+        nspawn.start(node, tree, NETWORK, authorized_keys=key.with_suffix(".pub").read_text())
+        _ssh(node, key, "echo mine > /root/proof")
+        with pytest.raises(RuntimeError, match="still running: stop it first"):
+            nspawn.remove(node)
+        assert (node.state / "upper/root/proof").exists()
+    finally:
+        nspawn.stop(node)
+    (node.state / "pid").write_text("1")  # as if running: refused, nothing deleted
+    with pytest.raises(RuntimeError, match="still running"):
+        nspawn.remove(node)
+    (node.state / "pid").unlink()
+    nspawn.remove(node)
+    assert not node.state.exists()
+    assert (tree / "etc/os-release").exists()
