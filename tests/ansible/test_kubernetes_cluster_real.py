@@ -714,8 +714,9 @@ def test_rackctls_drain_moves_a_workers_pods_off_with_real_kubelets_and_a_budget
 
 
 #: two replicas of a small HTTP server (busybox httpd, the image every node has) behind a Service, spread
-#: over the nodes, a budget of one disruption, and a preStop pause so that a pod being evicted answers until
-#: the Service has dropped it: a LAB STAND-IN for a Triton Deployment (no GPU, no tritonserver image here)
+#: over the nodes, a budget of one disruption, and a preStop pause (8 s, for a loaded machine) so that a pod
+#: being evicted answers until the Service has dropped it: a LAB STAND-IN for a Triton Deployment (no GPU,
+#: no tritonserver image here)
 SERVING = """
 apiVersion: apps/v1
 kind: Deployment
@@ -726,7 +727,7 @@ spec:
   template:
     metadata: {labels: {app: serve-proof}}
     spec:
-      terminationGracePeriodSeconds: 10
+      terminationGracePeriodSeconds: 20
       tolerations: [{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}]
       topologySpreadConstraints:
         - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule,
@@ -738,7 +739,7 @@ spec:
           command: [/bin/busybox, sh, -c,
                     "mkdir -p /www && echo served > /www/index.html && exec /bin/busybox httpd -f -p 8080 -h /www"]
           readinessProbe: {httpGet: {path: /, port: 8080}, periodSeconds: 1}
-          lifecycle: {preStop: {exec: {command: [/bin/busybox, sleep, "4"]}}}
+          lifecycle: {preStop: {exec: {command: [/bin/busybox, sleep, "8"]}}}
 ---
 apiVersion: v1
 kind: Service
@@ -767,7 +768,7 @@ class Traffic(threading.Thread):
 
     def run(self) -> None:
         while not self.stopped.is_set():
-            proc = self.rack.kubectl("get", "--raw", SERVED, "--request-timeout=5s")
+            proc = self.rack.kubectl("get", "--raw", SERVED, "--request-timeout=15s")
             if proc.returncode == 0 and proc.stdout.strip() == "served":
                 self.ok += 1
             else:
