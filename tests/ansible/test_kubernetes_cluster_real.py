@@ -49,6 +49,7 @@ import yaml
 from bootstrap.cluster.render import render_cluster
 from bootstrap.environment import HostEnvironment
 from bootstrap.inventory import load_inventory
+from bootstrap.journal.states import NodeState
 from bootstrap.journal.store import Journal
 from bootstrap.kube import KUBECONFIG
 from bootstrap.provision.hostkeys import ensure_host_key, known_hosts_path, write_known_hosts
@@ -903,6 +904,74 @@ def test_a_firmware_rollout_drains_real_kubelets_one_node_at_a_time_while_a_serv
         rack.kubectl("delete", "-f", "-", "--ignore-not-found", "--wait=false", input_text=SERVING)
         for name in NODES:
             rack.kubectl("uncordon", name)
+
+
+def _rackctl(env: dict[str, str], *args: str) -> tuple[int, dict[str, Any]]:
+    """``rackctl <args> --json`` on this machine; its exit code and JSON document."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "bootstrap", *args, "--json"],
+        capture_output=True, text=True, env=env, timeout=timing.seconds(600), check=False,
+    )  # fmt: skip
+    try:
+        return proc.returncode, json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        raise AssertionError(f"rackctl {args[0]} exited {proc.returncode}: {proc.stderr[-3000:]}") from None
+
+
+def test_apply_of_an_inventory_without_a_worker_drains_real_kubelets_and_deletes_its_node(
+    networked: tuple[Rack, list[dict[str, Any]]], tmp_path: Path
+) -> None:
+    """``rackctl apply`` of the inventory without gpu-01, over the real cluster: gpu-01 cordoned, its
+    Deployment pod evicted and started again on another node by the real scheduler and kubelets, its
+    DaemonSet pods left to it, its Node deleted, its BMC powered off; the other nodes left schedulable with
+    their pods. LAB STAND-INS, said so: the BMCs are emulated iDRACs (the power-off does not stop the native
+    node: its kubelet is restarted afterwards to register again), and the journal is moved to ``joined`` by
+    the test (the cluster side ran with the module's own state directory)."""
+    rack, _ = networked
+    bmcs, inventory, secrets_env = _emulated_idracs(rack, tmp_path)
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    shutil.copy(rack.ctx.state_dir / KUBECONFIG, state / KUBECONFIG)
+    env = dict(os.environ, PATH=f"{_kubectl_wrapper(rack, tmp_path).parent}:{os.environ['PATH']}", **secrets_env)
+    common = ("--state-dir", str(state), "--yes")
+    assert rack.kubectl("apply", "-f", "-", input_text=DRAIN_PROOF % RELEASE.pause).returncode == 0
+    try:
+        timing.wait_for(lambda: _where(rack, "app=drain-proof") == sorted(NODES), timeout=120, what="a pod per node")
+        code, data = _rackctl(env, "apply", "-i", str(inventory), "--stages", "preflight,discover,bios", *common)
+        assert code == 0, data
+        with Journal(state) as journal:  # STAND-IN: as the kubernetes stage's cluster side records a join
+            for name in NODES:
+                path = {
+                    NodeState.CONFIGURED: (NodeState.PROVISIONING, NodeState.PROVISIONED, NodeState.JOINED),
+                    NodeState.PROVISIONED: (NodeState.JOINED,),
+                }[journal.state(name)]
+                for to in path:
+                    journal.transition(name, to, "test setup: joined by the cluster side (its own state directory)")
+        without = yaml.safe_load(inventory.read_text())
+        without["nodes"] = [n for n in without["nodes"] if n["hostname"] != "gpu-01"]
+        second = tmp_path / "without-gpu-01.yml"
+        second.write_text(yaml.safe_dump(without, sort_keys=False))
+        code, done = _rackctl(env, "apply", "-i", str(second), "--stages", "preflight,discover,bios", *common)
+        assert code == 0, done
+        assert done["nodes"]["gpu-01"]["ok"], done["nodes"]["gpu-01"]
+        assert "drained and deleted from Kubernetes" in done["nodes"]["gpu-01"]["did"], done["nodes"]["gpu-01"]
+        assert rack.kubectl("get", "node", "gpu-01").returncode != 0  # deleted
+        assert bmcs.state("gpu-01")["power_state"] == "Off"
+        timing.wait_for(
+            lambda: len(_where(rack, "app=drain-proof")) == 4, timeout=120, what="the evicted pod running elsewhere"
+        )
+        assert "gpu-01" not in _where(rack, "app=drain-proof")
+        assert "gpu-01" in _where(rack, "k8s-app=kube-proxy", "kube-system")  # its DaemonSet pods were left
+        assert all(_schedulable(rack, n) for n in CONTROL_PLANES)
+    finally:
+        bmcs.stop()
+        rack.kubectl("delete", "deployment", "drain-proof", "--ignore-not-found", "--wait=false")
+        rack.ssh("gpu-01", "systemctl restart kubelet")  # a powered-on node's kubelet registers it again
+    timing.wait_for(
+        lambda: rack.kubectl("get", "node", "gpu-01", "-o", "jsonpath={.spec.unschedulable}").returncode == 0,
+        timeout=120, what="gpu-01 registered again",
+    )  # fmt: skip
+    assert rack.kubectl("uncordon", "gpu-01").returncode == 0
 
 
 def test_rackctls_etcd_member_removal_through_kubectl_exec_and_the_control_plane_joined_again(
