@@ -228,13 +228,14 @@ def rack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rack]:
     finally:
         for node in nodes.values():
             nspawn.stop(node)
-            # the node's own layer and containerd's images are gigabytes on the disk its kubelet shared: gone
-            # with the module (its console log is kept beside the inventory)
+        NETWORK.down()
+        # each node's own layer and containerd's images are gigabytes on the disk its kubelet shared: gone with
+        # the module (its console log is kept beside the inventory); a node that cannot be removed fails teardown
+        for node in nodes.values():
             console = node.state / "console.log"
             if console.exists():
                 shutil.copy(console, base / f"console-{node.name}.log")
             nspawn.remove(node)
-        NETWORK.down()
 
 
 def _host_side_standin(rack: Rack, hostname: str) -> None:
@@ -787,15 +788,20 @@ class RolloutWatch(threading.Thread):
         self.mid_update = dict.fromkeys(NODES, 0)
         self.violations: list[str] = []
 
-    def unschedulable(self) -> dict[str, bool]:
-        nodes = json.loads(self.rack.kubectl("get", "nodes", "-o", "json").stdout or '{"items": []}')["items"]
-        return {n["metadata"]["name"]: bool(n["spec"].get("unschedulable")) for n in nodes}
+    def unschedulable(self) -> dict[str, bool] | None:
+        """Each Node's ``spec.unschedulable``; None where the API did not answer (the sample is not counted)."""
+        proc = self.rack.kubectl("get", "nodes", "-o", "json")
+        if proc.returncode != 0:
+            return None
+        return {n["metadata"]["name"]: bool(n["spec"].get("unschedulable")) for n in json.loads(proc.stdout)["items"]}
 
     def run(self) -> None:
         while not self.stopped.wait(0.2):
             before = self.unschedulable()
             states = {n: self.bmcs.state(n) for n in NODES}
             after = self.unschedulable()
+            if before is None or after is None:
+                continue
             for name, state in states.items():
                 if state["firmware_updates"] and not self.at_baseline(state["firmware"]):
                     self.mid_update[name] += 1

@@ -562,17 +562,16 @@ def test_pods_a_reset_left_are_removed_before_init_and_one_that_stays_stops_the_
     assert not (rack.node_dir("head-01") / "pods-left").exists()
 
 
-def test_a_container_still_running_after_the_reset_stops_the_node_before_init(tmp_path: Path) -> None:
-    with build_rack(tmp_path) as rack:
-        _half_done_init(rack, api_manifest=False)
-        for name in ("pods-left", "pods-stuck"):
-            (rack.node_dir("head-01") / name).write_text("")
-        results, closed = cluster_side(rack.ctx, host_reports(rack))
-        assert closed is None and not results["head-01"].ok
-        said = results["head-01"].message
-        assert "not initialised: head-01 still runs kube-apiserver after kubeadm reset and crictl rmp" in said, said
-        assert "crictl ps" in said
-        assert ("head-01", "kubeadm", "init") not in rack.steps()
+def test_a_container_still_running_after_the_reset_stops_the_node_before_init(rack: Rack) -> None:
+    _half_done_init(rack, api_manifest=False)
+    for name in ("pods-left", "pods-stuck"):
+        (rack.node_dir("head-01") / name).write_text("")
+    results, closed = cluster_side(rack.ctx, host_reports(rack))
+    assert closed is None and not results["head-01"].ok
+    said = results["head-01"].message
+    assert "not initialised: head-01 still runs kube-apiserver after kubeadm reset and crictl rmp" in said, said
+    assert "crictl ps" in said
+    assert ("head-01", "kubeadm", "init") not in rack.steps()
 
 
 def test_a_cluster_that_does_not_say_whether_a_node_joined_resets_nothing(rack: Rack) -> None:

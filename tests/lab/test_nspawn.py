@@ -137,6 +137,13 @@ def test_a_node_is_removed_only_once_stopped_and_the_shared_tree_stays(
     with pytest.raises(RuntimeError, match="still running"):
         nspawn.remove(node)
     (node.state / "pid").unlink()
+    subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(node.root)], check=True)  # something mounted under it
+    try:
+        with pytest.raises(RuntimeError, match="still mounted; not removed"):
+            nspawn.remove(node)
+    finally:
+        subprocess.run(["umount", str(node.root)], check=True)
+    assert (node.state / "upper/root/proof").exists()
     nspawn.remove(node)
     assert not node.state.exists()
     assert (tree / "etc/os-release").exists()
