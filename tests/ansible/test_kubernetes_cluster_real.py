@@ -49,7 +49,6 @@ import yaml
 from bootstrap.cluster.render import render_cluster
 from bootstrap.environment import HostEnvironment
 from bootstrap.inventory import load_inventory
-from bootstrap.journal.states import NodeState
 from bootstrap.journal.store import Journal
 from bootstrap.kube import KUBECONFIG
 from bootstrap.provision.hostkeys import ensure_host_key, known_hosts_path, write_known_hosts
@@ -67,6 +66,7 @@ from rackctl_lab.nsrelay import proxy_command
 from tests import timing
 from tests.ansible.test_kubernetes_cluster_side import everything_written
 from tests.ansible.test_playbook_stage import Recorder
+from tests.day2.conftest import mark_joined
 from tests.lab.vmlab import write_inventory
 
 pytestmark = [
@@ -599,36 +599,62 @@ def test_status_shows_each_nodes_readiness_and_a_cordon_read_from_the_real_clust
     come from the BMCs, here the LAB STAND-IN emulated iDRACs of the firmware test below. rackctl runs on
     this machine; its kubectl enters the bridge's namespace (where the VIP is) through a wrapper."""
     rack, _ = networked
-    bmcs, inventory, secrets_env = _emulated_idracs(rack, tmp_path)
-    env = dict(os.environ, PATH=f"{_kubectl_wrapper(rack, tmp_path).parent}:{os.environ['PATH']}", **secrets_env)
+    seat = _operator_seat(rack, tmp_path, state=rack.ctx.state_dir)  # the module's journal and kubeconfig
     assert rack.kubectl("cordon", "gpu-01").returncode == 0
     try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "bootstrap", "status", "-i", str(inventory), "--state-dir", str(rack.ctx.state_dir),
-             "--json"],
-            capture_output=True, text=True, env=env, timeout=timing.seconds(120), check=False,
-        )  # fmt: skip
+        _, data = _rackctl(seat.env, "status", "-i", str(seat.inventory), "--state-dir", str(seat.state))
     finally:
         assert rack.kubectl("uncordon", "gpu-01").returncode == 0
-        bmcs.stop()
-    data = json.loads(proc.stdout)
+        seat.bmcs.stop()
     assert data["kubernetes"]["deployed"] is True, data["kubernetes"]
     rows = {r["node"]: r for r in data["nodes"]}
     expected = {n: "Ready" for n in CONTROL_PLANES} | {"gpu-01": "Ready, cordoned"}
     assert {n: (rows[n]["kubernetes"]["status"], rows[n]["kubernetes"]["value"]) for n in NODES} == {
         n: ("ok", v) for n, v in expected.items()
-    }, proc.stdout[-3000:]
+    }, data
     assert {n: rows[n]["gpus"]["value"] for n in NODES} == dict.fromkeys(NODES, 0)
     assert {n: rows[n]["power"]["value"] for n in NODES} == dict.fromkeys(NODES, "On")
 
 
-def _kubectl_wrapper(rack: Rack, folder: Path) -> Path:
-    """A ``kubectl`` for rackctl on this machine: the lab's kubectl run in the bridge's namespace."""
+@dataclass
+class OperatorSeat:
+    """Where a test runs rackctl against the real cluster as an operator would: emulated iDRACs as the
+    nodes' BMCs (:func:`_emulated_idracs`), the inventory pointing at them, a state directory holding
+    rackctl's kubeconfig, and an environment whose ``kubectl`` enters the bridge's namespace (where the VIP
+    is) and which holds the BMC password."""
+
+    bmcs: Any
+    inventory: Path
+    state: Path
+    env: dict[str, str]
+
+
+def _operator_seat(rack: Rack, folder: Path, state: Path | None = None) -> OperatorSeat:
+    """An :class:`OperatorSeat` in ``folder``; ``state``: an existing state directory, else a new one with a
+    copy of rackctl's kubeconfig (so that the module's journal is not written to)."""
+    bmcs, inventory, secrets_env = _emulated_idracs(rack, folder)
+    if state is None:
+        state = folder / "state"
+        state.mkdir(mode=0o700)
+        shutil.copy(rack.ctx.state_dir / KUBECONFIG, state / KUBECONFIG)
     wrapper = folder / "bin" / "kubectl"
-    wrapper.parent.mkdir(exist_ok=True)
+    wrapper.parent.mkdir()
     wrapper.write_text(f'#!/bin/sh\nexec {shlex.join(NETWORK.exec_prefix())} {rack.binaries["kubectl"]} "$@"\n')
     wrapper.chmod(0o755)
-    return wrapper
+    env = dict(os.environ, PATH=f"{wrapper.parent}:{os.environ['PATH']}", **secrets_env)
+    return OperatorSeat(bmcs, inventory, state, env)
+
+
+def _rackctl(env: dict[str, str], *args: str, timeout: float = 600) -> tuple[int, dict[str, Any]]:
+    """``rackctl <args> --json`` on this machine; its exit code and JSON document."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "bootstrap", *args, "--json"],
+        capture_output=True, text=True, env=env, timeout=timing.seconds(timeout), check=False,
+    )  # fmt: skip
+    try:
+        return proc.returncode, json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        raise AssertionError(f"rackctl {args[0]} exited {proc.returncode}: {proc.stderr[-3000:]}") from None
 
 
 #: one pod per node (the control planes' taint tolerated; a cordoned node leaves the spread), the sandbox image
@@ -866,34 +892,27 @@ def test_a_firmware_rollout_drains_real_kubelets_one_node_at_a_time_while_a_serv
     (none). rackctl runs on this machine beside the emulated iDRACs; its kubectl enters the bridge's namespace
     (where the VIP is) through a wrapper. The BMCs and their firmware are LAB STAND-INS (no server reboots)."""
     rack, _ = networked
-    bmcs, inventory, secrets_env = _emulated_idracs(rack, tmp_path)
-    state = tmp_path / "state"
-    state.mkdir(mode=0o700)
-    shutil.copy(rack.ctx.state_dir / KUBECONFIG, state / KUBECONFIG)
-    wrapper = _kubectl_wrapper(rack, tmp_path)
+    seat = _operator_seat(rack, tmp_path)
     assert rack.kubectl("apply", "-f", "-", input_text=SERVING).returncode == 0
     traffic = Traffic(rack)
-    watch = RolloutWatch(rack, bmcs, _at_baseline)
+    watch = RolloutWatch(rack, seat.bmcs, _at_baseline)
     try:
         timing.wait_for(lambda: len(_where(rack, "app=serve-proof")) == 2, timeout=120, what="two replicas ready")
         traffic.start()
         timing.wait_for(lambda: traffic.ok >= 3, timeout=60, what="the Service answering")
         watch.start()
-        env = dict(os.environ, PATH=f"{wrapper.parent}:{os.environ['PATH']}", **secrets_env)
-        proc = subprocess.run(
-            [sys.executable, "-m", "bootstrap", "firmware", "apply", "-i", str(inventory), "--state-dir", str(state),
-             "--poll", "0.2", "--json"],
-            capture_output=True, text=True, env=env, timeout=timing.seconds(900), check=False,
+        code, data = _rackctl(
+            seat.env, "firmware", "apply", "-i", str(seat.inventory), "--state-dir", str(seat.state),
+            "--poll", "0.2", timeout=900,
         )  # fmt: skip
     finally:
         traffic.stopped.set()
         watch.stopped.set()
         traffic.join(timeout=30)
         watch.join(timeout=30)
-        bmcs.stop()
+        seat.bmcs.stop()
     try:
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-        data = json.loads(proc.stdout)
+        assert code == 0, data
         rows = {n["node"]: n for n in data["nodes"]}
         assert {n: rows[n]["status"] for n in NODES} == dict.fromkeys(NODES, "done"), data
         for name in NODES:
@@ -912,18 +931,6 @@ def test_a_firmware_rollout_drains_real_kubelets_one_node_at_a_time_while_a_serv
             rack.kubectl("uncordon", name)
 
 
-def _rackctl(env: dict[str, str], *args: str) -> tuple[int, dict[str, Any]]:
-    """``rackctl <args> --json`` on this machine; its exit code and JSON document."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "bootstrap", *args, "--json"],
-        capture_output=True, text=True, env=env, timeout=timing.seconds(600), check=False,
-    )  # fmt: skip
-    try:
-        return proc.returncode, json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        raise AssertionError(f"rackctl {args[0]} exited {proc.returncode}: {proc.stderr[-3000:]}") from None
-
-
 def test_apply_of_an_inventory_without_a_worker_drains_real_kubelets_and_deletes_its_node(
     networked: tuple[Rack, list[dict[str, Any]]], tmp_path: Path
 ) -> None:
@@ -934,35 +941,24 @@ def test_apply_of_an_inventory_without_a_worker_drains_real_kubelets_and_deletes
     node: its kubelet is restarted afterwards to register again), and the journal is moved to ``joined`` by
     the test (the cluster side ran with the module's own state directory)."""
     rack, _ = networked
-    bmcs, inventory, secrets_env = _emulated_idracs(rack, tmp_path)
-    state = tmp_path / "state"
-    state.mkdir(mode=0o700)
-    shutil.copy(rack.ctx.state_dir / KUBECONFIG, state / KUBECONFIG)
-    env = dict(os.environ, PATH=f"{_kubectl_wrapper(rack, tmp_path).parent}:{os.environ['PATH']}", **secrets_env)
-    common = ("--state-dir", str(state), "--yes")
+    seat = _operator_seat(rack, tmp_path)
+    common = ("--stages", "preflight,discover,bios", "--state-dir", str(seat.state), "--yes")
     assert rack.kubectl("apply", "-f", "-", input_text=DRAIN_PROOF % RELEASE.pause).returncode == 0
     try:
         timing.wait_for(lambda: _where(rack, "app=drain-proof") == sorted(NODES), timeout=120, what="a pod per node")
-        code, data = _rackctl(env, "apply", "-i", str(inventory), "--stages", "preflight,discover,bios", *common)
+        code, data = _rackctl(seat.env, "apply", "-i", str(seat.inventory), *common)
         assert code == 0, data
-        with Journal(state) as journal:  # STAND-IN: as the kubernetes stage's cluster side records a join
-            for name in NODES:
-                path = {
-                    NodeState.CONFIGURED: (NodeState.PROVISIONING, NodeState.PROVISIONED, NodeState.JOINED),
-                    NodeState.PROVISIONED: (NodeState.JOINED,),
-                }[journal.state(name)]
-                for to in path:
-                    journal.transition(name, to, "test setup: joined by the cluster side (its own state directory)")
-        without = yaml.safe_load(inventory.read_text())
+        mark_joined(seat.state, NODES, "joined by the cluster side (STAND-IN: it ran with the module's state dir)")
+        without = yaml.safe_load(seat.inventory.read_text())
         without["nodes"] = [n for n in without["nodes"] if n["hostname"] != "gpu-01"]
         second = tmp_path / "without-gpu-01.yml"
         second.write_text(yaml.safe_dump(without, sort_keys=False))
-        code, done = _rackctl(env, "apply", "-i", str(second), "--stages", "preflight,discover,bios", *common)
+        code, done = _rackctl(seat.env, "apply", "-i", str(second), *common)
         assert code == 0, done
         assert done["nodes"]["gpu-01"]["ok"], done["nodes"]["gpu-01"]
         assert "drained and deleted from Kubernetes" in done["nodes"]["gpu-01"]["did"], done["nodes"]["gpu-01"]
         assert rack.kubectl("get", "node", "gpu-01").returncode != 0  # deleted
-        assert bmcs.state("gpu-01")["power_state"] == "Off"
+        assert seat.bmcs.state("gpu-01")["power_state"] == "Off"
         timing.wait_for(
             lambda: len(_where(rack, "app=drain-proof")) == 4, timeout=120, what="the evicted pod running elsewhere"
         )
@@ -970,7 +966,7 @@ def test_apply_of_an_inventory_without_a_worker_drains_real_kubelets_and_deletes
         assert "gpu-01" in _where(rack, "k8s-app=kube-proxy", "kube-system")  # its DaemonSet pods were left
         assert all(_schedulable(rack, n) for n in CONTROL_PLANES)
     finally:
-        bmcs.stop()
+        seat.bmcs.stop()
         rack.kubectl("delete", "deployment", "drain-proof", "--ignore-not-found", "--wait=false")
         rack.ssh("gpu-01", "systemctl restart kubelet")  # a powered-on node's kubelet registers it again
     timing.wait_for(

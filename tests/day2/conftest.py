@@ -13,6 +13,8 @@ from click.testing import CliRunner
 from ruamel.yaml import YAML
 
 from bootstrap.cli import cli
+from bootstrap.journal.states import NodeState
+from bootstrap.journal.store import Journal
 from tests.cli.conftest import inventory_on_rack
 from tests.redfish.rf_lab import NODES, api, make_spec
 
@@ -63,3 +65,16 @@ def rack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rack]:
         yield Rack(emulated, {s.name: s for s in specs}, {e.name: e for e in endpoints}, tmp_path_factory.mktemp("inv"))
     finally:
         emulated.stop()
+
+
+def mark_joined(state: Path, nodes: list[str], why: str = "joined by the kubernetes stage (stand-in)") -> None:
+    """STAND-IN for the kubernetes stage's record of a join: the journal moves ``nodes`` (configured or
+    provisioned) to ``joined``, saying ``why`` the test does it."""
+    with Journal(state) as journal:
+        for name in nodes:
+            path = {
+                NodeState.CONFIGURED: (NodeState.PROVISIONING, NodeState.PROVISIONED, NodeState.JOINED),
+                NodeState.PROVISIONED: (NodeState.JOINED,),
+            }[journal.state(name)]
+            for to in path:
+                journal.transition(name, to, f"test setup: {why}")

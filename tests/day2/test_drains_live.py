@@ -19,9 +19,8 @@ from typing import Any
 
 import pytest
 
-from bootstrap.journal.states import NodeState
 from bootstrap.journal.store import Journal
-from tests.day2.conftest import Rack
+from tests.day2.conftest import Rack, mark_joined
 from tests.day2.test_redeploy_on_rack import finish, installed, pxe_boots, worker
 from tests.kube_objects import KubeObjects, NodeSampler, PodFinaliser
 
@@ -36,23 +35,11 @@ NODE = "gpu-l40s-01"  # the redeployed worker
 USER_LABELS = {"rack": "r7", "gpu.example/pool": "inference"}
 
 
-def _joined(state: Path, nodes: list[str]) -> None:
-    """The journal as if the kubernetes stage had joined ``nodes`` (it only renders today)."""
-    with Journal(state) as journal:
-        for name in nodes:
-            path = {
-                NodeState.CONFIGURED: (NodeState.PROVISIONING, NodeState.PROVISIONED, NodeState.JOINED),
-                NodeState.PROVISIONED: (NodeState.JOINED,),
-            }[journal.state(name)]
-            for to in path:
-                journal.transition(name, to, "test setup: joined by the kubernetes stage (stand-in)")
-
-
 def _installed_and_joined(rack: Rack, kube: KubeObjects, tmp_path: Path) -> tuple[Path, tuple[str, ...]]:
     """NODE installed by ``up`` through provision (the PXE double), journalled joined, the API server's
     kubeconfig in the state directory; the state directory and the CLI's common arguments."""
     state, common = installed(rack, "live-redeploy.yml", tmp_path)
-    _joined(state, [NODE])
+    mark_joined(state, [NODE])
     kube.server.write_kubeconfig(state / "kubeconfig")
     return state, common
 
@@ -64,7 +51,7 @@ def _applied_and_joined(rack: Rack, kube: KubeObjects, tmp_path: Path) -> tuple[
     base = rack.inventory("live-base.yml")
     code, data = rack.invoke("apply", "-i", str(base), "--state-dir", str(state), "--stages", OOB, "--yes")
     assert code == 0, data
-    _joined(state, list(rack.specs))
+    mark_joined(state, list(rack.specs))
     kube.server.write_kubeconfig(state / "kubeconfig")
     return state, base
 
