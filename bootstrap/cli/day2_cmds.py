@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import click
+from rich.console import Console
 from rich.table import Table
 
 from bootstrap.cli.common import (
@@ -53,28 +54,77 @@ SHORT_STATUS = {"unavailable": "n/a", "degraded": "err"}
 
 
 # -- status ------------------------------------------------------------------------------------------
-def status_table(data: dict[str, Any], *, wide: bool = False) -> tuple[Table, dict[str, int]]:
-    """The status table and, unless ``wide``, the reasons its cells refer to (``degraded [2]``), each once."""
-    table = Table(title="rackctl status")
-    shown = ("node", "role", *COLUMNS) if wide else ("node", *COLUMNS)  # the role: --wide, --json
-    for col in shown:
-        table.add_column(col, no_wrap=col == "node", overflow="fold")
+#: header words for a terminal too narrow for the full ones (--json and --wide keep the full names)
+SHORT_HEADERS = {"lifecycle": "state", "firmware": "fw", "kubernetes": "k8s"}
+
+
+def _status_table(data: dict[str, Any], *, boxed: bool, short: bool, gap: int = 2) -> tuple[Table, dict[str, int]]:
+    """One status table: boxed or bare (columns ``gap`` apart, as kubectl prints), each value whole or in a
+    word (``below [5]``, the value written whole below); the reasons its cells refer to, each once."""
+    if boxed:
+        table = Table(title="rackctl status")
+    else:
+        table = Table(title="rackctl status", box=None, pad_edge=False, padding=(0, 1) if gap == 2 else (0, 1, 0, 0))
+    for col in ("node", *COLUMNS):
+        table.add_column(SHORT_HEADERS.get(col, col) if short else col, no_wrap=col == "node", overflow="fold")
     reasons: dict[str, int] = {}
     for row in data["nodes"]:
         cells = []
         for col in COLUMNS:
             cell = row[col]
-            if cell["status"] == "ok":
-                text = escape(str(cell["value"]))
-            elif wide:
-                text = escape(f"{cell['status']}: {cell['reason']}")
-            else:
+            if cell["status"] != "ok":
                 ref = reasons.setdefault(cell["reason"], len(reasons) + 1)
                 text = f"{SHORT_STATUS[cell['status']]} {escape(f'[{ref}]')}"
+            elif short and cell.get("short"):
+                text = escape(cell["short"])
+                if cell.get("refer", True):  # the word alone would hide something: the value whole below
+                    ref = reasons.setdefault(f"{col}: {cell['value']}", len(reasons) + 1)
+                    text += " " + escape(f"[{ref}]")
+            else:
+                text = escape(str(cell["value"]))
             style = STYLE[cell["status"]]
             cells.append(f"[{style}]{text}[/{style}]" if style else text)
-        table.add_row(row["node"], *([row["role"]] if wide else []), *cells)
+        table.add_row(row["node"], *cells)
     return table, reasons
+
+
+def status_table(data: dict[str, Any], *, wide: bool, width: int) -> tuple[Table, dict[str, int]]:
+    """The status table and, unless ``wide``, the reasons its cells refer to (``degraded [2]``), each once.
+
+    Unless ``wide``, a line per node in ``width`` columns where it can be had: boxed when that fits, else
+    bare, then values in a word and short headers, then a space apart; only a terminal narrower than all
+    that folds cells.
+    """
+    if wide:
+        table = Table(title="rackctl status")
+        for col in ("node", "role", *COLUMNS):
+            table.add_column(col, no_wrap=col == "node", overflow="fold")
+        for row in data["nodes"]:
+            cells = []
+            for col in COLUMNS:
+                cell = row[col]
+                text = cell["value"] if cell["status"] == "ok" else f"{cell['status']}: {cell['reason']}"
+                style = STYLE[cell["status"]]
+                cells.append(f"[{style}]{escape(str(text))}[/{style}]" if style else escape(str(text)))
+            table.add_row(row["node"], row["role"], *cells)
+        return table, {}
+    layouts = ((True, False, 2), (False, False, 2), (False, True, 2), (False, True, 1))
+    for boxed, short, gap in layouts:
+        table, reasons = _status_table(data, boxed=boxed, short=short, gap=gap)
+        if console.measure(table, options=console.options.update_width(10_000)).maximum <= width:
+            return table, reasons
+    return table, reasons
+
+
+def show_status(data: dict[str, Any], *, wide: bool = False, out: Console | None = None) -> None:
+    """The table, then each reason and each value too long for its cell once, wrapped at the terminal's width."""
+    out = out or console
+    table, reasons = status_table(data, wide=wide, width=out.width)
+    out.print(table)
+    for reason, ref in reasons.items():
+        out.print(f"{escape(f'[{ref}]')} {escape(reason)}", soft_wrap=False)
+    if data["degraded"]:
+        out.print(f"[red]degraded data for: {', '.join(data['degraded'])}[/red]")
 
 
 @click.command("status")
@@ -98,15 +148,7 @@ def status_cmd(*, limit: str | None, inventory_path: Path, state_dir: Path, wide
         warn(note, as_json)
     data = collect(inventory, nodes, state_dir, cluster_for(state_dir))
 
-    def human(d: dict[str, Any]) -> None:
-        table, reasons = status_table(d, wide=wide)
-        console.print(table)
-        for reason, ref in reasons.items():  # each reason once, wrapped at the terminal's width
-            console.print(f"{escape(f'[{ref}]')} {escape(reason)}", soft_wrap=False)
-        if d["degraded"]:
-            console.print(f"[red]degraded data for: {', '.join(d['degraded'])}[/red]")
-
-    emit(data, as_json, human)
+    emit(data, as_json, lambda d: show_status(d, wide=wide))
     if not data["ok"]:
         sys.exit(1)
 

@@ -34,9 +34,18 @@ class Cell:
     status: str
     value: Any = None
     reason: str = ""
+    #: the value in a word, for a table too narrow for it (``below`` for "below baseline: BIOS 1.2 < 1.6");
+    #: empty when the value is short already
+    short: str = ""
+    #: whether the word needs the value written whole below the table (``baseline`` says enough: its
+    #: versions are for ``--wide``)
+    refer: bool = True
 
     def as_dict(self) -> dict[str, Any]:
-        return {"status": self.status, "value": self.value, "reason": self.reason}
+        out = {"status": self.status, "value": self.value, "reason": self.reason}
+        if self.short:
+            out |= {"short": self.short, "refer": self.refer}
+        return out
 
     def text(self) -> str:
         if self.status == "ok":
@@ -44,8 +53,8 @@ class Cell:
         return f"{self.status}: {self.reason}"
 
 
-def ok(value: Any) -> Cell:
-    return Cell("ok", value)
+def ok(value: Any, short: str = "", *, refer: bool = True) -> Cell:
+    return Cell("ok", value, short=short, refer=refer)
 
 
 def unavailable(reason: str) -> Cell:
@@ -70,15 +79,15 @@ def firmware_cell(inventory: Inventory, node: Node, bmc: NodeResult[dict[str, An
     shown = f"BIOS {found['bios'] or '?'}, iDRAC {found['idrac'] or '?'}"
     baseline = inventory.firmware.baseline.get(node.model)
     if baseline is None:
-        return ok(f"{shown} (no baseline for {node.model})")
+        return ok(f"{shown} (no baseline for {node.model})", "unchecked")
     behind = []
     for part, label in (("bios", "BIOS"), ("idrac", "iDRAC")):
         want, have = getattr(baseline, part), found[part]
         if want and (not have or version_tuple(str(have)) < version_tuple(want)):
             behind.append(f"{label} {have or 'unknown'} < {want}")
     if behind:
-        return ok(f"below baseline: {'; '.join(behind)}")
-    return ok(f"{shown} (at baseline)")
+        return ok(f"below baseline: {'; '.join(behind)}", "below")
+    return ok(f"{shown} (at baseline)", "baseline", refer=False)
 
 
 def _error_text(result: NodeResult[Any]) -> str:
@@ -176,4 +185,4 @@ def _kube_cells(name: str, cluster: Cluster, kube_nodes: dict[str, Any], error: 
     if kn is None:
         return unavailable("not a Kubernetes node (not joined)"), unavailable("not a Kubernetes node (not joined)")
     readiness = ("Ready" if kn.ready else "NotReady") + (", cordoned" if kn.unschedulable else "")
-    return ok(readiness), ok(kn.allocatable_gpus)
+    return ok(readiness, "cordoned" if kn.unschedulable else ""), ok(kn.allocatable_gpus)
