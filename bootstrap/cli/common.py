@@ -6,6 +6,7 @@ import contextlib
 import functools
 import json
 import sys
+import textwrap
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -15,6 +16,7 @@ from typing import Any, TypeVar
 import click
 from rich.console import Console
 from rich.markup import escape as rich_escape
+from rich.text import Text
 
 from bootstrap.environment import Environment, available, load_environment
 from bootstrap.errors import EXIT_INTERRUPTED, RackctlError
@@ -182,6 +184,25 @@ def emit_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
 
 
+def say_item(out: Console, label: str, text: str, *, style: str = "") -> None:
+    """``label`` (markup) then ``text`` (plain): on a terminal wrapped at its width, each further line under
+    the text's first column (words kept whole, a long path on a line of its own); piped, one line, for grep
+    and logs. ``style``: the text's."""
+    head = Text.from_markup(label)
+    if not out.is_terminal or head.cell_len + len(text) <= out.width:
+        out.print(head + Text(text, style=style), soft_wrap=True)
+        return
+    lines = textwrap.wrap(
+        text,
+        width=max(20, out.width - head.cell_len),
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+    out.print(head + Text(lines[0], style=style), soft_wrap=True)
+    for line in lines[1:]:
+        out.print(Text(" " * head.cell_len) + Text(line, style=style), soft_wrap=True)
+
+
 def warn(message: str, as_json: bool) -> None:
     """Say ``message`` once per command: on stderr now, or in the ``warnings`` of the ``--json`` document."""
     said = command_warnings()
@@ -189,7 +210,7 @@ def warn(message: str, as_json: bool) -> None:
         return
     said.append(message)
     if not as_json:
-        err_console.print(f"[bold yellow]warning:[/bold yellow] {escape(message)}")
+        say_item(err_console, "[bold yellow]warning:[/bold yellow] ", message)
 
 
 def command_warnings() -> list[str]:
@@ -242,9 +263,9 @@ def report_error(exc: RackctlError, as_json: bool) -> None:
         said = {"warnings": command_warnings()} if command_warnings() else {}
         emit_json({"ok": False, "error": redact(exc.message), "exit_code": exc.exit_code, "errors": clean, **said})
         return
-    err_console.print(f"[bold red]error:[/bold red] {escape(redact(exc.message))}")
+    say_item(err_console, "[bold red]error:[/bold red] ", redact(exc.message))
     for problem in exc.problems:
-        err_console.print(f"  - {escape(redact(str(problem)))}")
+        say_item(err_console, "  - ", redact(str(problem)))
 
 
 def escape(text: str) -> str:

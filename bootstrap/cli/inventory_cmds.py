@@ -20,6 +20,7 @@ from bootstrap.cli.common import (
     inventory_option,
     json_option,
     plan_option,
+    say_item,
     state_dir_option,
 )
 from bootstrap.errors import EXIT_INVALID, InvalidInput, Problem
@@ -63,9 +64,9 @@ def validate(inventory_path: Path, as_json: bool) -> None:
         if as_json:
             emit_json({"ok": False, "errors": [p.as_dict() for p in problems], "warnings": []})
         else:
-            err_console.print(f"[bold red]{escape(str(inventory_path))}: {escape(exc.message)}[/bold red]")
+            say_item(err_console, "", f"{inventory_path}: {exc.message}", style="bold red")
             for problem in problems:
-                err_console.print(f"  [red]error[/red]   {escape(str(problem))}")
+                say_item(err_console, "  [red]error[/red]   ", str(problem))
         raise SystemExit(EXIT_INVALID) from None
     inv = result.inventory
     warnings = [*result.warnings, *machine_warnings(inv)]
@@ -91,7 +92,7 @@ def validate(inventory_path: Path, as_json: bool) -> None:
             f"profile {s['profile']}"
         )
         for w in warnings:
-            console.print(f"  [yellow]warning[/yellow] {escape(str(w))}")
+            say_item(console, "  [yellow]warning[/yellow] ", str(w))
 
     emit(data, as_json, human)
 

@@ -521,10 +521,42 @@ def labels_and_taints(inv: Inventory) -> Iterator[Finding]:
 # --- BMC access -------------------------------------------------------------------------------
 
 
+def _credentials_set_at(inv: Inventory, index: int) -> str:
+    """Where node ``index``'s BMC credentials name is set: the node, its model's or role's group, or the
+    defaults (the most specific layer that sets it, as :meth:`Inventory.bmc_settings` merges them)."""
+    node = inv.nodes[index]
+    if node.bmc.credentials is not None:
+        return _node_path(index, ".bmc.credentials")
+    for key in (node.model, node.role.value):
+        group = inv.bmc.groups.get(key)
+        if group is not None and group.credentials is not None:
+            return f"bmc.groups.{key}.credentials"
+    return "bmc.defaults.credentials"
+
+
+@rule("bmc-credentials-defined")
+def bmc_credentials_defined(inv: Inventory) -> Iterator[Finding]:
+    """Each credentials name a BMC uses is defined under ``credentials:``: said once where it is set (the
+    defaults or a group reach many nodes), naming the nodes it reaches."""
+    undefined: dict[str, tuple[str, list[str]]] = {}
+    for i, node in enumerate(inv.nodes):
+        name = inv.bmc_settings(node).credentials
+        if name is not None and name not in inv.credentials:
+            undefined.setdefault(_credentials_set_at(inv, i), (name, []))[1].append(node.hostname)
+    for path, (name, nodes) in undefined.items():
+        reaches = "" if path.startswith("nodes[") else f" (BMCs of {', '.join(nodes)})"
+        yield err(
+            path,
+            f"credentials {name!r} are not defined under `credentials:`{reaches}",
+            did_you_mean(name, inv.credentials),
+        )
+
+
 @rule("bmc-access")
 def bmc_access(inv: Inventory) -> Iterator[Finding]:
-    """Each BMC names defined credentials and a way to verify its TLS certificate (CA bundle, fingerprint or
-    an explicit insecure); whether the bundle exists on this machine is an environment check (preflight)."""
+    """Each BMC has credentials (defined: :func:`bmc_credentials_defined`) and a way to verify its TLS
+    certificate (CA bundle, fingerprint or an explicit insecure); whether the bundle exists on this machine is
+    an environment check (preflight)."""
     oob = inv.networks.cidr_of("oob")
     for i, node in enumerate(inv.nodes):
         settings = inv.bmc_settings(node)
@@ -534,12 +566,6 @@ def bmc_access(inv: Inventory) -> Iterator[Finding]:
                 f"{path}.credentials",
                 f"no BMC credentials for {node.hostname}",
                 "set bmc.credentials on the node, or bmc.defaults.credentials / bmc.groups.<role|model>",
-            )
-        elif settings.credentials not in inv.credentials:
-            yield err(
-                f"{path}.credentials",
-                f"credentials {settings.credentials!r} are not defined under `credentials:`",
-                did_you_mean(settings.credentials, inv.credentials),
             )
         if settings.insecure:
             yield warn(f"{path}.insecure", f"TLS verification is off for {node.hostname}'s BMC")

@@ -21,6 +21,7 @@ from bootstrap.cli.common import (
     handle_errors,
     inventory_option,
     json_option,
+    plan_option,
 )
 from bootstrap.errors import EXIT_FAILED
 from rackctl_lab import head_cli, paths
@@ -47,7 +48,7 @@ def _up_options(func: Any) -> Any:
         json_option,
         lab_dir_option,
         inventory_option,
-        click.option("--dry-run", is_flag=True, help="Show what would start and be written; do nothing."),
+        plan_option("Show what would start and be written; do nothing.", dest="dry_run"),
         click.option("--latency-ms", type=click.IntRange(0, 60000), default=0, help="Added to every request."),
         click.option("--processes", type=click.IntRange(1, 64), default=None, help="Worker processes."),
     ):

@@ -257,10 +257,24 @@ def test_bmc_without_tls_verification(data):
     assert any("TLS verification is off" in w.message for w in valid(data).warnings)
 
 
-@covers("bmc-access")
+@covers("bmc-credentials-defined")
 def test_bmc_credentials_undefined(data):
     data["nodes"][3]["bmc"]["credentials"] = "idracc"
     expect(data, "nodes[3].bmc.credentials", "not defined", "did you mean 'idrac'?")
+
+
+@covers("bmc-credentials-defined")
+def test_an_undefined_name_in_the_defaults_or_a_group_is_said_once_where_it_is_set(data):
+    data["bmc"]["defaults"]["credentials"] = "idracc"  # every node inherits it: one error, at the defaults
+    problems = [p for p in problems_of(data) if "not defined under" in p.message]
+    assert [p.path for p in problems] == ["bmc.defaults.credentials"], [str(p) for p in problems]
+    hostnames = [n["hostname"] for n in data["nodes"]]
+    assert f"(BMCs of {', '.join(hostnames)})" in problems[0].message and "did you mean 'idrac'?" in problems[0].fix
+    data["bmc"]["defaults"]["credentials"] = "idrac"
+    data["bmc"]["groups"] = {"worker": {"credentials": "gpu-bmcs"}}  # a role's group: said at the group
+    workers = [n["hostname"] for n in data["nodes"] if n["role"] == "worker"]
+    problem = expect(data, "bmc.groups.worker.credentials", "'gpu-bmcs' are not defined", ", ".join(workers))
+    assert len([p for p in problems_of(data) if "not defined under" in p.message]) == 1, problem
 
 
 @covers("bmc-access")

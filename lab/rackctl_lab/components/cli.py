@@ -9,7 +9,16 @@ from typing import Any
 import click
 from rich.table import Table
 
-from bootstrap.cli.common import console, emit, err_console, escape, handle_errors, inventory_option, json_option
+from bootstrap.cli.common import (
+    console,
+    emit,
+    err_console,
+    escape,
+    handle_errors,
+    inventory_option,
+    json_option,
+    plan_option,
+)
 from rackctl_lab.components.pins import GROUPS
 
 
@@ -26,7 +35,7 @@ from rackctl_lab.components.pins import GROUPS
     metavar="VERSION",
     help="Build this release instead of the inventory's cluster.versions.kubernetes (the lab's own tests).",
 )
-@click.option("--plan", "show_plan", is_flag=True, help="List the pins and what the cache has; build nothing.")
+@plan_option("List the pins and what the cache has; build nothing.", dest="show_plan")
 @click.option(
     "--packages",
     is_flag=True,
