@@ -41,6 +41,19 @@ INDEX = "index.json"
 DASHBOARDS_FILE = "monitoring/dashboards.yaml"
 
 
+class _Dumper(yaml.SafeDumper):
+    """safe_dump's, with each placeholder a role fills in (``${KUBEADM_CERTIFICATE_KEY}``) double-quoted: the
+    value put in its place then stays a string. Unquoted, kubeadm read a certificate key of hex digits only as
+    a number and refused the config ("cannot unmarshal number into ... certificateKey of type string")."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"' if "${" in value else None)
+
+
+_Dumper.add_representer(str, _represent_str)
+
+
 @dataclass
 class RenderedFile:
     """One output file: its objects (YAML documents) or raw text, and the inventory fields behind it."""
@@ -56,7 +69,7 @@ class RenderedFile:
     def content(self) -> str:
         if self.text is not None:
             return self.text
-        return yaml.safe_dump_all(self.objects, sort_keys=False)
+        return yaml.dump_all(self.objects, Dumper=_Dumper, sort_keys=False)
 
 
 @dataclass
