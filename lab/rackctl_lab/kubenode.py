@@ -1,13 +1,14 @@
-"""A native lab node made ready for kubeadm: the lab's Kubernetes packages and its containerd build installed.
+"""A native lab node made ready for kubeadm: the runtime and the images; the Kubernetes packages by a mirror.
 
-What a Kubernetes node's packages would put there, for a :class:`~rackctl_lab.nspawn.NativeNode` that is
-running: kubeadm, kubelet (its unit and kubeadm's drop-in), kubectl, cri-tools and kubernetes-cni from the lab's own
-packages (:mod:`rackctl_lab.components.debs`, the ``.deb`` files a mirror build takes from the lab's
-Kubernetes upstream) installed with dpkg beside runc and the tools kubeadm's preflight looks for from
-Debian's packages; containerd, its shim and ``ctr`` from ``rackctl lab components`` in ``/usr/bin`` with a
-unit of ours (no package of them is made yet); etcdctl off PATH (:data:`TEST_ETCDCTL`, for the tests' own
-reads: a kubeadm node has none, so rackctl's roles use the etcd pod's); and the images the cluster runs imported
-into containerd's ``k8s.io`` namespace (what a registry mirror would serve).
+What a Kubernetes node has before rackctl's host side runs, for a :class:`~rackctl_lab.nspawn.NativeNode`
+that is running: runc and the tools kubeadm's preflight looks for from Debian's packages (with dpkg);
+containerd, its shim and ``ctr`` from ``rackctl lab components`` in ``/usr/bin`` with a unit of ours (no
+package of them is made yet); etcdctl off PATH (:data:`TEST_ETCDCTL`, for the tests' own reads: a kubeadm
+node has none, so rackctl's roles use the etcd pod's); and the images the cluster runs imported into
+containerd's ``k8s.io`` namespace (what a registry mirror would serve). kubeadm, kubelet, kubectl, cri-tools
+and kubernetes-cni come from the lab's own packages (:mod:`rackctl_lab.components.debs`) through a head
+mirror and role ``kubernetes_packages``, as on a site; given to :func:`install`, they are installed with
+dpkg instead.
 
 Two concessions to the lab machine, both in this module and nowhere in the product: its cgroups are v1
 (hybrid), so the node remounts its controller hierarchies read-write before containerd starts (nspawn mounts
@@ -86,7 +87,8 @@ Run = Callable[[str], str]
 def install(node: NativeNode, binaries: dict[str, Path], debs: list[Path], images: list[Image], run: Run) -> None:
     """Install everything on the running ``node``; ``run`` runs a shell command on it (over SSH) and returns stdout.
 
-    ``debs``: Debian's packages (:func:`debs_for`) and the lab's Kubernetes packages, installed together.
+    ``debs``: the packages installed with dpkg (Debian's, :func:`debs_for`; and the lab's Kubernetes
+    packages where no mirror brings them: the kubelet package's postinst enables its unit).
     """
     root = node.root
     bin_dir = root / "usr/bin"
@@ -135,7 +137,6 @@ def install(node: NativeNode, binaries: dict[str, Path], debs: list[Path], image
     missing = [i.ref for i in images if i.ref not in listed]
     if missing:
         raise RuntimeError(f"native node {node.name}: containerd does not list {', '.join(missing)}")
-    run("systemctl enable --quiet kubelet")  # the package's unit (no maintainer script enables it)
 
 
 def debs_for(tree: Path, folder: Path, packages: tuple[str, ...] = DEBIAN_PACKAGES) -> list[Path]:

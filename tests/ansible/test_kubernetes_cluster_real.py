@@ -1,33 +1,39 @@
-"""The kubernetes stage's cluster side (playbooks/kubernetes_cluster.yml) against a REAL kubeadm 1.37.2.
+"""The kubernetes stage's host and cluster sides against a REAL kubeadm 1.37.2, from a real head mirror.
 
 Four native lab nodes (systemd-nspawn, rackctl_lab/nspawn.py) on a bridge of their own: head-01, cp-02,
 cp-03 (control planes) and gpu-01 (a worker; no GPU here), each with the inventory's ``mgmt0`` carrying
 its PXE and management addresses, its sshd presenting the host key rackctl pinned. rackctl_lab/kubenode.py
-installs the lab's Kubernetes packages (kubeadm, kubelet with kubeadm's drop-in, kubectl, cri-tools at
-1.37.2-1.1, kubernetes-cni at 1.10.0-1.1: rackctl_lab/components/debs.py, built from their Go modules) with
-dpkg, containerd 2.4.2 built from its module, runc, keepalived and haproxy from Debian, and every image the
-cluster runs (control plane, kube-proxy, CoreDNS, Flannel: rackctl_lab/components/images.py). No etcdctl on
-PATH, as on a kubeadm node: rackctl's roles run the etcd pod's through crictl; the test's own reads use one
-off PATH (kubenode.TEST_ETCDCTL).
+gives them what a node has before rackctl's host side: runc and kubeadm's preflight tools from Debian with
+dpkg, containerd 2.4.2 built from its module, and every image the cluster runs (control plane, kube-proxy,
+CoreDNS, Flannel: rackctl_lab/components/images.py). No etcdctl on PATH, as on a kubeadm node: rackctl's
+roles run the etcd pod's through crictl; the test's own reads use one off PATH (kubenode.TEST_ETCDCTL).
 
-What is real: rackctl's rendered kubeadm configs, its roles (kubeadm_leftovers, kubeadm_init, etcdctl,
-etcd_snapshot, etcd_member, kubeadm_join, kubeadm_preflight) run by its Ansible driver over SSH with pinned
-host keys, kubeadm, the kubelet, etcd, the API servers, keepalived holding the API VIP and haproxy in front
-of the API servers, the journal; then the stage's Helm part (helm-python-sdk) installing the CNI release
+What is real: the head node's mirror built by the product's mirror build from Debian's archive and the lab's
+Kubernetes packages (kubeadm, kubelet, kubectl, cri-tools at 1.37.2-1.1, kubernetes-cni at 1.10.0-1.1:
+rackctl_lab/components/debs.py, built from their Go modules) named as the inventory's Kubernetes upstream,
+re-signed by the site key and served on the bridge's address as the lab's head services serve it; the
+network stage's role package_source making it each node's one source; the kubernetes stage's host side
+(roles kubernetes_packages and api_endpoint: the packages at exactly the release and held, each node's
+kubeadm config validated by its kubeadm, keepalived and haproxy installed from the mirror, their rendered
+configs checked, written and the daemons started); rackctl's cluster side (kubeadm_leftovers, kubeadm_init,
+etcdctl, etcd_snapshot, etcd_member, kubeadm_join, kubeadm_preflight) run by its Ansible driver over SSH with
+pinned host keys, kubeadm, the kubelet, etcd, the API servers, keepalived holding the API VIP and haproxy in
+front of the API servers, the journal; then the stage's Helm part (helm-python-sdk) installing the CNI release
 rackctl renders for ``kubernetes.cni: flannel``, flanneld, kube-proxy, CoreDNS and the CNI plugins.
 The chart is the lab's (rackctl_lab/charts/flannel: upstream's cannot be had offline), a STAND-IN with the
 same name, version and values; so is flannel's CNI plugin (rackctl_lab/components/flannel_cni: upstream's
 module is not served by the Go module proxy).
-What the host side does in its own test (tests/ansible/test_kubernetes_host_stage.py) is done here by the
-fixture as a STAND-IN: the packages installed with dpkg rather than by role kubernetes_packages from a mirror,
-the rendered kubeadm config, keepalived.conf and haproxy.cfg copied onto the nodes and the daemons started,
-the inventory's name server in resolv.conf (role networks' netplan), and the host side's report (the versions
-dpkg says are installed).
+What the rest of the network stage leaves is done by the fixture as a STAND-IN (its roles run on the lab's
+VMs, tests/inband): role baseline's IP forwarding, role networks' name server in resolv.conf, and the
+journal's record of the stage. containerd is the lab's 2.4.2 build installed by kubenode, not role
+container_runtime's Debian package: bookworm's containerd 1.6 answers no CRI RuntimeConfig, which kubelet
+1.37.2 still falls back from but counts as losing support in 1.38 (cmd/kubelet/app/server.go).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import ipaddress
 import json
 import os
@@ -47,16 +53,22 @@ import pytest
 import yaml
 
 from bootstrap.cluster.render import render_cluster
-from bootstrap.environment import HostEnvironment
+from bootstrap.environment import BootSite, HostEnvironment
 from bootstrap.inventory import load_inventory
-from bootstrap.journal.store import Journal
+from bootstrap.journal.states import NodeState
+from bootstrap.journal.store import STAGE_STEP, Journal
 from bootstrap.kube import KUBECONFIG
+from bootstrap.mirror.build import build_mirror
+from bootstrap.mirror.layout import MirrorLayout
+from bootstrap.mirror.manifest import build_manifest
 from bootstrap.provision.hostkeys import ensure_host_key, known_hosts_path, write_known_hosts
 from bootstrap.provision.image import debootstrap_tree, default_mirror
 from bootstrap.provision.ramdisk import cache_root
+from bootstrap.resources import roles_dir
 from bootstrap.stages.base import NodeResult, RunOptions, StageContext
 from bootstrap.stages.kubernetes_cluster import cluster_side
-from bootstrap.stages.kubernetes_host import HOST_FACTS
+from bootstrap.stages.kubernetes_host import host_side
+from bootstrap.stages.playbook import play
 from rackctl_lab import kubenode, nspawn
 from rackctl_lab.charts import CHARTS_DIR
 from rackctl_lab.components import build, debs, images
@@ -68,6 +80,7 @@ from tests.ansible.test_kubernetes_cluster_side import everything_written
 from tests.ansible.test_playbook_stage import Recorder
 from tests.day2.conftest import mark_joined
 from tests.lab.vmlab import write_inventory
+from tests.mirror.standin_upstream import serve
 
 pytestmark = [
     pytest.mark.lab,
@@ -84,7 +97,8 @@ LAB_PREFLIGHT = ["SystemVerification"]
 
 
 class NetnsEnvironment(HostEnvironment):
-    """This machine, reaching the nodes through the bridge's namespace (the lab's relay) with the admin key."""
+    """This machine, reaching the nodes through the bridge's namespace (the lab's relay) with the admin key;
+    the head node's services (its mirror) listen on the bridge's address, as in the lab."""
 
     name = "native-lab"
 
@@ -93,6 +107,9 @@ class NetnsEnvironment(HostEnvironment):
 
     def ssh_proxy_command(self) -> str | None:
         return proxy_command(NETWORK.name)
+
+    def boot_site(self, inventory: object) -> BootSite:
+        return BootSite(server_ip=NETWORK.ip, interface=NETWORK.bridge)
 
     def admin_key(self, inventory: object) -> Path | None:
         return self.key
@@ -108,6 +125,8 @@ class Rack:
     binaries: dict[str, Path]
     #: the inventory file (a second process loads it: the SIGKILL test)
     inventory_path: Path
+    #: what the host side (roles kubernetes_packages and api_endpoint) reported per node
+    host: dict[str, NodeResult] = dataclasses.field(default_factory=dict)
 
     def ssh(self, host: str, command: str, *, timeout: float = 120) -> str:
         node = self.nodes[host]
@@ -135,9 +154,18 @@ class Rack:
 QUORUM_PROOF = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: quorum-proof, namespace: default}\ndata: {k: v}\n"
 
 
-def _inventory(folder: Path, admin_key: str) -> Path:
+def _inventory(folder: Path, admin_key: str, upstream: str, upstream_key: Path) -> Path:
     path = write_inventory(folder, NODES[1:], admin_key)
     data = yaml.safe_load(path.read_text())
+    # the head node's mirror (this machine, at the bridge's address), Kubernetes' packages in it from the
+    # lab's own repository named as a site names its staging copy of pkgs.k8s.io
+    data["site_services"] = {
+        "packages": {
+            "source": "mirror",
+            "suite": "bookworm",
+            "upstreams": {"kubernetes": {"uri": upstream, "key_file": str(upstream_key)}},
+        }
+    }
     for node in data["nodes"]:
         if node["hostname"].startswith("cp-"):
             node.update(role="control-plane", model="R660")
@@ -177,23 +205,28 @@ def rack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rack]:
     built = build.build(build.select(RELEASE, programs))
     binaries = {b.name: Path(b.path) for b in built}
     assembled = images.assemble(RELEASE, built)
-    packages = sorted(debs.repository(RELEASE, binaries).root.glob("*.deb"))
+    repository = debs.repository(RELEASE, binaries)
     tree = debootstrap_tree("bookworm", default_mirror(), cache_root())
-    debian = kubenode.debs_for(
-        tree, cache_root() / "debs" / "kubenode-api", (*kubenode.DEBIAN_PACKAGES, "keepalived", "haproxy", "curl")
-    )
+    debian = kubenode.debs_for(tree, cache_root() / "debs" / "kubenode-base", (*kubenode.DEBIAN_PACKAGES, "curl"))
     base = tmp_path_factory.mktemp("cluster-real")
     key = base / "admin" / "id_ed25519"
     key.parent.mkdir()
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
-    inventory_path = _inventory(base, key.with_suffix(".pub").read_text().strip())
-    inventory = load_inventory(inventory_path)
     state = base / "state"
+    with serve(repository.root) as upstream:  # only the mirror build reads it
+        inventory_path = _inventory(base, key.with_suffix(".pub").read_text().strip(), upstream, repository.public_key)
+        inventory = load_inventory(inventory_path)
+        build_mirror(
+            MirrorLayout(state),
+            build_manifest(inventory, _host_side_roles(base / "roles")),
+            key_uid="rackctl test mirror <mirror@lab.rackctl.test>",
+        )
     bundle = {f.path: f.content() for f in render_cluster(inventory).files}
     NETWORK.up()
     NETWORK.ip_in("addr", "add", MANAGEMENT_GATEWAY, "dev", NETWORK.bridge)
     nodes: dict[str, nspawn.NativeNode] = {}
     pins = {}
+    mirror = _serve_mirror(MirrorLayout(state).repo, inventory.site_services.packages.port)
     try:
         for hostname in NODES:
             spec = inventory.node(hostname)
@@ -220,12 +253,13 @@ def rack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rack]:
             ctx = StageContext("kubernetes", inventory, NODES, journal, state, run_id, options, Recorder())
             rack_ctx = Rack(ctx, nodes, key, bundle, binaries, inventory_path)
             for hostname in NODES:
-                kubenode.install(
-                    nodes[hostname], binaries, [*debian, *packages], assembled, lambda c, h=hostname: rack_ctx.ssh(h, c)
-                )
-                _host_side_standin(rack_ctx, hostname)
+                kubenode.install(nodes[hostname], binaries, debian, assembled, lambda c, h=hostname: rack_ctx.ssh(h, c))
+                _network_stage_standin(rack_ctx, hostname)
+            rack_ctx.host = _host_side(rack_ctx)
             yield rack_ctx
     finally:
+        mirror.terminate()
+        mirror.wait(timeout=10)
         for node in nodes.values():
             nspawn.stop(node)
         NETWORK.down()
@@ -238,31 +272,65 @@ def rack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rack]:
             nspawn.remove(node)
 
 
-def _host_side_standin(rack: Rack, hostname: str) -> None:
-    """STAND-IN for the host side's part the cluster side needs (its own test runs the real roles)."""
+#: the roles whose packages the test's mirror carries: the package source, the host side's two
+HOST_SIDE_ROLES = ("package_source", "kubernetes_packages", "api_endpoint")
+PACKAGE_SOURCE_PLAYBOOK = Path(__file__).parent / "playbooks" / "package_source.yml"
+
+
+def _host_side_roles(folder: Path) -> Path:
+    folder.mkdir(parents=True)
+    for name in HOST_SIDE_ROLES:
+        (folder / name).symlink_to(roles_dir() / name)
+    return folder
+
+
+def _serve_mirror(repo: Path, port: int) -> subprocess.Popen[bytes]:
+    """The mirror served over HTTP on the bridge's address, as the lab's head services serve it (nginx there)."""
+    server = subprocess.Popen(
+        [*NETWORK.exec_prefix(), sys.executable, "-m", "http.server", str(port), "--bind", NETWORK.ip,
+         "--directory", str(repo)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    return server
+
+
+def _network_stage_standin(rack: Rack, hostname: str) -> None:
+    """STAND-IN for what the network stage leaves that the cluster needs (its roles run on the lab's VMs,
+    tests/inband): role baseline's IP forwarding, role networks' name servers, the journal's record."""
     root = rack.nodes[hostname].root
-    (root / "etc/rackctl").mkdir(parents=True, exist_ok=True)
-    (root / "etc/rackctl/kubeadm.yaml").write_text(rack.bundle[f"kubeadm/{hostname}.yaml"])
     rack.ssh(hostname, "sysctl -qw net.ipv4.ip_forward=1")  # role baseline's sysctl
     servers = rack.ctx.inventory.cluster.dns_servers  # role networks' netplan nameservers
     (root / "etc/resolv.conf").write_text("".join(f"nameserver {server}\n" for server in servers))
-    if hostname in CONTROL_PLANES:
-        (root / "etc/keepalived/keepalived.conf").write_text(rack.bundle[f"host/{hostname}/keepalived.conf"])
-        (root / "etc/haproxy/haproxy.cfg").write_text(rack.bundle[f"host/{hostname}/haproxy.cfg"])
-        rack.ssh(hostname, "systemctl restart haproxy keepalived")
+    journal = rack.ctx.journal
+    for to in (NodeState.DISCOVERED, NodeState.CONFIGURED, NodeState.PROVISIONING, NodeState.PROVISIONED):
+        journal.transition(hostname, to, "test setup: a native lab node, installed from the lab's tree")
+    journal.record_step(rack.ctx.run_id, hostname, "network", STAGE_STEP, status="completed", destructive=False)
+
+
+def _host_side(rack: Rack) -> dict[str, NodeResult]:
+    """The network stage's role package_source (the mirror the nodes' one source), then the kubernetes
+    stage's host side for real: kubeadm, kubelet, kubectl and kubernetes-cni from the mirror at exactly the
+    release, held, each node's kubeadm config validated by its kubeadm; keepalived and haproxy installed from
+    the mirror on the control planes, their rendered configs checked, written and the daemons started."""
+    played = play(rack.ctx, str(PACKAGE_SOURCE_PLAYBOOK), NODES, work_name="package-source")
+    assert played.ok, played.output_tail
+    cluster_dir = rack.ctx.state_dir / "cluster"
+    for name, content in rack.bundle.items():
+        (cluster_dir / name).parent.mkdir(parents=True, exist_ok=True)
+        (cluster_dir / name).write_text(content)
+    results = host_side(rack.ctx, cluster_dir)
+    for node in NODES:
+        assert results[node].ok and results[node].applied, results[node]
+    return results
 
 
 def host_reports(rack: Rack) -> dict[str, NodeResult]:
-    """STAND-IN for the host side's report: what dpkg on each node says is installed (the lab's packages)."""
-    results = {}
+    """The host side's report (:func:`_host_side`), with what dpkg on each node says is installed."""
     for node in NODES:
         listed = rack.ssh(node, "dpkg-query -W -f '${Package} ${Version}\\n' kubeadm kubelet kubectl").split()
         installed = dict(zip(listed[::2], listed[1::2], strict=True))
         assert installed == dict.fromkeys(("kubeadm", "kubelet", "kubectl"), debs.package_version(RELEASE)), installed
-        version = rack.ssh(node, "kubeadm version -o short").strip()
-        report = {"installed": installed, "kubeadm_version": version}
-        results[node] = NodeResult(node, ok=True, message="host side applied", data={HOST_FACTS: report})
-    return results
+    return rack.host
 
 
 def run_cluster_side(rack: Rack) -> dict[str, NodeResult]:
@@ -325,6 +393,27 @@ def test_the_cluster_side_initialises_joins_two_control_planes_and_a_worker(
         labels = node["metadata"]["labels"]
         assert labels.get("rackctl.io/role") == rack.ctx.inventory.node(name).role
         assert ("node-role.kubernetes.io/control-plane" in labels) == (name in CONTROL_PLANES)
+
+
+def test_the_host_side_installed_the_release_from_the_head_mirror_held_and_started_the_vips_holders(
+    formed: tuple[Rack, dict[str, NodeResult]],
+) -> None:
+    """What roles kubernetes_packages and api_endpoint left on each node, read there (the fixture ran them)."""
+    rack, _ = formed
+    mirror = f"http://{NETWORK.ip}:{rack.ctx.inventory.site_services.packages.port} bookworm/main"
+    for node in NODES:
+        report = rack.host[node]
+        assert report.message.startswith("host side applied ("), report.message
+        assert rack.ssh(node, "apt-mark showhold").split() == ["kubeadm", "kubectl", "kubelet", "kubernetes-cni"]
+        policy = rack.ssh(node, "apt-cache policy kubeadm")
+        assert f"*** {debs.package_version(RELEASE)} 500" in policy and mirror in policy, policy  # from the mirror
+        assert rack.ssh(node, "ls /etc/apt/sources.list.d").split() == ["rackctl.sources"]  # its one source
+        assert rack.ssh(node, "systemctl is-enabled kubelet").strip() == "enabled"  # the package's postinst
+        assert rack.ssh(node, "cat /etc/rackctl/kubeadm.yaml") == rack.bundle[f"kubeadm/{node}.yaml"]
+        if node in CONTROL_PLANES:
+            assert rack.ssh(node, "systemctl is-active keepalived haproxy").split() == ["active", "active"]
+            assert rack.ssh(node, "cat /etc/haproxy/haproxy.cfg") == rack.bundle[f"host/{node}/haproxy.cfg"]
+            assert "keepalived" in report.message and "haproxy" in report.message, report.message
 
 
 def test_the_fetched_kubeconfig_reaches_the_api_through_the_vip(formed: tuple[Rack, dict[str, NodeResult]]) -> None:

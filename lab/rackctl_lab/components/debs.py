@@ -37,7 +37,7 @@ from rackctl_lab.components.pins import CNI_PLUGINS, KubernetesRelease
 #: pkgs.k8s.io's revision suffix shape (``<upstream version>-<revision>``)
 REVISION = "1.1"
 #: Bump when what the packages hold changes (part of the cache key).
-RECIPE = 2
+RECIPE = 3
 MAINTAINER = "rackctl lab <lab@rackctl.invalid>"
 ORIGIN = "rackctl-lab"
 KEY_UID = "rackctl lab Kubernetes packages <kubernetes@lab.rackctl.invalid>"
@@ -58,6 +58,16 @@ RestartSec=10
 
 [Install]
 WantedBy=multi-user.target
+"""
+
+#: The kubelet package's postinst: the unit enabled as a Debian package's systemd helper does (pkgs.k8s.io's
+#: also starts it, to wait in a restart loop for kubeadm; kubeadm's kubelet-start phase starts it here).
+KUBELET_POSTINST = """\
+#!/bin/sh
+set -e
+if [ "$1" = configure ]; then
+    deb-systemd-helper enable kubelet.service >/dev/null
+fi
 """
 
 #: What kubeadm expects of the kubelet's unit: its kubeconfigs, its config file and the flags kubeadm writes.
@@ -82,6 +92,7 @@ class LabPackage:
     depends: str = ""
     programs: tuple[str, ...] = ()
     files: Mapping[str, str] = field(default_factory=dict)  #: absolute path -> text
+    scripts: Mapping[str, str] = field(default_factory=dict)  #: maintainer script name (postinst) -> text
     bin_dir: str = "usr/bin"  #: where ``programs`` go
 
     @property
@@ -134,6 +145,7 @@ def packages(release: KubernetesRelease) -> list[LabPackage]:
                 "/usr/lib/systemd/system/kubelet.service": KUBELET_UNIT,
                 "/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf": KUBEADM_DROPIN,
             },
+            scripts={"postinst": KUBELET_POSTINST},
         ),
         LabPackage(
             "kubeadm",
@@ -208,6 +220,9 @@ def _deb(package: LabPackage, binaries: Mapping[str, Path], tree: Path, out: Pat
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
         target.chmod(0o644)
+    for name, text in package.scripts.items():
+        (tree / "DEBIAN" / name).write_text(text)
+        (tree / "DEBIAN" / name).chmod(0o755)
     size_kib = sum(f.stat().st_size for f in tree.rglob("*") if f.is_file()) // 1024
     control = [
         f"Package: {package.name}",
