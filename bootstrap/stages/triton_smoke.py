@@ -3,7 +3,8 @@ model's Service through the Kubernetes API server's service proxy.
 
 One ``kubectl proxy`` (:class:`bootstrap.kube.service_proxy.KubectlProxy`, the stage's kubeconfig) serves every
 model; each model's HTTP Service (the rendered Service with a port named ``http``) is asked
-``/api/v1/namespaces/NS/services/NAME:http/proxy/v2/models/<entry>/generate``, and ``generate_stream`` when
+``/api/v1/namespaces/NS/services/NAME:http/proxy/v2/models/<entry>/ready`` (Triton loaded the model; no
+request is sent to one it has not), then ``.../v2/models/<entry>/generate``, and ``generate_stream`` when
 the model streams (:func:`bootstrap.triton.smoke.run_smoke`). The entry is ``ensemble`` for the
 ``inflight_batcher_llm`` layout, ``tensorrt_llm`` for ``llmapi``. Per model the stage keeps ok, TTFT (streaming
 models only), the latencies and the errors (:meth:`ModelSmoke.as_fact`: the stage's output and the journal
@@ -90,6 +91,7 @@ class ModelSmoke:
             "path": service_path(self.namespace, self.service, PORT) + "/",
             "via": VIA,
             "triton_model": res.model,
+            "model_ready": res.ready,
             "streaming": self.streaming,
             "ttft_s": res.ttft_s,
             "latency_s": res.latency_s,

@@ -1,4 +1,5 @@
-"""Smoke test a serving Triton: one generate request and one streaming request, with their latencies.
+"""Smoke test a serving Triton: the model's readiness (``/v2/models/<model>/ready``: Triton loaded it), then one
+generate request and one streaming request, with their latencies.
 
 The URL may carry a path prefix (a Service through the Kubernetes API server's service proxy,
 ``http://127.0.0.1:PORT/api/v1/namespaces/NS/services/NAME:http/proxy``): requests go to
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.error
 import urllib.request
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -26,6 +28,8 @@ class SmokeResult:
     url: str
     model: str
     ok: bool = True
+    #: Triton answered 200 to ``/v2/models/<model>/ready`` (it loaded the model); no request is sent otherwise
+    ready: bool = False
     text: str = ""
     latency_s: float | None = None
     stream_chunks: int = 0
@@ -52,6 +56,37 @@ def _request(url: str, body: dict[str, Any]) -> urllib.request.Request:
     return urllib.request.Request(  # noqa: S310 - scheme checked above
         url, data=data, headers={"Content-Type": "application/json"}, method="POST"
     )
+
+
+def model_ready(url: str, model: str, timeout: float) -> None:
+    """GET ``/v2/models/<model>/ready``; raises unless Triton answers 200 (it has loaded the model: 400 when
+    it has not, or has no such model)."""
+    with open_direct(f"{base_url(url)}/v2/models/{model}/ready", timeout) as response:
+        response.read()
+
+
+def load_state(url: str, model: str, timeout: float) -> str:
+    """Triton's own word on ``model`` from its repository index (``UNAVAILABLE: <why it did not load>``), or
+    that its repository has no such model."""
+    with open_direct(_request(f"{base_url(url)}/v2/repository/index", {}), timeout) as response:
+        index = json.loads(response.read())
+    for entry in index:
+        if entry.get("name") == model:
+            state = str(entry.get("state") or "not loaded")
+            return f"{model} is {state}" + (f": {entry['reason']}" if entry.get("reason") else "")
+    names = ", ".join(sorted(str(e.get("name")) for e in index)) or "none"
+    return f"no model {model} in its repository (it has {names})"
+
+
+def _not_ready(url: str, model: str, exc: Exception, timeout: float) -> str:
+    """Why ``model`` is not ready: the answer, and Triton's own reason where Triton answered (HTTP 400)."""
+    text = f"ready: {http_error_text(exc)}"
+    if isinstance(exc, urllib.error.HTTPError) and exc.code == 400:
+        try:
+            return f"{text}; Triton's repository: {load_state(url, model, timeout)}"
+        except Exception as index_exc:  # reported, never a traceback
+            return f"{text}; Triton's repository index not read: {http_error_text(index_exc)}"
+    return text
 
 
 def generate(url: str, model: str, body: dict[str, Any], timeout: float) -> tuple[str, float]:
@@ -93,8 +128,16 @@ def run_smoke(
     stream: bool = True,
     timeout: float = 60.0,
 ) -> SmokeResult:
-    """Send a generate request (and a streaming one when ``stream``); never raises for a failed request."""
+    """Ask whether Triton loaded ``model``, then send a generate request (and a streaming one when ``stream``);
+    never raises for a failed request. A model that is not ready gets no request: why is its one error."""
     result = SmokeResult(url=base_url(url), model=model)
+    try:
+        model_ready(url, model, timeout)
+        result.ready = True
+    except Exception as exc:  # reported, never a traceback
+        result.errors.append(_not_ready(url, model, exc, timeout))
+        result.ok = False
+        return result
     body = {"text_input": prompt, "max_tokens": max_tokens}
     try:
         result.text, result.latency_s = generate(url, model, {**body, "stream": False}, timeout)

@@ -180,7 +180,7 @@ def test_a_service_without_endpoints_fails_the_stage_naming_model_and_service(
     for model in (PLAIN, STREAMING):
         why = (
             f"{model}: smoke failed against Service {namespace}/triton-{model} port http, via kubectl proxy -> the "
-            f'API server\'s service proxy: generate: HTTP 503: no endpoints available for service "triton-{model}"'
+            f'API server\'s service proxy: ready: HTTP 503: no endpoints available for service "triton-{model}"'
         )
         assert why in stage["message"], stage["message"]
         assert stage["data"]["smoke"][model]["ok"] is False
@@ -211,6 +211,7 @@ def test_a_model_answering_errors_fails_the_stage_with_tritons_words(
     assert f"{STREAMING}: smoke failed" not in message
     smoke = stage["data"]["smoke"]
     assert smoke[PLAIN]["triton_model"] == "tensorrt_llm" and smoke[PLAIN]["ok"] is False
+    assert smoke[PLAIN]["model_ready"] is True  # loaded: what failed is the request, in Triton's words
     assert smoke[STREAMING]["ok"] is True and smoke[STREAMING]["ttft_s"] > 0
 
 
@@ -263,16 +264,19 @@ def test_triton_smoke_cli_reaches_a_service_through_the_api_server(
     assert result.exit_code == 0, result.output
     assert f"ok Service {namespace}/triton:http" in result.output and "first token" in result.output
 
-    # a model the server lacks: Triton's answer, exit 1
+    # a model the server lacks: Triton's answer to /ready, then its repository's word, no request; exit 1
     code, data = _run(
         "triton", "smoke", "--service", f"{namespace}/triton", "--state-dir", str(state_dir), "--model", "x"
     )
     assert code == EXIT_FAILED and data["ok"] is False
-    assert data["errors"][0] == "generate: HTTP 404: Request for unknown model: 'x' is not found", data["errors"]
+    assert data["errors"] == [
+        "ready: HTTP 400: Model version not ready; Triton's repository: no model x in its repository (it has "
+        "ensemble, postprocessing, preprocessing, tensorrt_llm, tensorrt_llm_bls)"
+    ]
     # a Service nothing serves (no EndpointSlice names it): the API server's 1.37 answer, said as such
     code, data = _run("triton", "smoke", "--service", f"{namespace}/nothing", "--state-dir", str(state_dir))
     assert code == EXIT_FAILED
-    assert data["errors"][0] == 'generate: HTTP 503: no endpoints available for service "nothing"', data["errors"]
+    assert data["errors"] == ['ready: HTTP 503: no endpoints available for service "nothing"']  # not Triton's
 
 
 @pytest.mark.parametrize(

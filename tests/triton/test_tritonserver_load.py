@@ -54,11 +54,21 @@ def test_every_model_is_ready(streaming_server):
 def test_generate_and_generate_stream_answer(streaming_server, entry):
     result = run_smoke(streaming_server.url, model=entry, max_tokens=64)
     assert result.ok, result.errors
+    assert result.ready  # Triton answered 200 to /v2/models/<entry>/ready first
     # The stand-in echoes the prompt's token ids: the real tokenizer round trip must give the prompt back.
     assert result.text.startswith(DEFAULT_PROMPT)
     assert result.stream_chunks > 1  # one event per token when decoupled
     assert result.stream_text.startswith(DEFAULT_PROMPT)
     assert result.ttft_s is not None and result.ttft_s <= result.stream_latency_s
+
+
+def test_a_model_triton_has_not_loaded_gets_no_request_and_says_so(streaming_server):
+    result = run_smoke(streaming_server.url, model="llama-not-loaded", max_tokens=8)
+    assert not result.ok and not result.ready
+    (error,) = result.errors  # no generate or generate_stream was sent
+    assert error.startswith("ready: HTTP 400") and "; Triton's repository: no model llama-not-loaded" in error
+    assert "(it has ensemble, postprocessing, preprocessing, tensorrt_llm, tensorrt_llm_bls)" in error
+    assert result.latency_s is None and result.stream_chunks == 0
 
 
 def test_smoke_cli_reports_latencies(streaming_server):
