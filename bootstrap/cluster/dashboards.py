@@ -88,8 +88,12 @@ NODE_EXPORTER_METRICS = frozenset(
     }
 )
 
+#: kube-state-metrics (kube-prometheus-stack's, on by default) metrics the Triton dashboard uses: a model's
+#: Deployment replicas (docs/metrics/workload/deployment-metrics.md of kubernetes/kube-state-metrics).
+KUBE_STATE_METRICS = frozenset({"kube_deployment_status_replicas_available"})
+
 #: Every metric name a dashboard query may name.
-KNOWN_METRICS = DCGM_DEFAULT_METRICS | TRITON_METRICS | NODE_EXPORTER_METRICS
+KNOWN_METRICS = DCGM_DEFAULT_METRICS | TRITON_METRICS | NODE_EXPORTER_METRICS | KUBE_STATE_METRICS
 
 _SELECTOR = re.compile(r"([A-Za-z_:][A-Za-z0-9_:]*)\s*\{")
 _LABEL_VALUES = re.compile(r"label_values\(\s*([A-Za-z_:][A-Za-z0-9_:]*)\s*,\s*([A-Za-z_][A-Za-z0-9_]*)\s*\)")

@@ -23,6 +23,9 @@ from bootstrap.triton.render import render_model
 LAUNCH_SCRIPT = Path(__file__).parent / "templates" / "k8s" / "rackctl_launch.py"
 LAUNCH_MOUNT = "/opt/rackctl"
 DEFAULT_K8S_VERSION = "1.30"
+#: The Prometheus label the ServiceMonitor puts on every Triton series: the rackctl model (the Service's
+#: ``app.kubernetes.io/instance``); the Triton dashboard groups by it.
+MODEL_LABEL = "rackctl_model"
 #: Triton's readiness endpoint: a pod receives traffic only once every model is loaded.
 READY_PATH = "/v2/health/ready"
 
@@ -182,7 +185,14 @@ def services(spec: ModelSpec) -> list[dict[str, Any]]:
 
 
 def service_monitor(spec: ModelSpec) -> dict[str, Any]:
-    """Prometheus Operator ServiceMonitor scraping Triton's metrics port."""
+    """Prometheus Operator ServiceMonitor scraping Triton's metrics port; every series gets the label
+    :data:`MODEL_LABEL` with the rackctl model's name (Triton names an ``llmapi`` model ``tensorrt_llm`` in
+    every repository, so its own ``model`` label cannot tell two rackctl models apart)."""
+    relabel = {
+        "sourceLabels": ["__meta_kubernetes_service_label_app_kubernetes_io_instance"],
+        "targetLabel": MODEL_LABEL,
+        "action": "replace",
+    }
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "ServiceMonitor",
@@ -190,7 +200,7 @@ def service_monitor(spec: ModelSpec) -> dict[str, Any]:
         "spec": {
             "selector": {"matchLabels": {**_labels(spec), "rackctl.io/metrics": "triton"}},
             "namespaceSelector": {"matchNames": [spec.deployment.namespace]},
-            "endpoints": [{"port": "metrics", "path": "/metrics", "interval": "15s"}],
+            "endpoints": [{"port": "metrics", "path": "/metrics", "interval": "15s", "relabelings": [relabel]}],
         },
     }
 

@@ -18,6 +18,7 @@ from bootstrap.cluster.dashboards import (
     DCGM_DEFAULT_METRICS,
     DCGM_HOST_LABEL,
     KNOWN_METRICS,
+    KUBE_STATE_METRICS,
     TRITON_METRICS,
     load_dashboards,
     metric_names,
@@ -29,7 +30,9 @@ from bootstrap.inventory.loader import load_inventory
 from bootstrap.kube import Kubectl, KubeError
 from bootstrap.stages.base import NodeResult, StageContext, StageResult
 from bootstrap.stages.kubernetes_dashboards import with_dashboards
+from bootstrap.triton.manifests import MODEL_LABEL, build_manifests, service_monitor
 from tests.kube_objects import KubeObjects
+from tests.triton.conftest import make_spec
 
 DASHBOARDS = load_dashboards()
 #: The uids other dashboards and links rely on: renaming one is a breaking change, so it fails here.
@@ -103,9 +106,36 @@ def test_triton_dashboard_covers_requests_queue_compute_latency_replicas() -> No
             "nv_inference_pending_request_count",
         }
         <= used
-        <= TRITON_METRICS
+        <= TRITON_METRICS | KUBE_STATE_METRICS
     )
-    assert any(q.startswith("count by (model)") for q in queries(DASHBOARDS["triton.json"]))
+
+
+def test_triton_panels_keep_each_rackctl_model_apart_and_read_its_deployments_replicas() -> None:
+    """Triton names every ``llmapi`` model ``tensorrt_llm``: the panels select and group by the label the
+    ServiceMonitor gives each series from the model's Service, so two rackctl models are two lines."""
+    spec = make_spec(name="llama-3-8b")
+    monitor = service_monitor(spec)
+    (relabel,) = monitor["spec"]["endpoints"][0]["relabelings"]
+    assert relabel["targetLabel"] == MODEL_LABEL and relabel["action"] == "replace"
+    source = relabel["sourceLabels"][0].removeprefix("__meta_kubernetes_service_label_")
+    objects = build_manifests(spec)["deployment.yaml"]
+    for service in (o for o in objects if o["kind"] == "Service"):  # the label Prometheus reads, sanitised
+        named = {re.sub(r"[^a-zA-Z0-9_]", "_", k): v for k, v in service["metadata"]["labels"].items()}
+        assert named[source] == spec.name, service["metadata"]
+    dashboard = DASHBOARDS["triton.json"]
+    (variable,) = [v for v in dashboard["templating"]["list"] if v["name"] == "model"]
+    assert variable["query"] == f"label_values(nv_inference_request_success, {MODEL_LABEL})"
+    triton = [q for q in queries(dashboard) if "nv_inference" in q and not q.startswith("label_values")]
+    for query in triton:
+        selectors = re.findall(r"nv_inference_\w+\{([^}]*)\}", query)
+        assert selectors and all(sel == f'{MODEL_LABEL}=~"$model"' for sel in selectors), query
+        assert all(f"by ({MODEL_LABEL}, model)" in part for part in query.split(" / ")), query
+    (replicas,) = [q for q in queries(dashboard) if "kube_deployment_status_replicas_available" in q]
+    deployment = next(o for o in objects if o["kind"] == "Deployment")
+    found = re.search(r'deployment=~"([^"]+)"', replicas)
+    assert found, replicas
+    pattern = found.group(1).replace("$model", spec.name)
+    assert re.fullmatch(pattern, deployment["metadata"]["name"]), (pattern, deployment["metadata"]["name"])
 
 
 def test_bundle_carries_sidecar_configmaps_that_validate(write_inventory: Callable[..., Path]) -> None:
