@@ -10,6 +10,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from bootstrap.inventory.sizing_spec import SizingPlacement
 from bootstrap.sizing.capacity import REQUESTS_PER_S, show
@@ -91,6 +92,21 @@ def render_arithmetic(server: str, fits: list[ModelFit], console: Console) -> No
                 prose(console, f"[dim]{escape(fit.requirement.model)}:[/dim] {escape(step)}")
 
 
+def _fit_table(result: SizingResult, console: Console, *, whole: bool) -> Table:
+    """Which server fits each model: a column per server, its name whole (``whole``) or broken after its
+    hyphens, never inside a word (a terminal too narrow for every name whole)."""
+    table = Table(title="Which servers fit each model", title_justify="left")
+    table.add_column("model", overflow="fold")
+    for option in result.options:
+        if whole:
+            table.add_column(option.server, overflow="fold", min_width=len(option.server))
+        else:
+            table.add_column(option.server.replace("-", "-\n"), overflow="fold")
+    for i, req in enumerate(result.requirements.models):
+        table.add_row(f"{req.model} {req.precision}", *(fit_cell(o.fits[i]) for o in result.options))
+    return table
+
+
 def render(result: SizingResult, console: Console) -> None:
     """Print the whole result for a person."""
     req_table = Table(title="Requirements", title_justify="left")
@@ -108,12 +124,11 @@ def render(result: SizingResult, console: Console) -> None:
         )
     console.print(req_table)
 
-    fit_table = Table(title="Which servers fit each model", title_justify="left")
-    fit_table.add_column("model", overflow="fold")
-    for option in result.options:
-        fit_table.add_column(option.server, overflow="fold")
-    for i, req in enumerate(result.requirements.models):
-        fit_table.add_row(f"{req.model} {req.precision}", *(fit_cell(o.fits[i]) for o in result.options))
+    fit_table = _fit_table(result, console, whole=True)
+    with console.capture() as trial:  # rich keeps a column's min_width past the terminal's edge
+        console.print(fit_table)
+    if max((Text.from_ansi(line).cell_len for line in trial.get().splitlines()), default=0) > console.width:
+        fit_table = _fit_table(result, console, whole=False)
     console.print(fit_table)
 
     opt_table = Table(title="Server options", title_justify="left")

@@ -24,3 +24,11 @@ def test_size_fits_the_terminal_and_cuts_no_name(example, columns: int) -> None:
     servers = {cells[1].strip() for cells in options}
     candidates = set(yaml.safe_load(example.read_text()).get("candidate_servers") or [])
     assert servers and candidates <= servers, (servers, candidates)
+    # the "Which servers fit" table's headers: each name whole, or broken only after a hyphen
+    start = lines.index("Which servers fit each model") + 2
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("┡"))
+    heads = [[c.strip() for c in line.split("┃")[2:-1]] for line in lines[start:end]]
+    assert heads, lines[start : start + 5]
+    names = ["".join(column) for column in zip(*heads, strict=True)]
+    assert names == sorted(servers, key=[c[1].strip() for c in options].index), names
+    assert all(part.endswith("-") for head in heads[:-1] for part in head if part), heads
