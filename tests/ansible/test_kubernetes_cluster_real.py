@@ -416,6 +416,73 @@ def test_the_host_side_installed_the_release_from_the_head_mirror_held_and_start
             assert "keepalived" in report.message and "haproxy" in report.message, report.message
 
 
+#: holds dpkg's frontend lock the way another apt run does (an fcntl lock on lock-frontend) until an apt-get
+#: that waits for it appears (the product's apt steps pass DPkg::Lock::Timeout), then 5 s more; prints when
+#: it saw it (0: never, within 600 s) and when it let go. The SSH command returns once the lock is held.
+HOLD_DPKG_LOCK = r"""rm -f /run/rackctl-test-lock.*
+nohup python3 - > /run/rackctl-test-lock.log 2>&1 <<'PY' &
+import fcntl, os, subprocess, time
+fd = os.open("/var/lib/dpkg/lock-frontend", os.O_RDWR | os.O_CREAT, 0o640)
+fcntl.lockf(fd, fcntl.LOCK_EX)
+open("/run/rackctl-test-lock.held", "w").close()
+seen, deadline = 0.0, time.time() + 600
+while not seen and time.time() < deadline:
+    if subprocess.run(["pgrep", "-f", "apt-get .*Lock::Timeout"], capture_output=True).returncode == 0:
+        seen = time.time()
+        time.sleep(5)
+    else:
+        time.sleep(0.5)
+print(seen, time.time(), flush=True)
+PY
+while [ ! -f /run/rackctl-test-lock.held ]; do sleep 0.2; done"""
+#: the kubelet the mirror has, repackaged on the node as an older version (the same program): what a node
+#: installed by hand at another patch release looks like to the role
+OLDER_KUBELET = (
+    "set -e; rm -rf /tmp/older && mkdir -p /tmp/older && cd /tmp/older && apt-get -qq download kubelet={have} "
+    "&& dpkg-deb -R kubelet_*.deb tree && sed -i 's/^Version: .*/Version: {older}/' tree/DEBIAN/control "
+    "&& dpkg-deb --root-owner-group -b tree kubelet_{older}.deb >/dev/null && apt-mark unhold kubelet >/dev/null "
+    "&& dpkg -i kubelet_{older}.deb >/dev/null && apt-mark hold kubelet >/dev/null"
+)
+
+
+def _host_side_on(rack: Rack, *nodes: str) -> dict[str, NodeResult]:
+    """One run of the kubernetes stage's host side limited to ``nodes``."""
+    return host_side(replace(rack.ctx, nodes=list(nodes)), rack.ctx.state_dir / "cluster")
+
+
+def test_the_host_side_changes_nothing_again_waits_for_dpkgs_lock_and_refuses_another_kubelet(rack: Rack) -> None:
+    """Role kubernetes_packages on real packages from the mirror: a second run changes nothing; a package
+    taken off gpu-01 is installed again and held once another apt run lets go of dpkg's lock;
+    a kubelet of another version, held, is refused and left as it is (an upgrade is a separate operation)."""
+    again = _host_side_on(rack, *NODES)
+    assert all(again[n].ok and again[n].message.startswith("host side applied (0 changed)") for n in NODES), again
+    have = debs.package_version(RELEASE)
+    # the CNI plugins taken off gpu-01 (nothing depends on the package; its running pods keep their network)
+    cni = f"{RELEASE.cni_plugins.removeprefix('v')}-{debs.REVISION}"
+    rack.ssh("gpu-01", "apt-mark unhold kubernetes-cni >/dev/null && dpkg --purge kubernetes-cni >/dev/null")
+    rack.ssh("gpu-01", HOLD_DPKG_LOCK)  # as the node's own unattended upgrades would hold it
+    waited = _host_side_on(rack, "gpu-01")["gpu-01"]
+    assert waited.ok and waited.message.startswith("host side applied ("), waited
+    assert not waited.message.startswith("host side applied (0 changed)"), waited
+    seen, released = map(float, rack.ssh("gpu-01", "cat /run/rackctl-test-lock.log").split())
+    assert seen, "the role's apt-get never waited for the held lock"
+    unpacked = float(rack.ssh("gpu-01", "stat -c %Y /var/lib/dpkg/info/kubernetes-cni.list"))
+    assert unpacked >= int(released), (seen, released, unpacked)  # installed once the lock was let go
+    assert rack.ssh("gpu-01", "dpkg-query -W -f '${Version} ${Status}' kubernetes-cni") == f"{cni} hold ok installed"
+    assert rack.ssh("gpu-01", "ls /opt/cni/bin/bridge").strip() == "/opt/cni/bin/bridge"
+    older = have.replace(f"{RELEASE.version}-", f"{RELEASE.version.rsplit('.', 1)[0]}.0-", 1)
+    try:
+        rack.ssh("gpu-01", OLDER_KUBELET.format(have=have, older=older))
+        refused = _host_side_on(rack, "gpu-01")["gpu-01"]
+        assert not refused.ok and f"kubelet {older} (hold) installed" in refused.message, refused
+        assert f"Kubernetes version is {RELEASE.version}" in refused.message and "does not upgrade" in refused.message
+        assert rack.ssh("gpu-01", "dpkg-query -W -f '${Version}' kubelet") == older  # left as it was
+    finally:  # back to the release, by hand (the role does not upgrade)
+        rack.ssh("gpu-01", f"apt-mark unhold kubelet >/dev/null && apt-get -qq install -y kubelet={have} >/dev/null "
+                 "&& apt-mark hold kubelet >/dev/null")  # fmt: skip
+    assert _host_side_on(rack, "gpu-01")["gpu-01"].message.startswith("host side applied (0 changed)")
+
+
 def test_the_fetched_kubeconfig_reaches_the_api_through_the_vip(formed: tuple[Rack, dict[str, NodeResult]]) -> None:
     rack, _ = formed
     kubeconfig = yaml.safe_load((rack.ctx.state_dir / KUBECONFIG).read_text())

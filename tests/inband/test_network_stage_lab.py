@@ -8,7 +8,7 @@ synchronised to the head node, the kernel settings, apt seeing only the mirror, 
 image from the head node's registry and running it. A second run changes nothing (ansible-runner's recap).
 After the stage, on the same nodes: the nvidia stage's host side (role nvidia_host) for real on both VMs,
 and the kubernetes stage's (role kubernetes_packages): nothing installed from the mirror, which has no
-kubeadm, then install, hold and refusal with stand-in packages built on the VMs (see ``STANDIN_BUILD``).
+kubeadm (the install from a mirror that has them runs on the native cluster with the real packages).
 Last, ``rackctl driver upgrade`` on the host path across both VMs (stand-in NVIDIA packages, real reboots,
 Nodes on the session's real kube-apiserver), then a run that does nothing and one that stops at a version
 the sources lack.
@@ -226,80 +226,16 @@ printf 'Types: deb\nURIs: file:{repo}/\nSuites: ./\nTrusted: yes\n' > {sources}
 apt-get -qq update
 """
 
-#: A throwaway flat apt repository the test builds ON the VMs: STAND-INS named kubeadm/kubelet/kubectl,
-#: because no Kubernetes package can be fetched here (Debian has none; pkgs.k8s.io is not reachable). They
-#: carry no Kubernetes: the stand-in kubeadm only answers `kubeadm config validate --config FILE` by
-#: checking that FILE names a kubeadm API, and says so in its output. What is real: apt resolving
-#: `<version>-*` from the node's sources, the install, the holds, the refusal, the role's idempotence.
-#: The lab builds a real kubeadm 1.37.2 (rackctl lab components) and the real cluster test runs it on native
-#: nodes, but not packaged as .debs in the head node's mirror yet: until it is, this stays a stand-in
-#: (docs/lab-kubernetes.md, next steps); the driver packages further down stand in for a GPU (none here).
-PACKAGES = ("kubeadm", "kubelet", "kubectl")
-STANDIN_REPO = "/srv/rackctl-standin-kubernetes"
-STANDIN_SOURCES = "/etc/apt/sources.list.d/standin-kubernetes.sources"
-STANDIN_BUILD = (
-    r"""set -e
-rm -rf {repo} /tmp/standin && mkdir -p {repo} /tmp/standin/bin
-cat > /tmp/standin/bin/kubeadm <<'KUBEADM'
-#!/bin/sh
-# STAND-IN kubeadm (rackctl lab test): answers only `kubeadm config validate --config FILE`
-[ "$1 $2 $3" = "config validate --config" ] || exit 1
-grep -q "^apiVersion: kubeadm.k8s.io/" "$4" || exit 1
-echo "stand-in kubeadm: $4 names a kubeadm API, not validated by a real kubeadm"
-KUBEADM
-build() {{  # package version folder
-  root=/tmp/standin/$1-$2
-  mkdir -p $root/DEBIAN $root/usr/bin $root/usr/share/doc/$1
-  echo "STAND-IN $1 $2: a rackctl lab test's package, not Kubernetes" > $root/usr/share/doc/$1/STAND-IN
-  {{ echo "Package: $1"; echo "Version: $2"; echo "Architecture: all"
-     echo "Maintainer: rackctl tests <tests@rackctl.test>"
-     echo "Description: STAND-IN $1 (rackctl lab test: no Kubernetes package can be fetched here)"
-  }} > $root/DEBIAN/control
-  if [ $1 = kubeadm ]; then install -m 0755 /tmp/standin/bin/kubeadm $root/usr/bin/kubeadm; fi
-  dpkg-deb -Zgzip --root-owner-group --build $root $3/$1_$2_all.deb >/dev/null
-}}
-for p in kubeadm kubelet kubectl; do build $p {version} {repo}; done
-build kubelet {older} /tmp/standin
-"""
-    + FLAT_REPO_INDEX
-)
-#: holds dpkg's frontend lock the way another apt run does (an fcntl lock on lock-frontend) until an apt-get
-#: that waits for it appears (the product's apt steps pass DPkg::Lock::Timeout), then 5 s more; prints when
-#: it saw it (0: never, within 600 s) and when it let go. The SSH command returns once the lock is held.
-HOLD_DPKG_LOCK = r"""rm -f /run/rackctl-test-lock.*
-nohup python3 - > /run/rackctl-test-lock.log 2>&1 <<'PY' &
-import fcntl, os, subprocess, time
-fd = os.open("/var/lib/dpkg/lock-frontend", os.O_RDWR | os.O_CREAT, 0o640)
-fcntl.lockf(fd, fcntl.LOCK_EX)
-open("/run/rackctl-test-lock.held", "w").close()
-seen, deadline = 0.0, time.time() + 600
-while not seen and time.time() < deadline:
-    if subprocess.run(["pgrep", "-f", "apt-get .*Lock::Timeout"], capture_output=True).returncode == 0:
-        seen = time.time()
-        time.sleep(5)
-    else:
-        time.sleep(0.5)
-print(seen, time.time(), flush=True)
-PY
-while [ ! -f /run/rackctl-test-lock.held ]; do sleep 0.2; done"""
-STANDIN_CLEANUP = (
-    "apt-mark unhold kubeadm kubelet kubectl >/dev/null 2>&1; dpkg --purge kubeadm kubelet kubectl >/dev/null 2>&1; "
-    f"rm -rf {STANDIN_REPO} {STANDIN_SOURCES} /tmp/standin /etc/rackctl/kubeadm.yaml; "
-    "rmdir --ignore-fail-on-non-empty /etc/rackctl; apt-get -qq update"
-)
 
-
-def test_after_it_the_kubernetes_stage_pins_and_holds_the_packages_where_the_sources_have_them(
+def test_after_it_the_kubernetes_stage_says_the_mirror_lacks_the_packages_and_changes_nothing(
     served_lab: ServedLab, first_run
 ) -> None:
-    """``up --stages kubernetes``: the lab mirror (Debian bookworm) has no kubeadm/kubelet, so nothing changes
-    and each node says so (exit 5). Then, with the stand-in repository above on the VMs: kubeadm/kubelet/kubectl
-    at exactly the inventory's version installed and held, the node's kubeadm config put on it and handed to
-    (the stand-in) kubeadm; a second run changes nothing, and a node with another kubelet held is refused."""
+    """``up --stages kubernetes``: the lab's mirror (Debian bookworm; ``inventory/lab.yml`` turns the
+    Kubernetes upstream off) has no kubeadm/kubelet, so nothing changes and each node says so (exit 5). The
+    install from a mirror that has them, the holds, a second run, the wait for dpkg's lock and the refusal of
+    another kubelet run with the real packages on the native cluster
+    (tests/ansible/test_kubernetes_cluster_real.py)."""
     lab = served_lab.lab
-    version = lab.inventory.cluster.resolved_versions().kubernetes
-    major, minor, patch = version.split(".")
-    older = f"{major}.{minor}.{int(patch) - 1 if int(patch) else 0}-1.1" if int(patch) else f"{major}.{minor}.0-0.1"
     selection = select(lab.inventory, stages=["kubernetes"], limit=lab.nodes)
     start = time.monotonic()
     outcome = Runner(lab.inventory, lab.state_dir, selection, options=RunOptions(environment=lab.environment)).run()
@@ -313,63 +249,8 @@ def test_after_it_the_kubernetes_stage_pins_and_holds_the_packages_where_the_sou
             in (result["message"])
         )
         assert "kubeadm" not in lab.ssh(node, "dpkg --get-selections").stdout
-    try:
-        for node in lab.nodes:
-            build = STANDIN_BUILD.format(
-                repo=STANDIN_REPO, version=f"{version}-1.1", older=older, sources=STANDIN_SOURCES
-            )
-            lab.ssh(node, build, timeout=180)
-        # the first node's dpkg is locked as the node's own unattended upgrades lock it: the install waits
-        locked = lab.nodes[0]
-        lab.ssh(locked, HOLD_DPKG_LOCK)
-        start = time.monotonic()
-        outcome = Runner(lab.inventory, lab.state_dir, selection, options=RunOptions(environment=lab.environment)).run()
-        served_lab.timings["kubernetes_install_s"] = time.monotonic() - start
-        assert outcome.exit_code == EXIT_NOT_APPLIED, outcome.as_dict()  # init/join are not built
-        seen, released = map(float, lab.ssh(locked, "cat /run/rackctl-test-lock.log").stdout.split())
-        assert seen, "the kubernetes_packages role's apt-get never waited for the held lock"
-        unpacked = float(lab.ssh(locked, "stat -c %Y /var/lib/dpkg/info/kubeadm.list").stdout)
-        assert unpacked >= int(released), (seen, released, unpacked)  # installed once the lock was let go
         with Journal(lab.state_dir, readonly=True) as journal:
-            for node in lab.nodes:
-                result = outcome.stages[0].nodes[node]
-                assert result["status"] == "rendered", result
-                assert (
-                    f"kubeadm/kubelet/kubectl {version} installed and held (kubeadm {version}-1.1"
-                    in (result["message"])
-                )
-                assert (
-                    "kubeadm config validate --config /etc/rackctl/kubeadm.yaml passed on the node"
-                    in (result["message"])
-                )
-                assert "not validated by a real kubeadm" in result["message"]  # the stand-in says what it is
-                held = lab.ssh(node, "dpkg --get-selections kubeadm kubelet kubectl").stdout.split()
-                assert dict(zip(held[::2], held[1::2], strict=True)) == dict.fromkeys(PACKAGES, "hold"), held
-                versions = lab.ssh(node, "dpkg-query -W -f '${Version} ' kubeadm kubelet kubectl").stdout.split()
-                assert versions == [f"{version}-1.1"] * 3, versions
-                config = lab.ssh(node, "cat /etc/rackctl/kubeadm.yaml").stdout
-                assert config == (lab.state_dir / "cluster" / "kubeadm" / f"{node}.yaml").read_text()
-                report = journal.latest_facts(node)["kubernetes"]["kubernetes_packages_report"]
-                assert report["held"] and report["missing"] == [] and report["config_validated"]
-                assert journal.state(node) is NodeState.PROVISIONED  # not joined: init/join are not built
-
-        # another kubelet, held, on the second node: refused there; the first changes nothing on a second run
-        other = lab.nodes[1]
-        lab.ssh(
-            other, f"apt-mark unhold kubelet && dpkg -i /tmp/standin/kubelet_{older}_all.deb && apt-mark hold kubelet"
-        )
-        result = run_stage_directly(served_lab, "kubernetes", "kubernetes_again_s")
-        print(f"timings: {served_lab.timings}")
-        first = result.nodes[lab.nodes[0]]
-        assert first.ok and "host side applied (0 changed)" in first.message, first
-        refused = result.nodes[other]
-        assert not refused.ok and f"kubelet {older} (hold) installed" in refused.message, refused
-        assert f"Kubernetes version is {version}" in refused.message and "does not upgrade" in refused.message
-        assert not result.ok
-        assert lab.ssh(other, "dpkg-query -W -f '${Version}' kubelet").stdout == older  # left as it was
-    finally:
-        for node in lab.nodes:
-            lab.ssh(node, STANDIN_CLEANUP, check=False, timeout=180)
+            assert journal.state(node) is NodeState.PROVISIONED  # not joined
 
 
 #: The host-driver upgrade's throwaway flat apt repository, built ON the VMs like the one above: STAND-INS
