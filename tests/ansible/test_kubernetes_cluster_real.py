@@ -1087,6 +1087,22 @@ def test_a_firmware_rollout_drains_real_kubelets_one_node_at_a_time_while_a_serv
             rack.kubectl("uncordon", name)
 
 
+def _apply_without_gpu01(seat: OperatorSeat, tmp_path: Path) -> dict[str, Any]:
+    """``rackctl apply`` of the seat's inventory (recorded as applied), the nodes journalled joined, then
+    ``rackctl apply`` of it without gpu-01; that second run's JSON document (it must have exited 0)."""
+    common = ("--stages", "preflight,discover,bios", "--state-dir", str(seat.state), "--yes")
+    code, data = _rackctl(seat.env, "apply", "-i", str(seat.inventory), *common)
+    assert code == 0, data
+    mark_joined(seat.state, NODES, "joined by the cluster side (STAND-IN: it ran with the module's state dir)")
+    without = yaml.safe_load(seat.inventory.read_text())
+    without["nodes"] = [n for n in without["nodes"] if n["hostname"] != "gpu-01"]
+    second = tmp_path / "without-gpu-01.yml"
+    second.write_text(yaml.safe_dump(without, sort_keys=False))
+    code, done = _rackctl(seat.env, "apply", "-i", str(second), *common)
+    assert code == 0, done
+    return done
+
+
 def test_apply_of_an_inventory_without_a_worker_drains_real_kubelets_and_deletes_its_node(
     networked: tuple[Rack, list[dict[str, Any]]], tmp_path: Path
 ) -> None:
@@ -1098,19 +1114,10 @@ def test_apply_of_an_inventory_without_a_worker_drains_real_kubelets_and_deletes
     the test (the cluster side ran with the module's own state directory)."""
     rack, _ = networked
     seat = _operator_seat(rack, tmp_path)
-    common = ("--stages", "preflight,discover,bios", "--state-dir", str(seat.state), "--yes")
     assert rack.kubectl("apply", "-f", "-", input_text=DRAIN_PROOF % RELEASE.pause).returncode == 0
     try:
         timing.wait_for(lambda: _where(rack, "app=drain-proof") == sorted(NODES), timeout=120, what="a pod per node")
-        code, data = _rackctl(seat.env, "apply", "-i", str(seat.inventory), *common)
-        assert code == 0, data
-        mark_joined(seat.state, NODES, "joined by the cluster side (STAND-IN: it ran with the module's state dir)")
-        without = yaml.safe_load(seat.inventory.read_text())
-        without["nodes"] = [n for n in without["nodes"] if n["hostname"] != "gpu-01"]
-        second = tmp_path / "without-gpu-01.yml"
-        second.write_text(yaml.safe_dump(without, sort_keys=False))
-        code, done = _rackctl(seat.env, "apply", "-i", str(second), *common)
-        assert code == 0, done
+        done = _apply_without_gpu01(seat, tmp_path)
         assert done["nodes"]["gpu-01"]["ok"], done["nodes"]["gpu-01"]
         assert "drained and deleted from Kubernetes" in done["nodes"]["gpu-01"]["did"], done["nodes"]["gpu-01"]
         assert rack.kubectl("get", "node", "gpu-01").returncode != 0  # deleted
@@ -1130,6 +1137,29 @@ def test_apply_of_an_inventory_without_a_worker_drains_real_kubelets_and_deletes
         timeout=120, what="gpu-01 registered again",
     )  # fmt: skip
     assert rack.kubectl("uncordon", "gpu-01").returncode == 0
+
+
+def test_apply_of_an_inventory_without_a_worker_whose_node_is_gone_powers_it_off_without_a_drain(
+    networked: tuple[Rack, list[dict[str, Any]]], tmp_path: Path
+) -> None:
+    """A joined worker the cluster has no Node of (its kubelet stopped, its Node deleted): ``rackctl apply``
+    without it has nothing to drain (kubectl would fail on it), says so, and still powers it off; the other
+    nodes are left as they were. LAB STAND-INS as above (emulated iDRACs; the journal moved to joined)."""
+    rack, _ = networked
+    seat = _operator_seat(rack, tmp_path)
+    rack.ssh("gpu-01", "systemctl stop kubelet")
+    try:
+        assert rack.kubectl("delete", "node", "gpu-01").returncode == 0
+        done = _apply_without_gpu01(seat, tmp_path)
+        gone = done["nodes"]["gpu-01"]
+        assert gone["ok"] and gone["did"].startswith("not a Kubernetes node (no Node of this name)"), gone
+        assert seat.bmcs.state("gpu-01")["power_state"] == "Off"
+        assert sorted(_ready_nodes(rack)) == sorted(CONTROL_PLANES)
+        assert all(_schedulable(rack, n) for n in CONTROL_PLANES)
+    finally:
+        seat.bmcs.stop()
+        rack.ssh("gpu-01", "systemctl start kubelet")  # a powered-on node's kubelet registers it again
+    timing.wait_for(lambda: "gpu-01" in _ready_nodes(rack), timeout=180, what="gpu-01 registered and Ready again")
 
 
 def test_rackctls_etcd_member_removal_through_kubectl_exec_and_the_control_plane_joined_again(

@@ -30,7 +30,7 @@ pytestmark = [
 ]
 
 OOB = "preflight,discover,bios"
-REMOVED, NEVER_REGISTERED = "gpu-l40s-01", "gpu-xe9680-01"
+REMOVED = "gpu-l40s-01"
 NODE = "gpu-l40s-01"  # the redeployed worker
 USER_LABELS = {"rack": "r7", "gpu.example/pool": "inference"}
 
@@ -69,24 +69,6 @@ class CordonSampler(NodeSampler):
     def sample(self, nodes: dict[str, dict[str, Any]]) -> None:
         if self.node in nodes and nodes[self.node]["spec"].get("unschedulable"):
             self.cordoned = True
-
-
-def test_apply_removes_a_joined_node_whose_node_never_registered_without_a_drain(
-    rack: Rack, kube: KubeObjects, tmp_path: Path
-) -> None:
-    """A joined node the cluster has no Node of: nothing to drain (kubectl would fail on it), still removed
-    and powered off. (A removed worker drained with real kubelets: tests/ansible/test_kubernetes_cluster_real.py,
-    ``test_apply_of_an_inventory_without_a_worker_drains_real_kubelets_and_deletes_its_node``.)"""
-    state, _ = _applied_and_joined(rack, kube, tmp_path)
-    for name in rack.specs:  # registered by their kubelets (the test does it); one never was
-        if name != NEVER_REGISTERED:
-            kube.node(name, gpus=4 if name == REMOVED else 0)
-    without = rack.inventory("live-without.yml", without=(NEVER_REGISTERED,))
-    code, done = rack.invoke("apply", "-i", str(without), "--state-dir", str(state), "--stages", OOB, "--yes")
-    assert code == 0, done
-    assert done["nodes"][NEVER_REGISTERED]["did"].startswith("not a Kubernetes node (no Node of this name)")
-    assert rack.rack.state(NEVER_REGISTERED)["power_state"] == "Off"
-    assert all(kube.node_exists(n) for n in rack.specs if n != NEVER_REGISTERED)
 
 
 def test_redeploy_drains_deletes_and_restores_a_workers_labels_once_its_node_is_back(
