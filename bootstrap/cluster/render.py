@@ -42,13 +42,14 @@ DASHBOARDS_FILE = "monitoring/dashboards.yaml"
 
 
 class _Dumper(yaml.SafeDumper):
-    """safe_dump's, with each placeholder a role fills in (``${KUBEADM_CERTIFICATE_KEY}``) double-quoted: the
+    """safe_dump's, with each secret placeholder a role fills in (``${KUBEADM_CERTIFICATE_KEY}``) double-quoted: the
     value put in its place then stays a string. Unquoted, kubeadm read a certificate key of hex digits only as
     a number and refused the config ("cannot unmarshal number into ... certificateKey of type string")."""
 
 
 def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"' if "${" in value else None)
+    placeholder = value.startswith("${KUBEADM_") and value.endswith("}") and "\n" not in value
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"' if placeholder else None)
 
 
 _Dumper.add_representer(str, _represent_str)
