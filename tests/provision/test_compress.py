@@ -31,14 +31,10 @@ def test_the_disk_is_gzipped_with_its_checksum_and_each_tenth_said(tmp_path: Pat
     assert said == [f"compressing the disk: {p} % of 41 MiB" for p in range(10, 101, 10)]
 
 
-def test_a_failing_pigz_is_an_error_not_a_short_image(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "pigz").write_text("#!/bin/sh\necho 'pigz: write error' >&2\nexit 3\n")  # stops at once
-    (bin_dir / "pigz").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+def test_a_failing_pigz_is_an_error_not_a_short_image(tmp_path: Path) -> None:
+    """The real pigz, writing to a full disk (``/dev/full``), stops mid-stream: an error, never an image."""
     disk = tmp_path / "disk.raw"
     disk.write_bytes(os.urandom(16 << 20))
     with pytest.raises(subprocess.CalledProcessError) as caught:
-        compress(disk, tmp_path / "disk.raw.gz", lambda _: None)
-    assert caught.value.returncode == 3
+        compress(disk, Path("/dev/full"), lambda _: None)
+    assert caught.value.returncode != 0
