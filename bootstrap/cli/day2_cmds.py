@@ -58,21 +58,26 @@ SHORT_STATUS = {"unavailable": "n/a", "degraded": "err"}
 SHORT_HEADERS = {"lifecycle": "state", "firmware": "fw", "kubernetes": "k8s"}
 
 
-def _status_table(data: dict[str, Any], *, boxed: bool, short: bool, gap: int = 2) -> tuple[Table, dict[str, int]]:
+def _status_table(
+    data: dict[str, Any], *, boxed: bool = True, short: bool = False, gap: int = 2, wide: bool = False
+) -> tuple[Table, dict[str, int]]:
     """One status table: boxed or bare (columns ``gap`` apart, as kubectl prints), each value whole or in a
-    word (``below [5]``, the value written whole below); the reasons its cells refer to, each once."""
+    word (``below [5]``, the value written whole below); the reasons its cells refer to, each once.
+    ``wide``: the role too, and each reason inside its cell."""
     if boxed:
         table = Table(title="rackctl status")
     else:
         table = Table(title="rackctl status", box=None, pad_edge=False, padding=(0, 1) if gap == 2 else (0, 1, 0, 0))
-    for col in ("node", *COLUMNS):
+    for col in ("node", "role", *COLUMNS) if wide else ("node", *COLUMNS):
         table.add_column(SHORT_HEADERS.get(col, col) if short else col, no_wrap=col == "node", overflow="fold")
     reasons: dict[str, int] = {}
     for row in data["nodes"]:
-        cells = []
+        cells = [row["role"]] if wide else []
         for col in COLUMNS:
             cell = row[col]
-            if cell["status"] != "ok":
+            if cell["status"] != "ok" and wide:
+                text = escape(f"{cell['status']}: {cell['reason']}")
+            elif cell["status"] != "ok":
                 ref = reasons.setdefault(cell["reason"], len(reasons) + 1)
                 text = f"{SHORT_STATUS[cell['status']]} {escape(f'[{ref}]')}"
             elif short and cell.get("short"):
@@ -96,18 +101,7 @@ def status_table(data: dict[str, Any], *, wide: bool, width: int) -> tuple[Table
     that folds cells.
     """
     if wide:
-        table = Table(title="rackctl status")
-        for col in ("node", "role", *COLUMNS):
-            table.add_column(col, no_wrap=col == "node", overflow="fold")
-        for row in data["nodes"]:
-            cells = []
-            for col in COLUMNS:
-                cell = row[col]
-                text = cell["value"] if cell["status"] == "ok" else f"{cell['status']}: {cell['reason']}"
-                style = STYLE[cell["status"]]
-                cells.append(f"[{style}]{escape(str(text))}[/{style}]" if style else escape(str(text)))
-            table.add_row(row["node"], row["role"], *cells)
-        return table, {}
+        return _status_table(data, wide=True)
     layouts = ((True, False, 2), (False, False, 2), (False, True, 2), (False, True, 1))
     for boxed, short, gap in layouts:
         table, reasons = _status_table(data, boxed=boxed, short=short, gap=gap)
