@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bootstrap.inband.access import NodeAccess
-from bootstrap.triton.deliver import ModelPlan, NodeResult, deliver_model, source_files, ssh_command
+from bootstrap.triton.deliver import ModelPlan, NodeDelivery, deliver_model, source_files, ssh_command
 from tests.sshnode import start_ssh_node
 
 USER = os.environ.get("USER", "root")
@@ -78,7 +78,7 @@ def main() -> None:
                 cat.stdin.close()
                 assert cat.wait() == 0
 
-            def run(plan: ModelPlan) -> list[NodeResult]:
+            def run(plan: ModelPlan) -> list[NodeDelivery]:
                 return deliver_model(plan, access, lambda node, sent: None, listing)
 
             # Rounds alternate the floor and delivery (the same page cache, the same neighbours); each

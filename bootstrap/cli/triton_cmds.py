@@ -25,7 +25,7 @@ from bootstrap.cli.triton_deliver import deliver_cmd
 from bootstrap.errors import EXIT_FAILED, InvalidInput, Problem
 from bootstrap.kube import KUBECONFIG
 from bootstrap.kube.service_proxy import KubectlProxy, parse_service, service_path
-from bootstrap.stages.triton_smoke import PORT, VIA
+from bootstrap.stages.triton.smoke import PORT, VIA
 from bootstrap.triton.check import check_model_dir, model_dirs
 from bootstrap.triton.client import load_check_modules
 from bootstrap.triton.manifests import DEFAULT_K8S_VERSION, write_manifests

@@ -1,5 +1,5 @@
 """``rackctl up``'s options for the validation at the end of the nvidia stage
-(:mod:`bootstrap.stages.nvidia_validate`)."""
+(:mod:`bootstrap.stages.nvidia.validate`)."""
 
 from __future__ import annotations
 

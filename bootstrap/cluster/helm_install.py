@@ -38,7 +38,7 @@ from bootstrap.cluster.charts import Release
 from bootstrap.cluster.helm_render import chart_source, helm_sdk
 from bootstrap.errors import RackctlError
 from bootstrap.kube.api import LiveApi
-from bootstrap.kube.apply import WORKLOAD_KINDS, Rollout, watch_workloads
+from bootstrap.kube.apply import WORKLOAD_KINDS, WorkloadRollout, watch_workloads
 from redfish_tools.secrets import redact
 
 #: Helm's status of a release it can upgrade.
@@ -277,7 +277,7 @@ def workloads_of(manifest: str, namespace: str) -> list[tuple[str, str, str]]:
     return out
 
 
-def _watched(states: dict[tuple[str, str, str], Rollout]) -> dict[str, str]:
+def _watched(states: dict[tuple[str, str, str], WorkloadRollout]) -> dict[str, str]:
     return {f"{k}/{ns}/{name}": f"{s.ready}/{s.wanted}" for (k, ns, name), s in states.items()}
 
 

@@ -124,7 +124,7 @@ WORKLOAD_KINDS = ("Deployment", "DaemonSet", "StatefulSet")
 
 
 @dataclass
-class Rollout:
+class WorkloadRollout:
     """Where one workload's rollout stands (a Deployment unless ``kind`` says otherwise)."""
 
     namespace: str
@@ -161,16 +161,16 @@ def _generations(obj: dict[str, Any]) -> tuple[int, int]:
     return int(obj.get("metadata", {}).get("generation", 0)), int(obj.get("status", {}).get("observedGeneration", 0))
 
 
-def rollout_state(deployment: dict[str, Any] | None, namespace: str, name: str) -> Rollout:
+def rollout_state(deployment: dict[str, Any] | None, namespace: str, name: str) -> WorkloadRollout:
     """Judge a Deployment as ``kubectl rollout status`` does; ``why`` says what is missing."""
     if deployment is None:
-        return Rollout(namespace, name, why=f"Deployment {namespace}/{name} is not in the cluster")
+        return WorkloadRollout(namespace, name, why=f"Deployment {namespace}/{name} is not in the cluster")
     spec, status = deployment.get("spec", {}), deployment.get("status", {})
     wanted = int(spec.get("replicas", 1))
     generation, observed = _generations(deployment)
     counts = {k: int(status.get(f"{k}Replicas", 0)) for k in ("updated", "ready", "available")}
     total = int(status.get("replicas", 0))
-    out = Rollout(namespace, name, wanted=wanted, ready=counts["ready"])
+    out = WorkloadRollout(namespace, name, wanted=wanted, ready=counts["ready"])
     if observed < generation:
         out.why = _not_observed("Deployment", generation, observed)
         return out
@@ -184,15 +184,17 @@ def rollout_state(deployment: dict[str, Any] | None, namespace: str, name: str) 
     return out
 
 
-def daemonset_state(daemonset: dict[str, Any] | None, namespace: str, name: str) -> Rollout:
+def daemonset_state(daemonset: dict[str, Any] | None, namespace: str, name: str) -> WorkloadRollout:
     """Judge a DaemonSet as ``kubectl rollout status`` does: every scheduled pod updated and available."""
     if daemonset is None:
-        return Rollout(namespace, name, kind="DaemonSet", why=f"DaemonSet {namespace}/{name} is not in the cluster")
+        return WorkloadRollout(
+            namespace, name, kind="DaemonSet", why=f"DaemonSet {namespace}/{name} is not in the cluster"
+        )
     status = daemonset.get("status", {})
     generation, observed = _generations(daemonset)
     wanted = int(status.get("desiredNumberScheduled", 0))
     updated, available = int(status.get("updatedNumberScheduled", 0)), int(status.get("numberAvailable", 0))
-    out = Rollout(namespace, name, wanted=wanted, ready=int(status.get("numberReady", 0)), kind="DaemonSet")
+    out = WorkloadRollout(namespace, name, wanted=wanted, ready=int(status.get("numberReady", 0)), kind="DaemonSet")
     if observed < generation:
         out.why = _not_observed("DaemonSet", generation, observed)
         return out
@@ -204,15 +206,17 @@ def daemonset_state(daemonset: dict[str, Any] | None, namespace: str, name: str)
     return out
 
 
-def statefulset_state(statefulset: dict[str, Any] | None, namespace: str, name: str) -> Rollout:
+def statefulset_state(statefulset: dict[str, Any] | None, namespace: str, name: str) -> WorkloadRollout:
     """Judge a StatefulSet as ``kubectl rollout status`` does: every replica ready and of the update revision."""
     if statefulset is None:
-        return Rollout(namespace, name, kind="StatefulSet", why=f"StatefulSet {namespace}/{name} is not in the cluster")
+        return WorkloadRollout(
+            namespace, name, kind="StatefulSet", why=f"StatefulSet {namespace}/{name} is not in the cluster"
+        )
     spec, status = statefulset.get("spec", {}), statefulset.get("status", {})
     generation, observed = _generations(statefulset)
     wanted = int(spec.get("replicas", 1))
     ready, updated = int(status.get("readyReplicas", 0)), int(status.get("updatedReplicas", 0))
-    out = Rollout(namespace, name, wanted=wanted, ready=ready, kind="StatefulSet")
+    out = WorkloadRollout(namespace, name, wanted=wanted, ready=ready, kind="StatefulSet")
     if observed < generation:
         out.why = _not_observed("StatefulSet", generation, observed)
         return out
@@ -225,7 +229,7 @@ def statefulset_state(statefulset: dict[str, Any] | None, namespace: str, name: 
 _JUDGES = {"Deployment": rollout_state, "DaemonSet": daemonset_state, "StatefulSet": statefulset_state}
 
 
-def workload_state(kind: str, obj: dict[str, Any] | None, namespace: str, name: str) -> Rollout:
+def workload_state(kind: str, obj: dict[str, Any] | None, namespace: str, name: str) -> WorkloadRollout:
     """Judge one workload of a kind in :data:`WORKLOAD_KINDS`."""
     return _JUDGES[kind](obj, namespace, name)
 
@@ -238,10 +242,10 @@ def watch_workloads(
     poll_s: float = 1.0,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
-) -> dict[tuple[str, str, str], Rollout]:
+) -> dict[tuple[str, str, str], WorkloadRollout]:
     """Poll each ``(kind, namespace, name)`` workload until all rolled out or ``timeout_s`` passed."""
     deadline = clock() + timeout_s
-    states: dict[tuple[str, str, str], Rollout] = {}
+    states: dict[tuple[str, str, str], WorkloadRollout] = {}
     while True:
         for kind, namespace, name in workloads:
             key = (kind, namespace, name)
@@ -261,7 +265,7 @@ def watch_rollouts(
     poll_s: float = 1.0,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
-) -> dict[tuple[str, str], Rollout]:
+) -> dict[tuple[str, str], WorkloadRollout]:
     """Poll each ``(namespace, name)`` Deployment until all rolled out or ``timeout_s`` passed."""
     states = watch_workloads(
         api,

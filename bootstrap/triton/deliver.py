@@ -57,7 +57,7 @@ class SourceFile:
 
 
 @dataclass
-class NodeResult:
+class NodeDelivery:
     """What one node got."""
 
     node: str
@@ -287,7 +287,7 @@ def _round(
     source: Path,
     files: list[SourceFile],
     *,
-    result: NodeResult,
+    result: NodeDelivery,
     progress: Progress,
     prune: bool = False,
 ) -> list[str]:
@@ -331,10 +331,10 @@ def deliver_node(
     progress: Progress,
     *,
     prune: bool = False,
-) -> NodeResult:
+) -> NodeDelivery:
     """Bring ``dest`` on one node to ``files``; a file that arrives damaged is sent again once. With
     ``prune`` the files ``dest`` holds beyond ``files`` are removed."""
-    result = NodeResult(access.hostname, dest)
+    result = NodeDelivery(access.hostname, dest)
     try:
         bad = _round(access, dest, source, files, result=result, progress=progress, prune=prune)
         if bad:
@@ -414,7 +414,7 @@ def deliver_model(
     *,
     prune: bool = False,
     stop: threading.Event | None = None,
-) -> list[NodeResult]:
+) -> list[NodeDelivery]:
     """Deliver one planned model to its nodes, in parallel. Ctrl-C (or ``stop`` set) ends every node's copy
     at its next block, each reported stopped, the parts kept for the next run to resume."""
     if plan.source is None or plan.dest is None or not plan.nodes:

@@ -130,7 +130,7 @@ def poll_read_only(
 ) -> Polled:
     """Read the nodes and run the read-only checks until they all pass or ``timeout_s`` passed (at least once);
     once the others pass, ``dcgm`` (when given) reads the DCGM exporters and their checks join in; ``refresh``
-    (when given) reads some of ``facts`` again on every poll (:class:`bootstrap.stages.nvidia_fabric.FabricReader`).
+    (when given) reads some of ``facts`` again on every poll (:class:`bootstrap.stages.nvidia.fabric.FabricReader`).
 
     A read that fails (the API not answering) counts as not passing yet; the last error is kept. Progress is
     told when what fails changes, not on every poll.

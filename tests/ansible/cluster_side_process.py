@@ -31,7 +31,7 @@ from bootstrap.kube.api import KubeError
 from bootstrap.kube.client import Kubectl, cluster_for
 from bootstrap.stages.base import NodeResult, RunOptions, StageContext
 from bootstrap.stages.kubernetes import releases
-from bootstrap.stages.kubernetes_cluster import cluster_side
+from bootstrap.stages.kubernetes.cluster import cluster_side
 from tests.ansible.test_kubernetes_cluster_real import NODES, NetnsEnvironment
 from tests.ansible.test_playbook_stage import Recorder
 

@@ -66,8 +66,8 @@ from bootstrap.provision.image import debootstrap_tree, default_mirror
 from bootstrap.provision.ramdisk import cache_root
 from bootstrap.resources import roles_dir
 from bootstrap.stages.base import NodeResult, RunOptions, StageContext
-from bootstrap.stages.kubernetes_cluster import cluster_side
-from bootstrap.stages.kubernetes_host import host_side
+from bootstrap.stages.kubernetes.cluster import cluster_side
+from bootstrap.stages.kubernetes.host import host_side
 from bootstrap.stages.playbook import play
 from rackctl_lab import kubenode, nspawn
 from rackctl_lab.charts import CHARTS_DIR

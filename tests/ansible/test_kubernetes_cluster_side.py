@@ -31,8 +31,8 @@ from bootstrap.journal.states import NodeState
 from bootstrap.journal.store import STAGE_STEP, Journal
 from bootstrap.provision.hostkeys import ensure_host_key, known_hosts_path, write_known_hosts
 from bootstrap.stages.base import NodeResult, RunOptions, StageContext
-from bootstrap.stages.kubernetes_cluster import cluster_side, gate
-from bootstrap.stages.kubernetes_host import HOST_FACTS
+from bootstrap.stages.kubernetes.cluster import cluster_side, gate
+from bootstrap.stages.kubernetes.host import HOST_FACTS
 from bootstrap.stages.playbook import runs_dir
 from bootstrap.stages.runner import Runner, select
 from tests.ansible import kubeadm_standin as standin

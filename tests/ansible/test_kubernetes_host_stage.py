@@ -25,7 +25,7 @@ import pytest
 from bootstrap.journal.states import NodeState
 from bootstrap.journal.store import STAGE_STEP, Journal
 from bootstrap.stages.base import NodeResult, RunOptions
-from bootstrap.stages.kubernetes_host import HOST_FACTS, host_side, package_repo, report_message
+from bootstrap.stages.kubernetes.host import HOST_FACTS, host_side, package_repo, report_message
 from bootstrap.stages.runner import EXIT_NOT_APPLIED, Runner, plan, select
 from tests.ansible.test_kubernetes_cluster_side import NODES as RACK_NODES
 from tests.ansible.test_kubernetes_cluster_side import Rack, build_rack

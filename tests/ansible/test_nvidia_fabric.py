@@ -1,6 +1,6 @@
 """Role ``nvidia_host``'s nvidia-smi read (``tasks/smi.yml``) over real SSH: which nvidia-smi it runs, the chroot into
 the GPU Operator's driver container, and the nvidia stage's validation reading it again until every GPU is
-registered with Fabric Manager (bootstrap/stages/nvidia_fabric.py), with the real runner, ansible-runner, journal
+registered with Fabric Manager (bootstrap/stages/nvidia/fabric.py), with the real runner, ansible-runner, journal
 and kube-apiserver 1.37.2.
 
 The nodes are sshd on loopback (tests/ansible/test_playbook_stage.py's ``rack``: gpu-01 serves its pinned host
@@ -30,7 +30,7 @@ from bootstrap.nvidia.detect import NvSwitchReport
 from bootstrap.nvidia.smi import OPERATOR
 from bootstrap.nvidia.validators import NodeFacts
 from bootstrap.stages.base import RunOptions, StageContext
-from bootstrap.stages.nvidia_fabric import FabricReader
+from bootstrap.stages.nvidia.fabric import FabricReader
 from bootstrap.validation.live import poll_read_only
 from tests.ansible.test_nvidia_host_stage import EmulatedGpus, run_nvidia
 from tests.ansible.test_playbook_stage import RelayEnvironment, networked, rack  # noqa: F401 - the fixtures

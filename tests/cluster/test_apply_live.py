@@ -19,7 +19,7 @@ from bootstrap.inventory import load_inventory
 from bootstrap.kube import Kubectl
 from bootstrap.kube.apply import FIELD_MANAGER, apply_objects, content, rollout_state, watch_rollouts
 from bootstrap.kube.node_labels import MANAGED_LABELS, MANAGED_TAINTS, Wanted, apply_labels, wanted_from_file
-from bootstrap.stages.kubernetes_labels import labels_text
+from bootstrap.stages.kubernetes.labels import labels_text
 from bootstrap.triton.manifests import build_manifests, deployment, rolling_update_problems
 from tests.cluster.apiserver_apply import apply_crds
 from tests.kube_objects import MERGE, KubeObjects, crd_absent, mark_deployment_ready

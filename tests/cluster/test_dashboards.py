@@ -29,7 +29,7 @@ from bootstrap.cluster.validate import validate_bundle
 from bootstrap.inventory.loader import load_inventory
 from bootstrap.kube import Kubectl, KubeError
 from bootstrap.stages.base import NodeResult, StageContext, StageResult
-from bootstrap.stages.kubernetes_dashboards import with_dashboards
+from bootstrap.stages.kubernetes.dashboards import with_dashboards
 from bootstrap.triton.manifests import MODEL_LABEL, build_manifests, service_monitor
 from tests.kube_objects import KubeObjects
 from tests.triton.conftest import make_spec

@@ -17,7 +17,7 @@ from bootstrap.inventory.package_upstreams import (
 from bootstrap.mirror.manifest import build_manifest, version_matches
 from bootstrap.mirror.upstreams import CNI_PACKAGE, KUBERNETES_PACKAGES, mirror_upstreams
 from bootstrap.resources import roles_dir
-from bootstrap.stages.kubernetes_host import missing_hint, needs_cni_plugins, report_message, source_described
+from bootstrap.stages.kubernetes.host import missing_hint, needs_cni_plugins, report_message, source_described
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "inventory" / "examples" / "dvd-inference.yml"

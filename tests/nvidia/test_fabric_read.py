@@ -1,5 +1,5 @@
 """Which nvidia-smi gave a node's Fabric Manager state, and what the fabric-manager check says for each driver path
-(bootstrap/nvidia/smi.py ``read_from_role``, bootstrap/nvidia/validators.py, bootstrap/stages/nvidia_fabric.py),
+(bootstrap/nvidia/smi.py ``read_from_role``, bootstrap/nvidia/validators.py, bootstrap/stages/nvidia/fabric.py),
 against the recorded ``nvidia-smi -q -x`` of an XE9680 (8 x H100 SXM, tests/nvidia/fixtures) in the shape role
 ``nvidia_host``'s ``tasks/smi.yml`` returns it. No GPU here: the real parsers on recorded text."""
 
@@ -18,7 +18,7 @@ from bootstrap.nvidia.detect import NvSwitchReport, nvswitch_pci_slots
 from bootstrap.nvidia.host import assess_report
 from bootstrap.nvidia.smi import HOST, OPERATOR, parse, read_from_role
 from bootstrap.nvidia.validators import NodeFacts, validate_cluster
-from bootstrap.stages.nvidia_fabric import operator_nvswitch_nodes, unreachable_facts
+from bootstrap.stages.nvidia.fabric import operator_nvswitch_nodes, unreachable_facts
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EXAMPLE = Path(__file__).parents[2] / "inventory" / "examples" / "dvd-inference.yml"

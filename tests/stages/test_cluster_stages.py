@@ -23,9 +23,10 @@ from bootstrap.errors import EXIT_ENVIRONMENT, EXIT_INVALID, EXIT_NOT_APPLIED
 from bootstrap.inventory import Inventory
 from bootstrap.journal.states import NodeState
 from bootstrap.journal.store import STAGE_STEP, Journal
-from bootstrap.stages import cluster_render, kubernetes_host, nvidia
+from bootstrap.stages import cluster_render, nvidia
 from bootstrap.stages.base import NOT_APPLIED, register_stage
 from bootstrap.stages.kubernetes import KubernetesStage
+from bootstrap.stages.kubernetes import host as kubernetes_host
 from bootstrap.stages.nvidia import NvidiaStage
 from bootstrap.stages.triton import TritonStage
 

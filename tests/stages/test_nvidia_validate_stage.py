@@ -77,7 +77,7 @@ def xe9680_verdict() -> dict[str, Any]:
         ],
         "nvidia_smi_xml": (FIXTURES / "nvidia-smi-h100-sxm.xml").read_text(),
         # read from the GPU Operator's driver container (an earlier run's host side, the operator running): the
-        # node is not reachable over SSH here, so the validation keeps that record (bootstrap/stages/nvidia_fabric.py)
+        # node is not reachable over SSH here, so the validation keeps that record (bootstrap/stages/nvidia/fabric.py)
         "nvidia_smi": {"source": OPERATOR_DRIVER},
     }
     inv = load_inventory(EXAMPLE)

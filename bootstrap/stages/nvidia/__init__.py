@@ -20,7 +20,7 @@ Where a cluster already exists (``<state-dir>/kubeconfig``) and the GPU Operator
 ``up --charts DIR``, Helm installs or upgrades it (:mod:`bootstrap.stages.helm_releases`: "installed/upgraded/
 unchanged (revision N)", its workloads watched to ready within ``up --helm-timeout``; a Helm error or a
 workload not ready fails the stage); without the chart it stays "rendered + validated, not installed".
-Once Helm holds the release deployed in this run, the cluster is validated (:mod:`bootstrap.stages.nvidia_validate`:
+Once Helm holds the release deployed in this run, the cluster is validated (:mod:`bootstrap.stages.nvidia.validate`:
 the read-only checks of ``rackctl validate-cluster`` polled until they pass within ``up --validate-timeout``,
 then a CUDA smoke Job per GPU product; ``--validate-nccl``, ``--skip-validate``): the report is the stage's
 ``data["validation"]`` and a journal fact, a failed check fails the stage, all ok says "validated: N checks ok";
@@ -52,8 +52,8 @@ from bootstrap.stages.cluster_render import (
     write_not_applied,
 )
 from bootstrap.stages.helm_releases import planned, with_helm_releases
-from bootstrap.stages.nvidia_validate import not_deployed_why, not_run, with_validation
-from bootstrap.stages.nvidia_validate import planned as planned_validation
+from bootstrap.stages.nvidia.validate import not_deployed_why, not_run, with_validation
+from bootstrap.stages.nvidia.validate import planned as planned_validation
 from bootstrap.stages.playbook import PlaybookStage, host_side_targets
 
 #: Where the stage writes its artefacts, under the state directory.

@@ -16,7 +16,7 @@ release is deployed (installed, upgraded or unchanged by Helm in this run).
 The NVSwitch detection and ``nvidia-smi -q -x`` fabric states the stage's host side recorded in the journal
 (``nvidia`` facts, ``nvidia_host``) feed the fabric-manager check, so it is not skipped where the node was
 looked at; on NVSwitch nodes whose driver is the GPU Operator's, the fabric states are read again over SSH on
-every poll until every GPU is registered (:mod:`bootstrap.stages.nvidia_fabric`: the host side ran before the
+every poll until every GPU is registered (:mod:`bootstrap.stages.nvidia.fabric`: the host side ran before the
 operator). A node whose devices are emulated (the lab's VMs) is left out of it, saying so.
 
 The report (``ClusterReport.as_dict`` plus how long it polled) becomes the stage's ``data["validation"]``
@@ -44,7 +44,7 @@ from bootstrap.nvidia.validators import ClusterReport, NodeFacts, gpu_nodes
 from bootstrap.stages.base import NodeResult, PlannedAction, StageContext, StageResult
 from bootstrap.stages.cluster_inputs import cluster_inputs
 from bootstrap.stages.helm_releases import FACTS as HELM_FACTS
-from bootstrap.stages.nvidia_fabric import FabricReader, operator_nvswitch_nodes
+from bootstrap.stages.nvidia.fabric import FabricReader, operator_nvswitch_nodes
 from bootstrap.stages.options import ValidateOptions
 from bootstrap.validation.live import validate_polled
 from bootstrap.validation.workloads import Settings, smoke_targets

@@ -8,13 +8,13 @@ archives and CRDs of ``up --charts/--crds`` when given (:mod:`bootstrap.stages.c
 fails the stage as bad input (exit 2), naming the inventory field, and nothing is written.
 
 Then the host side runs for real on every node the network stage configured
-(:mod:`bootstrap.stages.kubernetes_host`: kubeadm/kubelet/kubectl at exactly the cluster's version from the
+(:mod:`bootstrap.stages.kubernetes.host`: kubeadm/kubelet/kubectl at exactly the cluster's version from the
 site's package source, held, the node's kubeadm config validated by that kubeadm; where the sources lack
 them nothing changes and the node says which are missing; on the control planes the API VIP's holder:
 kube-vip's static pods staged, or keepalived + haproxy installed, configured and started).
 
 Where a cluster already exists (``<state-dir>/kubeconfig``), the nodes' labels and taints are applied to it
-(:mod:`bootstrap.stages.kubernetes_labels`): per node "labels/taints applied: ..." or "not joined: Node <name>
+(:mod:`bootstrap.stages.kubernetes.labels`): per node "labels/taints applied: ..." or "not joined: Node <name>
 not in the cluster".
 
 With that kubeconfig, the stage's releases (CNI, local-path-provisioner, kube-prometheus-stack, in that
@@ -22,9 +22,9 @@ order) are also installed or upgraded by Helm when their pinned charts are in ``
 (:mod:`bootstrap.stages.helm_releases`): per release "installed/upgraded/unchanged (revision N)", or
 "rendered + validated, not installed: chart X VERSION not in --charts DIR"; a Helm error or a workload not
 ready within ``up --helm-timeout`` fails the stage. Then the Grafana dashboard ConfigMaps of
-``monitoring/dashboards.yaml`` are applied (:mod:`bootstrap.stages.kubernetes_dashboards`).
+``monitoring/dashboards.yaml`` are applied (:mod:`bootstrap.stages.kubernetes.dashboards`).
 
-kubeadm init and the joins (:mod:`bootstrap.stages.kubernetes_cluster`, ``playbooks/kubernetes_cluster.yml``)
+kubeadm init and the joins (:mod:`bootstrap.stages.kubernetes.cluster`, ``playbooks/kubernetes_cluster.yml``)
 run only where the host side has just installed kubeadm at the cluster's version on every control plane and
 ``kubeadm version -o short`` on the first answers it, or, once rackctl has initialised the cluster, on the
 run's nodes (the gate): then per node "initialised", "joined as
@@ -50,10 +50,10 @@ from bootstrap.stages.cluster_render import (
     write_not_applied,
 )
 from bootstrap.stages.helm_releases import planned, with_helm_releases
-from bootstrap.stages.kubernetes_cluster import cluster_side, joinable, planned_actions, with_cluster_side
-from bootstrap.stages.kubernetes_dashboards import with_dashboards
-from bootstrap.stages.kubernetes_host import HOST_PLAYBOOK, api_endpoint_action, host_side, source_described
-from bootstrap.stages.kubernetes_labels import with_live_labels
+from bootstrap.stages.kubernetes.cluster import cluster_side, joinable, planned_actions, with_cluster_side
+from bootstrap.stages.kubernetes.dashboards import with_dashboards
+from bootstrap.stages.kubernetes.host import HOST_PLAYBOOK, api_endpoint_action, host_side, source_described
+from bootstrap.stages.kubernetes.labels import with_live_labels
 
 #: Where the stage writes the bundle, under the state directory.
 OUT_DIR = "cluster"

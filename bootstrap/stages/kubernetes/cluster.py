@@ -1,6 +1,6 @@
 """The kubernetes stage's cluster side: kubeadm init and joins over SSH, behind a gate.
 
-``playbooks/kubernetes_cluster.yml`` runs only where the host side (:mod:`bootstrap.stages.kubernetes_host`)
+``playbooks/kubernetes_cluster.yml`` runs only where the host side (:mod:`bootstrap.stages.kubernetes.host`)
 has just reported kubeadm installed at the cluster's version on every control plane AND ``kubeadm version -o
 short`` on the first control plane answered ``v<version>`` (:func:`gate`; once the cluster is initialised,
 on the run's nodes). Then, in order: ``kubeadm init
@@ -40,7 +40,7 @@ from bootstrap.fsutil import atomic_write_bytes
 from bootstrap.inventory.models import Inventory
 from bootstrap.kube import KUBECONFIG
 from bootstrap.stages.base import NOT_APPLIED, NodeResult, PlannedAction, StageContext, StageResult
-from bootstrap.stages.kubernetes_host import HOST_FACTS, KUBE_VIP_STAGE_DIR
+from bootstrap.stages.kubernetes.host import HOST_FACTS, KUBE_VIP_STAGE_DIR
 from bootstrap.stages.playbook import NOT_REACHED, PlaybookStage
 
 #: The cluster side's playbook and the fact each node returns (``{action, ...}``).

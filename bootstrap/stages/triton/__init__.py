@@ -5,7 +5,7 @@ node state (``--stages triton`` works before the cluster exists). The artefacts 
 ``<state-dir>/triton``. Without a cluster (no ``<state-dir>/kubeconfig``) the result is "rendered +
 validated, not applied" (journalled ``rendered``, no node moves), and each node's reason names the earlier
 stages the journal shows as not applied on it. Where a cluster exists, the manifests are deployed to it and
-the rollouts watched (:mod:`bootstrap.stages.triton_deploy`): a model not ready in time fails the stage; all
+the rollouts watched (:mod:`bootstrap.stages.triton.deploy`): a model not ready in time fails the stage; all
 ready, each model is smoke-tested through its Service and the API server's service proxy (a failed smoke fails
 the stage; each pod's initContainer put its model repository in place). The stage is applied only then, with
 every object applied; without a cluster it ends "rendered + validated, not applied".
@@ -28,8 +28,8 @@ from bootstrap.stages.base import (
     StageResult,
     register_stage,
 )
-from bootstrap.stages.triton_deploy import deploy
-from bootstrap.stages.triton_smoke import PORT, http_service, smoke_entry
+from bootstrap.stages.triton.deploy import deploy
+from bootstrap.stages.triton.smoke import PORT, http_service, smoke_entry
 from bootstrap.triton.manifests import services
 from bootstrap.triton.stage import run_triton_stage
 

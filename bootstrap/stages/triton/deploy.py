@@ -12,7 +12,7 @@ as does an apply the server refused. The manifests carry each model repository (
 ``<model>-repository``, copied by the pod's initContainer before Triton starts:
 :mod:`bootstrap.triton.repository_volume`), so a ready rollout has its repository in place. Once every model
 is ready, each is smoke-tested through its Service and the API server's service proxy
-(:mod:`bootstrap.stages.triton_smoke`); a failed smoke fails the stage naming the model, the Service and the
+(:mod:`bootstrap.stages.triton.smoke`); a failed smoke fails the stage naming the model, the Service and the
 error. TTFT, latencies and ok per model are in the stage's output (``smoke``) and the journal fact ``smoke``.
 The stage is applied ("done") only when every object was applied, every model is ready with its repository
 and every smoke answered; otherwise it ends rendered, not applied, naming what was left out.
@@ -30,7 +30,7 @@ from bootstrap.inventory.served_models import ModelSpec
 from bootstrap.kube import Kubectl, KubeError
 from bootstrap.kube.apply import FIELD_MANAGER, ApplyReport, apply_objects, watch_rollouts
 from bootstrap.stages.base import NodeResult, Rendered, StageContext, StageResult
-from bootstrap.stages.triton_smoke import FACT, VIA, http_service, smoke_services
+from bootstrap.stages.triton.smoke import FACT, VIA, http_service, smoke_services
 from bootstrap.triton.manifests import rolling_update_problems
 from bootstrap.triton.repository_volume import carries_repository
 
