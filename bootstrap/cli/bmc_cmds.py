@@ -18,18 +18,8 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from bootstrap.cli.common import (
-    console,
-    emit,
-    environment_for,
-    err_console,
-    escape,
-    handle_errors,
-    json_option,
-    node_options,
-    plan_option,
-    warn,
-)
+from bootstrap.cli import flags
+from bootstrap.cli.common import console, emit, environment_for, err_console, escape, handle_errors, warn
 from bootstrap.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from bootstrap.inventory import Inventory, load_inventory
 from bootstrap.selection import select_nodes, split_csv
@@ -41,11 +31,10 @@ from bootstrap.stages.oob import (
     targets_for,
     write_mac_diff,
 )
-from bootstrap.stages.oob_reports import bios_apply_report, discover_report
+from bootstrap.stages.oob_reports import as_plain, bios_apply_report, bios_plan_report, discover_report
 from bootstrap.stages.options import BiosOptions
 from bootstrap.stages.progress import RichProgress
-from bootstrap.stages.runner import Runner, RunOutcome, plan, select
-from redfish_tools.bios import plan_bios
+from bootstrap.stages.runner import Runner, RunOutcome, select
 from redfish_tools.boot import BOOT_TARGETS, set_boot_once
 from redfish_tools.connection import BmcConnection
 from redfish_tools.fleet import FleetInterrupted, NodeResult, run_fleet
@@ -53,7 +42,7 @@ from redfish_tools.power import POWER_ACTIONS, plan_power, power_state, set_powe
 from redfish_tools.resources import Service
 from redfish_tools.status import read_queue, read_status
 
-dry_run_option = plan_option("Read the BMCs and show what would change; change nothing.", "dry_run")
+dry_run_option = flags.plan("Read the BMCs and show what would change; change nothing.", "dry_run")
 
 
 class FleetProgress:
@@ -123,7 +112,7 @@ def _fleet(  # noqa: PLR0917
 
 def _interrupted(stop: FleetInterrupted, as_json: bool) -> NoReturn:
     """Ctrl-C during a fleet command: say which nodes finished, which were cut, which never started; exit 130."""
-    done = [r.as_dict(_as_dict) for r in stop.results if r is not None]
+    done = [r.as_dict(as_plain) for r in stop.results if r is not None]
     not_started = stop.not_started
     if as_json:
         emit(
@@ -162,10 +151,6 @@ def _node_rows(results: list[NodeResult[Any]], show: Callable[[Any], str]) -> Ta
     return table
 
 
-def _as_dict(value: Any) -> Any:
-    return value.as_dict() if hasattr(value, "as_dict") else value
-
-
 # -- stages run standalone ------------------------------------------------------------------------
 def _run_stage(
     inventory: Inventory,
@@ -198,15 +183,15 @@ def _run_stage(
         return Runner(inventory, state_dir, selection, options=runner_options, progress=progress, command=command).run()
 
 
-def _command(name: str, limit: str | None, *flags: str) -> str:
-    return " ".join([name, *([f"--limit {limit}"] if limit else []), *flags])
+def _command(name: str, limit: str | None, *extra: str) -> str:
+    return " ".join([name, *([f"--limit {limit}"] if limit else []), *extra])
 
 
 # -- discover ---------------------------------------------------------------------------------------
 @click.command("discover")
-@node_options
+@flags.nodes
 @click.option("--write", is_flag=True, help="Write the discovered MACs into the inventory (atomically).")
-@json_option
+@flags.json
 @handle_errors()
 def discover_cmd(inventory_path: Path, state_dir: Path, limit: str | None, write: bool, as_json: bool) -> None:
     """Read each node's hardware through its iDRAC and check it against the inventory.
@@ -267,9 +252,9 @@ def _finish_outcome(outcome: RunOutcome) -> None:
 # -- power ------------------------------------------------------------------------------------------
 @click.command("power")
 @click.argument("action", type=click.Choice(POWER_ACTIONS))
-@node_options
+@flags.nodes
 @dry_run_option
-@json_option
+@flags.json
 @handle_errors()
 def power_cmd(  # noqa: PLR0917 - click passes options as arguments
     action: str, inventory_path: Path, state_dir: Path, limit: str | None, dry_run: bool, as_json: bool
@@ -288,7 +273,7 @@ def power_cmd(  # noqa: PLR0917 - click passes options as arguments
         "ok": all(r.ok for r in results),
         "action": action,
         "dry_run": dry_run,
-        "nodes": [r.as_dict(_as_dict) for r in results],
+        "nodes": [r.as_dict(as_plain) for r in results],
     }
 
     def show(v: dict[str, Any]) -> str:
@@ -310,9 +295,9 @@ def _would(v: dict[str, Any]) -> str:
 @click.argument("target", type=click.Choice(BOOT_TARGETS))
 @click.option("--continuous", is_flag=True, help="Keep the override for every boot instead of once.")
 @click.option("--reboot", is_flag=True, help="Restart (or power on) the node afterwards to boot it now.")
-@node_options
+@flags.nodes
 @dry_run_option
-@json_option
+@flags.json
 @handle_errors()
 def boot_cmd(  # noqa: PLR0917 - click passes options as arguments
     target: str,
@@ -367,34 +352,12 @@ def bios_group() -> None:
 def _bios_plan(inventory_path: Path, state_dir: Path, limit: str | None, as_json: bool) -> None:
     """The bios stage's plan (journal under --state-dir) with each runnable node's attribute changes."""
     inventory = load_inventory(inventory_path)
-    selection = select(inventory, stages=["bios"], limit=split_csv(limit), force=True)
-    planned = plan(inventory, state_dir, selection, RunOptions(dry_run=True, environment=environment_for(inventory)))
-    stage = planned["stages"][0]
-    to_run = [n for n in inventory.nodes if n.hostname in stage["nodes_to_run"]]
-    _warn_if_insecure(inventory, [n.hostname for n in to_run], as_json)
-    wanted = {n.hostname: desired_bios(inventory, n) for n in to_run}
-    with FleetProgress("bios plan", len(to_run), as_json) as progress:
-        results = run_fleet(
-            targets_for(inventory, to_run),
-            lambda conn: plan_bios(conn, wanted[conn.target.name]),
-            policy=policy_for(state_dir),
-            progress=progress,
-        )
-    by_name = {r.name: r for r in results}
-    skipped = {a["node"]: a["skip"] for a in stage["actions"] if a.get("skip")}
-    nodes = []
-    for name in selection.nodes:
-        if name in by_name:
-            nodes.append({**by_name[name].as_dict(_as_dict), "status": "run"})
-        else:
-            nodes.append({"name": name, "ok": True, "status": "skip", "skip": skipped.get(name, ""), "value": None})
-    data: dict[str, Any] = {
-        "ok": all(r.ok for r in results),
-        "applied": False,
-        "dry_run": True,
-        "nodes": nodes,
-        "node_states": planned["nodes"],
-    }
+
+    def progress(hostnames: list[str]) -> FleetProgress:
+        _warn_if_insecure(inventory, hostnames, as_json)
+        return FleetProgress("bios plan", len(hostnames), as_json)
+
+    data = bios_plan_report(inventory, state_dir, limit, environment=environment_for(inventory), progress=progress)
 
     def human(d: dict[str, Any]) -> None:
         table = Table(show_edge=False, header_style="bold")
@@ -448,8 +411,8 @@ def _bios_apply(inventory_path: Path, state_dir: Path, limit: str | None, as_jso
 
 
 @bios_group.command("plan")
-@node_options
-@json_option
+@flags.nodes
+@flags.json
 @handle_errors()
 def bios_plan_cmd(inventory_path: Path, state_dir: Path, limit: str | None, as_json: bool) -> None:
     """Plan the bios stage: which BIOS attributes each node's profile would change (changes nothing).
@@ -461,10 +424,10 @@ def bios_plan_cmd(inventory_path: Path, state_dir: Path, limit: str | None, as_j
 
 
 @bios_group.command("apply")
-@node_options
+@flags.nodes
 @click.option("--reboot", is_flag=True, help="Reboot now so the job runs; wait for it and read back.")
 @dry_run_option
-@json_option
+@flags.json
 @handle_errors()
 def bios_apply_cmd(  # noqa: PLR0917 - click passes options as arguments
     inventory_path: Path, state_dir: Path, limit: str | None, reboot: bool, dry_run: bool, as_json: bool
@@ -486,8 +449,8 @@ def bmc_group() -> None:
 
 
 @bmc_group.command("status")
-@node_options
-@json_option
+@flags.nodes
+@flags.json
 @handle_errors()
 def bmc_status_cmd(inventory_path: Path, state_dir: Path, limit: str | None, as_json: bool) -> None:
     """Reachability, login, TLS mode, power state, Lifecycle Controller and job queue of each BMC."""

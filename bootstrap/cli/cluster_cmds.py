@@ -10,17 +10,8 @@ from typing import TYPE_CHECKING, Any
 import click
 from rich.progress import Progress
 
-from bootstrap.cli.common import (
-    console,
-    dir_option,
-    emit,
-    err_console,
-    escape,
-    handle_errors,
-    inventory_option,
-    json_option,
-    plan_option,
-)
+from bootstrap.cli import flags
+from bootstrap.cli.common import console, emit, err_console, escape, handle_errors
 from bootstrap.errors import EXIT_FAILED, InvalidInput, Problem
 from bootstrap.inventory.loader import load_inventory
 
@@ -39,24 +30,24 @@ def render() -> None:
 
 
 @render.command("cluster")
-@inventory_option
+@flags.inventory
 @click.option(
     "-o", "--out", "out_dir", required=True, type=click.Path(path_type=Path, file_okay=False), help="Output directory."
 )
-@dir_option(
+@flags.directory(
     "--crds",
     "crd_dir",
     "Directory of CRD YAML (the pinned charts' crds/) to check custom resources against.",
     must_exist=True,
 )
-@dir_option(
+@flags.directory(
     "--charts",
     "charts_dir",
     "Directory of the pinned chart archives (<chart>-<version>.tgz) to render with our values.",
     must_exist=True,
 )
-@plan_option("Render and validate; write nothing.", "dry_run")
-@json_option
+@flags.plan("Render and validate; write nothing.", "dry_run")
+@flags.json
 @handle_errors()
 def render_cluster_cmd(  # noqa: PLR0917 - click passes options as arguments
     inventory_path: Path, out_dir: Path, crd_dir: Path | None, charts_dir: Path | None, dry_run: bool, as_json: bool
@@ -132,7 +123,7 @@ def _node_files(values: tuple[str, ...], option: str) -> dict[str, Path]:
 
 
 @click.command("validate-cluster")
-@inventory_option
+@flags.inventory
 @click.option("--kubeconfig", type=click.Path(path_type=Path, dir_okay=False, exists=True), help="Read nodes live.")
 @click.option(
     "--nodes-json", type=click.Path(path_type=Path, dir_okay=False, exists=True), help="`kubectl get nodes -o json`."
@@ -171,8 +162,8 @@ def _node_files(values: tuple[str, ...], option: str) -> dict[str, Path]:
 )
 @click.option("--cuda-image", default=None, metavar="IMAGE", help="Image of the CUDA smoke Job (a mirror's copy).")
 @click.option("--nccl-image", default=None, metavar="IMAGE", help="Image of the NCCL Job (a mirror's copy).")
-@plan_option("Print the workload Jobs it would create; create nothing.")
-@json_option
+@flags.plan("Print the workload Jobs it would create; create nothing.")
+@flags.json
 @handle_errors()
 def validate_cluster_cmd(  # noqa: PLR0917 - click passes options as arguments
     inventory_path: Path,

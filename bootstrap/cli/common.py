@@ -10,7 +10,6 @@ import textwrap
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -20,115 +19,15 @@ from rich.text import Text
 
 from bootstrap.environment import Environment, available, load_environment
 from bootstrap.errors import EXIT_INTERRUPTED, RackctlError
-from bootstrap.selection import LIMIT_HELP
 from redfish_tools.errors import RedfishError
 from redfish_tools.secrets import redact
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-DEFAULT_INVENTORY = Path("inventory/cluster.yml")
-
 #: Human output goes to stderr when --json is used, so stdout stays one JSON document.
 #: ``emoji=False``: data such as a fingerprint example ``AB:CD:...`` must never become an emoji (":CD:").
 console = Console(stderr=False, highlight=False, soft_wrap=True, emoji=False)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
-
-
-def json_option(func: F) -> F:
-    """Add ``--json``: print one machine-readable JSON document on stdout instead of text."""
-    return click.option("--json", "as_json", is_flag=True, help="Print one JSON document for scripts.")(func)
-
-
-def inventory_option(func: F) -> F:
-    """Add ``-i/--inventory`` (default ``inventory/cluster.yml`` or ``$RACKCTL_INVENTORY``)."""
-    return click.option(
-        "-i",
-        "--inventory",
-        "inventory_path",
-        type=click.Path(path_type=Path, dir_okay=False),
-        envvar="RACKCTL_INVENTORY",
-        show_envvar=True,
-        default=DEFAULT_INVENTORY,
-        show_default=True,
-        help="Cluster inventory YAML.",
-    )(func)
-
-
-def state_dir_option(func: F) -> F:
-    """Add ``--state-dir`` where the run journal and derived artefacts live."""
-    return click.option(
-        "--state-dir",
-        type=click.Path(path_type=Path, file_okay=False),
-        envvar="RACKCTL_STATE_DIR",
-        show_envvar=True,
-        default=Path(".rackctl"),
-        show_default=True,
-        help="Directory for the run journal and rendered artefacts.",
-    )(func)
-
-
-class AliasedOption(click.Option):
-    """An option whose last long name is an old spelling: still accepted, not shown in ``--help``."""
-
-    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
-        record = super().get_help_record(ctx)
-        return (record[0].replace(f", {self.opts[-1]}", "", 1), record[1]) if record else None
-
-
-def plan_option(help_text: str, dest: str = "plan_only") -> Callable[[F], F]:
-    """Add ``--plan`` (hidden alias ``--dry-run``): show what the command would do, do nothing."""
-    return click.option("--plan", "--dry-run", dest, cls=AliasedOption, is_flag=True, help=help_text)
-
-
-def limit_option(func: F) -> F:
-    """Add ``--limit``: the one node selection grammar (:mod:`bootstrap.selection`)."""
-
-    return click.option("--limit", "limit", metavar="NODES", default=None, help=LIMIT_HELP)(func)
-
-
-def node_options(func: F) -> F:
-    """Add ``-i/--inventory``, ``--state-dir`` and ``--limit``, in that order: the nodes a command works on."""
-    return inventory_option(state_dir_option(limit_option(func)))
-
-
-def seconds_option(
-    flag: str, dest: str, *, minimum: float, default: float | None, help_text: str, metavar: str = "S"
-) -> Callable[[F], F]:
-    """Add ``FLAG S``: a number of seconds, at least ``minimum``; a ``default`` is shown in ``--help``, None
-    leaves it to the stage (``help_text`` then says what it is)."""
-    return click.option(
-        flag,
-        dest,
-        type=click.FloatRange(min=minimum),
-        default=default,
-        show_default=default is not None,
-        metavar=metavar,
-        help=help_text,
-    )
-
-
-def dir_option(flag: str, dest: str, help_text: str, *, must_exist: bool = False) -> Callable[[F], F]:
-    """An optional ``FLAG DIR``; ``must_exist``: click refuses a path that is not an existing directory (else
-    the command checks it, e.g. :func:`bootstrap.stages.cluster_inputs.checked_inputs`)."""
-    kind = click.Path(path_type=Path, file_okay=False, exists=True) if must_exist else click.Path(path_type=Path)
-    return click.option(flag, dest, type=kind, default=None, metavar="DIR", help=help_text)
-
-
-def out_option(sub: str, what: str) -> Callable[[F], F]:
-    """Add ``-o/--out`` (a directory) whose default is ``<state-dir>/<sub>``: resolve it with :func:`out_dir`."""
-    return click.option(
-        "-o",
-        "--out",
-        "out_dir",
-        type=click.Path(path_type=Path, file_okay=False),
-        default=None,
-        help=f"{what} (default: <state-dir>/{sub}).",
-    )
-
-
-def out_dir(out: Path | None, state_dir: Path, sub: str) -> Path:
-    """``--out`` as given, else ``<state-dir>/<sub>``."""
-    return out if out is not None else Path(state_dir) / sub
 
 
 def stamp(iso: str | None) -> str:

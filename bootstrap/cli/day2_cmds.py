@@ -12,23 +12,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from bootstrap.cli.common import (
-    Notes,
-    console,
-    emit,
-    environment_for,
-    err_console,
-    escape,
-    handle_errors,
-    inventory_option,
-    json_option,
-    limit_option,
-    node_options,
-    plan_option,
-    seconds_option,
-    state_dir_option,
-    warn,
-)
+from bootstrap.cli import flags
+from bootstrap.cli.common import Notes, console, emit, environment_for, err_console, escape, handle_errors, warn
 from bootstrap.cli.rollout_table import show_rollout
 from bootstrap.day2.apply import plan_apply, run_apply
 from bootstrap.day2.driver import DriverPlan, plan_upgrade, render
@@ -122,11 +107,11 @@ def show_status(data: dict[str, Any], *, wide: bool = False, out: Console | None
 
 
 @click.command("status")
-@limit_option
-@inventory_option
-@state_dir_option
+@flags.limit
+@flags.inventory
+@flags.state_dir
 @click.option("--wide", is_flag=True, help="The role, and each reason inside its cell (default: written below once).")
-@json_option
+@flags.json
 @handle_errors()
 def status_cmd(*, limit: str | None, inventory_path: Path, state_dir: Path, wide: bool, as_json: bool) -> None:
     """Per node: power, health, lifecycle, firmware vs baseline, driver, Kubernetes and GPUs (reads only).
@@ -156,7 +141,7 @@ def _progress(as_json: bool) -> tuple[ProgressReporter, Any]:
 
 
 @click.command("apply")
-@plan_option("Only show the plan (contacts nothing, writes nothing).")
+@flags.plan("Only show the plan (contacts nothing, writes nothing).")
 @click.option(
     "--stages",
     "stages",
@@ -165,8 +150,8 @@ def _progress(as_json: bool) -> tuple[ProgressReporter, Any]:
     help="Stages new nodes go through (default: every stage; `up` stops at the first not implemented yet).",
 )
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before destructive stages or steps.")
-@node_options
-@json_option
+@flags.nodes
+@flags.json
 @handle_errors()
 def apply_cmd(
     *,
@@ -276,7 +261,7 @@ def _show_apply_result(data: dict[str, Any]) -> None:
 # -- redeploy ----------------------------------------------------------------------------------------
 @click.command("redeploy")
 @click.argument("node")
-@plan_option("Only check and show the steps (changes nothing).")
+@flags.plan("Only check and show the steps (changes nothing).")
 @click.option(
     "--until",
     metavar="STAGE",
@@ -284,9 +269,9 @@ def _show_apply_result(data: dict[str, Any]) -> None:
     help="Bring the node back through the stages up to STAGE only (default: every stage).",
 )
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before reinstalling the node.")
-@inventory_option
-@state_dir_option
-@json_option
+@flags.inventory
+@flags.state_dir
+@flags.json
 @handle_errors()
 def redeploy_cmd(
     *,
@@ -352,29 +337,29 @@ def driver_group() -> None:
 
 @driver_group.command("upgrade")
 @click.option("--version", "version", required=True, metavar="V", help="Target driver version, e.g. 580.95.05.")
-@plan_option("Only check and show the plan (renders nothing).")
+@flags.plan("Only check and show the plan (renders nothing).")
 @click.option(
     "--max-unavailable",
     default=None,
     metavar="N|P%",
     help="Host path: GPU nodes down at once, a count or a percentage (default: firmware.rollout.max_unavailable).",
 )
-@seconds_option(
+@flags.seconds(
     "--timeout",
     "timeout_s",
     minimum=1,
     default=7200.0,
     help_text="Operator path: how long to watch the GPU Operator's rollout before giving up (it goes on by itself).",
 )
-@seconds_option(
+@flags.seconds(
     "--poll",
     "poll_s",
     minimum=0.1,
     default=5.0,
     help_text="Operator path: how often to read the GPU nodes' upgrade states.",
 )
-@node_options
-@json_option
+@flags.nodes
+@flags.json
 @handle_errors()
 def driver_upgrade_cmd(
     *,

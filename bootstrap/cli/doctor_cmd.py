@@ -6,7 +6,8 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from bootstrap.cli.common import console, emit, json_option
+from bootstrap.cli import flags
+from bootstrap.cli.common import console, emit
 from bootstrap.doctor import GROUPS, run_doctor
 from bootstrap.errors import EXIT_ENVIRONMENT
 
@@ -24,7 +25,7 @@ def register(cli: click.Group) -> None:
     type=click.Choice(GROUPS),
     help="Groups that must be complete for exit 0 (default: core). Repeatable.",
 )
-@json_option
+@flags.json
 def doctor(required: tuple[str, ...], as_json: bool) -> None:
     """Check Python, packages, the Ansible plugins the shipped roles use, the extras and lab tools.
 

@@ -14,18 +14,8 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from bootstrap.cli.common import (
-    console,
-    emit,
-    environment_for,
-    err_console,
-    escape,
-    handle_errors,
-    json_option,
-    node_options,
-    plan_option,
-    warn,
-)
+from bootstrap.cli import flags
+from bootstrap.cli.common import console, emit, environment_for, err_console, escape, handle_errors, warn
 from bootstrap.cli.rollout_table import show_rollout
 from bootstrap.day2.firmware_run import apply_firmware
 from bootstrap.errors import EXIT_FAILED, EXIT_INTERRUPTED
@@ -147,9 +137,9 @@ def firmware_group() -> None:
 
 
 @firmware_group.command("plan")
-@node_options
+@flags.nodes
 @DOWNGRADE
-@json_option
+@flags.json
 @handle_errors()
 def firmware_plan_cmd(
     inventory_path: Path, state_dir: Path, limit: str | None, allow_downgrade: bool, as_json: bool
@@ -164,11 +154,11 @@ def firmware_plan_cmd(
 
 
 @firmware_group.command("apply")
-@node_options
-@plan_option("Show the plan; flash nothing.", "dry_run")
+@flags.nodes
+@flags.plan("Show the plan; flash nothing.", "dry_run")
 @click.option("--poll", type=click.FloatRange(0.05, 60), default=5.0, show_default=True, help="Seconds between polls.")
 @DOWNGRADE
-@json_option
+@flags.json
 @handle_errors()
 def firmware_apply_cmd(  # noqa: PLR0917 - click passes options as arguments
     inventory_path: Path,

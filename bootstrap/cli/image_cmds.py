@@ -9,19 +9,8 @@ from typing import Any
 import click
 from rich.table import Table
 
-from bootstrap.cli.common import (
-    console,
-    emit,
-    escape,
-    handle_errors,
-    inventory_option,
-    json_option,
-    out_dir,
-    out_option,
-    phases,
-    plan_option,
-    state_dir_option,
-)
+from bootstrap.cli import flags
+from bootstrap.cli.common import console, emit, escape, handle_errors, phases
 from bootstrap.inventory import load_inventory
 from bootstrap.provision.cache import prune
 from bootstrap.provision.image import build_image, check_kernel_args, default_mirror, image_packages
@@ -45,10 +34,10 @@ def image_group() -> None:
     help="Drivers to include: lab (virtio) or dell (Broadcom/Mellanox/Intel NICs, BOSS-N1, PERC, NVMe).",
 )
 @click.option("--module", "extra_modules", multiple=True, help="Extra kernel module (repeatable).")
-@out_option(ARTEFACTS, "Copy vmlinuz + initrd.img here")
-@state_dir_option
-@plan_option("Show the kernel package and modules; build nothing.", "dry_run")
-@json_option
+@flags.out(ARTEFACTS, "Copy vmlinuz + initrd.img here")
+@flags.state_dir
+@flags.plan("Show the kernel package and modules; build nothing.", "dry_run")
+@flags.json
 @handle_errors()
 def ramdisk_cmd(  # noqa: PLR0917 - click passes options as arguments
     profile: str,
@@ -83,12 +72,12 @@ def _show_ramdisk(data: dict[str, Any]) -> None:
 
 
 @image_group.command("build")
-@inventory_option
+@flags.inventory
 @click.option("--suite", default="bookworm", show_default=True, help="Debian suite to debootstrap.")
 @click.option("--mirror", default=None, help="Debian mirror (default: this machine's apt source).")
 @click.option("--size-mib", type=click.IntRange(640, 65536), default=768, show_default=True, help="Raw disk size.")
-@out_option(ARTEFACTS, "Copy disk.raw.gz (+ .json) here")
-@state_dir_option
+@flags.out(ARTEFACTS, "Copy disk.raw.gz (+ .json) here")
+@flags.state_dir
 @click.option(
     "--trim/--all-drivers",
     default=None,
@@ -108,8 +97,8 @@ def _show_ramdisk(data: dict[str, Any]) -> None:
     type=click.Path(path_type=Path, dir_okay=False, exists=True),
     help="A public key file (.pub) to authorise besides the inventory's admin keys (repeatable).",
 )
-@plan_option("Show what would be built; build nothing.", "dry_run")
-@json_option
+@flags.plan("Show what would be built; build nothing.", "dry_run")
+@flags.json
 @handle_errors()
 def build_cmd(
     *,
@@ -161,8 +150,8 @@ def build_cmd(
     show_default=True,
     help="Built entries to keep per kind (OS images, debootstrap trees per suite, ramdisks per profile).",
 )
-@plan_option("List what would be removed; remove nothing.")
-@json_option
+@flags.plan("List what would be removed; remove nothing.")
+@flags.json
 @handle_errors()
 def prune_cmd(keep: int, plan_only: bool, as_json: bool) -> None:
     """Remove old built images and ramdisks from the cache, keeping the most recently used of each kind.
@@ -201,7 +190,7 @@ def _show_prune(data: dict[str, Any]) -> None:
 
 def out_dir_of(out: Path | None, state_dir: Path) -> Path:
     """``--out``, else ``<state-dir>/artefacts`` (where the provision stage finds them)."""
-    return out_dir(out, state_dir, ARTEFACTS)
+    return flags.out_dir(out, state_dir, ARTEFACTS)
 
 
 def register(cli: click.Group) -> None:

@@ -8,21 +8,8 @@ from typing import Any
 import click
 from rich.table import Table
 
-from bootstrap.cli.common import (
-    AliasedOption,
-    console,
-    emit,
-    emit_json,
-    environment_for,
-    err_console,
-    escape,
-    handle_errors,
-    inventory_option,
-    json_option,
-    plan_option,
-    say_item,
-    state_dir_option,
-)
+from bootstrap.cli import flags
+from bootstrap.cli.common import console, emit, emit_json, environment_for, err_console, escape, handle_errors, say_item
 from bootstrap.errors import EXIT_INVALID, InvalidInput, Problem
 from bootstrap.fsutil import atomic_write_text, replace_tree
 from bootstrap.inband.render import inventory_dir, render_for
@@ -49,8 +36,8 @@ def register(cli: click.Group) -> None:
 
 
 @click.command()
-@inventory_option
-@json_option
+@flags.inventory
+@flags.json
 def validate(inventory_path: Path, as_json: bool) -> None:
     """Check the inventory; list every problem with its path, line and fix (exit 2 if any).
 
@@ -104,7 +91,7 @@ def validate(inventory_path: Path, as_json: bool) -> None:
     "--out",
     "--output",
     "output",
-    cls=AliasedOption,
+    cls=flags.AliasedOption,
     type=click.Path(path_type=Path, dir_okay=False),
     default=Path("inventory/cluster.yml"),
     show_default=True,
@@ -112,7 +99,7 @@ def validate(inventory_path: Path, as_json: bool) -> None:
 )
 @click.option("--force", is_flag=True, help="Overwrite an existing file.")
 @click.option("--list", "list_only", is_flag=True, help="List the samples and exit.")
-@json_option
+@flags.json
 @handle_errors()
 def init(name: str, output: Path, force: bool, list_only: bool, as_json: bool) -> None:
     """Write a sample inventory to start from."""
@@ -150,8 +137,8 @@ def inventory() -> None:
 
 
 @inventory.command("render")
-@inventory_option
-@state_dir_option
+@flags.inventory
+@flags.state_dir
 @click.option(
     "-o",
     "--out",
@@ -159,8 +146,8 @@ def inventory() -> None:
     default=None,
     help="Output directory (default: <state-dir>/ansible/inventory, the one every playbook run uses).",
 )
-@plan_option("Show what would be written, write nothing.", "dry_run")
-@json_option
+@flags.plan("Show what would be written, write nothing.", "dry_run")
+@flags.json
 @handle_errors()
 def render(inventory_path: Path, state_dir: Path, out: Path | None, dry_run: bool, as_json: bool) -> None:
     """Render the Ansible inventory (groups, layered group_vars, host and SSH connection vars), atomically.

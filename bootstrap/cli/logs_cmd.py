@@ -10,7 +10,8 @@ import click
 from rich.markup import escape
 
 from bootstrap.ansible_log import kept_run_dirs, kept_run_ids, kept_runs, node_log, read_playbook_log
-from bootstrap.cli.common import console, emit, handle_errors, json_option, state_dir_option
+from bootstrap.cli import flags
+from bootstrap.cli.common import console, emit, handle_errors
 from bootstrap.errors import InvalidInput, Problem
 from bootstrap.run_history import check_run
 from bootstrap.stages.playbook import runs_dir
@@ -72,8 +73,8 @@ def _show_node(data: dict[str, Any]) -> None:
     show_default=True,
     help="Without RUN: list only the newest N playbook runs.",
 )
-@state_dir_option
-@json_option
+@flags.state_dir
+@flags.json
 @handle_errors()
 def logs(run: int | None, node: str | None, last: int, state_dir: Path, as_json: bool) -> None:
     """The Ansible output rackctl kept: every run's playbooks, RUN's hosts, or NODE's tasks in RUN.

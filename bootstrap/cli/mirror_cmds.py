@@ -8,20 +8,8 @@ from typing import Any
 
 import click
 
-from bootstrap.cli.common import (
-    console,
-    dir_option,
-    emit,
-    environment_for,
-    err_console,
-    escape,
-    handle_errors,
-    inventory_option,
-    json_option,
-    phases,
-    plan_option,
-    state_dir_option,
-)
+from bootstrap.cli import flags
+from bootstrap.cli.common import console, emit, environment_for, err_console, escape, handle_errors, phases
 from bootstrap.errors import EXIT_FAILED, InvalidInput, Problem
 from bootstrap.inventory import load_inventory
 from bootstrap.mirror.apt_fetch import DEBIAN_ARCHIVE, DEBIAN_SECURITY, Upstream
@@ -59,8 +47,8 @@ def _require_mirror_source(inventory: Any) -> None:
 
 
 @mirror_group.command("build")
-@inventory_option
-@state_dir_option
+@flags.inventory
+@flags.state_dir
 @_roles_option
 @click.option(
     "--upstream",
@@ -74,8 +62,8 @@ def _require_mirror_source(inventory: Any) -> None:
     show_default=True,
     help="The security archive (`none`: the upstream carries the security updates or there are none).",
 )
-@plan_option("Resolve and show the pinned closure; download and sign nothing.", "plan")
-@json_option
+@flags.plan("Resolve and show the pinned closure; download and sign nothing.", "plan")
+@flags.json
 @handle_errors()
 def build_cmd(  # noqa: PLR0917 - click passes options as arguments
     inventory_path: Path,
@@ -154,10 +142,10 @@ def _show_build(data: dict[str, Any]) -> None:
 
 
 @mirror_group.command("check")
-@inventory_option
-@state_dir_option
+@flags.inventory
+@flags.state_dir
 @_roles_option
-@json_option
+@flags.json
 @handle_errors()
 def check_cmd(inventory_path: Path, state_dir: Path, roles_path: Path | None, as_json: bool) -> None:
     """Prove every package a role asks for is in the repository at its pinned version (touches no node)."""
@@ -181,22 +169,22 @@ def _show_check(data: dict[str, Any]) -> None:
 
 
 @mirror_group.command("images")
-@inventory_option
-@state_dir_option
-@plan_option("List the images, whether the registry has each, where they would go; push nothing.", "plan")
-@dir_option(
+@flags.inventory
+@flags.state_dir
+@flags.plan("List the images, whether the registry has each, where they would go; push nothing.", "plan")
+@flags.directory(
     "--from",
     "from_dir",
     "Import the upstream images the registry lacks from archives saved in DIR (names: --plan).",
     must_exist=True,
 )
-@dir_option(
+@flags.directory(
     "--charts",
     "charts_dir",
     "Directory of the pinned chart archives (<chart>-<version>.tgz): their rendered images are listed too.",
     must_exist=True,
 )
-@json_option
+@flags.json
 @handle_errors()
 def images_cmd(  # noqa: PLR0917 - click passes options as arguments
     inventory_path: Path, state_dir: Path, plan: bool, from_dir: Path | None, charts_dir: Path | None, as_json: bool

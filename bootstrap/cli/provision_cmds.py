@@ -10,15 +10,8 @@ from pathlib import Path
 
 import click
 
-from bootstrap.cli.common import (
-    environment_for,
-    handle_errors,
-    inventory_option,
-    json_option,
-    limit_option,
-    plan_option,
-    state_dir_option,
-)
+from bootstrap.cli import flags
+from bootstrap.cli.common import environment_for, handle_errors
 from bootstrap.cli.run_cmds import run_or_plan
 from bootstrap.errors import InvalidInput, Problem
 from bootstrap.inventory import load_inventory
@@ -30,9 +23,9 @@ from bootstrap.stages.runner import select
 
 @click.command("provision")
 @click.argument("nodes", nargs=-1)
-@limit_option
+@flags.limit
 @click.option("--force", is_flag=True, help="Reinstall nodes that are already provisioned.")
-@plan_option("Show what would happen; change nothing.", "dry_run")
+@flags.plan("Show what would happen; change nothing.", "dry_run")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before rewriting disks.")
 @click.option("--kernel", type=click.Path(path_type=Path, dir_okay=False), help="Deploy/installer kernel.")
 @click.option("--initrd", type=click.Path(path_type=Path, dir_okay=False), help="Deploy ramdisk/installer initrd.")
@@ -50,9 +43,9 @@ from bootstrap.stages.runner import select
     help="Nodes installing at once (the rest queue); see docs/provisioning.md for how to size it.",
 )
 @click.option("--ssh-timeout", type=click.IntRange(10, 7200), default=600, show_default=True, help="Seconds.")
-@inventory_option
-@state_dir_option
-@json_option
+@flags.inventory
+@flags.state_dir
+@flags.json
 @handle_errors()
 def provision_cmd(
     *,

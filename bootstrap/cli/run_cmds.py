@@ -10,23 +10,17 @@ import click
 from rich.table import Table
 from rich.text import Text
 
+from bootstrap.cli import flags
 from bootstrap.cli.common import (
     Notes,
     console,
     cut_text,
-    dir_option,
     emit,
     environment_for,
     err_console,
     escape,
     handle_errors,
-    inventory_option,
-    json_option,
-    limit_option,
-    plan_option,
-    seconds_option,
     stamp,
-    state_dir_option,
     warn,
 )
 from bootstrap.cli.validate_options import validate_given, validate_options
@@ -47,7 +41,7 @@ STAGES_HELP = f"Comma-separated stages to run (default: all, in order: {','.join
 
 def _selection_options(func: Any) -> Any:
     func = click.option("--stages", "stages", metavar="A,B", help=STAGES_HELP)(func)
-    func = limit_option(func)
+    func = flags.limit(func)
     func = click.option(
         "--from",
         "from_stage",
@@ -61,12 +55,12 @@ def _selection_options(func: Any) -> Any:
 
 def _cluster_input_options(func: Any) -> Any:
     """``--charts DIR`` and ``--crds DIR``: what the kubernetes and nvidia stages render and check with."""
-    func = dir_option(
+    func = flags.directory(
         "--crds",
         "crd_dir",
         "CRD YAML (the pinned charts' crds/) to check custom resources against (kubernetes, nvidia stages).",
     )(func)
-    return dir_option(
+    return flags.directory(
         "--charts",
         "charts_dir",
         "Pinned chart archives (<chart>-<version>.tgz) to render with our values (kubernetes, nvidia stages).",
@@ -223,10 +217,10 @@ def _load(inventory_path: Path, as_json: bool) -> Inventory:
 @click.command("plan")
 @_selection_options
 @_cluster_input_options
-@inventory_option
-@state_dir_option
+@flags.inventory
+@flags.state_dir
 @click.option("--wide", is_flag=True, help="One row per node and action (default: nodes doing the same share a row).")
-@json_option
+@flags.json
 @handle_errors()
 def plan_cmd(
     *,
@@ -261,7 +255,7 @@ def plan_cmd(
 @click.command("up")
 @_selection_options
 @_cluster_input_options
-@plan_option("Only show the plan (same as `rackctl plan`).", "dry_run")
+@flags.plan("Only show the plan (same as `rackctl plan`).", "dry_run")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before destructive stages or steps.")
 @click.option("--insecure", is_flag=True, help="Do not verify BMC TLS certificates (lab only; verified by default).")
 @click.option(
@@ -269,7 +263,7 @@ def plan_cmd(
     is_flag=True,
     help="Let the firmware stage roll the baseline out (as `rackctl firmware apply`); without it, it only compares.",
 )
-@seconds_option(
+@flags.seconds(
     "--triton-timeout",
     "triton_timeout",
     minimum=1,
@@ -278,7 +272,7 @@ def plan_cmd(
     help_text="Where a cluster exists: how long the triton stage waits for each model's Deployment to be ready "
     "(default 600).",
 )
-@seconds_option(
+@flags.seconds(
     "--helm-timeout",
     "helm_timeout",
     minimum=1,
@@ -288,9 +282,9 @@ def plan_cmd(
     "workloads to be ready, may take (kubernetes, nvidia stages; default 600 each).",
 )
 @validate_options
-@inventory_option
-@state_dir_option
-@json_option
+@flags.inventory
+@flags.state_dir
+@flags.json
 @handle_errors()
 def up_cmd(
     *,
@@ -387,8 +381,8 @@ def journal_group() -> None:
 
 @journal_group.command("show")
 @click.argument("node", required=False)
-@state_dir_option
-@json_option
+@flags.state_dir
+@flags.json
 @handle_errors()
 def journal_show(node: str | None, state_dir: Path, as_json: bool) -> None:
     """Every node's state and the latest runs, or one NODE's state, history, steps and facts."""
@@ -425,9 +419,9 @@ def journal_show(node: str | None, state_dir: Path, as_json: bool) -> None:
 @click.argument("state", type=click.Choice([s.value for s in NodeState]))
 @click.option("--cause", required=True, help="Why (recorded with the transition), e.g. 'DIMM replacement'.")
 @click.option("--force", is_flag=True, help="Allow a reimage move (back to provisioning).")
-@plan_option("Only check whether the move is allowed.", "dry_run")
-@state_dir_option
-@json_option
+@flags.plan("Only check whether the move is allowed.", "dry_run")
+@flags.state_dir
+@flags.json
 @handle_errors()
 def journal_mark(
     *, node: str, state: str, cause: str, force: bool, dry_run: bool, state_dir: Path, as_json: bool

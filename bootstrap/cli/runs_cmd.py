@@ -10,7 +10,8 @@ from typing import Any
 import click
 from rich.markup import escape
 
-from bootstrap.cli.common import console, emit, handle_errors, json_option, state_dir_option
+from bootstrap.cli import flags
+from bootstrap.cli.common import console, emit, handle_errors
 from bootstrap.run_history import past_runs
 
 WIDTH = 80
@@ -88,8 +89,8 @@ def _show(data: dict[str, Any]) -> None:
     help="List only the newest N runs.",
 )
 @click.option("--failed", "failed_only", is_flag=True, help="Only runs that did not complete or left a node failed.")
-@state_dir_option
-@json_option
+@flags.state_dir
+@flags.json
 @handle_errors()
 def runs(last: int, failed_only: bool, state_dir: Path, as_json: bool) -> None:
     """The past runs in the journal, oldest first: id, command, start, how long, outcome, failed nodes.

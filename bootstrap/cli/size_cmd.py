@@ -10,7 +10,8 @@ import click
 from pydantic import ValidationError
 from rich.markup import escape
 
-from bootstrap.cli.common import console, emit, err_console, handle_errors, inventory_option, json_option, plan_option
+from bootstrap.cli import flags
+from bootstrap.cli.common import console, emit, err_console, handle_errors
 from bootstrap.errors import EXIT_FAILED, InvalidInput, Problem, RackctlError
 from bootstrap.inventory.sizing_spec import PRECISIONS, SizingRequirements, SizingSection
 from bootstrap.resources import sizing_examples
@@ -49,12 +50,12 @@ def example_requirements(name: str, requirements_file: Path | None) -> Path:
 
 
 def gather_requirements(
-    requirements_file: Path | None, flags: dict[str, Any], servers: tuple[str, ...]
+    requirements_file: Path | None, given: dict[str, Any], servers: tuple[str, ...]
 ) -> SizingRequirements:
     """Requirements from the file and/or the single-model flags; ``--server`` replaces the candidates."""
     base = load_requirements(requirements_file) if requirements_file else None
     models = list(base.models) if base else []
-    model_values = {field: flags[flag] for flag, field in MODEL_FLAGS.items()}
+    model_values = {field: given[flag] for flag, field in MODEL_FLAGS.items()}
     if any(v is not None for v in model_values.values()):
         models.append(model_from_flags(model_values))
     if not models:
@@ -114,9 +115,9 @@ def gather_requirements(
 @click.option("--max-batch-size", type=int, help="Concurrent requests per instance (default 64, the guide's).")
 @click.option("--server", "servers", multiple=True, help="Candidate server configuration (repeatable).")
 @click.option("--write", is_flag=True, help="Store requirements and placement under the inventory's 'sizing:'.")
-@plan_option("With --write: show the inventory diff, change nothing.", "dry_run")
-@inventory_option
-@json_option
+@flags.plan("With --write: show the inventory diff, change nothing.", "dry_run")
+@flags.inventory
+@flags.json
 @handle_errors()
 def size_command(
     *,
@@ -127,7 +128,7 @@ def size_command(
     dry_run: bool,
     inventory_path: Path,
     as_json: bool,
-    **flags: Any,
+    **model_flags: Any,
 ) -> None:
     """Size servers for LLM serving from your measurements or the Dell design guide's tables.
 
@@ -145,7 +146,7 @@ def size_command(
         )
     if example is not None:
         requirements_file = example_requirements(example, requirements_file)
-    requirements = gather_requirements(requirements_file, flags, servers)
+    requirements = gather_requirements(requirements_file, model_flags, servers)
     result = size(requirements)
     data = result.as_dict()
     if write:

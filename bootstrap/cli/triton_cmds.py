@@ -10,17 +10,8 @@ import click
 from rich.markup import escape
 from rich.progress import Progress
 
-from bootstrap.cli.common import (
-    console,
-    emit,
-    err_console,
-    handle_errors,
-    inventory_option,
-    json_option,
-    out_dir,
-    plan_option,
-    state_dir_option,
-)
+from bootstrap.cli import flags
+from bootstrap.cli.common import console, emit, err_console, handle_errors
 from bootstrap.cli.triton_deliver import deliver_cmd
 from bootstrap.errors import EXIT_FAILED, InvalidInput, Problem
 from bootstrap.kube import KUBECONFIG
@@ -57,7 +48,7 @@ def out_option(func: Any) -> Any:
         default=None,
         help=f"Directory holding one sub-directory per model (default: <state-dir>/{TRITON_SUBDIR}).",
     )(func)
-    return state_dir_option(func)
+    return flags.state_dir(func)
 
 
 def dir_argument(func: Any) -> Any:
@@ -65,11 +56,11 @@ def dir_argument(func: Any) -> Any:
     func = click.argument("directory", type=click.Path(path_type=Path, file_okay=False), default=None, required=False)(
         func
     )
-    return state_dir_option(func)
+    return flags.state_dir(func)
 
 
 def _repos(directory: Path | None, state_dir: Path) -> Path:
-    return out_dir(directory, state_dir, TRITON_SUBDIR)
+    return flags.out_dir(directory, state_dir, TRITON_SUBDIR)
 
 
 def _parse_path_map(values: tuple[str, ...]) -> dict[str, Path]:
@@ -114,11 +105,11 @@ triton.add_command(deliver_cmd)
 
 
 @triton.command("render")
-@inventory_option
+@flags.inventory
 @models_option
 @out_option
-@plan_option("Show what would be written; write nothing.", "dry_run")
-@json_option
+@flags.plan("Show what would be written; write nothing.", "dry_run")
+@flags.json
 @handle_errors()
 def render_cmd(  # noqa: PLR0917 - click passes options as arguments
     inventory_path: Path, models_file: Path | None, out_dir: Path | None, state_dir: Path, dry_run: bool, as_json: bool
@@ -136,12 +127,12 @@ def render_cmd(  # noqa: PLR0917 - click passes options as arguments
 
 
 @triton.command("manifests")
-@inventory_option
+@flags.inventory
 @models_option
 @out_option
 @click.option("--k8s-version", default=DEFAULT_K8S_VERSION, show_default=True, help="Schemas to validate against.")
-@plan_option("Show what would be written; write nothing.", "dry_run")
-@json_option
+@flags.plan("Show what would be written; write nothing.", "dry_run")
+@flags.json
 @handle_errors()
 def manifests_cmd(
     *,
@@ -168,7 +159,7 @@ def manifests_cmd(
 @click.option("--model", "only", multiple=True, help="Check only this model (repeatable).")
 @click.option("--path-map", multiple=True, help="POD_PREFIX=LOCAL_DIR: where pod paths (engines) are here.")
 @click.option("--skip-engine", is_flag=True, help="Do not read the engines' config.json.")
-@json_option
+@flags.json
 @handle_errors()
 def check_cmd(  # noqa: PLR0917 - click passes options as arguments
     directory: Path | None,
@@ -213,7 +204,7 @@ def check_cmd(  # noqa: PLR0917 - click passes options as arguments
     type=click.Path(path_type=Path, file_okay=False, exists=True),
     help="Local tokenizer directory (default: a tiny tokenizer built offline).",
 )
-@json_option
+@flags.json
 @handle_errors()
 def load_check_cmd(
     directory: Path | None, state_dir: Path, only: tuple[str, ...], tokenizer_dir: Path | None, as_json: bool
@@ -288,13 +279,13 @@ def _smoke_target(url: str | None, service: str | None, state_dir: Path, kubecon
     default=None,
     help=f"With --service: the kubeconfig [default: <state-dir>/{KUBECONFIG}].",
 )
-@state_dir_option
+@flags.state_dir
 @click.option("--model", default="ensemble", show_default=True, help="Model to send the requests to.")
 @click.option("--prompt", default=DEFAULT_PROMPT, show_default=True)
 @click.option("--max-tokens", type=click.IntRange(1, 65536), default=32, show_default=True)
 @click.option("--stream/--no-stream", default=True, show_default=True, help="Also send a streaming request.")
 @click.option("--timeout", type=click.FloatRange(0.1, 3600), default=60.0, show_default=True)
-@json_option
+@flags.json
 @handle_errors()
 def smoke_cmd(
     *,

@@ -12,19 +12,8 @@ from typing import Any
 import click
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
-from bootstrap.cli.common import (
-    console,
-    emit,
-    environment_for,
-    err_console,
-    escape,
-    handle_errors,
-    inventory_option,
-    json_option,
-    limit_option,
-    plan_option,
-    state_dir_option,
-)
+from bootstrap.cli import flags
+from bootstrap.cli.common import console, emit, environment_for, err_console, escape, handle_errors
 from bootstrap.errors import EXIT_FAILED
 from bootstrap.inband.access import node_access
 from bootstrap.inventory.loader import load_inventory
@@ -122,15 +111,15 @@ def _print_node(node: dict[str, Any]) -> None:
 
 
 @click.command("deliver")
-@inventory_option
-@state_dir_option
-@limit_option
+@flags.inventory
+@flags.state_dir
+@flags.limit
 @click.option("--model", "only", multiple=True, help="Deliver only this model (repeatable).")
 @click.option(
     "--prune", is_flag=True, help="Remove files the nodes hold in the model's directory that the source lacks."
 )
-@plan_option("Show what would be copied where; copy nothing, contact no node.")
-@json_option
+@flags.plan("Show what would be copied where; copy nothing, contact no node.")
+@flags.json
 @handle_errors()
 def deliver_cmd(  # noqa: PLR0917 - click passes options as arguments
     inventory_path: Path,

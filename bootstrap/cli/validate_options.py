@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from bootstrap.cli.common import seconds_option
+from bootstrap.cli import flags
 from bootstrap.stages.options import VALIDATE_TIMEOUT_S, ValidateOptions
 
 
@@ -19,7 +19,7 @@ def validate_options(func: Any) -> Any:
         help="Where the nvidia stage validates the cluster: also run nccl-tests' all_reduce_perf on every node "
         "with SXM GPUs.",
     )(func)
-    func = seconds_option(
+    func = flags.seconds(
         "--validate-timeout",
         "validate_timeout",
         minimum=1,

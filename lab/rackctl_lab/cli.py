@@ -13,16 +13,8 @@ from typing import Any
 import click
 from rich.table import Table
 
-from bootstrap.cli.common import (
-    console,
-    emit,
-    err_console,
-    escape,
-    handle_errors,
-    inventory_option,
-    json_option,
-    plan_option,
-)
+from bootstrap.cli import flags
+from bootstrap.cli.common import console, emit, err_console, escape, handle_errors
 from bootstrap.errors import EXIT_FAILED
 from rackctl_lab import head_cli, paths
 from rackctl_lab.components.cli import components_cmd
@@ -45,10 +37,10 @@ def bmc_group() -> None:
 
 def _up_options(func: Any) -> Any:
     for option in (
-        json_option,
+        flags.json,
         lab_dir_option,
-        inventory_option,
-        plan_option("Show what would start and be written; do nothing.", dest="dry_run"),
+        flags.inventory,
+        flags.plan("Show what would start and be written; do nothing.", dest="dry_run"),
         click.option("--latency-ms", type=click.IntRange(0, 60000), default=0, help="Added to every request."),
         click.option("--processes", type=click.IntRange(1, 64), default=None, help="Worker processes."),
     ):
@@ -203,14 +195,14 @@ def _add_commands(group: click.Group, what: str) -> None:
         _up(**kwargs)
 
     @group.command("down")
-    @json_option
+    @flags.json
     @lab_dir_option
     def down(**kwargs: Any) -> None:
         """Stop the emulated iDRACs by PID."""
         _down(**kwargs)
 
     @group.command("status")
-    @json_option
+    @flags.json
     @lab_dir_option
     def status(**kwargs: Any) -> None:
         """List the emulated iDRACs, their processes and whether they answer (exit 1 if one does not)."""
@@ -231,7 +223,7 @@ def lab_up_cmd(**kwargs: Any) -> None:
 
 
 @lab_group.command("down")
-@json_option
+@flags.json
 @lab_dir_option
 @click.option("-i", "--inventory", "inventory_path", type=click.Path(path_type=Path), default=None, hidden=True)
 def lab_down_cmd(**kwargs: Any) -> None:
@@ -240,7 +232,7 @@ def lab_down_cmd(**kwargs: Any) -> None:
 
 
 @lab_group.command("status")
-@json_option
+@flags.json
 @lab_dir_option
 def lab_status_cmd(**kwargs: Any) -> None:
     """List the emulated iDRACs and whether they answer (exit 1 if one does not)."""

@@ -9,7 +9,8 @@ from typing import Any
 
 import click
 
-from bootstrap.cli.common import console, emit, escape, handle_errors, inventory_option, json_option, state_dir_option
+from bootstrap.cli import flags
+from bootstrap.cli.common import console, emit, escape, handle_errors
 from rackctl_lab import paths
 
 
@@ -36,11 +37,11 @@ def serve_group() -> None:
 
 
 @serve_group.command("up")
-@inventory_option
-@state_dir_option
+@flags.inventory
+@flags.state_dir
 @_lab_dir_option
 @click.option("--no-registry", is_flag=True, help="Serve the mirror only.")
-@json_option
+@flags.json
 @handle_errors()
 def serve_up(inventory_path: Path, state_dir: Path, lab_dir: Path, no_registry: bool, as_json: bool) -> None:
     """Start the mirror and the registry detached (after `rackctl lab up`); stop them with `serve down`."""
@@ -80,7 +81,7 @@ def serve_up(inventory_path: Path, state_dir: Path, lab_dir: Path, no_registry: 
 
 @serve_group.command("down")
 @_lab_dir_option
-@json_option
+@flags.json
 @handle_errors()
 def serve_down(lab_dir: Path, as_json: bool) -> None:
     """Stop the lab's head services by their recorded PIDs."""
@@ -95,7 +96,7 @@ def serve_down(lab_dir: Path, as_json: bool) -> None:
 
 @serve_group.command("status")
 @_lab_dir_option
-@json_option
+@flags.json
 @handle_errors()
 def serve_status(lab_dir: Path, as_json: bool) -> None:
     """Which head services run (by recorded PID)."""

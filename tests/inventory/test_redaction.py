@@ -14,7 +14,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from bootstrap.cli.common import handle_errors, json_option
+from bootstrap.cli import flags
+from bootstrap.cli.common import handle_errors
 from bootstrap.errors import InvalidInput, Problem
 from bootstrap.inventory import load_inventory
 from bootstrap.inventory.secrets import resolve_bmc_credentials
@@ -93,7 +94,7 @@ def test_progress_lines_mask_it(password: str) -> None:
 
 
 @click.command()
-@json_option
+@flags.json
 @handle_errors()
 def failing(as_json: bool) -> None:
     """A command whose error carries the password (as a library's message might)."""

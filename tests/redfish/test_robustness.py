@@ -189,10 +189,11 @@ def test_cli_prints_a_redfish_error_as_a_message_with_exit_1() -> None:
     import click
     from click.testing import CliRunner
 
-    from bootstrap.cli.common import handle_errors, json_option
+    from bootstrap.cli import flags
+    from bootstrap.cli.common import handle_errors
 
     @click.command()
-    @json_option
+    @flags.json
     @handle_errors()
     def cmd(as_json: bool) -> None:
         raise E.PermissionDeniedError("not allowed", bmc="cp-02", uri="/redfish/v1/x", status=403, message_id="X1")

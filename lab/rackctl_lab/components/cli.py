@@ -9,21 +9,13 @@ from typing import Any
 import click
 from rich.table import Table
 
-from bootstrap.cli.common import (
-    console,
-    emit,
-    err_console,
-    escape,
-    handle_errors,
-    inventory_option,
-    json_option,
-    plan_option,
-)
+from bootstrap.cli import flags
+from bootstrap.cli.common import console, emit, err_console, escape, handle_errors
 from rackctl_lab.components.pins import GROUPS
 
 
 @click.command("components")
-@inventory_option
+@flags.inventory
 @click.option(
     "--only",
     multiple=True,
@@ -35,14 +27,14 @@ from rackctl_lab.components.pins import GROUPS
     metavar="VERSION",
     help="Build this release instead of the inventory's cluster.versions.kubernetes (the lab's own tests).",
 )
-@plan_option("List the pins and what the cache has; build nothing.", dest="show_plan")
+@flags.plan("List the pins and what the cache has; build nothing.", dest="show_plan")
 @click.option(
     "--packages",
     is_flag=True,
     help="Also package kubeadm, kubelet, kubectl and crictl as .debs in a signed flat repository shaped like "
     "pkgs.k8s.io (the Kubernetes upstream of a lab mirror build).",
 )
-@json_option
+@flags.json
 @handle_errors()
 def components_cmd(  # noqa: PLR0917 - click passes every option
     inventory_path: Path,
