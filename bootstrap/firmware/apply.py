@@ -399,16 +399,10 @@ class FirmwareRollout:
         self, conn: BmcConnection, svc: Service, step: ComponentStep, installed: dict[str, list[str]]
     ) -> list[str]:
         node = conn.target.name
-        handle = self._handle(node, step, installed)
+        handle = self._begin(node, step, installed)
         if handle is None:
             return []
-        handle.__enter__()
         try:
-            if reached(step, installed.get(step.component)):
-                handle.detail["result"] = "already at target"
-                self._component(node, step, result="already at target")
-                handle.__exit__(None, None, None)
-                return []
             job_id = self._start(conn, svc, step, handle, "Immediate")
             self.on_event("job", node, f"{step.component} -> {step.target}: job {job_id}")
             done = self._wait_job(conn, svc, job_id)
@@ -427,6 +421,20 @@ class FirmwareRollout:
         handle.__exit__(None, None, None)
         self._component(node, step, result="updated", job=job_id, after=after)
         return []
+
+    def _begin(self, node: str, step: ComponentStep, installed: dict[str, list[str]]) -> StepHandle | None:
+        """The component's journal step, entered; None when there is nothing to do (done earlier, or already at
+        its target: recorded so)."""
+        handle = self._handle(node, step, installed)
+        if handle is None:
+            return None
+        handle.__enter__()
+        if reached(step, installed.get(step.component)):
+            handle.detail["result"] = "already at target"
+            self._component(node, step, result="already at target")
+            handle.__exit__(None, None, None)
+            return None
+        return handle
 
     def _handle(self, node: str, step: ComponentStep, installed: dict[str, list[str]]) -> StepHandle | None:
         """The journal step of one component, or None when it completed before and the BMC agrees. The live
@@ -451,16 +459,10 @@ class FirmwareRollout:
         problems: list[str] = []
         staged: dict[str, tuple[ComponentStep, StepHandle, str]] = {}
         for step in steps:
-            handle = self._handle(node, step, installed)
+            handle = self._begin(node, step, installed)
             if handle is None:
                 continue
-            handle.__enter__()
             try:
-                if reached(step, installed.get(step.component)):
-                    handle.detail["result"] = "already at target"
-                    self._component(node, step, result="already at target")
-                    handle.__exit__(None, None, None)
-                    continue
                 job_id = self._start(conn, svc, step, handle, "OnReset")
                 self.on_event("job", node, f"{step.component} -> {step.target}: job {job_id} (staged)")
                 staged[step.component] = (step, handle, job_id)

@@ -295,9 +295,9 @@ def line_map(text: str) -> dict[str, int]:
     return lines
 
 
-def format_loc(loc: tuple[Any, ...]) -> str:
-    """('nodes', 3, 'bmc', 'address') -> 'nodes[3].bmc.address'."""
-    out = ""
+def format_loc(loc: tuple[Any, ...], prefix: str = "") -> str:
+    """('nodes', 3, 'bmc', 'address') -> 'nodes[3].bmc.address' (after ``prefix``, when given)."""
+    out = prefix
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"

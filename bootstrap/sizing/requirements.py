@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from bootstrap.errors import InvalidInput, Problem
-from bootstrap.inventory.loader import load_yaml
+from bootstrap.inventory.loader import format_loc, load_yaml
 from bootstrap.inventory.sizing_spec import (
     GUIDE_MAX_BATCH_SIZE,
     MAX_TOKENS,
@@ -73,7 +73,7 @@ def problems_from_validation(exc: ValidationError, prefix: str = "") -> list[Pro
     """Turn pydantic errors into Problems: ``models[0].input_tokens: ... (got 4096) (fix: ...)``."""
     problems = []
     for err in exc.errors():
-        path = _path(prefix, err["loc"])
+        path = format_loc(err["loc"], prefix)
         last = next((str(p) for p in reversed(err["loc"]) if isinstance(p, str)), "")
         message = err["msg"]
         if err["type"] == "extra_forbidden":
@@ -160,16 +160,6 @@ def model_from_flags(values: dict[str, Any]) -> ModelRequirement:
             Problem(FLAG_NAMES.get(p.path, p.path or "flags"), p.message, p.fix) for p in problems_from_validation(exc)
         ]
         raise InvalidInput("invalid sizing flags", problems=problems) from None
-
-
-def _path(prefix: str, loc: tuple[Any, ...]) -> str:
-    out = prefix
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out
 
 
 def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:

@@ -21,6 +21,7 @@ before the copies (:func:`source_files`).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import shlex
@@ -56,6 +57,12 @@ class SourceFile:
     sha256: str
 
 
+def _node_dict(result: NodeDelivery | PlacedCheck) -> dict[str, Any]:
+    """A node's result for ``--json``: its fields in order, ``ok`` (no error) after ``node`` and ``dest``."""
+    data = dataclasses.asdict(result)
+    return {"node": data.pop("node"), "dest": data.pop("dest"), "ok": result.error is None, **data}
+
+
 @dataclass
 class NodeDelivery:
     """What one node got."""
@@ -72,19 +79,7 @@ class NodeDelivery:
     error: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "node": self.node,
-            "dest": self.dest,
-            "ok": self.error is None,
-            "sent_files": self.sent_files,
-            "sent_bytes": self.sent_bytes,
-            "resumed_from": self.resumed_from,
-            "unchanged": self.unchanged,
-            "resent_after_mismatch": self.resent_after_mismatch,
-            "extra_files": self.extra_files,
-            "pruned": self.pruned,
-            "error": self.error,
-        }
+        return _node_dict(self)
 
 
 @dataclass(frozen=True)
@@ -361,14 +356,7 @@ class PlacedCheck:
     error: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "node": self.node,
-            "dest": self.dest,
-            "ok": self.error is None,
-            "files": self.files,
-            "bytes": self.bytes,
-            "error": self.error,
-        }
+        return _node_dict(self)
 
 
 def check_placed_node(access: NodeAccess, dest: str) -> PlacedCheck:
