@@ -36,6 +36,12 @@ def kube_vip_image(inv: Inventory) -> str:
     return kube_vip_upstream(inv)
 
 
+def subnet_variable(version: str) -> str:
+    """The environment variable of the VIP's prefix length: ``vip_subnet`` from kube-vip v0.9.0, which no
+    longer reads ``vip_cidr`` (before it, ``vip_cidr`` is what the ARP and BGP code reads)."""
+    return "vip_subnet" if version_tuple(version)[:2] >= (0, 9) else "vip_cidr"
+
+
 def kube_vip_pod(inv: Inventory, kubeconfig: str = ADMIN_CONF) -> dict[str, Any]:
     """The kube-vip static pod (ARP mode, control-plane load balancing by leader election)."""
     k8s = inv.networks.kubernetes
@@ -44,7 +50,7 @@ def kube_vip_pod(inv: Inventory, kubeconfig: str = ADMIN_CONF) -> dict[str, Any]
         "vip_arp": "true",
         "port": str(k8s.api_port),
         "vip_interface": inv.kubernetes.vip_interface,
-        "vip_cidr": "32",
+        subnet_variable(inv.cluster.resolved_versions().kube_vip): "32",
         "cp_enable": "true",
         "cp_namespace": "kube-system",
         "vip_leaderelection": "true",

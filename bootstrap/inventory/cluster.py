@@ -43,11 +43,13 @@ def _chart_version(value: str) -> str:
 class ChartPins(_Strict):
     """Pinned Helm chart versions (the GPU operator's pin is ``cluster.versions.gpu_operator``)."""
 
-    tigera_operator: str = Field(default="v3.30.3", description="Calico's tigera-operator chart.")
+    tigera_operator: str = Field(
+        default="v3.31.7", description="Calico's tigera-operator chart (a v3.31 one: v3.32 ships no CRDs)."
+    )
     cilium: str = Field(default="1.18.3", description="Cilium chart (when cni: cilium).")
     flannel: str = Field(default="v0.28.10", description="Flannel chart (when cni: flannel).")
     local_path_provisioner: str = Field(default="0.0.32", description="Rancher local-path-provisioner chart.")
-    kube_prometheus_stack: str = Field(default="79.1.0", description="prometheus-community/kube-prometheus-stack.")
+    kube_prometheus_stack: str = Field(default="88.5.3", description="prometheus-community/kube-prometheus-stack.")
 
     @field_validator("tigera_operator", "cilium", "flannel", "local_path_provisioner", "kube_prometheus_stack")
     @classmethod

@@ -32,7 +32,7 @@ class Versions(BaseModel):
         description="TensorRT-LLM version the models run (after July 2026 the Triton container carrying it, "
         "e.g. 26.07, as in models[].trtllm_version)."
     )
-    kube_vip: str = "v0.8.9"
+    kube_vip: str = "v1.2.3"
 
 
 class Profile(BaseModel):

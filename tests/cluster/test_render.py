@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from bootstrap.cluster.charts import management_probe
@@ -92,6 +93,24 @@ def test_kube_vip_mounts_super_admin_on_the_first_control_plane_from_1_29(write_
     env = {e["name"]: e["value"] for e in steady["spec"]["containers"][0]["env"]}
     assert env["address"] == "10.20.0.10" and env["vip_interface"] == "mgmt0"
     assert steady["spec"]["volumes"][0]["hostPath"]["path"] == "/etc/kubernetes/admin.conf"
+
+
+@pytest.mark.parametrize(
+    ("kube_vip", "variable"), [("v1.2.3", "vip_subnet"), ("v0.9.0", "vip_subnet"), ("v0.8.9", "vip_cidr")]
+)
+def test_kube_vip_reads_the_vip_prefix_under_its_release_s_name(
+    write_inventory: Callable[..., Path], kube_vip: str, variable: str
+) -> None:
+    """kube-vip v0.9.0 renamed vip_cidr to vip_subnet and reads vip_cidr no more (its config_envvar.go)."""
+
+    def edit(data: dict[str, Any]) -> None:
+        data["cluster"].setdefault("versions", {})["kube_vip"] = kube_vip
+
+    (pod,) = _docs(_render(write_inventory(edit)), "static-pods/cp-02/kube-vip.yaml")
+    env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
+    (other,) = {"vip_subnet", "vip_cidr"} - {variable}
+    assert env[variable] == "32" and other not in env
+    assert pod["spec"]["containers"][0]["image"].endswith(f"kube-vip:{kube_vip}")
 
 
 def test_keepalived_haproxy_alternative(write_inventory: Callable[..., Path]) -> None:

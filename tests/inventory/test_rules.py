@@ -604,3 +604,17 @@ def test_no_name_server_for_the_nodes_is_a_warning_naming_coredns(data):
     data["cluster"]["dns_servers"] = []
     (found,) = [w for w in valid(data).warnings if w.path == "cluster.dns_servers"]
     assert "no valid upstream addresses" in found.message and "cluster.dns_servers" in found.fix
+
+
+@covers("calico-chart")
+def test_a_tigera_operator_chart_without_calicos_crds_is_refused_naming_the_pin(data):
+    data.setdefault("kubernetes", {})["charts"] = {"tigera_operator": "v3.32.1"}
+    expect(
+        data,
+        "kubernetes.charts.tigera_operator",
+        "v3.32.1 ships without Calico's CRDs",
+        "crd.projectcalico.org.v1",
+        "pin a v3.31 chart (default v3.31.7)",
+    )
+    data["kubernetes"]["cni"] = "flannel"  # the pin is not used then
+    assert not [p for p in problems_of(data) if p.path == "kubernetes.charts.tigera_operator"]

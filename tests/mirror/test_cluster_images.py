@@ -20,6 +20,7 @@ import pytest
 from bootstrap.cluster.kubeadm import cluster_configuration
 from bootstrap.inband.render import group_vars
 from bootstrap.inventory import load_inventory
+from bootstrap.inventory.cluster import ChartPins
 from bootstrap.mirror.chart_images import chart_images, normalised
 from bootstrap.mirror.kubeadm_images import control_plane_images, pins_for
 from bootstrap.mirror.upstream_images import upstream_images
@@ -205,7 +206,8 @@ def test_chart_images_come_out_of_the_rendered_charts(tmp_path: Path, charts: Pa
     assert "<the chart's operator image> --print-images=list" in missing["operator_images"]  # Calico's own images
     assert "operator_images" not in found["gpu-operator"].describe(charts)
     assert (
-        missing["fix"].startswith("helm pull tigera-operator --repo https://") and "--version v3.30.3" in missing["fix"]
+        missing["fix"].startswith("helm pull tigera-operator --repo https://")
+        and f"--version {ChartPins().tigera_operator}" in missing["fix"]
     )
 
     images = {i.ref: i for i in upstream_images(inv, list(found.values()))}
@@ -293,6 +295,7 @@ def test_plan_lists_the_cluster_images_unknown_pins_and_charts(tmp_path: Path, c
             "absent: nvcr.io/nvidia/k8s/container-toolkit:v1.18.0 -> 10.200.0.11:5000/nvidia/k8s/container-toolkit"
             in shown
         )
-        assert "chart kube-prometheus-stack 79.1.0 (kube-prometheus-stack): chart not at hand" in shown
+        kps = ChartPins().kube_prometheus_stack
+        assert f"chart kube-prometheus-stack {kps} (kube-prometheus-stack): chart not at hand" in shown
         assert "chart gpu-operator v26.7.0 (gpu-operator): rendered" in shown
         assert "not listed: tigera-operator deploys Calico's images" in shown

@@ -23,6 +23,7 @@ from click.testing import CliRunner
 
 from bootstrap.cli import cli
 from bootstrap.errors import EXIT_FAILED, EXIT_NOT_APPLIED
+from bootstrap.inventory.cluster import ChartPins
 from bootstrap.journal.store import Journal
 from tests.cluster.apiserver import ApiServer
 from tests.cluster.scaffold_charts import LOCAL_PATH_TEMPLATES, scaffold_chart
@@ -33,6 +34,8 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "inventory" / "examples" / "dvd-
 #: The releases the charts directory has, and where they go (the example inventory's namespaces).
 LOCAL_PATH = ("local-path-provisioner", "local-path-storage")
 GPU_OPERATOR = ("gpu-operator", "gpu-operator")
+#: the tigera-operator chart the example names (its default pin)
+TIGERA = ChartPins().tigera_operator
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +107,7 @@ def test_up_installs_the_charts_at_hand_then_unchanged_then_upgrades(
         "Deployment/local-path-storage/local-path-provisioner 1/1"
     ) in k8s["message"]
     assert (
-        f"tigera-operator: rendered + validated, not installed: chart tigera-operator v3.30.3 not in --charts {charts}"
+        f"tigera-operator: rendered + validated, not installed: chart tigera-operator {TIGERA} not in --charts {charts}"
         in k8s["message"]
     )
     assert "kube-prometheus-stack: rendered + validated, not installed: chart kube-prometheus-stack" in k8s["message"]
@@ -208,4 +211,4 @@ def test_plan_names_each_helm_release(state_dir: Path, charts: Path, tmp_path: P
     assert helm_actions["helm install/upgrade gpu-operator (gpu-operator v26.7.0) into gpu-operator"]["applies"]
     cni = next(a for text, a in actions.items() if text.startswith("helm install/upgrade tigera-operator"))
     assert cni["applies"] is False
-    assert cni["action"].endswith(f"not installed, chart tigera-operator v3.30.3 not in --charts {charts}")
+    assert cni["action"].endswith(f"not installed, chart tigera-operator {TIGERA} not in --charts {charts}")
