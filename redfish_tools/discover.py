@@ -45,7 +45,7 @@ class StorageController:
 
 
 @dataclass
-class NodeFacts:
+class DiscoveredNode:
     """What the BMC reports about one node (read-only facts, JSON-friendly via :meth:`as_dict`)."""
 
     bmc: str
@@ -101,7 +101,7 @@ class RawInventory:
     firmware: list[dict[str, Any]] = field(default_factory=list)
 
 
-def discover(conn: BmcConnection) -> NodeFacts:
+def discover(conn: BmcConnection) -> DiscoveredNode:
     """Read every fact rackctl uses from one BMC (read-only; one request per collection with $expand)."""
     start = conn.requests_sent
     facts = facts_from(fetch(Service(conn)), conn.target.name)
@@ -149,10 +149,10 @@ def chassis_uri_of(svc: Service, system: dict[str, Any]) -> str:
     return odata_id(chassis_links[0]) if chassis_links else svc.chassis_uri()
 
 
-def facts_from(raw: RawInventory, bmc: str) -> NodeFacts:
-    """Interpret raw resources as :class:`NodeFacts` (pure: no I/O)."""
+def facts_from(raw: RawInventory, bmc: str) -> DiscoveredNode:
+    """Interpret raw resources as :class:`DiscoveredNode` (pure: no I/O)."""
     system = raw.system
-    facts = NodeFacts(bmc=bmc)
+    facts = DiscoveredNode(bmc=bmc)
     oem_tag = raw.root.get("Oem", {}).get("Dell", {}).get("ServiceTag")
     facts.service_tag = system.get("SKU") or oem_tag or system.get("SerialNumber")
     facts.manufacturer = system.get("Manufacturer")

@@ -48,7 +48,7 @@ from bootstrap.stages.runner import Runner, RunOutcome, plan, select
 from redfish_tools.bios import plan_bios
 from redfish_tools.boot import BOOT_TARGETS, set_boot_once
 from redfish_tools.connection import BmcConnection
-from redfish_tools.fleet import FleetInterrupted, NodeResult, run_fleet
+from redfish_tools.fleet import BmcResult, FleetInterrupted, run_fleet
 from redfish_tools.power import POWER_ACTIONS, plan_power, power_state, set_power
 from redfish_tools.resources import Service
 from redfish_tools.status import read_queue, read_status
@@ -79,7 +79,7 @@ class FleetProgress:
     def __exit__(self, *exc: object) -> None:
         self._progress.stop()
 
-    def __call__(self, result: NodeResult[Any]) -> None:
+    def __call__(self, result: BmcResult[Any]) -> None:
         self._progress.advance(self._task)
         if self.quiet:
             return
@@ -109,7 +109,7 @@ def _fleet(  # noqa: PLR0917
     label: str,
     op: Callable[[BmcConnection], Any],
     as_json: bool,
-) -> list[NodeResult[Any]]:
+) -> list[BmcResult[Any]]:
     inventory = load_inventory(inventory_path)
     nodes = select_nodes(inventory, limit)
     _warn_if_insecure(inventory, [n.hostname for n in nodes], as_json)
@@ -150,7 +150,7 @@ def _finish(ok: bool) -> None:
         sys.exit(EXIT_FAILED)
 
 
-def _node_rows(results: list[NodeResult[Any]], show: Callable[[Any], str]) -> Table:
+def _node_rows(results: list[BmcResult[Any]], show: Callable[[Any], str]) -> Table:
     table = Table(show_edge=False, header_style="bold")
     table.add_column("node", no_wrap=True)
     table.add_column("result", overflow="fold")
