@@ -46,7 +46,7 @@ from bootstrap.stages.options import BiosOptions
 from bootstrap.stages.progress import RichProgress
 from bootstrap.stages.runner import Runner, RunOutcome, plan, select
 from redfish_tools.bios import plan_bios
-from redfish_tools.boot import BOOT_TARGETS, set_boot_once
+from redfish_tools.boot import BOOT_TARGETS, boot_override, set_boot_once
 from redfish_tools.connection import BmcConnection
 from redfish_tools.fleet import BmcResult, FleetInterrupted, run_fleet
 from redfish_tools.power import POWER_ACTIONS, plan_power, power_state, set_power
@@ -329,10 +329,10 @@ def boot_cmd(  # noqa: PLR0917 - click passes options as arguments
 
     def op(conn: BmcConnection) -> dict[str, Any]:
         if dry_run:
-            boot = Service(conn).system(fresh=True).get("Boot", {})
-            same = boot.get("BootSourceOverrideTarget") == target and boot.get("BootSourceOverrideEnabled") == enabled
+            boot = boot_override(conn)
+            same = boot["target"] == target and boot["enabled"] == enabled
             return {
-                "current": f"{boot.get('BootSourceOverrideTarget')}/{boot.get('BootSourceOverrideEnabled')}",
+                "current": f"{boot['target']}/{boot['enabled']}",
                 "would": "nothing" if same else f"set {target}/{enabled}" + (" and reboot" if reboot else ""),
             }
         result = set_boot_once(conn, target, enabled=enabled).as_dict()
