@@ -4,6 +4,7 @@ wait for it and read back which attributes did not take (read-only, dependent, l
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +15,7 @@ from redfish_tools.lc import wait_lc_ready
 from redfish_tools.power import set_power
 from redfish_tools.resources import Service, link
 from redfish_tools.tasks import TaskOutcome, wait_for
+from redfish_tools.views import AttributeRegistry, Bios, BiosAttribute, RegistryFile
 
 #: MessageIds meaning "a configuration job is already pending or running".
 JOB_PENDING_IDS = {"LC068", "RAC0679", "SYS011"}
@@ -83,31 +85,30 @@ class BiosView:
         if not self.uri:
             raise E.NotFoundError("the system has no Bios link", bmc=conn.target.name, uri=self.svc.system_uri())
 
-    def current(self) -> dict[str, Any]:
-        return self.svc.get(self.uri, fresh=True)
+    def current(self) -> Bios:
+        return Bios.from_json(self.svc.get(self.uri, fresh=True))
 
-    def settings_uri(self, bios: dict[str, Any]) -> str:
-        return link(bios, "@Redfish.Settings", "SettingsObject") or self.uri.rstrip("/") + "/Settings"
+    def settings_uri(self, bios: Bios) -> str:
+        return link(bios.raw, "@Redfish.Settings", "SettingsObject") or self.uri.rstrip("/") + "/Settings"
 
-    def pending(self, bios: dict[str, Any]) -> dict[str, Any]:
-        return self.svc.get(self.settings_uri(bios), fresh=True).get("Attributes", {}) or {}
+    def settings(self, bios: Bios) -> Bios:
+        """The settings object: the values staged for the next apply (fresh read)."""
+        return Bios.from_json(self.svc.get(self.settings_uri(bios), fresh=True))
 
-    def registry(self, bios: dict[str, Any]) -> dict[str, dict[str, Any]]:
-        """Attribute name -> registry entry (``Type``, ``ReadOnly``, ``Value``…), plus ``__deps__``."""
-        body = self._registry_body(bios)
-        entries = body.get("RegistryEntries", {})
-        attrs = {a["AttributeName"]: a for a in entries.get("Attributes", []) if "AttributeName" in a}
-        attrs["__deps__"] = {"Dependencies": entries.get("Dependencies", [])}
-        return attrs
+    def pending(self, bios: Bios) -> Mapping[str, Any]:
+        return self.settings(bios).attributes or {}
 
-    def _registry_body(self, bios: dict[str, Any]) -> dict[str, Any]:
-        name = bios.get("AttributeRegistry")
+    def registry(self, bios: Bios) -> AttributeRegistry:
+        """The system's BIOS attribute registry (attributes by name, dependencies)."""
+        return AttributeRegistry.from_json(self._registry_body(bios))
+
+    def _registry_body(self, bios: Bios) -> dict[str, Any]:
+        name = bios.attribute_registry
         registries = self.svc.service_uri("Registries")
         if name and registries:
             for uri in self.svc.member_uris(registries):
                 if uri.rstrip("/").rsplit("/", 1)[-1] == name:
-                    for loc in self.svc.get(uri).get("Location", []):
-                        target = loc.get("Uri")
+                    for target in RegistryFile.from_json(self.svc.get(uri)).location_uris:
                         if target:
                             return self.svc.get(target)
         body = self.conn.get(self.uri.rstrip("/") + "/BiosRegistry", missing_ok=True)
@@ -116,20 +117,24 @@ class BiosView:
         return body
 
 
-def validate_against_registry(desired: dict[str, Any], registry: dict[str, dict[str, Any]]) -> list[str]:
-    """Problems with ``desired`` per the registry: unknown, read-only, wrong type, not an allowed value."""
+def validate_against_registry(
+    desired: dict[str, Any], registry: Mapping[str, BiosAttribute | dict[str, Any]]
+) -> list[str]:
+    """Problems with ``desired`` per the registry (its entries by attribute name, as views or as the
+    registry's JSON): unknown, read-only, wrong type, not an allowed value."""
     problems: list[str] = []
     for name, value in desired.items():
-        entry = registry.get(name)
-        if entry is None or name == "__deps__":
+        raw_entry = registry.get(name)
+        if raw_entry is None:
             problems.append(f"{name}: not a BIOS attribute of this system")
             continue
-        if entry.get("ReadOnly"):
+        entry = raw_entry if isinstance(raw_entry, BiosAttribute) else BiosAttribute.from_json(raw_entry)
+        if entry.read_only:
             problems.append(f"{name}: read-only on this system")
             continue
-        kind = entry.get("Type")
+        kind = entry.type
         if kind == "Enumeration":
-            allowed = [v.get("ValueName") for v in entry.get("Value", [])]
+            allowed = list(entry.values)
             if allowed and str(value) not in allowed:
                 problems.append(f"{name}: {value!r} is not one of {', '.join(map(str, allowed))}")
         elif kind == "Integer":
@@ -138,7 +143,7 @@ def validate_against_registry(desired: dict[str, Any], registry: dict[str, dict[
             except (TypeError, ValueError):
                 problems.append(f"{name}: {value!r} is not an integer")
                 continue
-            low, high = entry.get("LowerBound"), entry.get("UpperBound")
+            low, high = entry.lower_bound, entry.upper_bound
             if (low is not None and number < low) or (high is not None and number > high):
                 problems.append(f"{name}: {number} is outside {low}..{high}")
         elif kind == "Boolean" and not isinstance(value, bool) and str(value).lower() not in ("true", "false"):
@@ -146,9 +151,9 @@ def validate_against_registry(desired: dict[str, Any], registry: dict[str, dict[
     return problems
 
 
-def coerce(value: Any, entry: dict[str, Any] | None) -> Any:
+def coerce(value: Any, entry: BiosAttribute | None) -> Any:
     """Convert an inventory value (often a string) to the registry's type."""
-    kind = (entry or {}).get("Type")
+    kind = entry.type if entry else None
     if kind == "Integer":
         return int(value)
     if kind == "Boolean" and isinstance(value, str):
@@ -160,9 +165,9 @@ def plan_bios(conn: BmcConnection, desired: dict[str, Any], view: BiosView | Non
     """Compare ``desired`` with the current and pending BIOS attributes; validate against the registry."""
     view = view or BiosView(conn)
     bios = view.current()
-    current = bios.get("Attributes", {})
+    current = bios.attributes
     pending = view.pending(bios)
-    registry = view.registry(bios)
+    registry = view.registry(bios).attributes
     plan = BiosPlan(problems=validate_against_registry(desired, registry))
     for name, value in desired.items():
         want = coerce(value, registry.get(name)) if name in registry else value
@@ -205,10 +210,8 @@ def apply_bios(
     if job is None:
         wait_lc_ready(conn, svc)
         body: dict[str, Any] = {"Attributes": wanted}
-        settings = svc.get(settings_uri, fresh=True)
-        if "OnReset" in (settings.get("@Redfish.SettingsApplyTime", {}) or {}).get(
-            "ApplyTime@Redfish.AllowableValues", []
-        ) or "OnReset" in (bios.get("@Redfish.Settings", {}).get("SupportedApplyTimes") or []):
+        settings = Bios.from_json(svc.get(settings_uri, fresh=True))
+        if "OnReset" in (settings.apply_times_allowed or []) or "OnReset" in (bios.supported_apply_times or []):
             body["@Redfish.SettingsApplyTime"] = {"ApplyTime": "OnReset"}
         job = _stage(conn, view, settings_uri, body, wanted, svc)
     result.job = job
@@ -218,7 +221,7 @@ def apply_bios(
     set_power(conn, "cycle")
     result.rebooted = True
     result.outcome = wait_for(conn, job.uri or f"{settings_uri}", timeout=timeout, poll=poll, raise_on_failure=False)
-    after = view.current().get("Attributes", {})
+    after = view.current().attributes
     registry = view.registry(bios)
     for name, value in wanted.items():
         if after.get(name) != value:
@@ -265,20 +268,15 @@ def _stage(  # noqa: PLR0917 - the pieces apply_bios already has
     return create_settings_job(conn, settings_uri, svc)
 
 
-def _why_not(name: str, registry: dict[str, dict[str, Any]], outcome: TaskOutcome | None) -> str:
-    entry = registry.get(name, {})
-    if entry.get("ReadOnly"):
+def _why_not(name: str, registry: AttributeRegistry, outcome: TaskOutcome | None) -> str:
+    entry = registry.attributes.get(name) or BiosAttribute()
+    if entry.read_only:
         return "read-only"
-    deps = registry.get("__deps__", {}).get("Dependencies", [])
-    for dep in deps:
-        spec = dep.get("Dependency", {})
-        if spec.get("MapToAttribute") == name and spec.get("MapToProperty") in ("ReadOnly", "GrayOut"):
-            conds = [
-                f"{c.get('MapFromAttribute')} {c.get('MapFromCondition', 'EQU')} {c.get('MapFromValue')}"
-                for c in spec.get("MapFrom", [])
-            ]
+    for dep in registry.dependencies:
+        if dep.map_to_attribute == name and dep.map_to_property in ("ReadOnly", "GrayOut"):
+            conds = [f"{c.attribute} {c.condition} {c.value}" for c in dep.map_from]
             return "dependent: locked while " + " and ".join(conds) if conds else "dependent"
-    if entry.get("GrayOut"):
+    if entry.gray_out:
         return "locked"
     if outcome and outcome.message:
         return f"not applied ({outcome.message})"

@@ -8,6 +8,19 @@ from typing import Any
 from redfish_tools.connection import BmcConnection
 from redfish_tools.fleet import in_parallel
 from redfish_tools.resources import Service, link, odata_id
+from redfish_tools.views import (
+    Chassis,
+    ComputerSystem,
+    DriveResource,
+    EthernetInterface,
+    Manager,
+    Memory,
+    PCIeDevice,
+    Processor,
+    ServiceRoot,
+    SoftwareInventory,
+    Storage,
+)
 
 GPU_VENDORS = ("NVIDIA", "AMD", "Intel")
 
@@ -45,7 +58,7 @@ class StorageController:
 
 
 @dataclass
-class NodeFacts:
+class DiscoveredNode:
     """What the BMC reports about one node (read-only facts, JSON-friendly via :meth:`as_dict`)."""
 
     bmc: str
@@ -101,7 +114,7 @@ class RawInventory:
     firmware: list[dict[str, Any]] = field(default_factory=list)
 
 
-def discover(conn: BmcConnection) -> NodeFacts:
+def discover(conn: BmcConnection) -> DiscoveredNode:
     """Read every fact rackctl uses from one BMC (read-only; one request per collection with $expand)."""
     start = conn.requests_sent
     facts = facts_from(fetch(Service(conn)), conn.target.name)
@@ -117,14 +130,16 @@ def fetch(svc: Service) -> RawInventory:
 
     def storage() -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
         return [
-            (ctrl, [ref if len(ref) > 1 else svc.get(odata_id(ref)) for ref in ctrl.get("Drives", [])])
+            (ctrl, [ref if len(ref) > 1 else svc.get(odata_id(ref)) for ref in Storage.from_json(ctrl).drives])
             for ctrl in svc.members(link(system, "Storage"))
         ]
 
     def pcie() -> list[dict[str, Any]]:
         chassis = svc.get(chassis_uri_of(svc, system))
         pcie_uri = link(chassis, "PCIeDevices")
-        return svc.members(pcie_uri) if pcie_uri else [svc.get(odata_id(d)) for d in chassis.get("PCIeDevices", [])]
+        if pcie_uri:
+            return svc.members(pcie_uri)
+        return [svc.get(odata_id(d)) for d in Chassis.from_json(chassis).pcie_devices]
 
     def firmware() -> list[dict[str, Any]]:
         update = svc.service_uri("UpdateService")
@@ -145,73 +160,91 @@ def fetch(svc: Service) -> RawInventory:
 
 def chassis_uri_of(svc: Service, system: dict[str, Any]) -> str:
     """The system's chassis: its ``Links.Chassis`` entry, else the preferred member of Chassis."""
-    chassis_links = system.get("Links", {}).get("Chassis") or []
+    chassis_links = ComputerSystem.from_json(system).chassis_links or []
     return odata_id(chassis_links[0]) if chassis_links else svc.chassis_uri()
 
 
-def facts_from(raw: RawInventory, bmc: str) -> NodeFacts:
-    """Interpret raw resources as :class:`NodeFacts` (pure: no I/O)."""
-    system = raw.system
-    facts = NodeFacts(bmc=bmc)
-    oem_tag = raw.root.get("Oem", {}).get("Dell", {}).get("ServiceTag")
-    facts.service_tag = system.get("SKU") or oem_tag or system.get("SerialNumber")
-    facts.manufacturer = system.get("Manufacturer")
-    facts.model = system.get("Model")
-    facts.uuid = system.get("UUID")
-    facts.power_state = system.get("PowerState")
-    facts.bios_version = system.get("BiosVersion")
-    facts.memory_gib = (system.get("MemorySummary") or {}).get("TotalSystemMemoryGiB")
-    for proc in raw.processors:
-        if proc.get("ProcessorType") == "GPU":
-            facts.gpus.append(Gpu(id=str(proc.get("Id")), model=str(proc.get("Model") or ""), source="Processors"))
+def facts_from(raw: RawInventory, bmc: str) -> DiscoveredNode:
+    """Interpret raw resources as :class:`DiscoveredNode` (pure: no I/O)."""
+    system = ComputerSystem.from_json(raw.system)
+    manager = Manager.from_json(raw.manager)
+    cpus, gpus = _processors([Processor.from_json(p) for p in raw.processors])
+    dimms = [Memory.from_json(d) for d in raw.memory]
+    memory_gib = system.total_memory_gib
+    if memory_gib is None and dimms:
+        memory_gib = sum((d.capacity_mib or 0) for d in dimms) / 1024
+    return DiscoveredNode(
+        bmc=bmc,
+        service_tag=system.sku or ServiceRoot.from_json(raw.root).dell_service_tag or system.serial_number,
+        manufacturer=system.manufacturer,
+        model=system.model,
+        uuid=system.uuid,
+        power_state=system.power_state,
+        bios_version=system.bios_version,
+        idrac_version=manager.firmware_version,
+        idrac_model=manager.model,
+        cpus=cpus,
+        memory_gib=memory_gib,
+        dimms=len(dimms),
+        nics=[_nic(EthernetInterface.from_json(n)) for n in raw.nics],
+        gpus=gpus or _pcie_gpus([PCIeDevice.from_json(d) for d in raw.pcie_devices]),
+        storage=[_controller(Storage.from_json(ctrl), drives) for ctrl, drives in raw.storage],
+        firmware=[_firmware(SoftwareInventory.from_json(i)) for i in raw.firmware],
+    )
+
+
+def _processors(processors: list[Processor]) -> tuple[list[dict[str, Any]], list[Gpu]]:
+    """The CPUs (as JSON-friendly dicts) and the GPUs listed as processors."""
+    cpus: list[dict[str, Any]] = []
+    gpus: list[Gpu] = []
+    for proc in processors:
+        if proc.processor_type == "GPU":
+            gpus.append(Gpu(id=str(proc.id), model=str(proc.model or ""), source="Processors"))
         else:
-            facts.cpus.append(
-                {
-                    "id": proc.get("Id"),
-                    "model": proc.get("Model"),
-                    "cores": proc.get("TotalCores"),
-                    "threads": proc.get("TotalThreads"),
-                }
-            )
-    facts.dimms = len(raw.memory)
-    if facts.memory_gib is None and raw.memory:
-        facts.memory_gib = sum((d.get("CapacityMiB") or 0) for d in raw.memory) / 1024
-    for nic in raw.nics:
-        facts.nics.append(
-            Nic(
-                fqdd=str(nic.get("Id")),
-                mac=(nic.get("MACAddress") or None),
-                permanent_mac=nic.get("PermanentMACAddress"),
-                link_status=nic.get("LinkStatus"),
-                speed_mbps=nic.get("SpeedMbps"),
-            )
-        )
-    for ctrl, drives in raw.storage:
-        controller = StorageController(id=str(ctrl.get("Id")), name=ctrl.get("Name"))
-        for drive in drives:
-            controller.drives.append(
-                Drive(
-                    id=str(drive.get("Id") or odata_id(drive).rsplit("/", 1)[-1]),
-                    model=drive.get("Model"),
-                    capacity_bytes=drive.get("CapacityBytes"),
-                    media_type=drive.get("MediaType"),
-                    protocol=drive.get("Protocol"),
-                )
-            )
-        facts.storage.append(controller)
-    if not facts.gpus:  # older firmware lists GPUs only as PCIe devices
-        facts.gpus = [
-            Gpu(id=str(d.get("Id")), model=str(d.get("Model") or d.get("Name") or ""), source="PCIeDevices")
-            for d in raw.pcie_devices
-            if _is_gpu_device(d)
-        ]
-    facts.idrac_version = raw.manager.get("FirmwareVersion")
-    facts.idrac_model = raw.manager.get("Model")
-    facts.firmware = [{"id": i.get("Id"), "name": i.get("Name"), "version": i.get("Version")} for i in raw.firmware]
-    return facts
+            cpus.append({"id": proc.id, "model": proc.model, "cores": proc.total_cores, "threads": proc.total_threads})
+    return cpus, gpus
 
 
-def _is_gpu_device(device: dict[str, Any]) -> bool:
-    cls = str(device.get("DeviceClass") or device.get("Oem", {}).get("Dell", {}).get("DeviceClass") or "")
-    maker = str(device.get("Manufacturer") or "")
+def _nic(nic: EthernetInterface) -> Nic:
+    return Nic(
+        fqdd=str(nic.id),
+        mac=(nic.mac_address or None),
+        permanent_mac=nic.permanent_mac_address,
+        link_status=nic.link_status,
+        speed_mbps=nic.speed_mbps,
+    )
+
+
+def _controller(ctrl: Storage, drives: list[dict[str, Any]]) -> StorageController:
+    return StorageController(
+        id=str(ctrl.id), name=ctrl.name, drives=[_drive(DriveResource.from_json(d)) for d in drives]
+    )
+
+
+def _drive(drive: DriveResource) -> Drive:
+    return Drive(
+        id=str(drive.id or odata_id(drive.raw).rsplit("/", 1)[-1]),
+        model=drive.model,
+        capacity_bytes=drive.capacity_bytes,
+        media_type=drive.media_type,
+        protocol=drive.protocol,
+    )
+
+
+def _pcie_gpus(devices: list[PCIeDevice]) -> list[Gpu]:
+    """GPUs among the PCIe devices (older firmware lists GPUs only there)."""
+    return [
+        Gpu(id=str(d.id), model=str(d.model or d.name or ""), source="PCIeDevices")
+        for d in devices
+        if _is_gpu_device(d)
+    ]
+
+
+def _firmware(item: SoftwareInventory) -> dict[str, Any]:
+    return {"id": item.id, "name": item.name, "version": item.version}
+
+
+def _is_gpu_device(device: PCIeDevice) -> bool:
+    cls = str(device.device_class or device.dell_device_class or "")
+    maker = str(device.manufacturer or "")
     return cls in ("DisplayController", "ProcessingAccelerators") and any(v in maker for v in GPU_VENDORS)

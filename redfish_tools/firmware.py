@@ -12,6 +12,7 @@ from redfish_tools.jobs import Job, list_jobs
 from redfish_tools.lc import wait_lc_ready
 from redfish_tools.resources import Service, link, odata_id, require_action
 from redfish_tools.tasks import TaskOutcome, wait_for
+from redfish_tools.views import SoftwareInventory
 
 PROTOCOLS = ("HTTP", "HTTPS", "NFS", "CIFS", "TFTP")
 
@@ -25,20 +26,18 @@ def firmware_inventory(conn: BmcConnection, svc: Service | None = None) -> list[
     coll = link(svc.get(update, fresh=True), "FirmwareInventory")
     svc.forget(coll)
     svc.forget(f"{coll}?$expand=.($levels=1)")
-    out = []
-    for i in svc.members(coll):
-        dell = ((i.get("Oem") or {}).get("Dell") or {}).get("DellSoftwareInventory") or {}
-        out.append(
-            {
-                "id": i.get("Id"),
-                "name": i.get("Name"),
-                "version": i.get("Version"),
-                "updateable": i.get("Updateable"),
-                "component_id": dell.get("ComponentID") or i.get("SoftwareId"),
-                "fqdd": dell.get("FQDD"),
-            }
-        )
-    return out
+    return [_installed(SoftwareInventory.from_json(i)) for i in svc.members(coll)]
+
+
+def _installed(item: SoftwareInventory) -> dict[str, Any]:
+    return {
+        "id": item.id,
+        "name": item.name,
+        "version": item.version,
+        "updateable": item.updateable,
+        "component_id": item.component_id,
+        "fqdd": item.dell_fqdd,
+    }
 
 
 def simple_update(

@@ -39,7 +39,7 @@ DEFAULT_MAX_BMCS = 160
 
 
 @dataclass
-class NodeResult(Generic[T]):
+class BmcResult(Generic[T]):
     """One node's outcome: ``value`` when ok, else ``error`` (a JSON-friendly dict with ``kind``)."""
 
     name: str
@@ -61,13 +61,13 @@ class NodeResult(Generic[T]):
         }
 
 
-Progress = Callable[[NodeResult[Any]], None]
+Progress = Callable[[BmcResult[Any]], None]
 
 
 class FleetInterrupted(KeyboardInterrupt):
     """Ctrl-C stopped :func:`run_fleet`: ``results`` has each node's result, None for nodes never started."""
 
-    def __init__(self, names: Sequence[str], results: list[NodeResult[Any] | None]) -> None:
+    def __init__(self, names: Sequence[str], results: list[BmcResult[Any] | None]) -> None:
         super().__init__("interrupted (Ctrl-C)")
         self.names = list(names)
         self.results = results
@@ -78,7 +78,7 @@ class FleetInterrupted(KeyboardInterrupt):
         return [name for name, result in zip(self.names, self.results, strict=True) if _not_started(result)]
 
 
-def _not_started(result: NodeResult[Any] | None) -> bool:
+def _not_started(result: BmcResult[Any] | None) -> bool:
     return result is None or (result.requests == 0 and (result.error or {}).get("kind") == "cancelled")
 
 
@@ -89,7 +89,7 @@ def run_on_bmc(
     *,
     on_result: Progress | None = None,
     cancel: threading.Event | None = None,
-) -> NodeResult[T]:
+) -> BmcResult[T]:
     """Log in to one BMC, run ``operation``, always log out; never raises for the node's failure.
 
     ``on_result`` gets the result as soon as it is known, before the logout: a node cut at its deadline is
@@ -105,7 +105,7 @@ def run_on_bmc(
         conn.start_deadline()
         conn.open()
         value = operation(conn)
-        result = NodeResult(target.name, True, value, None, time.monotonic() - start, conn.requests_sent)
+        result = BmcResult(target.name, True, value, None, time.monotonic() - start, conn.requests_sent)
     except RedfishError as exc:
         result = _failed(target, start, conn, exc.as_dict())
     except Exception as exc:  # a bug or an unexpected answer must not stop the other nodes
@@ -125,9 +125,9 @@ def run_on_bmc(
     return result
 
 
-def _failed(target: BmcTarget, start: float, conn: BmcConnection | None, error: dict[str, Any]) -> NodeResult[Any]:
+def _failed(target: BmcTarget, start: float, conn: BmcConnection | None, error: dict[str, Any]) -> BmcResult[Any]:
     sent = conn.requests_sent if conn else 0
-    return NodeResult(target.name, False, None, error, time.monotonic() - start, sent)
+    return BmcResult(target.name, False, None, error, time.monotonic() - start, sent)
 
 
 def _close(conn: BmcConnection) -> None:
@@ -144,7 +144,7 @@ def run_fleet(
     policy: ConnectionPolicy | None = None,
     max_bmcs: int = DEFAULT_MAX_BMCS,
     progress: Progress | None = None,
-) -> list[NodeResult[T]]:
+) -> list[BmcResult[T]]:
     """Run ``operation`` on every BMC concurrently; results in the order of ``targets``.
 
     ``progress`` is called once per node as soon as its result is known (from the worker threads, one
@@ -157,7 +157,7 @@ def run_fleet(
         raise ValueError("BMC target names must be unique")
     lock = threading.Lock()
 
-    def report(result: NodeResult[Any]) -> None:
+    def report(result: BmcResult[Any]) -> None:
         if progress:
             with lock:
                 progress(result)
@@ -165,7 +165,7 @@ def run_fleet(
     workers = max(1, min(len(targets), max_bmcs))
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bmc")
     cancel = threading.Event()
-    futures: list[Future[NodeResult[T]]] = []
+    futures: list[Future[BmcResult[T]]] = []
     try:
         for t in targets:
             futures.append(pool.submit(run_on_bmc, t, operation, policy, on_result=report, cancel=cancel))

@@ -9,6 +9,7 @@ from redfish_tools import errors as E
 from redfish_tools.connection import BmcConnection
 from redfish_tools.resources import Service, find_action, link, odata_id
 from redfish_tools.tasks import TaskOutcome, task_state, wait_for
+from redfish_tools.views import Task
 
 PENDING_STATES = {
     "Scheduled",
@@ -56,16 +57,17 @@ def jobs_uri(svc: Service) -> str:
 
 
 def _job(body: dict[str, Any]) -> Job:
-    state, message, _mid, pct = task_state(body)
+    task = Task.from_json(body)
+    state, message, _mid, pct = task_state(task)
     return Job(
-        id=str(body.get("Id")),
+        id=str(task.id),
         uri=odata_id(body),
         state=state,
-        job_type=body.get("JobType"),
+        job_type=task.job_type,
         message=message,
-        target=body.get("TargetSettingsURI") or None,
+        target=task.target_settings_uri or None,
         percent=pct,
-        name=str(body.get("Name") or ""),
+        name=str(task.name or ""),
     )
 
 
@@ -128,7 +130,7 @@ def create_settings_job(conn: BmcConnection, settings_uri: str, svc: Service | N
             return existing
         raise
     job_uri = resp.location or odata_id(resp.body)
-    job_id = job_uri.rstrip("/").rsplit("/", 1)[-1] if job_uri else str(resp.body.get("Id", ""))
+    job_id = job_uri.rstrip("/").rsplit("/", 1)[-1] if job_uri else str(Task.from_json(resp.body).id or "")
     body = conn.get(f"{uri.rstrip('/')}/{job_id}")
     return _job(body)
 

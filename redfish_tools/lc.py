@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from redfish_tools import errors as E
 from redfish_tools.connection import BmcConnection
 from redfish_tools.resources import Service, require_action
+from redfish_tools.views import RemoteServicesStatus
 
 
 @dataclass
@@ -38,8 +39,8 @@ def lc_status(conn: BmcConnection, svc: Service | None = None) -> LcStatus:
     svc = svc or Service(conn)
     uri = lc_service_uri(svc)
     target = require_action(svc, svc.get(uri), "GetRemoteServicesAPIStatus", uri)
-    body = conn.post(target, {}, idempotent=True).body
-    return LcStatus(body.get("LCStatus"), body.get("ServerStatus"), body.get("RTStatus"))
+    answer = RemoteServicesStatus.from_json(conn.post(target, {}, idempotent=True).body)
+    return LcStatus(answer.lc_status, answer.server_status, answer.rt_status)
 
 
 def wait_lc_ready(

@@ -9,6 +9,7 @@ from typing import Literal
 from redfish_tools import errors as E
 from redfish_tools.connection import BmcConnection
 from redfish_tools.resources import Service, allowable, require_action
+from redfish_tools.views import ComputerSystem
 
 PowerAction = Literal["on", "off", "graceful-off", "cycle", "graceful-restart"]
 POWER_ACTIONS: tuple[str, ...] = ("on", "off", "graceful-off", "cycle", "graceful-restart")
@@ -40,7 +41,7 @@ class PowerResult:
 def power_state(conn: BmcConnection, svc: Service | None = None) -> str | None:
     """The system's current ``PowerState`` (fresh read)."""
     svc = svc or Service(conn)
-    return svc.system(fresh=True).get("PowerState")
+    return ComputerSystem.from_json(svc.system(fresh=True)).power_state
 
 
 def plan_power(current: str | None, action: str) -> str | None:
@@ -68,7 +69,7 @@ def set_power(
     svc = Service(conn)
     system_uri = svc.system_uri()
     system = svc.get(system_uri, fresh=True)
-    before = system.get("PowerState")
+    before = ComputerSystem.from_json(system).power_state
     step = plan_power(before, action)
     if step is None:
         return PowerResult(action, before, before, changed=False)
@@ -102,7 +103,7 @@ def _wait_state(
     state = None
     while time.monotonic() < deadline:
         try:
-            state = svc.get(system_uri, fresh=True).get("PowerState")
+            state = ComputerSystem.from_json(svc.get(system_uri, fresh=True)).power_state
         except (E.TransportError, E.NotReadyError):
             if svc.conn.deadline_passed:
                 raise

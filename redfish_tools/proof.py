@@ -16,6 +16,7 @@ from typing import Any
 from redfish_tools import errors as E
 from redfish_tools.connection import BmcConnection
 from redfish_tools.resources import Service
+from redfish_tools.views import Manager, ServiceRoot
 
 
 @dataclass(frozen=True)
@@ -36,12 +37,12 @@ class BmcProof:
 
 def prove_bmc(conn: BmcConnection) -> BmcProof:
     """Read the Redfish version and, with the credential, the iDRAC firmware; raise with the cause if not."""
-    version = str(conn.root.get("RedfishVersion") or "")
+    version = str(ServiceRoot.from_json(conn.root).redfish_version or "")
     if not version:
         raise E.ValidationError("the service root names no RedfishVersion", bmc=conn.target.name, uri="/redfish/v1")
     service = Service(conn)
     manager = service.manager(fresh=True)  # authenticated: a rejected credential fails here at the latest
-    firmware = str(manager.get("FirmwareVersion") or "")
+    firmware = str(Manager.from_json(manager).firmware_version or "")
     if not firmware:
         raise E.ValidationError(
             "the manager reports no FirmwareVersion", bmc=conn.target.name, uri=service.manager_uri()

@@ -11,6 +11,7 @@ from typing import Any
 from redfish_tools.connection import BmcConnection
 from redfish_tools.errors import NotFoundError
 from redfish_tools.links import link, member_uris, members_of, odata_id
+from redfish_tools.views import ServiceRoot
 
 
 class Service:
@@ -48,8 +49,7 @@ class Service:
     @property
     def supports_expand(self) -> bool:
         """Whether the service advertises ``$expand`` (one request per collection, not one per member)."""
-        feats = self.root.get("ProtocolFeaturesSupported", {}).get("ExpandQuery", {})
-        return bool(feats.get("ExpandAll") or feats.get("NoLinks") or feats.get("Levels"))
+        return ServiceRoot.from_json(self.root).supports_expand
 
     def member_uris(self, collection_uri: str) -> list[str]:
         """URIs of a collection's members (following ``Members@odata.nextLink``)."""

@@ -1,7 +1,7 @@
 """What a node's BMC says of it right now: one typed read shared by ``rackctl status`` and ``rackctl bmc status``.
 
-:class:`BmcStatus` is a read view over the ComputerSystem and the Manager (two fresh GETs), with the
-Redfish PascalCase keys read here only; :func:`read_queue` adds the Lifecycle Controller's state and the
+:class:`BmcStatus` is what ``rackctl`` shows of the ComputerSystem and the Manager (two fresh GETs, read
+through :mod:`redfish_tools.views`); :func:`read_queue` adds the Lifecycle Controller's state and the
 pending jobs, which only ``bmc status`` asks for (two more requests).
 """
 
@@ -14,6 +14,7 @@ from redfish_tools.connection import BmcConnection
 from redfish_tools.jobs import list_jobs
 from redfish_tools.lc import lc_status
 from redfish_tools.resources import Service
+from redfish_tools.views import ComputerSystem, Manager
 
 
 @dataclass(frozen=True)
@@ -28,15 +29,15 @@ class BmcStatus:
     idrac: str | None  #: the manager's firmware version
 
     @classmethod
-    def from_resources(cls, system: dict[str, Any], manager: dict[str, Any]) -> BmcStatus:
-        health = system.get("Status") or {}
+    def from_resources(cls, system_body: dict[str, Any], manager_body: dict[str, Any]) -> BmcStatus:
+        system, manager = ComputerSystem.from_json(system_body), Manager.from_json(manager_body)
         return cls(
-            power=system.get("PowerState"),
-            health=health.get("HealthRollup") or health.get("Health"),
-            model=system.get("Model"),
-            service_tag=system.get("SKU"),
-            bios=system.get("BiosVersion"),
-            idrac=manager.get("FirmwareVersion"),
+            power=system.power_state,
+            health=system.health_rollup or system.health,
+            model=system.model,
+            service_tag=system.sku,
+            bios=system.bios_version,
+            idrac=manager.firmware_version,
         )
 
     def as_dict(self) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from typing import Any
 
 from redfish_tools import errors as E
 from redfish_tools.connection import BmcConnection, Response
+from redfish_tools.views import Task
 
 DONE_OK = {"Completed"}
 DONE_BAD = {"Exception", "Killed", "Cancelled", "Failed", "CompletedWithErrors", "Interrupted"}
@@ -43,22 +44,17 @@ class TaskOutcome:
         }
 
 
-def task_state(body: dict[str, Any]) -> tuple[str, str, str | None, int | None]:
+def task_state(task: Task) -> tuple[str, str, str | None, int | None]:
     """(state, message, message_id, percent) of a Task or a Dell Job resource."""
-    dell = body.get("Oem", {}).get("Dell", {}) if isinstance(body.get("Oem"), dict) else {}
-    state = str(body.get("JobState") or dell.get("JobState") or body.get("TaskState") or "")
-    if state in ("Running", "New", "Starting", "Pending", "Scheduling", "Downloading") and body.get("TaskState") in (
+    state = str(task.job_state or task.dell_job_state or task.task_state or "")
+    if state in ("Running", "New", "Starting", "Pending", "Scheduling", "Downloading") and task.task_state in (
         "Completed",
         "Exception",
     ):
-        state = str(body["TaskState"])
-    message = str(body.get("Message") or dell.get("Message") or "")
-    if not message:
-        msgs = body.get("Messages") or []
-        if msgs and isinstance(msgs[0], dict):
-            message = str(msgs[0].get("Message", ""))
-    mid = body.get("MessageId") or dell.get("MessageId")
-    pct = body.get("PercentComplete", dell.get("PercentComplete"))
+        state = str(task.task_state)
+    message = str(task.message or task.dell_message or "") or str(task.first_message)
+    mid = task.message_id or task.dell_message_id
+    pct = task.percent_complete
     return (
         state,
         message,
@@ -92,10 +88,10 @@ def wait_for(
             if resp.status == 202:
                 ra = resp.headers.get("retry-after")
                 delay = float(ra) if ra and ra.replace(".", "", 1).isdigit() else poll
-                state, message, mid, pct = task_state(resp.body)
+                state, message, mid, pct = task_state(Task.from_json(resp.body))
                 outcome = TaskOutcome(job_id, state or "Running", message, mid, pct, resp.body)
             else:
-                state, message, mid, pct = task_state(resp.body)
+                state, message, mid, pct = task_state(Task.from_json(resp.body))
                 if not state:  # a monitor answering with the operation's result
                     state = "Completed"
                 outcome = TaskOutcome(job_id, state, message, mid, pct, resp.body)

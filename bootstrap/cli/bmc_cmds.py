@@ -35,9 +35,9 @@ from bootstrap.stages.oob_reports import as_plain, bios_apply_report, bios_plan_
 from bootstrap.stages.options import BiosOptions
 from bootstrap.stages.progress import RichProgress
 from bootstrap.stages.runner import Runner, RunOutcome, select
-from redfish_tools.boot import BOOT_TARGETS, set_boot_once
+from redfish_tools.boot import BOOT_TARGETS, boot_override, set_boot_once
 from redfish_tools.connection import BmcConnection
-from redfish_tools.fleet import FleetInterrupted, NodeResult, run_fleet
+from redfish_tools.fleet import BmcResult, FleetInterrupted, run_fleet
 from redfish_tools.power import POWER_ACTIONS, plan_power, power_state, set_power
 from redfish_tools.resources import Service
 from redfish_tools.status import read_queue, read_status
@@ -68,7 +68,7 @@ class FleetProgress:
     def __exit__(self, *exc: object) -> None:
         self._progress.stop()
 
-    def __call__(self, result: NodeResult[Any]) -> None:
+    def __call__(self, result: BmcResult[Any]) -> None:
         self._progress.advance(self._task)
         if self.quiet:
             return
@@ -98,7 +98,7 @@ def _fleet(  # noqa: PLR0917
     label: str,
     op: Callable[[BmcConnection], Any],
     as_json: bool,
-) -> list[NodeResult[Any]]:
+) -> list[BmcResult[Any]]:
     inventory = load_inventory(inventory_path)
     nodes = select_nodes(inventory, limit)
     _warn_if_insecure(inventory, [n.hostname for n in nodes], as_json)
@@ -139,7 +139,7 @@ def _finish(ok: bool) -> None:
         sys.exit(EXIT_FAILED)
 
 
-def _node_rows(results: list[NodeResult[Any]], show: Callable[[Any], str]) -> Table:
+def _node_rows(results: list[BmcResult[Any]], show: Callable[[Any], str]) -> Table:
     table = Table(show_edge=False, header_style="bold")
     table.add_column("node", no_wrap=True)
     table.add_column("result", overflow="fold")
@@ -314,10 +314,10 @@ def boot_cmd(  # noqa: PLR0917 - click passes options as arguments
 
     def op(conn: BmcConnection) -> dict[str, Any]:
         if dry_run:
-            boot = Service(conn).system(fresh=True).get("Boot", {})
-            same = boot.get("BootSourceOverrideTarget") == target and boot.get("BootSourceOverrideEnabled") == enabled
+            boot = boot_override(conn)
+            same = boot["target"] == target and boot["enabled"] == enabled
             return {
-                "current": f"{boot.get('BootSourceOverrideTarget')}/{boot.get('BootSourceOverrideEnabled')}",
+                "current": f"{boot['target']}/{boot['enabled']}",
                 "would": "nothing" if same else f"set {target}/{enabled}" + (" and reboot" if reboot else ""),
             }
         result = set_boot_once(conn, target, enabled=enabled).as_dict()

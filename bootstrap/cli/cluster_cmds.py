@@ -17,7 +17,8 @@ from bootstrap.inventory.loader import load_inventory
 
 if TYPE_CHECKING:  # imported where used: the command loads them only when it runs
     from bootstrap.inventory.models import Inventory
-    from bootstrap.nvidia.validators import ClusterReport, NodeFacts
+    from bootstrap.validation.checks import GpuNodeFacts
+    from bootstrap.validation.report import ClusterReport
     from bootstrap.validation.workloads import Settings
 
 #: A Kubernetes namespace name (DNS-1123 label).
@@ -189,7 +190,7 @@ def validate_cluster_cmd(  # noqa: PLR0917 - click passes options as arguments
     proxy and a CUDA smoke Job per GPU product (and with --nccl an NCCL all-reduce per SXM node)."""
     from bootstrap.nvidia.detect import NvSwitchReport, nvswitch_pci_slots  # noqa: PLC0415
     from bootstrap.nvidia.smi import parse  # noqa: PLC0415
-    from bootstrap.nvidia.validators import NodeFacts, validate_cluster  # noqa: PLC0415
+    from bootstrap.validation.checks import GpuNodeFacts, validate_cluster  # noqa: PLC0415
 
     inv = load_inventory(inventory_path)
     if namespace is not None and not NAMESPACE_RE.match(namespace):
@@ -228,11 +229,11 @@ def validate_cluster_cmd(  # noqa: PLR0917 - click passes options as arguments
     from bootstrap.validation.live import read_nodes, read_only_once  # noqa: PLC0415
 
     nodes = read_nodes(kubeconfig) if kubeconfig else _read_json(nodes_json, "kubectl get nodes -o json")  # type: ignore[arg-type]
-    facts: dict[str, NodeFacts] = {}
+    facts: dict[str, GpuNodeFacts] = {}
     for node, path in _node_files(smi_files, "--nvidia-smi").items():
-        facts.setdefault(node, NodeFacts()).smi = parse(path.read_text(), str(path))
+        facts.setdefault(node, GpuNodeFacts()).smi = parse(path.read_text(), str(path))
     for node, path in _node_files(lspci_files, "--lspci").items():
-        facts.setdefault(node, NodeFacts()).nvswitch = NvSwitchReport(pci_slots=nvswitch_pci_slots(path.read_text()))
+        facts.setdefault(node, GpuNodeFacts()).nvswitch = NvSwitchReport(pci_slots=nvswitch_pci_slots(path.read_text()))
     if dcgm_metrics is not None or kubeconfig is None or skip_dcgm:
         report = validate_cluster(inv, nodes, facts, dcgm_metrics.read_text() if dcgm_metrics else None)
         if skip_dcgm:

@@ -51,7 +51,7 @@ DCGM_DEFAULT_METRICS = frozenset(
     }
 )
 #: The node label of DCGM exporter releases: ``Hostname`` (its main branch renames it ``hostname``, #655,
-#: in no release yet); :mod:`bootstrap.nvidia.validators` reads the same label.
+#: in no release yet); :mod:`bootstrap.validation.checks` reads the same label.
 DCGM_HOST_LABEL = "Hostname"
 
 #: Triton's per-model inference metrics (``/metrics`` on port 8002, labels ``model`` and ``version``): all but

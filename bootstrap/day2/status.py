@@ -17,7 +17,7 @@ from bootstrap.journal.store import Journal, StepRecord
 from bootstrap.kube import Cluster
 from bootstrap.stages.oob import policy_for, targets_for
 from redfish_tools.connection import BmcConnection, ConnectionPolicy
-from redfish_tools.fleet import NodeResult, run_fleet
+from redfish_tools.fleet import BmcResult, run_fleet
 from redfish_tools.status import read_status
 
 #: One node's BMC reads (login, system, manager, logout) are cut after this long.
@@ -71,7 +71,7 @@ def read_bmc(conn: BmcConnection) -> dict[str, Any]:
     return {"power": status.power, "health": status.health, "bios": status.bios, "idrac": status.idrac}
 
 
-def firmware_cell(inventory: Inventory, node: Node, bmc: NodeResult[dict[str, Any]]) -> Cell:
+def firmware_cell(inventory: Inventory, node: Node, bmc: BmcResult[dict[str, Any]]) -> Cell:
     """Installed BIOS/iDRAC against the model's baseline."""
     if not bmc.ok or bmc.value is None:
         return degraded(_error_text(bmc))
@@ -90,7 +90,7 @@ def firmware_cell(inventory: Inventory, node: Node, bmc: NodeResult[dict[str, An
     return ok(f"{shown} (at baseline)", "baseline", refer=False)
 
 
-def _error_text(result: NodeResult[Any]) -> str:
+def _error_text(result: BmcResult[Any]) -> str:
     error = result.error or {}
     return f"BMC not answering ({error.get('kind', 'error')}): {error.get('message', 'no detail')}"
 

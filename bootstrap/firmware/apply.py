@@ -45,7 +45,7 @@ from bootstrap.rollout.report import (
 from redfish_tools import errors as E
 from redfish_tools.connection import BmcConnection, BmcTarget, ConnectionPolicy
 from redfish_tools.firmware import firmware_inventory, install_from_repository, start_update, update_jobs
-from redfish_tools.fleet import NodeResult, run_fleet
+from redfish_tools.fleet import BmcResult, run_fleet
 from redfish_tools.jobs import Job, wait_job
 from redfish_tools.lc import wait_lc_ready
 from redfish_tools.power import power_state, set_power
@@ -223,7 +223,7 @@ class FirmwareRollout:
         """Ready for the scheduler (:func:`ready_for_rollout`)."""
         return ready_for_rollout(self.gate, self.journal, node)
 
-    def _node_finished(self, result: NodeResult[Any]) -> None:
+    def _node_finished(self, result: BmcResult[Any]) -> None:
         outcome = self.outcomes[result.name]
         if result.name in self._interrupted or (result.error or {}).get("kind") == "cancelled":
             outcome.status = "interrupted"

@@ -1,1 +1,2 @@
-"""NVIDIA GPU logic: NVSwitch detection, driver/Fabric Manager versions, cluster validators."""
+"""NVIDIA GPU logic: NVSwitch detection, nvidia-smi reports, the host side, driver/Fabric Manager versions, NCCL
+tests' output; the cluster checks that read them are :mod:`bootstrap.validation.checks`."""

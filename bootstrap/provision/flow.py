@@ -43,6 +43,7 @@ from redfish_tools.boot import set_boot_once
 from redfish_tools.connection import BmcConnection, BmcTarget, ConnectionPolicy
 from redfish_tools.power import power_state, set_power
 from redfish_tools.resources import Service
+from redfish_tools.views import ComputerSystem
 
 PHASES = ("network-boot", "install", "power-off", "disk-boot", "ssh", "identity")
 #: Seconds between power-state reads while waiting for a node to power itself off (one cheap GET each).
@@ -421,9 +422,9 @@ def _phase(run: NodeRun, name: str, on_phase: Callable[[str, str], None] | None 
 
 def _bmc_identity(conn: BmcConnection) -> dict[str, str]:
     """System UUID and service tag as the BMC reports them (what DMI on the host must say)."""
-    system = Service(conn).system(fresh=True)
-    uuid = str(system.get("UUID") or "").lower()
-    serial = str(system.get("SKU") or system.get("SerialNumber") or "")
+    system = ComputerSystem.from_json(Service(conn).system(fresh=True))
+    uuid = str(system.uuid or "").lower()
+    serial = str(system.sku or system.serial_number or "")
     return {"uuid": uuid, "serial": serial}
 
 

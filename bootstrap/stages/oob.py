@@ -20,7 +20,7 @@ from bootstrap.inventory.models import Inventory, Node
 from bootstrap.inventory.secrets import resolve_bmc_credentials
 from bootstrap.inventory.yamledit import YamlEditor
 from redfish_tools.connection import BmcTarget, ConnectionPolicy
-from redfish_tools.discover import NodeFacts
+from redfish_tools.discover import DiscoveredNode
 
 #: the stage whose journalled facts hold what discovery read
 FACTS_STAGE = "discover"
@@ -74,7 +74,7 @@ def targets_for(inventory: Inventory, nodes: list[Node]) -> list[BmcTarget]:
 
 
 # -- discover ---------------------------------------------------------------------------------------
-def check_facts(inventory: Inventory, node: Node, facts: NodeFacts) -> list[dict[str, Any]]:
+def check_facts(inventory: Inventory, node: Node, facts: DiscoveredNode) -> list[dict[str, Any]]:
     """Differences between the inventory and what the BMC reports: model, GPU count, service tag."""
     found: list[dict[str, Any]] = []
     hw = inventory.hardware(node.model)
@@ -97,7 +97,7 @@ def interface_fqdd(inventory: Inventory, node: Node, iface: Any) -> str | None:
     return hw.nics.get(iface.network) if (hw and iface.network) else None
 
 
-def mac_diff(inventory: Inventory, node: Node, facts: NodeFacts) -> list[dict[str, Any]]:
+def mac_diff(inventory: Inventory, node: Node, facts: DiscoveredNode) -> list[dict[str, Any]]:
     """Interfaces whose MAC in the inventory is missing or differs from the discovered one."""
     macs = facts.macs()
     diff = []

@@ -16,7 +16,7 @@ from bootstrap.stages.base import RunOptions
 from bootstrap.stages.oob import FACTS_STAGE, check_facts, desired_bios, mac_diff, policy_for, targets_for
 from bootstrap.stages.runner import RunOutcome, plan, select
 from redfish_tools.bios import plan_bios
-from redfish_tools.discover import Gpu, Nic, NodeFacts
+from redfish_tools.discover import DiscoveredNode, Gpu, Nic
 from redfish_tools.fleet import Progress, run_fleet
 
 
@@ -68,10 +68,10 @@ def discover_report(inventory: Inventory, state_dir: Path, outcome: RunOutcome) 
     }
 
 
-def facts_from_dict(raw: dict[str, Any]) -> NodeFacts:
-    """The journalled facts back as :class:`NodeFacts` (the parts the inventory checks read)."""
+def facts_from_dict(raw: dict[str, Any]) -> DiscoveredNode:
+    """The journalled facts back as :class:`DiscoveredNode` (the parts the inventory checks read)."""
     simple: dict[str, Any] = {k: raw.get(k) for k in ("bmc", "service_tag", "manufacturer", "model", "power_state")}
-    return NodeFacts(
+    return DiscoveredNode(
         **simple,
         nics=[Nic(**nic) for nic in raw.get("nics", [])],
         gpus=[Gpu(**gpu) for gpu in raw.get("gpus", [])],

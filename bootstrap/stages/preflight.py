@@ -28,8 +28,7 @@ from bootstrap.inventory.models import Inventory, Node
 from bootstrap.stages.base import NodeResult, PlannedAction, Stage, StageContext, StageResult, register_stage
 from bootstrap.stages.oob import policy_for, targets_for
 from redfish_tools.connection import ConnectionPolicy
-from redfish_tools.fleet import NodeResult as FleetResult
-from redfish_tools.fleet import run_fleet
+from redfish_tools.fleet import BmcResult, run_fleet
 from redfish_tools.proof import prove_bmc
 
 #: One BMC's proof (root, login, one read, logout) is cut after 45 s; a dead address fails within seconds.
@@ -73,7 +72,7 @@ def fix_for(kind: str, inventory: Inventory, node: Node, address: str) -> str:
     return ""
 
 
-def cause_of(result: FleetResult[Any], fix: str = "") -> str:
+def cause_of(result: BmcResult[Any], fix: str = "") -> str:
     """A failed proof's cause in one line: what failed (TLS, credential, no answer), the BMC's reason and
     the fix (a TLS failure's reason holds its own)."""
     error = result.error or {}

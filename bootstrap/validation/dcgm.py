@@ -8,7 +8,7 @@ each, through ``kubectl proxy`` (:class:`bootstrap.kube.service_proxy.KubectlPro
 
 Per node it says which pod was read and what came back, or why nothing could be read (no exporter pod on the
 node, the pod not Running, the proxy's answer); :meth:`DcgmRead.sources` is that for
-:func:`bootstrap.nvidia.validators.validate_cluster`, and :attr:`DcgmRead.text` the texts read, together.
+:func:`bootstrap.validation.checks.validate_cluster`, and :attr:`DcgmRead.text` the texts read, together.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from bootstrap.cluster.gpu_operator import gpu_operator
 from bootstrap.inventory.models import Inventory
 from bootstrap.kube.api import KubeError, PodLister
 from bootstrap.kube.service_proxy import KubectlProxy, http_error_text, open_direct
-from bootstrap.nvidia.validators import DcgmSource
+from bootstrap.validation.checks import DcgmSource
 
 #: The label the GPU Operator gives its dcgm-exporter pods.
 SELECTOR = "app=nvidia-dcgm-exporter"

@@ -1,7 +1,7 @@
 """The cluster checks against a live cluster, for ``rackctl validate-cluster --kubeconfig`` and the nvidia stage.
 
 The checks themselves: the read-only ones (node Ready, allocatable GPUs, Fabric Manager, DCGM metrics;
-:func:`bootstrap.nvidia.validators.validate_cluster`), the DCGM exporters read through the API server
+:func:`bootstrap.validation.checks.validate_cluster`), the DCGM exporters read through the API server
 (:mod:`bootstrap.validation.dcgm`) and the workload Jobs (:mod:`bootstrap.validation.workloads`). Two ways
 to run them, both here:
 
@@ -29,8 +29,9 @@ from bootstrap.errors import EnvironmentMissing, InvalidInput, Problem
 from bootstrap.inventory.models import Inventory
 from bootstrap.kube import Kubectl, KubeError
 from bootstrap.kube.api import WorkloadApi
-from bootstrap.nvidia.validators import Check, ClusterReport, NodeFacts, gpu_nodes, validate_cluster
+from bootstrap.validation.checks import GpuNodeFacts, gpu_nodes, validate_cluster
 from bootstrap.validation.dcgm import DcgmRead, DcgmReader, exporter
+from bootstrap.validation.report import CheckResult, ClusterReport
 from bootstrap.validation.workloads import Settings, add_workloads
 from bootstrap.validation.workloads import run as run_workloads
 from redfish_tools.secrets import redact
@@ -75,7 +76,7 @@ def read_nodes(kubeconfig: Path) -> Any:
 
 
 def read_only_once(
-    inv: Inventory, kubeconfig: Path, nodes: dict[str, Any], facts: dict[str, NodeFacts]
+    inv: Inventory, kubeconfig: Path, nodes: dict[str, Any], facts: dict[str, GpuNodeFacts]
 ) -> ClusterReport:
     """The read-only checks, with each GPU node's DCGM exporter read live through the API server's pod proxy."""
     where = exporter(inv)
@@ -119,12 +120,12 @@ class Polled:
 def poll_read_only(
     inv: Inventory,
     api: WorkloadApi,
-    facts: dict[str, NodeFacts],
+    facts: dict[str, GpuNodeFacts],
     *,
     timeout_s: float,
     progress: Callable[[str], None],
     dcgm: Callable[[], DcgmRead] | None = None,
-    refresh: Callable[[dict[str, NodeFacts]], dict[str, NodeFacts]] | None = None,
+    refresh: Callable[[dict[str, GpuNodeFacts]], dict[str, GpuNodeFacts]] | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Polled:
@@ -169,12 +170,12 @@ def validate_polled(
     inv: Inventory,
     api: WorkloadApi,
     kubeconfig: Path,
-    facts: dict[str, NodeFacts],
+    facts: dict[str, GpuNodeFacts],
     settings: Settings,
     *,
     progress: Callable[[str], None],
     left_out: dict[str, str] | None = None,
-    refresh: Callable[[dict[str, NodeFacts]], dict[str, NodeFacts]] | None = None,
+    refresh: Callable[[dict[str, GpuNodeFacts]], dict[str, GpuNodeFacts]] | None = None,
 ) -> tuple[ClusterReport, dict[str, Any]]:
     """Poll the read-only checks within ``settings.timeout_s``, then (when they pass) run the workload checks:
     the report and how it went (``left_out``: nodes whose Fabric Manager is not looked at, with why)."""
@@ -190,7 +191,8 @@ def validate_polled(
         )
     report = polled.report
     if polled.error is not None:
-        report.checks.append(Check("nodes-read", "(cluster)", False, f"the nodes could not be read: {polled.error}"))
+        why = f"the nodes could not be read: {polled.error}"
+        report.checks.append(CheckResult("nodes-read", "(cluster)", False, why))
     for skip in report.skipped:
         if skip.get("check") == "fabric-manager" and skip.get("node") in left_out:
             skip["why"] = f"{skip['why']}: {left_out[skip['node']]}"

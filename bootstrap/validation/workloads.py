@@ -10,7 +10,7 @@ GPUs that are advertised.
 
 The Jobs are applied server-side in one namespace (:func:`bootstrap.kube.apply.apply_objects`),
 watched until Complete or Failed within one deadline, and deleted afterwards (propagation Background) unless
-asked to keep them. Each becomes a :class:`~bootstrap.nvidia.validators.Check`; a failure says why: the
+asked to keep them. Each becomes a :class:`~bootstrap.validation.report.CheckResult`; a failure says why: the
 Job's Failed condition, the pod's container state, a pod the scheduler could not place (its message, such as
 ``Insufficient nvidia.com/gpu``), or that no Job controller started it. :func:`plan` gives the Jobs without
 creating anything; :func:`validate_live` runs the read-only checks and these together (for a stage).
@@ -31,16 +31,15 @@ from bootstrap.inventory.models import Inventory, Node
 from bootstrap.kube.api import KubeError, WorkloadApi
 from bootstrap.kube.apply import apply_objects
 from bootstrap.nvidia import nccl_tests
-from bootstrap.nvidia.validators import (
-    Check,
-    ClusterReport,
-    NodeFacts,
+from bootstrap.validation.checks import (
+    GpuNodeFacts,
     expected_gpu_resources,
     gpu_nodes,
     mig_layout,
     nodes_by_name,
     validate_cluster,
 )
+from bootstrap.validation.report import CheckResult, ClusterReport
 
 #: The smoke Job's image. CUDA 12.2 is the newest CUDA whose containers both pinned drivers of
 #: ``bootstrap.inventory.profiles`` run without forward compatibility (535.161.08 of ``dell-dvd-2024`` is the
@@ -403,7 +402,7 @@ def watch_jobs(
 class WorkloadResult:
     """The checks the Jobs gave, the targets left out, and each Job's fate."""
 
-    checks: list[Check] = field(default_factory=list)
+    checks: list[CheckResult] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
     jobs: list[dict[str, Any]] = field(default_factory=list)
     namespace: str = NAMESPACE
@@ -441,8 +440,8 @@ def _check_message(target: Target, namespace: str, name: str, outcome: str, sett
 
 def _judge(
     api: WorkloadApi, target: Target, name: str, job: dict[str, Any] | None, settings: Settings, *, unread: str = ""
-) -> Check:
-    """One finished (or timed-out) Job as a :class:`Check`; a Complete NCCL Job is judged by its output.
+) -> CheckResult:
+    """One finished (or timed-out) Job as a :class:`CheckResult`; a Complete NCCL Job is judged by its output.
     ``unread``: why the Job's last read failed (``job`` is then its state before, None where none was read)."""
     if job is None and unread:
         ok, outcome = False, f"its state could not be read within {settings.timeout_s:g} s: {unread}"
@@ -457,7 +456,7 @@ def _judge(
         ok, detail, actual = _judge_nccl_output(api, target, settings.namespace, name, settings)
         outcome = f"{outcome}; {detail}"
     message = _check_message(target, settings.namespace, name, outcome, settings)
-    return Check(target.check, target.subject, ok, message, expected, actual)
+    return CheckResult(target.check, target.subject, ok, message, expected, actual)
 
 
 def run(
@@ -471,7 +470,7 @@ def run(
     sleep: Callable[[float], None] = time.sleep,
 ) -> WorkloadResult:
     """Create the Jobs of :func:`plan` (those that can land on a Ready node), watch them, judge them, delete
-    them (unless ``settings.keep``): one :class:`Check` per target."""
+    them (unless ``settings.keep``): one :class:`CheckResult` per target."""
     the_plan = plan(inv, settings)
     result = WorkloadResult(skipped=list(the_plan.skipped), namespace=settings.namespace, run_id=the_plan.run_id)
     runnable: dict[str, tuple[Target, dict[str, Any]]] = {}
@@ -480,7 +479,7 @@ def run(
         if why is None:
             runnable[job["metadata"]["name"]] = (target, job)
         else:
-            result.checks.append(Check(target.check, target.subject, False, why))
+            result.checks.append(CheckResult(target.check, target.subject, False, why))
     if not runnable:
         return result
     created = list(runnable)  # until the apply answers: whatever it may have created is deleted afterwards
@@ -491,13 +490,14 @@ def run(
             applied = apply_objects(api, [namespace_manifest(settings), *(job for _, job in runnable.values())])
         except KubeError as exc:
             for target, _ in runnable.values():
-                result.checks.append(Check(target.check, target.subject, False, f"Job not created: {exc.message}"))
+                why = f"Job not created: {exc.message}"
+                result.checks.append(CheckResult(target.check, target.subject, False, why))
             return result
         created = [name for name in runnable if f"Job/{settings.namespace}/{name}" in applied.applied]
         for name, (target, _) in runnable.items():
             if name not in created:
                 why = applied.not_applied.get(f"Job/{settings.namespace}/{name}", "not applied")
-                result.checks.append(Check(target.check, target.subject, False, f"Job not created: {why}"))
+                result.checks.append(CheckResult(target.check, target.subject, False, f"Job not created: {why}"))
         states, unread = watch_jobs(
             api, settings.namespace, created, timeout_s=settings.timeout_s, clock=clock, sleep=sleep, progress=progress
         )
@@ -531,7 +531,7 @@ def validate_live(
     api: WorkloadApi,
     settings: Settings,
     *,
-    facts: dict[str, NodeFacts] | None = None,
+    facts: dict[str, GpuNodeFacts] | None = None,
     dcgm_metrics: str | None = None,
     workloads: bool = True,
     progress: Callable[[str], None] | None = None,

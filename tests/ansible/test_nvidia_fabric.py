@@ -28,9 +28,9 @@ from bootstrap.journal.store import Journal
 from bootstrap.kube import Kubectl
 from bootstrap.nvidia.detect import NvSwitchReport
 from bootstrap.nvidia.smi import OPERATOR
-from bootstrap.nvidia.validators import NodeFacts
 from bootstrap.stages.base import RunOptions, StageContext
 from bootstrap.stages.nvidia.fabric import FabricReader
+from bootstrap.validation.checks import GpuNodeFacts
 from bootstrap.validation.live import poll_read_only
 from tests.ansible.test_nvidia_host_stage import EmulatedGpus, run_nvidia
 from tests.ansible.test_playbook_stage import RelayEnvironment, networked, rack  # noqa: F401 - the fixtures
@@ -151,7 +151,7 @@ def test_validation_reads_the_fabric_state_again_until_every_gpu_is_registered(
     polled = poll_read_only(
         inventory,
         Kubectl(kubeconfig),
-        {"gpu-01": NodeFacts(nvswitch=SWITCHES)},
+        {"gpu-01": GpuNodeFacts(nvswitch=SWITCHES)},
         timeout_s=600,
         progress=said.append,
         refresh=reader.refresh,
@@ -166,7 +166,7 @@ def test_validation_reads_the_fabric_state_again_until_every_gpu_is_registered(
     assert any("fabric-manager gpu-01" in s and "In Progress/Success" in s for s in said), said
     reads = container.count()
     assert reads >= 2 and reader.reads == reads
-    reader.refresh({"gpu-01": NodeFacts(nvswitch=SWITCHES)})  # all registered: not read again
+    reader.refresh({"gpu-01": GpuNodeFacts(nvswitch=SWITCHES)})  # all registered: not read again
     assert container.count() == reads
 
 
@@ -186,7 +186,7 @@ def test_the_hosts_nvidia_smi_comes_first_and_a_node_without_any_says_why(
 ) -> None:
     smi, on_host = host_smi(tmp_path / "host-bin", COMPLETED)
     extravars = {"nvidia_host_driver_root": str(container.report.parent), "nvidia_host_smi_path": str(smi)}
-    facts = {n: NodeFacts(nvswitch=SWITCHES) for n in ("gpu-01", "gpu-02")}
+    facts = {n: GpuNodeFacts(nvswitch=SWITCHES) for n in ("gpu-01", "gpu-02")}
     read = FabricReader(stage_context(networked, journal, extravars), ["gpu-01", "gpu-02"]).refresh(facts)
     assert read["gpu-01"].smi is not None and read["gpu-01"].smi_where == (
         "the host's nvidia-smi, read over SSH at validation"

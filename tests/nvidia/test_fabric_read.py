@@ -1,5 +1,5 @@
 """Which nvidia-smi gave a node's Fabric Manager state, and what the fabric-manager check says for each driver path
-(bootstrap/nvidia/smi.py ``read_from_role``, bootstrap/nvidia/validators.py, bootstrap/stages/nvidia/fabric.py),
+(bootstrap/nvidia/smi.py ``read_from_role``, bootstrap/validation/checks.py, bootstrap/stages/nvidia/fabric.py),
 against the recorded ``nvidia-smi -q -x`` of an XE9680 (8 x H100 SXM, tests/nvidia/fixtures) in the shape role
 ``nvidia_host``'s ``tasks/smi.yml`` returns it. No GPU here: the real parsers on recorded text."""
 
@@ -17,8 +17,8 @@ from bootstrap.inventory.models import Inventory
 from bootstrap.nvidia.detect import NvSwitchReport, nvswitch_pci_slots
 from bootstrap.nvidia.host import assess_report
 from bootstrap.nvidia.smi import HOST, OPERATOR, parse, read_from_role
-from bootstrap.nvidia.validators import NodeFacts, validate_cluster
 from bootstrap.stages.nvidia.fabric import operator_nvswitch_nodes, unreachable_facts
+from bootstrap.validation.checks import GpuNodeFacts, validate_cluster
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EXAMPLE = Path(__file__).parents[2] / "inventory" / "examples" / "dvd-inference.yml"
@@ -42,7 +42,7 @@ def xe9680_switches() -> NvSwitchReport:
     return NvSwitchReport(pci_slots=nvswitch_pci_slots((FIXTURES / "lspci-n-xe9680.txt").read_text()))
 
 
-def fabric_check(inventory: Inventory, facts: NodeFacts) -> dict:
+def fabric_check(inventory: Inventory, facts: GpuNodeFacts) -> dict:
     nodes = json.loads((FIXTURES / "kubectl-get-nodes-dvd.json").read_text())
     data = validate_cluster(inventory, nodes, {XE9680: facts}).as_dict()
     return next(c for c in data["checks"] if c["check"] == "fabric-manager" and c["node"] == XE9680)
@@ -88,7 +88,7 @@ def test_the_host_sides_verdict_records_which_nvidia_smi_it_read(inventory: Inve
 
 
 def test_an_operator_driver_node_without_a_report_fails_naming_where_it_is_read(inventory: Inventory) -> None:
-    check = fabric_check(inventory, NodeFacts(nvswitch=xe9680_switches()))
+    check = fabric_check(inventory, GpuNodeFacts(nvswitch=xe9680_switches()))
     assert not check["ok"]
     assert "no nvidia-smi report to check" not in check["message"]
     assert (
@@ -97,32 +97,32 @@ def test_an_operator_driver_node_without_a_report_fails_naming_where_it_is_read(
     )
     assert "`chroot /run/nvidia/driver nvidia-smi -q -x`" in check["message"]
     why = "no nvidia-smi on the node (looked for ...)"
-    check = fabric_check(inventory, NodeFacts(nvswitch=xe9680_switches(), smi_why=why))
+    check = fabric_check(inventory, GpuNodeFacts(nvswitch=xe9680_switches(), smi_why=why))
     assert check["message"] == f"NVSwitches present, Fabric Manager state not read: {why}"
 
 
 def test_the_check_names_which_nvidia_smi_gave_the_states(inventory: Inventory) -> None:
     xml = (FIXTURES / "nvidia-smi-h100-sxm.xml").read_text()
     where = "nvidia-smi in the GPU Operator's driver container, read over SSH at validation"
-    check = fabric_check(inventory, NodeFacts(parse(xml), xe9680_switches(), smi_where=where))
+    check = fabric_check(inventory, GpuNodeFacts(parse(xml), xe9680_switches(), smi_where=where))
     assert check["ok"] and check["message"] == f"every GPU registered with Fabric Manager ({where})"
     waiting = xml.replace("<state>Completed</state>", "<state>In Progress</state>", 1)
-    check = fabric_check(inventory, NodeFacts(parse(waiting), xe9680_switches(), smi_where=where))
+    check = fabric_check(inventory, GpuNodeFacts(parse(waiting), xe9680_switches(), smi_where=where))
     assert not check["ok"] and f"(fabric state Completed/Success, In Progress/Success) ({where})" in check["message"]
 
 
 def test_only_nvswitch_nodes_with_the_operators_driver_are_read_again(inventory: Inventory) -> None:
     l40s = NvSwitchReport(pci_slots=nvswitch_pci_slots((FIXTURES / "lspci-n-r760xa-l40s.txt").read_text()))
-    facts = {XE9680: NodeFacts(nvswitch=xe9680_switches()), "gpu-l40s-01": NodeFacts(nvswitch=l40s)}
+    facts = {XE9680: GpuNodeFacts(nvswitch=xe9680_switches()), "gpu-l40s-01": GpuNodeFacts(nvswitch=l40s)}
     assert operator_nvswitch_nodes(inventory, facts) == [XE9680]
     assert operator_nvswitch_nodes(inventory, {"gpu-l40s-01": facts["gpu-l40s-01"]}) == []
 
 
 def test_an_unreachable_node_keeps_only_a_record_read_from_the_driver_container() -> None:
     xml = (FIXTURES / "nvidia-smi-h100-sxm.xml").read_text()
-    container = NodeFacts(parse(xml), xe9680_switches(), smi_source=OPERATOR)
+    container = GpuNodeFacts(parse(xml), xe9680_switches(), smi_source=OPERATOR)
     assert unreachable_facts(container, "the node is not installed (discovered)") is container
-    host = NodeFacts(parse(xml), xe9680_switches(), smi_source=HOST)
+    host = GpuNodeFacts(parse(xml), xe9680_switches(), smi_source=HOST)
     kept = unreachable_facts(host, "the node is not installed (discovered)")
     assert kept.smi is None and kept.smi_why == (
         "operator-managed driver: its nvidia-smi is in the driver container, read by the nvidia stage over SSH, "

@@ -16,7 +16,7 @@ from bootstrap.inventory.models import Inventory
 from bootstrap.nvidia.detect import NvSwitchReport, detect, nvswitch_pci_slots
 from bootstrap.nvidia.fabric_manager import check_versions, fabric_manager_packages, upstream_version
 from bootstrap.nvidia.smi import parse
-from bootstrap.nvidia.validators import NodeFacts, expected_gpu_resources, validate_cluster
+from bootstrap.validation.checks import CHECKS, GpuNodeFacts, expected_gpu_resources, validate_cluster
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EXAMPLE = Path(__file__).parents[2] / "inventory" / "examples" / "dvd-inference.yml"
@@ -35,13 +35,13 @@ def _smi() -> str:
     return (FIXTURES / "nvidia-smi-h100-sxm.xml").read_text()
 
 
-def _facts(smi: str | None = None) -> dict[str, NodeFacts]:
+def _facts(smi: str | None = None) -> dict[str, GpuNodeFacts]:
     return {
-        "gpu-xe9680-01": NodeFacts(
+        "gpu-xe9680-01": GpuNodeFacts(
             smi=parse(smi or _smi()),
             nvswitch=NvSwitchReport(pci_slots=nvswitch_pci_slots((FIXTURES / "lspci-n-xe9680.txt").read_text())),
         ),
-        "gpu-l40s-01": NodeFacts(
+        "gpu-l40s-01": GpuNodeFacts(
             nvswitch=NvSwitchReport(pci_slots=nvswitch_pci_slots((FIXTURES / "lspci-n-r760xa-l40s.txt").read_text()))
         ),
     }
@@ -113,6 +113,23 @@ def test_healthy_cluster_passes(inventory: Inventory) -> None:
     assert ("gpu-allocatable", "gpu-l40s-01") in kinds
     assert ("dcgm-metrics", "gpu-xe9680-01") in kinds
     assert sum(c["check"] == "node-ready" for c in data["checks"]) == 5
+
+
+def test_the_registered_checks_run_in_order_with_one_nodes_gpu_results_together(inventory: Inventory) -> None:
+    assert list(CHECKS) == ["node-ready", "gpu-allocatable", "fabric-manager", "dcgm-metrics"]
+    assert CHECKS["dcgm-metrics"].reads == ("dcgm-metrics", "dcgm-sources")
+    data = validate_cluster(inventory, _nodes(), _facts(), (FIXTURES / "dcgm-metrics.txt").read_text()).as_dict()
+    gpu = ["gpu-l40s-01", "gpu-xe9680-01"]
+    assert [(c["check"], c["node"]) for c in data["checks"]] == [
+        *(("node-ready", n) for n in ["head-01", "cp-02", "cp-03", *gpu]),
+        *((check, n) for n in gpu for check in ("gpu-allocatable", "fabric-manager")),
+        *(("dcgm-metrics", n) for n in gpu),
+    ]
+    assert validate_cluster(inventory, _nodes()).skipped == [
+        {"check": "fabric-manager", "node": "gpu-l40s-01", "why": "no NVSwitch detection from this node"},
+        {"check": "fabric-manager", "node": "gpu-xe9680-01", "why": "no NVSwitch detection from this node"},
+        {"check": "dcgm-metrics", "why": "no DCGM exporter metrics given"},
+    ]
 
 
 def test_not_ready_node_and_missing_gpus_fail(inventory: Inventory) -> None:

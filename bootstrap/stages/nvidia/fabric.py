@@ -17,9 +17,9 @@ import dataclasses
 from bootstrap.ansible_driver import PlaybookResult
 from bootstrap.inventory.models import Inventory
 from bootstrap.nvidia.smi import OPERATOR, read_from_role
-from bootstrap.nvidia.validators import NodeFacts, gpu_nodes
 from bootstrap.stages.base import StageContext
 from bootstrap.stages.playbook import host_side_targets, play, stage_extravars
+from bootstrap.validation.checks import GpuNodeFacts, gpu_nodes
 
 #: The play, and the fact it returns per node (role ``nvidia_host``'s ``tasks/smi.yml``).
 FABRIC_PLAYBOOK = "nvidia_fabric.yml"
@@ -33,7 +33,7 @@ def operator_driver(inv: Inventory, model: str) -> bool:
     return inv.nvidia.profile_for(model).driver == "operator"
 
 
-def operator_nvswitch_nodes(inv: Inventory, facts: dict[str, NodeFacts]) -> list[str]:
+def operator_nvswitch_nodes(inv: Inventory, facts: dict[str, GpuNodeFacts]) -> list[str]:
     """The GPU nodes of ``facts`` with NVSwitches detected whose driver is the GPU Operator's."""
     return [
         node.hostname
@@ -54,9 +54,9 @@ class FabricReader:
         self.extravars = stage_extravars(ctx, ctx.stage)
         self.targets, self.unreachable = host_side_targets(ctx, nodes)
         self.reads = 0
-        self.last: dict[str, NodeFacts] = {}
+        self.last: dict[str, GpuNodeFacts] = {}
 
-    def refresh(self, facts: dict[str, NodeFacts]) -> dict[str, NodeFacts]:
+    def refresh(self, facts: dict[str, GpuNodeFacts]) -> dict[str, GpuNodeFacts]:
         """``facts`` with this reader's nodes read again (those not all registered yet; one play for them all)."""
         out = dict(facts)
         for node, why in self.unreachable.items():
@@ -78,7 +78,7 @@ class FabricReader:
         return out
 
 
-def _registered(facts: NodeFacts | None) -> bool:
+def _registered(facts: GpuNodeFacts | None) -> bool:
     return (
         facts is not None
         and facts.smi is not None
@@ -87,7 +87,7 @@ def _registered(facts: NodeFacts | None) -> bool:
     )
 
 
-def unreachable_facts(kept: NodeFacts, why: str) -> NodeFacts:
+def unreachable_facts(kept: GpuNodeFacts, why: str) -> GpuNodeFacts:
     """An unreachable node's facts: the host side's record when read from the operator's driver container."""
     if kept.smi is not None and kept.smi_source == OPERATOR:
         return kept
@@ -99,7 +99,7 @@ def unreachable_facts(kept: NodeFacts, why: str) -> NodeFacts:
     )
 
 
-def _read(node: str, result: PlaybookResult, kept: NodeFacts) -> NodeFacts:
+def _read(node: str, result: PlaybookResult, kept: GpuNodeFacts) -> GpuNodeFacts:
     """What the play read on ``node``: its GPUs' fabric states, or why none."""
     outcome = result.hosts.get(node)
     if outcome is None or not outcome.success or node not in result.facts:

@@ -3,7 +3,7 @@ release is deployed (installed, upgraded or unchanged by Helm in this run).
 
 - **read-only checks**, polled (:func:`bootstrap.validation.live.poll_read_only`): every inventory node Ready,
   allocatable ``nvidia.com/gpu`` (or MIG slices) per node as the inventory says, Fabric Manager on NVSwitch nodes
-  (:func:`bootstrap.nvidia.validators.validate_cluster`). A GPU Operator just installed needs minutes before
+  (:func:`bootstrap.validation.checks.validate_cluster`). A GPU Operator just installed needs minutes before
   its device plugin advertises the GPUs: the checks are read again (every 0.5 s at first, then up to every
   5 s) until they pass or ``up --validate-timeout`` (default 900 s) runs out. Once those pass, each GPU node's
   DCGM exporter is read too (:mod:`bootstrap.validation.dcgm`: its pod through the API server's pod proxy;
@@ -40,13 +40,14 @@ from bootstrap.kube import KUBECONFIG, cluster_for
 from bootstrap.kube.api import WorkloadApi
 from bootstrap.nvidia.detect import NvSwitchReport
 from bootstrap.nvidia.smi import HOST, Gpu, SmiRead, SmiReport
-from bootstrap.nvidia.validators import ClusterReport, NodeFacts, gpu_nodes
 from bootstrap.stages.base import NodeResult, PlannedAction, StageContext, StageResult
 from bootstrap.stages.cluster_inputs import cluster_inputs
 from bootstrap.stages.helm_releases import FACTS as HELM_FACTS
 from bootstrap.stages.nvidia.fabric import FabricReader, operator_nvswitch_nodes
 from bootstrap.stages.options import ValidateOptions
+from bootstrap.validation.checks import GpuNodeFacts, gpu_nodes
 from bootstrap.validation.live import validate_polled
+from bootstrap.validation.report import ClusterReport
 from bootstrap.validation.workloads import Settings, smoke_targets
 
 #: The journal's facts key the validation is recorded under (``rackctl journal show NODE``).
@@ -100,11 +101,11 @@ def not_deployed_why(ctx: StageContext, release_name: str | None) -> str | None:
 
 
 # -- the inputs -----------------------------------------------------------------------------------------------
-def host_facts(ctx: StageContext) -> tuple[dict[str, NodeFacts], dict[str, str]]:
+def host_facts(ctx: StageContext) -> tuple[dict[str, GpuNodeFacts], dict[str, str]]:
     """The NVSwitch detection the host side recorded per GPU node (this run or before), and the GPU nodes left
     out with why (devices emulated here)."""
     emulated = ctx.options.environment.emulated_devices(ctx.inventory)
-    facts: dict[str, NodeFacts] = {}
+    facts: dict[str, GpuNodeFacts] = {}
     left_out: dict[str, str] = {}
     for node in gpu_nodes(ctx.inventory):
         name = node.hostname
@@ -120,7 +121,7 @@ def host_facts(ctx: StageContext) -> tuple[dict[str, NodeFacts], dict[str, str]]
             smi = _smi(verdict)
             source = SmiRead(str(verdict.get("nvidia_smi_source") or (HOST if smi else "")))
             where = f"{source.where}, as the host side read it" if smi else ""
-            facts[name] = NodeFacts(
+            facts[name] = GpuNodeFacts(
                 nvswitch=report,
                 smi=smi,
                 smi_source=source.source,
