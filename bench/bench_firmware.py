@@ -36,8 +36,8 @@ from bootstrap.firmware.plan import plan_firmware
 from bootstrap.firmware.read import read_installed
 from bootstrap.inventory import check_inventory
 from bootstrap.journal.store import Journal
+from bootstrap.oob import targets_for
 from bootstrap.rollout.gate import NoKubernetes
-from bootstrap.stages.oob import targets_for
 from rackctl_lab.idrac.api import EmulatedBmcSpec, EmulatedRack, FaultSpec
 from redfish_tools.connection import ConnectionPolicy
 

@@ -42,9 +42,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bootstrap.inventory import load_inventory
+from bootstrap.oob import target_for
 from bootstrap.provision.blockmap import ranges_path
 from bootstrap.provision.flow import Artefacts, FlowSettings, ProvisionSession
-from bootstrap.stages.oob import target_for
 from rackctl_lab.environment import LabEnvironment
 from tests.lab.vmlab import VmLab, admin_key, missing_prerequisites, write_inventory
 

@@ -122,10 +122,10 @@ class InstalledLab:
 
 
 def _install(folder: Path) -> InstalledLab:
+    from bootstrap.oob import target_for
     from bootstrap.provision.flow import Artefacts, FlowSettings, ProvisionSession
     from bootstrap.provision.image import build_image
     from bootstrap.provision.ramdisk import build_ramdisk
-    from bootstrap.stages.oob import target_for
     from rackctl_lab import paths
     from rackctl_lab.bmc_lab import plan_lab_bmcs
     from rackctl_lab.environment import LabEnvironment

@@ -22,15 +22,15 @@ from bootstrap.cli import flags
 from bootstrap.cli.common import console, emit, environment_for, err_console, escape, handle_errors, warn
 from bootstrap.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from bootstrap.inventory import Inventory, load_inventory
-from bootstrap.selection import select_nodes, split_csv
-from bootstrap.stages.base import RunOptions
-from bootstrap.stages.insecure import insecure_warning
-from bootstrap.stages.oob import (
+from bootstrap.oob import (
     desired_bios,
     policy_for,
     targets_for,
     write_mac_diff,
 )
+from bootstrap.selection import select_nodes, split_csv
+from bootstrap.stages.base import RunOptions
+from bootstrap.stages.insecure import insecure_warning
 from bootstrap.stages.oob_reports import as_plain, bios_apply_report, bios_plan_report, discover_report
 from bootstrap.stages.options import BiosOptions
 from bootstrap.stages.progress import RichProgress

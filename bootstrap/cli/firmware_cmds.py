@@ -23,10 +23,10 @@ from bootstrap.firmware.apply import FirmwareNodeOutcome
 from bootstrap.firmware.plan import FLASHED, FirmwarePlan, plan_firmware
 from bootstrap.firmware.read import read_installed
 from bootstrap.inventory import Inventory, load_inventory
+from bootstrap.oob import policy_for, targets_for
 from bootstrap.rollout.report import RolloutReport
 from bootstrap.selection import select_nodes
 from bootstrap.stages.insecure import insecure_warning
-from bootstrap.stages.oob import policy_for, targets_for
 
 #: ``apply`` keeps reading a BMC that drops connections this long (an iDRAC reset takes about two minutes).
 SETTLE_S = 180.0

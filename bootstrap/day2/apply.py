@@ -24,8 +24,8 @@ from bootstrap.journal.run import journal_run
 from bootstrap.journal.states import NodeState, rank
 from bootstrap.journal.store import Journal
 from bootstrap.kube import Cluster
+from bootstrap.oob import policy_for
 from bootstrap.stages.base import STAGE_ORDER, ProgressReporter, RunOptions
-from bootstrap.stages.oob import policy_for
 from bootstrap.stages.runner import Runner, RunOutcome, Selection
 from redfish_tools.connection import BmcTarget, ConnectionPolicy
 from redfish_tools.fleet import run_on_bmc

@@ -19,9 +19,9 @@ from bootstrap.inventory.models import Inventory
 from bootstrap.journal.run import journal_run
 from bootstrap.journal.store import Journal
 from bootstrap.kube import ClusterGate, cluster_for
+from bootstrap.oob import policy_for, targets_for
 from bootstrap.rollout.report import RolloutReport
 from bootstrap.selection import select_nodes
-from bootstrap.stages.oob import policy_for, targets_for
 from redfish_tools.fleet import FleetInterrupted
 
 

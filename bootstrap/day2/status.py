@@ -15,7 +15,7 @@ from bootstrap.inventory.models import Inventory, Node
 from bootstrap.inventory.profiles import version_tuple
 from bootstrap.journal.store import Journal, StepRecord
 from bootstrap.kube import Cluster
-from bootstrap.stages.oob import policy_for, targets_for
+from bootstrap.oob import policy_for, targets_for
 from redfish_tools.connection import BmcConnection, ConnectionPolicy
 from redfish_tools.fleet import BmcResult, run_fleet
 from redfish_tools.status import read_status

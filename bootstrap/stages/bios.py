@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from bootstrap.oob import desired_bios, policy_for, targets_for
 from bootstrap.stages.base import NodeResult, PlannedAction, Stage, StageContext, StageResult, register_stage
-from bootstrap.stages.oob import desired_bios, policy_for, targets_for
 from redfish_tools.bios import apply_bios
 from redfish_tools.fleet import run_fleet
 

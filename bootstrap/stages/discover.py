@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from bootstrap.oob import DISCOVER_POLICY, check_facts, mac_diff, policy_for, targets_for
 from bootstrap.stages.base import NodeResult, PlannedAction, Stage, StageContext, StageResult, register_stage
-from bootstrap.stages.oob import DISCOVER_POLICY, check_facts, mac_diff, policy_for, targets_for
 from redfish_tools.discover import discover
 from redfish_tools.fleet import run_fleet
 

@@ -81,7 +81,7 @@ class FirmwareStage(Stage):
         from bootstrap.firmware.plan import plan_firmware  # noqa: PLC0415
         from bootstrap.firmware.read import read_installed  # noqa: PLC0415
         from bootstrap.kube import ClusterGate, cluster_for  # noqa: PLC0415
-        from bootstrap.stages.oob import policy_for, targets_for  # noqa: PLC0415
+        from bootstrap.oob import policy_for, targets_for  # noqa: PLC0415
 
         inventory = ctx.inventory
         nodes = [ctx.node(h) for h in ctx.nodes]

@@ -11,9 +11,9 @@ from typing import Any
 from bootstrap.environment import Environment
 from bootstrap.inventory import Inventory
 from bootstrap.journal import Journal
+from bootstrap.oob import FACTS_STAGE, check_facts, desired_bios, mac_diff, policy_for, targets_for
 from bootstrap.selection import split_csv
 from bootstrap.stages.base import RunOptions
-from bootstrap.stages.oob import FACTS_STAGE, check_facts, desired_bios, mac_diff, policy_for, targets_for
 from bootstrap.stages.runner import RunOutcome, plan, select
 from redfish_tools.bios import plan_bios
 from redfish_tools.discover import DiscoveredNode, Gpu, Nic

@@ -25,8 +25,8 @@ from bootstrap.doctor import run_doctor
 from bootstrap.errors import EnvironmentMissing
 from bootstrap.inventory.environment_checks import check_environment
 from bootstrap.inventory.models import Inventory, Node
+from bootstrap.oob import policy_for, targets_for
 from bootstrap.stages.base import NodeResult, PlannedAction, Stage, StageContext, StageResult, register_stage
-from bootstrap.stages.oob import policy_for, targets_for
 from redfish_tools.connection import ConnectionPolicy
 from redfish_tools.fleet import BmcResult, run_fleet
 from redfish_tools.proof import prove_bmc

@@ -14,9 +14,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from bootstrap.inventory.models import Inventory
+from bootstrap.oob import policy_for, target_for
 from bootstrap.provision.flow import Artefacts, FlowSettings, NodeRun, ProvisionSession
 from bootstrap.stages.base import NodeResult, PlannedAction, Stage, StageContext, StageResult, register_stage
-from bootstrap.stages.oob import policy_for, target_for
 from bootstrap.stages.options import ProvisionOptions
 
 #: the names `rackctl image ramdisk --out` and `rackctl image build --out` write

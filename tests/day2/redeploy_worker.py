@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from bootstrap.cli import main
+from bootstrap.oob import policy_for, target_for
 from bootstrap.stages.base import (
     NodeResult,
     PlannedAction,
@@ -31,7 +32,6 @@ from bootstrap.stages.base import (
     register_stage,
     unregister_stage,
 )
-from bootstrap.stages.oob import policy_for, target_for
 from redfish_tools.boot import set_boot_once
 from redfish_tools.connection import BmcConnection
 from redfish_tools.fleet import run_on_bmc

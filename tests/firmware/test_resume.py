@@ -18,7 +18,7 @@ from test_rollout import apply, at_baseline, no_step_left_open, resets, run
 
 from bootstrap.inventory import load_inventory
 from bootstrap.journal.store import Journal
-from bootstrap.stages.oob import targets_for
+from bootstrap.oob import targets_for
 from redfish_tools.firmware import start_update
 from redfish_tools.fleet import run_on_bmc
 from tests.timing import seconds

@@ -114,7 +114,7 @@ def test_errors_shown_by_the_cli_mask_it(password: str, as_json: bool) -> None:
 
 def test_log_records_mask_it_whatever_the_logger(password: str, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.DEBUG):
-        for name in ("bootstrap.stages.oob", "redfish_tools.fleet", "redfish.rest.v1", "somewhere.else"):
+        for name in ("bootstrap.oob", "redfish_tools.fleet", "redfish.rest.v1", "somewhere.else"):
             logging.getLogger(name).info("login as root with %s; %s", password, VERBATIM)
         try:
             raise ValueError(f"bad password {password}")

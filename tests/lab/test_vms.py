@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bootstrap.inventory import load_inventory
-from bootstrap.stages.oob import target_for
+from bootstrap.oob import target_for
 from rackctl_lab.vms import KVM, LabVms, VmSpec, connect, domain_xml
 from redfish_tools.boot import boot_override, set_boot_once
 from redfish_tools.connection import BmcConnection

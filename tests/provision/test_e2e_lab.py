@@ -17,9 +17,9 @@ from __future__ import annotations
 import pytest
 
 from bootstrap.journal.store import Journal
+from bootstrap.oob import target_for
 from bootstrap.provision.flow import PHASES
 from bootstrap.stages.base import RunOptions, StageContext, get_stage
-from bootstrap.stages.oob import target_for
 from redfish_tools.boot import boot_override
 from redfish_tools.connection import BmcConnection
 from redfish_tools.resources import Service

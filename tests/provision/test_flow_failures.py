@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from bootstrap.inventory import load_inventory
+from bootstrap.oob import target_for
 from bootstrap.provision.flow import Artefacts, FlowSettings, ProvisionSession
-from bootstrap.stages.oob import target_for
 from rackctl_lab.environment import LabEnvironment
 from rackctl_lab.vms import VmSpec, connect, domain_xml
 from redfish_tools.boot import boot_override

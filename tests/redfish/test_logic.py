@@ -9,7 +9,7 @@ import pytest
 
 from bootstrap.errors import InvalidInput
 from bootstrap.inventory import load_inventory
-from bootstrap.stages.oob import select_nodes, targets_for, write_mac_diff
+from bootstrap.oob import select_nodes, targets_for, write_mac_diff
 from redfish_tools import errors as E
 from redfish_tools.bios import validate_against_registry
 from redfish_tools.power import plan_power

@@ -1,4 +1,5 @@
-"""The inventory <-> ``redfish_tools`` glue shared by the out-of-band stages (discover, bios) and the CLI.
+"""The inventory <-> ``redfish_tools`` glue shared by the out-of-band stages (discover, bios, firmware,
+provision), day-2 and the CLI.
 
 BMC targets of nodes (credentials resolved, TLS settings merged), the checks of discovered facts against
 the inventory, the MAC diff and its in-place write, and each node's desired BIOS attributes. The stages
