@@ -19,7 +19,7 @@ from bootstrap.inband.netplan import networks_host_vars
 from bootstrap.inband.node_services import node_service_vars
 from bootstrap.inventory.hardware import GPU_TYPES
 from bootstrap.inventory.models import Inventory, Node, Role
-from bootstrap.inventory.profiles import kubeadm_api_for
+from bootstrap.inventory.profiles import containerd_minimum, kubeadm_api_for
 from bootstrap.mirror.kubeadm_images import sandbox_image
 from bootstrap.mirror.site_vars import site_vars
 
@@ -130,6 +130,8 @@ def group_vars(inv: Inventory, site: Mapping[str, Any] | None = None) -> dict[st
             "kube_version": versions.kubernetes,
             "kubeadm_api_version": versions.kubeadm_api or kubeadm_api_for(versions.kubernetes),
             "containerd_version": versions.containerd,
+            # the oldest containerd this release's kubelet runs with; role container_runtime reads it back
+            "rackctl_containerd_minimum": containerd_minimum(versions.kubernetes),
             "kube_vip_version": versions.kube_vip,
             "gpu_operator_version": versions.gpu_operator,
             "nvidia_driver_version": versions.nvidia_driver,

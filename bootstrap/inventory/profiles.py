@@ -266,6 +266,18 @@ def version_tuple(version: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
+#: The first Kubernetes release whose kubelet no longer falls back when the runtime answers no CRI
+#: ``RuntimeConfig`` (kubelet 1.37's ``getCgroupDriverFromCRI`` counts it as support lost in 1.38.0).
+RUNTIME_CONFIG_REQUIRED = (1, 38)
+#: The first containerd whose CRI server answers ``RuntimeConfig`` (1.7.28, the newest 1.7, does not).
+CONTAINERD_WITH_RUNTIME_CONFIG = "2.0"
+
+
+def containerd_minimum(kubernetes: str) -> str:
+    """The oldest containerd the kubelet of ``kubernetes`` runs with ("" when any does)."""
+    return CONTAINERD_WITH_RUNTIME_CONFIG if version_tuple(kubernetes)[:2] >= RUNTIME_CONFIG_REQUIRED else ""
+
+
 def kubeadm_api_for(kubernetes: str) -> str:
     """kubeadm config API for a Kubernetes version: v1beta3 for 1.22-1.30, v1beta4 from 1.31 (1.37 reads it too)."""
     return "kubeadm.k8s.io/v1beta4" if version_tuple(kubernetes)[:2] >= (1, 31) else "kubeadm.k8s.io/v1beta3"

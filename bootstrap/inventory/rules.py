@@ -28,6 +28,7 @@ from bootstrap.inventory.profiles import (
     TRITON_FIRST_TRTLLM,
     TRTLLM_TRITON,
     Versions,
+    containerd_minimum,
     kubeadm_api_for,
     operator_default_driver,
     operator_line,
@@ -646,6 +647,14 @@ def _version_consistency(v: Versions) -> Iterator[Finding]:
             f"{path}.kubeadm_api",
             f"{v.kubeadm_api} does not match Kubernetes {v.kubernetes} (which uses {expected_api})",
             f"remove kubeadm_api (it is derived) or set {expected_api}",
+        )
+    minimum = containerd_minimum(v.kubernetes)
+    if minimum and version_tuple(v.containerd)[:2] < version_tuple(minimum)[:2]:
+        yield err(
+            f"{path}.containerd",
+            f"containerd {v.containerd} cannot run Kubernetes {v.kubernetes}'s kubelet: from 1.38 it asks the "
+            "runtime for its cgroup driver over CRI RuntimeConfig, which containerd answers from 2.0",
+            f"set containerd to a {minimum} or later release the nodes' package source carries, or an older kubernetes",
         )
     line = operator_line(v.gpu_operator)
     driver = v.nvidia_driver or operator_default_driver(v.gpu_operator)

@@ -12,16 +12,21 @@ Before any node is touched, the head node's mirror must hold every package the r
 from __future__ import annotations
 
 from functools import cache
+from typing import Any
 
 import yaml
 
 from bootstrap.ansible_driver import PlaybookResult, playbook_path
 from bootstrap.inband.node_services import time_servers
 from bootstrap.inband.render import groups
+from bootstrap.inventory.profiles import containerd_minimum, version_tuple
 from bootstrap.mirror.check import require_mirror_ready
 from bootstrap.mirror.site_vars import head_address, registry_vars
 from bootstrap.stages.base import NodeResult, PlannedAction, StageContext, StageResult, register_stage
 from bootstrap.stages.playbook import PlaybookStage
+
+#: the fact role container_runtime reports: the containerd the node runs (``containerd``, as it said it)
+RUNTIME_FACTS = "container_runtime_report"
 
 #: what each role does, for the plan (a role not listed here is named as it is)
 ROLE_SUMMARIES: dict[str, str] = {
@@ -61,10 +66,22 @@ def describe(ctx: StageContext, node: str, roles: tuple[str, ...], registry: str
             )
         elif role == "container_runtime":
             where = f"pulling through {registry}" if registry else "pulling from upstream registries"
-            parts.append(f"container_runtime (containerd, SystemdCgroup, {where}, a container run as a check)")
+            minimum = containerd_minimum(ctx.inventory.cluster.resolved_versions().kubernetes)
+            which = f"the package source's containerd, {minimum} or later" if minimum else "containerd"
+            parts.append(f"container_runtime ({which}, SystemdCgroup, {where}, a container run as a check)")
         else:
             parts.append(f"{role} ({ROLE_SUMMARIES[role]})" if role in ROLE_SUMMARIES else role)
     return "apply " + "; ".join(parts) + " over SSH"
+
+
+def runtime_message(ctx: StageContext, report: dict[str, Any]) -> str:
+    """A configured node's line: the containerd it runs, and the inventory's pin where that differs (the role
+    installs the package source's containerd; it holds only the kubelet's minimum)."""
+    running = str(report.get("containerd") or "?")
+    pinned = ctx.inventory.cluster.resolved_versions().containerd
+    if version_tuple(running)[:2] == version_tuple(pinned)[:2]:
+        return f"containerd {running}"
+    return f"containerd {running} from the package source (cluster.versions.containerd {pinned} not installed)"
 
 
 @register_stage
@@ -74,6 +91,7 @@ class NetworkStage(PlaybookStage):
     name = "network"
     description = "Configure each installed node over SSH: package source, baseline, networks, containerd"
     playbook = "network.yml"
+    facts_var = RUNTIME_FACTS
 
     def registry(self, ctx: StageContext) -> str | None:
         """The registry containerd pulls through (``rackctl_registry.address``), if any."""
@@ -118,4 +136,7 @@ class NetworkStage(PlaybookStage):
         recap = result.changed_by_host()
         if node in recap:
             res.data["changed"] = recap[node]
+        report = res.data.get(RUNTIME_FACTS)
+        if res.ok and isinstance(report, dict):
+            res.message = runtime_message(ctx, report)
         return res

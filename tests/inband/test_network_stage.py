@@ -12,9 +12,11 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from bootstrap.ansible_driver import run_playbook
-from bootstrap.inband.render import write_ansible_inventory
+from bootstrap.inband.render import group_vars, write_ansible_inventory
+from bootstrap.inventory import load_inventory
 from bootstrap.inventory.environment_checks import OperatorEnvironmentError
 from bootstrap.journal.states import NodeState
 from bootstrap.journal.store import Journal
@@ -109,3 +111,16 @@ def test_the_recap_counts_changed_tasks_per_host_zeros_included(request: pytest.
     assert result.changed_by_host() == {"gpu-01": 0}
     assert result.hosts["gpu-01"].changed_tasks == []
     assert json.loads(json.dumps(result.as_dict()))["changed_by_host"] == {"gpu-01": 0}
+
+
+def test_the_kubelets_containerd_minimum_reaches_role_container_runtime(tmp_path: Path) -> None:
+    """Rendered from the Kubernetes release (2.0 from 1.38, whose kubelet needs CRI RuntimeConfig; none before)
+    into the group variable the role's read-back holds each node's containerd against."""
+    example = Path(__file__).resolve().parents[2] / "inventory" / "examples" / "dvd-inference.yml"
+    data = yaml.safe_load(example.read_text())
+    for kubernetes, minimum in (("1.37.2", ""), ("1.38.0", "2.0")):
+        data["cluster"]["versions"] = {"kubernetes": kubernetes, "containerd": "2.1.4"}
+        path = tmp_path / f"{kubernetes}.yml"
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        rendered = group_vars(load_inventory(path))["all/versions.yml"]
+        assert rendered["rackctl_containerd_minimum"] == minimum and rendered["containerd_version"] == "2.1.4"

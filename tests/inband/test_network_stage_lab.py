@@ -47,6 +47,11 @@ def test_the_stage_succeeds_on_every_node_and_the_journal_says_so(served_lab: Se
             assert stage.nodes[node]["status"] == "completed" and stage.nodes[node]["changed"]
             assert journal.stage_done(node, "network") is not None
             assert journal.state(node) is NodeState.PROVISIONED  # kubernetes moves them to joined
+            # role container_runtime read back the containerd the node runs: the one the node itself names
+            said = lab.ssh(node, "containerd --version").stdout.strip()
+            report = journal.latest_facts(node)["network"]["container_runtime_report"]
+            assert report["said"] == said and report["containerd"] in said, (report, said)
+            assert stage.nodes[node]["message"].startswith(f"containerd {report['containerd']}"), stage.nodes[node]
     assert (runs_dir(lab.state_dir) / f"{first_run.run_id}-network" / "artifacts").is_dir()
     print(f"timings: {lab.timings} {served_lab.timings}")
 

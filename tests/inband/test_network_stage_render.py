@@ -256,3 +256,57 @@ def test_unattended_upgrades_never_touch_pinned_packages(lab: Path) -> None:
         check=True,
     )
     assert 'APT::Periodic::Unattended-Upgrade "1";' in auto.stdout
+
+
+def _runtime_version(tmp_path: Path, minimum: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+    out = tmp_path / f"report-{minimum or 'none'}.json"
+    variables = {
+        "out": str(out),
+        "roles_dir": str(roles_dir()),
+        "ansible_connection": "local",
+        "ansible_python_interpreter": sys.executable,
+        "rackctl_containerd_minimum": minimum,
+    }
+    (tmp_path / "vars.json").write_text(json.dumps(variables))
+    proc = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("ansible-playbook")),
+            "-i",
+            "localhost,",
+            "-e",
+            f"@{tmp_path / 'vars.json'}",
+            str(Path(__file__).with_name("runtime_version.yml")),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "ANSIBLE_NOCOLOR": "1", "HOME": str(tmp_path)},
+        cwd=tmp_path,
+    )
+    return proc, out
+
+
+@pytest.mark.skipif(shutil.which("containerd") is None, reason="containerd not installed (scripts/apt-packages.txt)")
+def test_the_role_reports_the_containerd_it_finds_and_refuses_one_older_than_the_kubelet_needs(
+    tmp_path: Path,
+) -> None:
+    """Role container_runtime's read-back (tasks/version.yml) against this machine's real containerd
+    (Debian's 1.6): reported as containerd says it; refused, saying why, under a 2.0 minimum (a 1.38
+    kubelet needs CRI RuntimeConfig, which 1.6 and 1.7 do not answer)."""
+    said = subprocess.run(["containerd", "--version"], capture_output=True, text=True, check=True).stdout.strip()
+    version = re.search(r"[0-9]+\.[0-9]+\.[0-9]+", said)
+    assert version is not None, said
+
+    proc, out = _runtime_version(tmp_path, "")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    report = json.loads(out.read_text())
+    assert report == {"containerd": version.group(0), "said": said, "minimum": ""}
+
+    proc, out = _runtime_version(tmp_path, version.group(0).split(".")[0] + ".0")  # its own major: accepted
+    assert proc.returncode == 0, proc.stdout[-3000:]
+
+    newer = f"{int(version.group(0).split('.')[0]) + 1}.0"
+    proc, out = _runtime_version(tmp_path, newer)
+    assert proc.returncode != 0 and not out.exists()
+    assert f"containerd {version.group(0)} on this node" in proc.stdout, proc.stdout[-3000:]
+    assert f"needs containerd {newer} or later" in proc.stdout and "CRI RuntimeConfig" in proc.stdout

@@ -606,6 +606,22 @@ def test_no_name_server_for_the_nodes_is_a_warning_naming_coredns(data):
     assert "no valid upstream addresses" in found.message and "cluster.dns_servers" in found.fix
 
 
+@covers("software-versions")
+def test_a_kubelet_from_1_38_with_a_containerd_below_2_0_is_refused_naming_the_containerd_pin(data):
+    data["cluster"]["versions"] = {"kubernetes": "1.38.0", "containerd": "1.7.28"}
+    expect(
+        data,
+        "cluster.versions.containerd",
+        "containerd 1.7.28 cannot run Kubernetes 1.38.0's kubelet",
+        "CRI RuntimeConfig",
+        "set containerd to a 2.0 or later release",
+    )
+    data["cluster"]["versions"] = {"kubernetes": "1.38.0", "containerd": "2.1.4"}
+    assert not [p for p in problems_of(data) if p.path == "cluster.versions.containerd"]
+    data["cluster"]["versions"] = {"kubernetes": "1.37.2", "containerd": "1.7.28"}  # 1.37 still falls back
+    assert not [p for p in problems_of(data) if p.path == "cluster.versions.containerd"]
+
+
 @covers("calico-chart")
 def test_a_tigera_operator_chart_without_calicos_crds_is_refused_naming_the_pin(data):
     data.setdefault("kubernetes", {})["charts"] = {"tigera_operator": "v3.32.1"}
