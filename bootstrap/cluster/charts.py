@@ -8,9 +8,10 @@ GPU operator's and Triton's ServiceMonitors are accepted), then the GPU operator
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from bootstrap.inventory.models import Inventory
+from bootstrap.inventory.profiles import version_tuple
 
 #: The release name Prometheus' selectors match on (``release: <name>`` labels).
 PROMETHEUS_RELEASE = "kube-prometheus-stack"
@@ -31,6 +32,9 @@ class Release:
     namespace: str
     values: dict[str, Any]
     sources: tuple[str, ...]
+    #: ``helm``: a Helm release; ``server-side``: ``helm template`` applied server-side by rackctl, no release
+    #: kept (what upstream prescribes for charts of CRDs too large for Helm's release record)
+    install: Literal["helm", "server-side"] = "helm"
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -40,6 +44,7 @@ class Release:
             "version": self.version,
             "namespace": self.namespace,
             "values_from": list(self.sources),
+            **({"install": self.install} if self.install != "helm" else {}),
         }
 
 
@@ -77,6 +82,29 @@ def calico(inv: Inventory) -> Release:
         namespace="tigera-operator",
         values={"installation": installation},
         sources=("networks.kubernetes.pod_cidr", "networks.management.mtu", "kubernetes.charts.tigera_operator"),
+    )
+
+
+#: The first tigera-operator chart without Calico's CRDs: from v3.32 they are the chart
+#: ``crd.projectcalico.org.v1`` of the same release, applied server-side before the operator (its README).
+CALICO_CRDS_CHART_FROM = (3, 32)
+CALICO_CRDS_CHART = "crd.projectcalico.org.v1"
+
+
+def calico_crds(inv: Inventory) -> Release | None:
+    """Calico's CRDs at the tigera-operator pin, from v3.32 (None before: that chart carries them)."""
+    version = inv.kubernetes.charts.tigera_operator
+    if version_tuple(version)[:2] < CALICO_CRDS_CHART_FROM:
+        return None
+    return Release(
+        name="calico-crds",
+        repo="https://docs.tigera.io/calico/charts",
+        chart=CALICO_CRDS_CHART,
+        version=version,
+        namespace="tigera-operator",
+        values={},
+        sources=("kubernetes.charts.tigera_operator",),
+        install="server-side",
     )
 
 
@@ -137,6 +165,12 @@ def flannel(inv: Inventory) -> Release:
 def cni(inv: Inventory) -> Release:
     """The CNI release the inventory chose (``kubernetes.cni``)."""
     return {"calico": calico, "cilium": cilium, "flannel": flannel}[inv.kubernetes.cni](inv)
+
+
+def cni_releases(inv: Inventory) -> list[Release]:
+    """The CNI's releases in install order: Calico's CRDs first where they are a chart of their own."""
+    crds = calico_crds(inv) if inv.kubernetes.cni == "calico" else None
+    return [*([crds] if crds is not None else []), cni(inv)]
 
 
 def local_path(inv: Inventory) -> Release:
@@ -206,7 +240,7 @@ def kube_prometheus_stack(inv: Inventory) -> Release:
 def cluster_releases(inv: Inventory) -> list[Release]:
     """The charts of the cluster itself, in install order: CNI, storage, monitoring (the GPU operator is
     :func:`bootstrap.cluster.gpu_operator.gpu_operator`'s)."""
-    out = [cni(inv), local_path(inv)]
+    out = [*cni_releases(inv), local_path(inv)]
     if inv.monitoring.enabled:
         out.append(kube_prometheus_stack(inv))
     return out

@@ -18,6 +18,9 @@ The first release that fails (Helm's error, a refused state, a workload not read
 after it: they depend on it (CNI first, monitoring's CRDs before the GPU operator). Helm's messages pass
 through :func:`redfish_tools.secrets.redact`; rackctl hands Helm the kubeconfig's path, never its content.
 
+A release marked ``install="server-side"`` (Calico's CRD chart from v3.32) keeps no Helm record: it is rendered
+with Helm and applied server-side as rackctl, its CRDs waited for until established (:func:`apply_rendered`).
+
 Helm 4 applies server-side (the release's ``applyMethod: ssa``); a 1.20 API server accepts that (beta). The
 field manager is Helm's default, the process's name (``python`` under rackctl): helm-python-sdk 0.2.2 has no
 option to set it.
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,10 +39,10 @@ from typing import Any
 import yaml
 
 from bootstrap.cluster.charts import Release
-from bootstrap.cluster.helm_render import chart_source, helm_sdk
+from bootstrap.cluster.helm_render import chart_source, helm_sdk, render_release
 from bootstrap.errors import RackctlError
 from bootstrap.kube.api import LiveApi
-from bootstrap.kube.apply import WORKLOAD_KINDS, WorkloadRollout, watch_workloads
+from bootstrap.kube.apply import WORKLOAD_KINDS, WorkloadRollout, apply_objects, watch_workloads
 from redfish_tools.secrets import redact
 
 #: Helm's status of a release it can upgrade.
@@ -48,6 +52,10 @@ INSTALLED, UPGRADED, UNCHANGED = "installed", "upgraded", "unchanged"
 NOT_INSTALLED, FAILED, REFUSED, NOT_ATTEMPTED = "not installed", "failed", "refused", "not attempted"
 #: A failed upgrade rolled back to the revision before it, a failed install uninstalled (Helm's ``--atomic``).
 ROLLED_BACK, UNINSTALLED = "rolled back", "uninstalled"
+#: A ``server-side`` release's templates applied by rackctl (no Helm release kept).
+APPLIED = "applied server-side"
+#: How often a CRD just applied is read again until the API server serves it.
+ESTABLISHED_POLL_S = 0.5
 
 
 def values_digest(values: dict[str, Any]) -> str:
@@ -78,7 +86,7 @@ class ReleaseOutcome:
     @property
     def applied(self) -> bool:
         """Helm holds the release at ``revision`` as rackctl wants it (whether or not it changed now)."""
-        return self.status in (INSTALLED, UPGRADED, UNCHANGED) and self.ok
+        return self.status in (INSTALLED, UPGRADED, UNCHANGED, APPLIED) and self.ok
 
     @property
     def label(self) -> str:
@@ -301,6 +309,46 @@ def _watch(client: HelmClient, api: LiveApi, outcome: ReleaseOutcome, timeout_s:
     return outcome
 
 
+def _established(crd: dict[str, Any] | None) -> bool:
+    conditions = ((crd or {}).get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+
+
+def wait_established(api: LiveApi, names: list[str], timeout_s: float) -> list[str]:
+    """The CRDs of ``names`` the API server has not established within ``timeout_s`` (empty: all serve)."""
+    deadline = time.monotonic() + timeout_s
+    waiting = list(names)
+    while waiting:
+        waiting = [n for n in waiting if not _established(api.get_object("CustomResourceDefinition", n))]
+        if not waiting or time.monotonic() >= deadline:
+            break
+        time.sleep(ESTABLISHED_POLL_S)
+    return waiting
+
+
+def apply_rendered(api: LiveApi, release: Release, source: Path, timeout_s: float) -> ReleaseOutcome:
+    """A ``server-side`` release: its chart rendered (``helm template``), every object applied server-side as
+    rackctl (re-applying changes only what differs), its CRDs waited for until established."""
+    rendered = render_release(release, source)
+    if rendered.problems:
+        why = "; ".join(f"{p.message} (fix: {p.fix})" for p in rendered.problems)
+        return ReleaseOutcome(release, FAILED, message=why, ok=False)
+    objects = [o for docs in (*rendered.crds.values(), *rendered.manifests.values()) for o in docs]
+    try:
+        applied = apply_objects(api, objects)
+    except RackctlError as exc:
+        return ReleaseOutcome(release, FAILED, message=redact(str(exc)), ok=False)
+    if applied.not_applied:
+        return ReleaseOutcome(release, FAILED, message=applied.summary(), ok=False)
+    crds = [o["metadata"]["name"] for o in objects if o.get("kind") == "CustomResourceDefinition"]
+    late = wait_established(api, crds, timeout_s)
+    if late:
+        why = f"{applied.summary()}; not established within {timeout_s:g} s: CustomResourceDefinition {', '.join(late)}"
+        return ReleaseOutcome(release, FAILED, message=why, ok=False)
+    established = f", {len(crds)} CRD(s) established" if crds else ""
+    return ReleaseOutcome(release, APPLIED, message=f"{applied.summary()}{established}")
+
+
 @dataclass
 class HelmReport:
     """Every release's outcome, in install order."""
@@ -343,6 +391,12 @@ def install_releases(
                 where = f"not in --charts {charts_dir}" if charts_dir is not None else "not at hand (no --charts DIR)"
                 missing = f"chart {release.chart} {release.version} {where}"
                 report.outcomes.append(ReleaseOutcome(release, NOT_INSTALLED, message=missing))
+                continue
+            if release.install == "server-side":
+                log(f"helm: template {release.name} ({release.chart} {release.version}), applied server-side")
+                outcome = apply_rendered(api, release, source, timeout_s)
+                log(f"helm: {outcome.summary()}")
+                report.outcomes.append(outcome)
                 continue
             client = client or HelmClient(kubeconfig, timeout_s=timeout_s)
             log(f"helm: install/upgrade {release.name} ({release.chart} {release.version}) into {release.namespace}")

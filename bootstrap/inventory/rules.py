@@ -15,7 +15,6 @@ from datetime import date
 from pydantic import ValidationError
 
 from bootstrap.errors import Problem
-from bootstrap.inventory.cluster import ChartPins
 from bootstrap.inventory.driver_images import PUBLISHED_IN_WORDS, os_release_tag, published_driver_tag
 from bootstrap.inventory.firmware import COMPONENT_ORDER
 from bootstrap.inventory.hardware import BUILTIN_MODELS, GPU_TYPES, MIG_PROFILES_80GB
@@ -746,25 +745,6 @@ def support_findings(v: Versions, today: date, profile: str, pinned: set[str]) -
 def support_warnings(inv: Inventory) -> list[Problem]:
     """The end-of-life warnings of ``inv`` (``plan`` and ``up`` show them; ``validate`` shows every warning)."""
     return [f.problem for f in supported_versions(inv)]
-
-
-#: The first tigera-operator chart without Calico's CRDs: from v3.32 they are a chart of their own
-#: (``crd.projectcalico.org.v1``), applied server-side before the operator (the chart's README).
-CALICO_CRDS_UNBUNDLED = (3, 32)
-
-
-@rule("calico-chart")
-def calico_chart(inv: Inventory) -> Iterator[Finding]:
-    """A tigera-operator chart that still carries Calico's CRDs (rackctl installs that one chart)."""
-    pin = inv.kubernetes.charts.tigera_operator
-    if inv.kubernetes.cni != "calico" or version_tuple(pin)[:2] < CALICO_CRDS_UNBUNDLED:
-        return
-    yield err(
-        "kubernetes.charts.tigera_operator",
-        f"tigera-operator {pin} ships without Calico's CRDs (from v3.32 they are the separate "
-        "crd.projectcalico.org.v1 chart, which rackctl does not install yet): its Installation would be refused",
-        f"pin a v3.31 chart (default {ChartPins().tigera_operator}), or choose kubernetes.cni: flannel or cilium",
-    )
 
 
 @rule("firmware-baseline")

@@ -40,11 +40,15 @@ def planned(ctx: StageContext, stage: str, releases: list[Release]) -> list[Plan
     out = []
     for r in releases:
         what = f"helm install/upgrade {r.name} ({r.chart} {r.version}) into {r.namespace}"
+        if r.install == "server-side":
+            what = f"helm template {r.name} ({r.chart} {r.version}), applied server-side (no Helm release)"
         if charts is not None and chart_source(charts, r) is not None:
             text = (
                 f"{what} on the cluster of {kubeconfig} (unchanged when Helm has it deployed with this version and "
                 f"these values), its workloads watched to ready within {timeout:g} s"
             )
+            if r.install == "server-side":
+                text = f"{what} on the cluster of {kubeconfig}, its CRDs established within {timeout:g} s"
             out.append(PlannedAction(stage, None, text))
         else:
             where = f"not in --charts {charts}" if charts is not None else "not at hand (no --charts DIR)"

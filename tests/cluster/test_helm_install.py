@@ -23,9 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from bootstrap.cluster.charts import Release
+from bootstrap.cluster.charts import Release, cluster_releases
 from bootstrap.cluster.helm_install import (
+    APPLIED,
     FAILED,
     INSTALLED,
     NOT_ATTEMPTED,
@@ -38,6 +40,7 @@ from bootstrap.cluster.helm_install import (
     install_releases,
     values_digest,
 )
+from bootstrap.inventory import load_inventory
 from bootstrap.kube import Kubectl
 from bootstrap.kube.apply import workload_state
 from tests.cluster.apiserver import ApiServer
@@ -422,3 +425,93 @@ def test_daemonset_and_statefulset_judged_as_kubectl_rollout_status(
     assert (state.kind, state.done) == (kind, done)
     assert state.why.startswith(why)
     assert workload_state(kind, None, "ns", "w").why == f"{kind} ns/w is not in the cluster"
+
+
+CRD_NAME = "installations.operator.tigera.io"
+INSTALLATION_CRD = """\
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: installations.operator.tigera.io
+spec:
+  group: operator.tigera.io
+  names: {kind: Installation, listKind: InstallationList, plural: installations, singular: installation}
+  scope: Cluster
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec:
+              type: object
+              properties:
+                calicoNetwork:
+                  type: object
+                  x-kubernetes-preserve-unknown-fields: true
+                  properties:
+                    bgp: {type: string, enum: [Enabled, Disabled]}
+                    mtu: {type: integer}
+"""
+INSTALLATION = """\
+apiVersion: operator.tigera.io/v1
+kind: Installation
+metadata:
+  name: default
+spec:
+  calicoNetwork: {{ .Values.installation.calicoNetwork | toJson }}
+"""
+
+
+def _crd_chart(root: Path, chart: str, version: str, crd: str) -> None:
+    """A chart whose only template is ``crd`` (as Calico's crd.projectcalico.org.v1 is: CRDs as templates),
+    packaged into ``root/charts``."""
+    src = root / "src" / f"{chart}-{version}" / chart
+    (src / "templates").mkdir(parents=True)
+    (src / "Chart.yaml").write_text(f"apiVersion: v2\nname: {chart}\nversion: {version}\n")
+    (src / "templates" / "crds.yaml").write_text(crd)
+    (root / "charts").mkdir(exist_ok=True)
+    helm.package(src, destination=root / "charts", version=version)
+
+
+def test_calicos_crd_chart_is_applied_server_side_and_established_before_the_operator_chart_uses_it(
+    kubeconfig: Path, kube: KubeObjects, tmp_path: Path, namespace: str
+) -> None:
+    """From v3.32 Calico's CRDs are their own chart, applied as ``helm template | kubectl apply --server-side``
+    (its README): rackctl renders it with Helm, applies it as rackctl, waits until the API server serves the
+    CRD, then installs tigera-operator, whose Installation the real API server then admits against it."""
+    example = Path(__file__).resolve().parents[2] / "inventory" / "examples" / "dvd-inference.yml"
+    data = yaml.safe_load(example.read_text())
+    data.setdefault("kubernetes", {})["charts"] = {"tigera_operator": "v3.32.1"}
+    path = tmp_path / "cluster.yml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    crds, operator = cluster_releases(load_inventory(path))[:2]
+    assert (crds.chart, crds.version, crds.install) == ("crd.projectcalico.org.v1", "v3.32.1", "server-side")
+    assert (operator.chart, operator.install) == ("tigera-operator", "helm")
+
+    _crd_chart(tmp_path, crds.chart, "v3.32.1", INSTALLATION_CRD)
+    templates = {"installation.yaml": INSTALLATION}
+    charts = scaffold_chart(helm, tmp_path, "tigera-operator", "v3.32.1", templates=templates)
+    # the test's own namespace for the operator (the CRDs are cluster-scoped)
+    operator = replace(operator, namespace=namespace)
+    with WorkloadReadier(kube, namespace):
+        report = _install(kubeconfig, [crds, operator], charts)
+        first, second = report.outcomes
+        assert report.ok, report.summary()
+        assert first.status == APPLIED and first.revision is None
+        assert "1 object(s) applied (1 created), 1 CRD(s) established" in first.summary(), first.summary()
+        assert (second.status, second.revision) == (INSTALLED, 1), second.summary()
+        # no Helm release holds the CRDs; rackctl's field manager applied them
+        assert _history(kubeconfig, crds) == []
+        crd = kube.call(
+            "GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/installations.operator.tigera.io"
+        )
+        assert [m["manager"] for m in crd["metadata"]["managedFields"] if m["operation"] == "Apply"] == ["rackctl"]
+        live = _kubectl(kubeconfig, "get", "installation", "default")
+        assert live["spec"]["calicoNetwork"]["bgp"] == "Disabled"
+
+        again = _install(kubeconfig, [crds, operator], charts)
+        assert [o.status for o in again.outcomes] == [APPLIED, UNCHANGED], again.summary()
+        assert "1 object(s) applied (1 unchanged)" in again.outcomes[0].summary()

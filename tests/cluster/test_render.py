@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from bootstrap.cluster.charts import management_probe
+from bootstrap.cluster.charts import cluster_releases, management_probe
 from bootstrap.cluster.render import Bundle, render_cluster
 from bootstrap.cluster.validate import validate_bundle
 from bootstrap.inventory.loader import load_inventory
@@ -267,3 +267,26 @@ def test_ignoring_every_preflight_check_is_refused_naming_the_field(
     assert result.exit_code != 0
     assert "kubernetes.ignore_preflight_errors" in result.output and "name each check" in result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("cni", "tigera", "first_two"),
+    [
+        ("calico", "v3.31.7", ["tigera-operator", "local-path-provisioner"]),
+        ("calico", "v3.32.1", ["calico-crds", "tigera-operator"]),
+        ("flannel", "v3.32.1", ["flannel", "local-path-provisioner"]),
+    ],
+)
+def test_calicos_crds_are_a_release_of_their_own_from_v3_32_applied_before_the_operator(
+    write_inventory: Callable[..., Path], cni: str, tigera: str, first_two: list[str]
+) -> None:
+    def edit(data: dict[str, Any]) -> None:
+        data["kubernetes"] = {"cni": cni, "charts": {"tigera_operator": tigera}}
+
+    releases = cluster_releases(load_inventory(write_inventory(edit)))
+    assert [r.name for r in releases[:2]] == first_two
+    crds = [r for r in releases if r.name == "calico-crds"]
+    assert all(
+        (r.chart, r.version, r.install, r.values) == ("crd.projectcalico.org.v1", tigera, "server-side", {})
+        for r in crds
+    )

@@ -620,17 +620,3 @@ def test_a_kubelet_from_1_38_with_a_containerd_below_2_0_is_refused_naming_the_c
     assert not [p for p in problems_of(data) if p.path == "cluster.versions.containerd"]
     data["cluster"]["versions"] = {"kubernetes": "1.37.2", "containerd": "1.7.28"}  # 1.37 still falls back
     assert not [p for p in problems_of(data) if p.path == "cluster.versions.containerd"]
-
-
-@covers("calico-chart")
-def test_a_tigera_operator_chart_without_calicos_crds_is_refused_naming_the_pin(data):
-    data.setdefault("kubernetes", {})["charts"] = {"tigera_operator": "v3.32.1"}
-    expect(
-        data,
-        "kubernetes.charts.tigera_operator",
-        "v3.32.1 ships without Calico's CRDs",
-        "crd.projectcalico.org.v1",
-        "pin a v3.31 chart (default v3.31.7)",
-    )
-    data["kubernetes"]["cni"] = "flannel"  # the pin is not used then
-    assert not [p for p in problems_of(data) if p.path == "kubernetes.charts.tigera_operator"]
