@@ -44,8 +44,8 @@ class ChartPins(_Strict):
     """Pinned Helm chart versions (the GPU operator's pin is ``cluster.versions.gpu_operator``)."""
 
     tigera_operator: str = Field(
-        default="v3.31.7",
-        description="Calico's tigera-operator chart (from v3.32 also Calico's CRD chart of the same version).",
+        default="v3.32.1",
+        description="Calico's tigera-operator chart (from v3.32 with Calico's CRD chart of the same version).",
     )
     cilium: str = Field(default="1.18.3", description="Cilium chart (when cni: cilium).")
     flannel: str = Field(default="v0.28.10", description="Flannel chart (when cni: flannel).")

@@ -155,6 +155,7 @@ def test_chart_values_follow_the_inventory(write_inventory: Callable[..., Path])
     (monitor,) = _docs(bundle, "triton/llama-2-70b-fp8/servicemonitor.yaml")
     assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     assert [r["release"] for r in bundle.releases] == [
+        "calico-crds",  # Calico's CRDs are a chart of their own from v3.32 (the default pin), applied first
         "tigera-operator",
         "local-path-provisioner",
         "kube-prometheus-stack",
