@@ -116,7 +116,9 @@ class TritonStage(Stage):
         if not ctx.inventory.models:
             return StageResult(ok=True, message="no models declared in the inventory: nothing to render or deploy")
         load_check = ctx.options.triton.load_check
-        result = run_triton_stage(ctx.inventory, ctx.state_dir / "triton", load_check=load_check)
+        result = run_triton_stage(
+            ctx.inventory, ctx.state_dir / "triton", load_check=load_check, state_dir=ctx.state_dir
+        )
         if not result["ok"]:
             problems = [p["message"] for c in result["checks"] for p in c["problems"]]
             problems += [p["message"] for m in result["manifests"] for p in m.get("problems", [])]
