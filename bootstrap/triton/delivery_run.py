@@ -38,6 +38,7 @@ from bootstrap.triton.source_listing import SourceFile, source_files, source_siz
 from bootstrap.triton.weights_version import (
     KEEP,
     choose_versions,
+    in_use,
     load_record,
     record_delivery,
     save_record,
@@ -73,8 +74,7 @@ def _node_plan(entry: dict[str, Any], node: str, listing: list[SourceFile], vid:
     held: list[str] = entry.get("nodes", {}).get(node, [])
     base = {(rel, size, sha) for rel, size, sha in entry.get("files", {}).get(held[0], [])} if held else set()
     send = [] if vid in held else [f for f in listing if (f.rel, f.size, f.sha256) not in base]
-    protect = tuple(v for v in (entry.get("version"),) if v)
-    kept, old = choose_versions(vid, held, KEEP, protect)
+    kept, old = choose_versions(vid, held, KEEP, in_use(entry))
     return {
         "node": node,
         "dest_version": vid,
@@ -193,8 +193,8 @@ def _on_nodes(  # noqa: PLR0917 - the run's parts
     prune: bool,
     record: dict[str, Any],
 ) -> bool:
-    """Copy (or check) every model on its nodes, filling ``models`` with the per-node results; the version
-    each model's record names (what the rendered Deployment uses) is never removed."""
+    """Copy (or check) every model on its nodes, filling ``models`` with the per-node results; the versions
+    each model's record names in use (rendered, or applied by the triton stage) are never removed."""
     ok = True
     lock = threading.Lock()  # the nodes' threads report through one tracker
     for plan, model in zip(plans, models, strict=True):
@@ -209,7 +209,7 @@ def _on_nodes(  # noqa: PLR0917 - the run's parts
             with lock:
                 done[node](sent)
 
-        protect = tuple(v for v in (record.get(plan.model, {}).get("version"),) if v)
+        protect = in_use(record.get(plan.model, {}))
         results: list[NodeDelivery] = deliver_model(
             plan, nodes, advance, listings[plan.model], prune=prune, protect=protect
         )

@@ -12,7 +12,8 @@ files in a new one. A running pod's files never change under it: the rendered co
 hence the pod template, and Kubernetes rolls the Deployment (a new pod ready before an old one goes).
 
 The id is recorded by delivery in ``<state-dir>/`` :data:`RECORD` (per model: the version every serving node
-holds, each node's versions newest first, each version's file list) and read by the render
+holds, each node's versions newest first, each version's file list; the triton stage adds the versions it
+applied to the cluster, ``applied``) and read by the render
 (:func:`served_specs`): the render never hashes hundreds of GB, and it refuses a model whose files were never
 delivered, or whose ``source_dir`` lists other files than the recorded version (delivered, then changed).
 
@@ -78,6 +79,24 @@ def choose_versions(
     return kept, [v for v in others if v not in kept]
 
 
+def in_use(entry: Mapping[str, Any]) -> tuple[str, ...]:
+    """The versions a model's record says pods may read: the one the render points at, and the last two the
+    triton stage applied (during a rollout both run). Delivery never removes these."""
+    found = [entry.get("version"), *entry.get("applied", [])]
+    return tuple(dict.fromkeys(v for v in found if v))
+
+
+def note_applied(state_dir: Path, model: str, weights: str | None) -> None:
+    """Record that the Deployment applied for ``model`` names version ``weights`` (its pod template's
+    :data:`ANNOTATION`; nothing for a model without a version)."""
+    if weights is None or not VERSION_SUFFIX.search("@" + weights):
+        return
+    models = load_record(state_dir)
+    entry = models.setdefault(model, {"version": None, "nodes": {}, "files": {}})
+    entry["applied"] = list(dict.fromkeys([weights, *entry.get("applied", [])]))[:2]
+    save_record(state_dir, models)
+
+
 def record_path(state_dir: Path) -> Path:
     return state_dir / RECORD
 
@@ -117,7 +136,7 @@ def record_delivery(  # noqa: PLR0917 - one model's delivery, as recorded
     entry["files"][vid] = [[f.rel, f.size, f.sha256] for f in files]
     if all(entry["nodes"].get(node, [None])[0] == vid for node in serving):
         entry["version"] = vid
-    alive = {v for versions in entry["nodes"].values() for v in versions} | {entry["version"]}
+    alive = {v for versions in entry["nodes"].values() for v in versions} | set(in_use(entry))
     entry["files"] = {v: listing for v, listing in entry["files"].items() if v in alive}
 
 

@@ -33,7 +33,7 @@ from bootstrap.triton.deliver import (
 )
 from bootstrap.triton.manifests import build_manifests
 from bootstrap.triton.render import render_model
-from bootstrap.triton.weights_version import ANNOTATION, served_specs, version_id, versioned
+from bootstrap.triton.weights_version import ANNOTATION, note_applied, served_specs, version_id, versioned
 from tests.ansible.test_playbook_stage import RelayEnvironment
 from tests.sshnode import start_ssh_node
 from tests.triton.test_model_files import hf_checkpoint
@@ -495,7 +495,7 @@ def test_cli_plan_and_prune_keep_the_version_in_use_and_the_previous(rack, monke
     refuses (source_dir no longer lists v1's files, and no newer version is on every node). The plan of v4
     names it, what is sent and which versions go, touching nothing; --prune then removes v2 and keeps v4,
     v3 (the previous) and v1 (in use). Once every node holds v4 the render points at it, and v1 is old:
-    reported, removed only with --prune."""
+    reported, removed only with --prune, and not while the triton stage's last apply names it."""
     rack["path"].write_text(rack["path"].read_text().replace("/@node", ""))
     declared = next(m for m in load_inventory(rack["path"]).models if m.name == MODEL)
     shard = rack["source"] / "model-00001-of-00002.safetensors"
@@ -538,6 +538,12 @@ def test_cli_plan_and_prune_keep_the_version_in_use_and_the_previous(rack, monke
     assert [(r["versions_kept"], r["versions_old"]) for r in kept["models"][0]["results"]] == [
         ([v4, ids[2]], [ids[0]])
     ] * 2
+    note_applied(rack["state"], MODEL, ids[0])  # the triton stage applied v1 last: the cluster runs it
+    code, done = _cli(rack, monkeypatch, "--prune", "--model", MODEL, "--limit", NODES[0])
+    [result] = done["models"][0]["results"]
+    assert code == 0 and (result["versions_kept"], result["versions_removed"]) == ([v4, ids[2], ids[0]], [])
+    for applied in (ids[2], v4):  # the cluster rolled on to v3, then v4: v1 is no longer in use
+        note_applied(rack["state"], MODEL, applied)
     code, done = _cli(rack, monkeypatch, "--prune", "--model", MODEL, "--limit", NODES[0])
     assert code == 0 and done["models"][0]["results"][0]["versions_removed"] == [ids[0]]
     assert _versions_beside(Path(result["dest"])) == {v4, ids[2]}
