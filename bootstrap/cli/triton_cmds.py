@@ -23,6 +23,7 @@ from bootstrap.triton.manifests import DEFAULT_K8S_VERSION, write_manifests
 from bootstrap.triton.render import render_all
 from bootstrap.triton.smoke import DEFAULT_PROMPT, run_smoke
 from bootstrap.triton.stage import load_specs
+from bootstrap.triton.weights_version import served_specs
 
 #: the repositories live under ``<state-dir>/triton`` unless ``--out``/DIRECTORY says otherwise
 TRITON_SUBDIR = "triton"
@@ -90,6 +91,8 @@ def _print_files(data: dict[str, Any]) -> None:
     verb = "would write" if data["dry_run"] else "wrote"
     for item in data["models"]:
         console.print(f"[bold]{escape(item['model'])}[/bold]: {verb} {len(item['files'])} files")
+        if item.get("weights_version"):
+            console.print(f"  weights version: {escape(item['weights_version'])}")
         for path in item["files"]:
             console.print(f"  {escape(path)}")
         for problem in item.get("problems", []):
@@ -116,7 +119,7 @@ def render_cmd(  # noqa: PLR0917 - click passes options as arguments
 ) -> None:
     """Write each declared model's Triton repository from rackctl's templates."""
     out_dir = _repos(out_dir, state_dir)
-    specs = load_specs(inventory_path, models_file)
+    specs = served_specs(load_specs(inventory_path, models_file), state_dir)
     results = []
     with Progress(console=err_console, transient=True, disable=as_json) as progress:
         task = progress.add_task("rendering", total=len(specs))
@@ -146,7 +149,7 @@ def manifests_cmd(
 ) -> None:
     """Write Kubernetes manifests per model, validated with kubernetes-validate --strict."""
     out_dir = _repos(out_dir, state_dir)
-    specs = load_specs(inventory_path, models_file)
+    specs = served_specs(load_specs(inventory_path, models_file), state_dir)
     results = write_manifests(specs, out_dir, dry_run=dry_run, k8s_version=k8s_version)
     ok = not any(r["problems"] for r in results)
     emit({"ok": ok, "dry_run": dry_run, "models": results}, as_json, _print_files)

@@ -73,6 +73,8 @@ def _print(data: dict[str, Any]) -> None:
         if model["skipped"]:
             console.print(f"{name}: nothing to copy")
             console.print(f"  {escape(model['skipped'])}")
+            if model["version_note"]:
+                console.print(f"  version: {escape(model['version_note'])}")
             if model["dest"] and model["nodes"]:
                 console.print(f"  {'checks' if data['plan'] else 'checked'} {escape(model['dest'])}")
                 console.print(f"  on   {', '.join(model['nodes'])}")
@@ -84,14 +86,35 @@ def _print(data: dict[str, Any]) -> None:
             continue
         console.print(f"{name}: {verb} {model['files']} file(s), {model['bytes'] / 1e9:.2f} GB")
         console.print(f"  from {escape(model['source'])}")
-        console.print(f"  to   {escape(model['dest'])}")
+        console.print(f"  to   {escape(model['dest'])}@{model['version']} (version {model['version']})")
         console.print(f"  on   {', '.join(model['nodes'])}")
         if data["plan"]:
             console.print("  a node gets only the files whose size or sha256 differ")
             if data["prune"]:
-                console.print("  files a node holds there that the source lacks are removed")
+                console.print("  files a node holds there that the source lacks are removed, and old versions")
+        for planned in model.get("node_plans", []):
+            _print_node_plan(planned)
         for node in model.get("results", []):
             _print_node(node)
+
+
+def _print_node_plan(node: dict[str, Any]) -> None:
+    """One node's line of the plan (from the record of earlier deliveries; the node is not asked)."""
+    send = f"new: sends {len(node['send_files'])} file(s), {_size(node['send_bytes'])}"
+    if node["dest_version"] in node["held"]:
+        send = "holds it already: nothing to send"
+    elif node["held"]:
+        send += f", links the rest from {node['held'][0]}"
+    console.print(f"  {node['node']}: {send}")
+    _print_versions(node, "would remove")
+
+
+def _print_versions(node: dict[str, Any], removed: str) -> None:
+    console.print(f"    keeps {', '.join(node['versions_kept'])}")
+    if node["versions_removed"]:
+        console.print(f"    {removed} {', '.join(node['versions_removed'])}")
+    if node["versions_old"]:
+        console.print(f"    older, kept: {', '.join(node['versions_old'])} (--prune removes them)")
 
 
 def _print_node(node: dict[str, Any]) -> None:
@@ -101,6 +124,8 @@ def _print_node(node: dict[str, Any]) -> None:
         f"  {node['node']}: {state}; sent {len(node['sent_files'])} file(s), "
         f"{node['sent_bytes'] / 1e9:.2f} GB, {node['unchanged']} unchanged{resumed}"
     )
+    if node["versions_kept"]:
+        _print_versions(node, "removed")
     if node["pruned"]:
         console.print(f"    removed {len(node['pruned'])} file(s) the source lacks")
     if node["extra_files"]:
@@ -116,9 +141,12 @@ def _print_node(node: dict[str, Any]) -> None:
 @flags.limit
 @click.option("--model", "only", multiple=True, help="Deliver only this model (repeatable).")
 @click.option(
-    "--prune", is_flag=True, help="Remove files the nodes hold in the model's directory that the source lacks."
+    "--prune",
+    is_flag=True,
+    help="Remove files a node holds in the version's directory that the source lacks, and versions older than "
+    "the delivered one and the one before it (never the one the rendered Deployment uses).",
 )
-@flags.plan("Show what would be copied where; copy nothing, contact no node.")
+@flags.plan("Show the version, what would be copied where and which versions stay; copy nothing, contact no node.")
 @flags.json
 @handle_errors()
 def deliver_cmd(  # noqa: PLR0917 - click passes options as arguments
@@ -132,12 +160,15 @@ def deliver_cmd(  # noqa: PLR0917 - click passes options as arguments
 ) -> None:
     """Copy each model's source_dir to the GPU nodes that serve it (SSH, parallel, resumable, verified).
 
-    The files are checked against the model's declaration first (TP/PP, precision, GPU, release); a node
-    gets only the files whose sha256 differs from what it holds. --limit: only to the selected nodes (a model
-    none of whose nodes is selected is skipped).
+    The files are checked against the model's declaration first (TP/PP, precision, GPU, release). Each
+    delivery is a version: <model dir>@<id> on the node, id from the files' sha256; a new version starts from
+    the previous one's files (hard links), so a node gets only the files whose sha256 differs. `rackctl triton
+    render` points the Deployment at the version every serving node holds. --limit: only to the selected nodes
+    (a model none of whose nodes is selected is skipped). --plan hashes the source to name the version and
+    reads the record of earlier deliveries; it contacts no node.
     """
     inventory = load_inventory(inventory_path)
-    with _tracker(as_json or plan_only) as track:
+    with _tracker(as_json) as track:  # the plan hashes the source too, to name the version
         data = run_delivery(
             inventory,
             inventory_path,

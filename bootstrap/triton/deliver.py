@@ -2,8 +2,9 @@
 
 Per model with a ``source_dir`` (``storage.kind: node``): the files are checked against the declaration
 (:mod:`bootstrap.triton.model_files`) before anything is sent; then every GPU node whose GPU product is
-the model's (and that has TP x PP GPUs) gets a copy at ``<node_dir>/<hf_model_dir below mount_path>``,
-all nodes in parallel, one SSH session per node (:mod:`bootstrap.triton.delivery_agent`):
+the model's (and that has TP x PP GPUs) gets a copy at ``<node_dir>/<hf_model_dir below mount_path>@<id>``,
+the version of those files (:mod:`bootstrap.triton.weights_version`: files are never changed under a running
+pod), all nodes in parallel, one SSH session per node (:mod:`bootstrap.triton.delivery_agent`):
 
 - only what differs is sent: the node hashes what it holds (sha256), rackctl sends the files whose size
   or hash differ, so a corrupted file is found and sent again;
@@ -11,18 +12,21 @@ all nodes in parallel, one SSH session per node (:mod:`bootstrap.triton.delivery
   the next run sends the rest;
 - each file's sha256 is checked on arrival before it takes its name; a mismatch is removed and sent
   again once, then reported;
+- a new version starts as hard links to the newest version's files on the node: only the files that changed
+  cross the network; those carried over from the previous version that the source no longer has are removed;
 - files on the node that the source no longer has are reported (``extra_files``: a loader reading every
-  ``*.safetensors`` would take a stale shard), and removed only when asked (``prune``).
+  ``*.safetensors`` would take a stale shard), and removed only when asked (``prune``);
+- each node keeps the version delivered and the one before it (``keep``), and any version the rendered
+  Deployment uses (``protect``); older ones are reported (``versions_old``) and removed only with ``prune``.
 
-The plan needs only names and sizes (:func:`source_sizes`); the sha256 of each source file is read once,
-before the copies (:func:`source_files`).
+The sha256 of each source file is read once, before the plan or the copies
+(:func:`~bootstrap.triton.source_listing.source_files`): the version id is made of them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import json
 import shlex
 import subprocess
@@ -39,6 +43,8 @@ from bootstrap.inventory.models import Inventory
 from bootstrap.inventory.served_models import ModelSpec
 from bootstrap.triton.delivery_agent import AGENT
 from bootstrap.triton.model_files import check_files
+from bootstrap.triton.source_listing import SourceFile, source_files
+from bootstrap.triton.weights_version import KEEP, choose_versions, version_id, version_of, versioned
 
 if TYPE_CHECKING:  # the access model is passed in by the command; importing it here would close a cycle
     from bootstrap.inband.access import NodeAccess
@@ -48,13 +54,6 @@ CHUNK = 1 << 20
 MAX_NODES_AT_ONCE = 64
 #: Progress callback: (node, bytes just done): sent, or found in place (unchanged, or the part resumed).
 Progress = Callable[[str, int], None]
-
-
-@dataclass(frozen=True)
-class SourceFile:
-    rel: str
-    size: int
-    sha256: str
 
 
 def _node_dict(result: NodeDelivery | PlacedCheck) -> dict[str, Any]:
@@ -76,10 +75,26 @@ class NodeDelivery:
     resent_after_mismatch: list[str] = field(default_factory=list)
     extra_files: list[str] = field(default_factory=list)
     pruned: list[str] = field(default_factory=list)
+    #: the version delivered (None for a directory that is no version)
+    version: str | None = None
+    #: the versions the node keeps after this run, newest first (the delivered one first)
+    versions_kept: list[str] = field(default_factory=list)
+    #: older versions left in place (``prune`` removes them)
+    versions_old: list[str] = field(default_factory=list)
+    versions_removed: list[str] = field(default_factory=list)
     error: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return _node_dict(self)
+
+
+@dataclass(frozen=True)
+class VersionPolicy:
+    """Which versions a node keeps: ``keep`` newest (the delivered one counted), and ``protect``."""
+
+    keep: int = KEEP
+    protect: tuple[str, ...] = ()
+    prune: bool = False
 
 
 @dataclass(frozen=True)
@@ -95,50 +110,9 @@ class ModelPlan:
     limited_out: tuple[str, ...] = ()
 
 
-def sha256_file(path: Path, on_bytes: Callable[[int], None] | None = None) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while block := f.read(CHUNK):
-            digest.update(block)
-            if on_bytes:
-                on_bytes(len(block))
-    return digest.hexdigest()
-
-
-#: Directories of a model directory that are never the model: a git clone's own (with git-lfs, a second
-#: copy of every weight file).
-NOT_MODEL_DIRS = (".git",)
-
-
-def source_sizes(source: Path) -> list[tuple[str, int]]:
-    """Every file under ``source`` (relative path, size), in path order, without ``.git``; a symlink to a
-    file counts as that file (a Hugging Face cache snapshot is links to its blobs), a symlink to a
-    directory or to nothing is refused. Reads no file's content: what ``--plan`` needs."""
-    out = []
-    for path in sorted(source.rglob("*")):
-        rel = path.relative_to(source)
-        if rel.parts[0] in NOT_MODEL_DIRS:
-            continue
-        if path.is_symlink() and not path.is_file():
-            raise InvalidInput(
-                f"{path} is a symlink to a directory or to nothing",
-                problems=[
-                    Problem(str(path), "a symlink in the model directory that is not a file's", "copy what it names")
-                ],
-            )
-        if path.is_file():
-            out.append((str(rel), path.stat().st_size))
-    return out
-
-
-def source_files(source: Path, on_bytes: Callable[[int], None] | None = None) -> list[SourceFile]:
-    """Every regular file under ``source`` with its size and sha256, in path order (symlinks refused);
-    ``on_bytes`` is told each block hashed (progress)."""
-    return [SourceFile(rel, size, sha256_file(source / rel, on_bytes)) for rel, size in source_sizes(source)]
-
-
 def node_dest(spec: ModelSpec) -> str:
-    """Where the model's files are on each node: ``<node_dir>/<hf_model_dir below mount_path>``."""
+    """The model's directory on each node: ``<node_dir>/<hf_model_dir below mount_path>``; its versions
+    are ``<that>@<id>`` beside it."""
     return spec.node_dest
 
 
@@ -285,15 +259,20 @@ def _round(
     result: NodeDelivery,
     progress: Progress,
     prune: bool = False,
-) -> list[str]:
-    """One session: send what differs (and remove what the source lacks, with ``prune``); returns the files
-    whose hash did not match on arrival."""
+) -> tuple[list[str], dict[str, float]]:
+    """One session: send what differs (and remove what the source lacks, with ``prune``; always, what came
+    from the previous version); returns the files whose hash did not match on arrival, and the versions
+    beside ``dest`` (id -> mtime)."""
     session = _Session(access, dest)
     try:
         held = session.scan["files"]
         parts = session.scan["parts"]
+        versions: dict[str, float] = session.scan.get("versions", {})
         wanted = {item.rel for item in files}
-        result.extra_files = sorted(rel for rel in held if rel not in wanted)
+        seeded = set(session.scan.get("seeded", ())) - wanted
+        for rel in sorted(seeded):
+            session.remove(rel)
+        result.extra_files = sorted(rel for rel in held if rel not in wanted and rel not in seeded)
         if prune:
             for rel in result.extra_files:
                 session.remove(rel)
@@ -315,7 +294,29 @@ def _round(
     removed = {r["rel"] for r in replies if r.get("removed")}
     result.pruned = [rel for rel in result.extra_files if rel in removed]
     result.extra_files = [rel for rel in result.extra_files if rel not in removed]
-    return [r["rel"] for r in replies if not r["ok"]]
+    return [r["rel"] for r in replies if not r["ok"]], versions
+
+
+def _settle(access: NodeAccess, dest: str, result: NodeDelivery, held: dict[str, float], policy: VersionPolicy) -> None:
+    """Mark the delivered version the newest on the node; decide which versions stay, remove the old ones
+    with ``prune``."""
+    current = version_of(dest)
+    if current is None:
+        return
+    newest_first = sorted(held, key=lambda v: held[v], reverse=True)
+    kept, old = choose_versions(current, newest_first, policy.keep, policy.protect)
+    proc = subprocess.run(  # argv from ssh_command, no local shell
+        ssh_command(access, [dest, "--settle", *(old if policy.prune else [])]),
+        capture_output=True,
+        check=False,
+        timeout=3600,
+    )
+    if proc.returncode != 0:
+        raise RackctlError(proc.stderr.decode(errors="replace").strip()[-500:] or f"exit {proc.returncode}")
+    removed = json.loads(proc.stdout)["removed"]
+    result.versions_kept = kept
+    result.versions_removed = [v for v in old if v in removed]
+    result.versions_old = [v for v in old if v not in removed]
 
 
 def deliver_node(
@@ -326,21 +327,26 @@ def deliver_node(
     progress: Progress,
     *,
     prune: bool = False,
+    policy: VersionPolicy | None = None,
 ) -> NodeDelivery:
     """Bring ``dest`` on one node to ``files``; a file that arrives damaged is sent again once. With
-    ``prune`` the files ``dest`` holds beyond ``files`` are removed."""
-    result = NodeDelivery(access.hostname, dest)
+    ``prune`` the files ``dest`` holds beyond ``files`` are removed. A versioned ``dest`` (``<dir>@<id>``)
+    starts from the node's newest version, and once complete is settled as the newest (``policy``: which
+    older versions stay)."""
+    result = NodeDelivery(access.hostname, dest, version=version_of(dest))
     try:
-        bad = _round(access, dest, source, files, result=result, progress=progress, prune=prune)
+        bad, held = _round(access, dest, source, files, result=result, progress=progress, prune=prune)
         if bad:
             result.resent_after_mismatch = bad
             first = (result.extra_files, result.pruned)  # the retry's scan sees only the files it re-sends
             retry = [f for f in files if f.rel in bad]
-            again = _round(access, dest, source, retry, result=result, progress=progress)
+            again, _ = _round(access, dest, source, retry, result=result, progress=progress)
             result.extra_files, result.pruned = first
             if again:
                 result.error = f"sha256 mismatch on arrival, twice: {', '.join(again)}"
-    except (RackctlError, OSError, ValueError) as exc:
+        if result.error is None:
+            _settle(access, dest, result, held, policy or VersionPolicy(prune=prune))
+    except (RackctlError, OSError, ValueError, subprocess.TimeoutExpired) as exc:
         result.error = str(exc)
     return result
 
@@ -401,14 +407,19 @@ def deliver_model(
     files: list[SourceFile] | None = None,
     *,
     prune: bool = False,
+    protect: tuple[str, ...] = (),
+    keep: int = KEEP,
     stop: threading.Event | None = None,
 ) -> list[NodeDelivery]:
-    """Deliver one planned model to its nodes, in parallel. Ctrl-C (or ``stop`` set) ends every node's copy
-    at its next block, each reported stopped, the parts kept for the next run to resume."""
+    """Deliver one planned model to its nodes, in parallel, as the version its files make
+    (``<dest>@<id>``); ``keep``/``protect``/``prune``: which older versions stay (:class:`VersionPolicy`).
+    Ctrl-C (or ``stop`` set) ends every node's copy at its next block, each reported stopped, the parts kept
+    for the next run to resume."""
     if plan.source is None or plan.dest is None or not plan.nodes:
         return []
     listing = files if files is not None else source_files(plan.source)
-    source, dest = plan.source, plan.dest
+    source, dest = plan.source, versioned(plan.dest, version_id(listing))
+    policy = VersionPolicy(keep, protect, prune)
     stopped = stop or threading.Event()
 
     def guarded(node: str, done: int) -> None:
@@ -421,7 +432,8 @@ def deliver_model(
     pool = ThreadPoolExecutor(max_workers=min(len(plan.nodes), MAX_NODES_AT_ONCE))
     try:
         futures = [
-            pool.submit(deliver_node, access[n], dest, source, listing, guarded, prune=prune) for n in plan.nodes
+            pool.submit(deliver_node, access[n], dest, source, listing, guarded, prune=prune, policy=policy)
+            for n in plan.nodes
         ]
         return [f.result() for f in futures]
     except KeyboardInterrupt:

@@ -14,14 +14,66 @@ and changes nothing (the check of a directory placed on the nodes beforehand). A
 longer has) and answers ``{"rel", "ok": true, "removed": true}``.
 One session at a time per destination (``flock`` on ``.<dest>.rackctl-lock`` beside it): a session whose
 client went away finishes what it had received before the next one scans.
+
+Versions (:mod:`bootstrap.triton.weights_version`): a DEST named ``<model dir>@<id>`` is one version of the
+model; its siblings ``<model dir>@<other id>`` are the others, and the lock is the model's
+(``.<model dir name>.rackctl-lock``). A version directory that does not exist yet starts as hard links to
+the files of the newest sibling (copies where links fail), made in ``<DEST>.rackctl-seed`` and renamed into
+place: a file that did not change is found in place by the scan and not sent; a file sent replaces its link
+(a new inode), so the older version keeps its bytes. The scan adds ``"seeded"`` (the files linked) and
+``"versions"`` (``{id: mtime}`` of the siblings). With argv ``DEST --settle [ID...]`` the agent marks DEST
+the newest version (its mtime now), removes the named sibling versions (never DEST) and prints
+``{"removed": [id...]}``.
 """
 
 from __future__ import annotations
 
 AGENT = r"""
-import fcntl, hashlib, json, os, sys
-dest = sys.argv[1]
+import fcntl, hashlib, json, os, re, shutil, sys
+dest = sys.argv[1].rstrip("/")
 PART = ".rackctl-part"
+parent, base = os.path.split(dest)
+found_version = re.match(r"^(.+)@([0-9a-f]{12})$", base)
+model_base = found_version.group(1) if found_version else None
+def versions():
+    out = {}
+    if model_base is None or not os.path.isdir(parent):
+        return out
+    for name in os.listdir(parent):
+        m = re.match(r"^(.+)@([0-9a-f]{12})$", name)
+        full = os.path.join(parent, name)
+        if m and m.group(1) == model_base and full != dest and os.path.isdir(full):
+            out[m.group(2)] = os.path.getmtime(full)
+    return out
+def lock_model():
+    lock = open(os.path.join(parent, "." + (model_base or base) + ".rackctl-lock"), "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    return lock
+def seed():
+    if model_base is None or os.path.exists(dest):
+        return []
+    held = versions()
+    if not held:
+        return []
+    newest = os.path.join(parent, model_base + "@" + max(held, key=held.get))
+    tmp = dest + ".rackctl-seed"
+    shutil.rmtree(tmp, ignore_errors=True)
+    linked = []
+    for root, _, names in os.walk(newest):
+        for name in names:
+            full = os.path.join(root, name)
+            if name.endswith(PART) or os.path.islink(full) or not os.path.isfile(full):
+                continue
+            rel = os.path.relpath(full, newest)
+            os.makedirs(os.path.dirname(os.path.join(tmp, rel)), exist_ok=True)
+            try:
+                os.link(full, os.path.join(tmp, rel))
+            except OSError:
+                shutil.copyfile(full, os.path.join(tmp, rel))
+            linked.append(rel)
+    os.makedirs(tmp, exist_ok=True)
+    os.rename(tmp, dest)
+    return linked
 def sha(path):
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -42,11 +94,23 @@ if sys.argv[2:] == ["--list"]:
                 found[os.path.relpath(full, dest)] = os.path.getsize(full)
     print(json.dumps({"exists": os.path.isdir(dest), "files": found}))
     sys.exit(0)
+if sys.argv[2:3] == ["--settle"]:
+    lock = lock_model()
+    if os.path.isdir(dest):
+        os.utime(dest)
+    removed = []
+    for vid in sys.argv[3:]:
+        old = os.path.join(parent, model_base + "@" + vid)
+        if model_base and re.match(r"^[0-9a-f]{12}$", vid) and old != dest and os.path.isdir(old):
+            shutil.rmtree(old)
+            removed.append(vid)
+    print(json.dumps({"removed": removed}))
+    sys.exit(0)
 files, parts = {}, {}
+os.makedirs(parent, exist_ok=True)
+lock = lock_model()
+seeded = seed()
 os.makedirs(dest, exist_ok=True)
-parent, base = os.path.split(dest.rstrip("/"))
-lock = open(os.path.join(parent, "." + base + ".rackctl-lock"), "w")
-fcntl.flock(lock, fcntl.LOCK_EX)
 for root, _, names in os.walk(dest):
     for name in names:
         full = os.path.join(root, name)
@@ -56,7 +120,7 @@ for root, _, names in os.walk(dest):
         elif os.path.isfile(full) and not os.path.islink(full):
             files[rel] = [os.path.getsize(full), sha(full)]
 out = sys.stdout
-out.write(json.dumps({"files": files, "parts": parts}) + "\n")
+out.write(json.dumps({"files": files, "parts": parts, "seeded": seeded, "versions": versions()}) + "\n")
 out.flush()
 inp = sys.stdin.buffer
 while True:

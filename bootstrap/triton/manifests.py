@@ -4,6 +4,9 @@ ServiceMonitor.
 The rendered repository travels in ConfigMap ``<model>-repository``; the Deployment's initContainer copies it
 to where Triton loads it (:mod:`bootstrap.triton.repository_volume`). The model's files are mounted read-only
 at ``deployment.storage.mount_path`` from where they are: the node's ``node_dir`` (hostPath) or the NFS export.
+A delivered model's configs name its version directory below that mount (``<hf_model_dir>@<id>``, from
+:func:`bootstrap.triton.weights_version.served_spec`), and the pod template carries the id
+(:data:`~bootstrap.triton.weights_version.ANNOTATION`): new files are a new pod template, hence a rolling update.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from bootstrap.inventory.served_models import ModelSpec
 from bootstrap.inventory.trtllm import version_info
 from bootstrap.triton import repository_volume as repo_volume
 from bootstrap.triton.render import render_model
+from bootstrap.triton.weights_version import ANNOTATION as WEIGHTS_ANNOTATION
+from bootstrap.triton.weights_version import annotation as weights_annotation
 
 LAUNCH_SCRIPT = Path(__file__).parent / "templates" / "k8s" / "rackctl_launch.py"
 LAUNCH_MOUNT = "/opt/rackctl"
@@ -40,7 +45,8 @@ def _meta(spec: ModelSpec, name: str, **labels: str) -> dict[str, Any]:
 
 def weights_volume(spec: ModelSpec) -> dict[str, Any]:
     """The pod volume holding the model's files: hostPath of the node's ``node_dir`` (kind node; it must
-    exist, filled by ``rackctl triton deliver`` or beforehand) or the NFS export, read-only (kind nfs)."""
+    exist, filled by ``rackctl triton deliver`` (one directory per version) or beforehand) or the NFS
+    export, read-only (kind nfs)."""
     storage = spec.deployment.storage
     if storage.kind == "nfs":
         return {"name": "weights", "nfs": {"server": storage.nfs_server, "path": storage.nfs_path, "readOnly": True}}
@@ -106,7 +112,10 @@ def deployment(spec: ModelSpec, repository: dict[str, Any] | None = None) -> dic
             "template": {
                 "metadata": {
                     "labels": _labels(spec),
-                    "annotations": {repo_volume.DIGEST_ANNOTATION: repo_volume.digest_of(repository)},
+                    "annotations": {
+                        repo_volume.DIGEST_ANNOTATION: repo_volume.digest_of(repository),
+                        WEIGHTS_ANNOTATION: weights_annotation(spec),
+                    },
                 },
                 "spec": {
                     "nodeSelector": {"nvidia.com/gpu.product": dep.gpu_product},
@@ -278,6 +287,7 @@ def write_manifests(
                 "model": spec.name,
                 "files": paths,
                 "gpus": spec.world_size,
+                "weights_version": weights_annotation(spec),
                 "problems": [p.as_dict() for p in problems],
             }
         )

@@ -18,6 +18,7 @@ from bootstrap.errors import InvalidInput, Problem
 from bootstrap.fsutil import atomic_write_text, replace_tree
 from bootstrap.inventory.served_models import ModelSpec
 from bootstrap.inventory.trtllm import version_info
+from bootstrap.triton.weights_version import annotation as weights_annotation
 
 TEMPLATES = Path(__file__).parent / "templates"
 REPOSITORY_DIR = "model_repository"
@@ -150,7 +151,15 @@ def render_all(specs: list[ModelSpec], out_dir: Path, *, dry_run: bool = False) 
         paths.append(str(model_dir / SPEC_FILE))
         if not dry_run:
             write_model(rendered, spec, model_dir)
-        results.append({"model": spec.name, "layout": spec.layout, "dir": str(model_dir), "files": paths})
+        results.append(
+            {
+                "model": spec.name,
+                "layout": spec.layout,
+                "dir": str(model_dir),
+                "files": paths,
+                "weights_version": weights_annotation(spec),
+            }
+        )
     return results
 
 

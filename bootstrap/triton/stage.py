@@ -16,6 +16,7 @@ from bootstrap.triton.check import check_model_dir
 from bootstrap.triton.client import load_check_modules
 from bootstrap.triton.manifests import write_manifests
 from bootstrap.triton.render import render_all
+from bootstrap.triton.weights_version import load_record, served_spec
 
 
 class ModelsFile(BaseModel):
@@ -62,19 +63,26 @@ def load_specs(inventory_path: Path, models_file: Path | None) -> list[ModelSpec
     return specs
 
 
-def run_triton_stage(inventory: Any, out_dir: Path, *, load_check: bool) -> dict[str, Any]:
+def run_triton_stage(
+    inventory: Any, out_dir: Path, *, load_check: bool, state_dir: Path | None = None
+) -> dict[str, Any]:
     """Render, write manifests and check every model of ``inventory``; optionally load them in tritonserver.
 
     Engines usually live on the cluster's volume, not on this machine: the engine check is skipped here
-    (``rackctl triton check --path-map`` runs it where the engines are reachable).
+    (``rackctl triton check --path-map`` runs it where the engines are reachable). A delivered model is
+    rendered at the version the state dir's record names (``state_dir``, default ``out_dir``'s parent); one
+    with ``source_dir`` and no delivered version is a problem of its check (nothing points at missing files).
     """
-    specs = _unique(list(inventory.models))
+    record = load_record(state_dir or out_dir.parent)
+    served = [served_spec(spec, record) for spec in _unique(list(inventory.models))]
+    specs = [spec for spec, _ in served]
     rendered = render_all(specs, out_dir)
     manifests = write_manifests(specs, out_dir)
     checks = []
-    for spec in specs:
+    for spec, (_, unversioned) in zip(specs, served, strict=True):
         result = check_model_dir(out_dir / spec.name, skip_engine=True)
-        checks.append({"model": spec.name, "problems": [p.as_dict() for p in result.problems]})
+        problems = [*unversioned, *result.problems]
+        checks.append({"model": spec.name, "problems": [p.as_dict() for p in problems]})
     ok = not any(c["problems"] for c in checks) and not any(m["problems"] for m in manifests)
     loads = []
     if load_check and ok:

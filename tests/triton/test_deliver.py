@@ -33,6 +33,7 @@ from bootstrap.triton.deliver import (
 )
 from bootstrap.triton.manifests import build_manifests
 from bootstrap.triton.render import render_model
+from bootstrap.triton.weights_version import ANNOTATION, note_applied, served_specs, version_id, versioned
 from tests.ansible.test_playbook_stage import RelayEnvironment
 from tests.sshnode import start_ssh_node
 from tests.triton.test_model_files import hf_checkpoint
@@ -106,6 +107,11 @@ def _plan(rack: dict[str, Any]):
     return plan_model(inventory, next(m for m in inventory.models if m.name == MODEL))
 
 
+def _version_dest(rack: dict[str, Any], node: str) -> Path:
+    """Where the source's current files go on ``node``: the model directory at their version."""
+    return Path(versioned(_plan(rack).dest.replace("@node", node), version_id(source_files(rack["source"]))))
+
+
 def _deliver(rack: dict[str, Any], progress=None) -> dict[str, Any]:
     """Deliver the model; each node's copy goes to its own directory (``@node`` = the node, for two sshd on one
     machine): the access map's per-node dest is what the real nodes would all share."""
@@ -176,7 +182,7 @@ def test_an_interrupted_copy_resumes_where_it_stopped(rack):
 
     with pytest.raises(Interrupted):
         _deliver(rack, progress=stop)
-    dest = Path(str(_plan(rack).dest).replace("@node", NODES[0]))
+    dest = _version_dest(rack, NODES[0])
     assert list(dest.rglob("*.rackctl-part"))  # the bytes of the file in flight stayed
     again = _deliver(rack)
     result = again["results"][NODES[0]]
@@ -208,8 +214,9 @@ def test_cli_plan_then_copy_then_nothing(rack, monkeypatch: pytest.MonkeyPatch):
     assert code == 0 and plan["plan"] is True
     [model] = plan["models"]
     assert model["nodes"] == list(NODES) and model["bytes"] == total and model["files"] == 5
-    dest = Path(model["dest"])
-    assert not dest.exists()  # the plan copies nothing
+    dest = Path(f"{model['dest']}@{model['version']}")
+    assert model["version"] == version_id(source_files(rack["source"]))
+    assert not dest.exists() and not dest.parent.exists()  # the plan copies nothing
     code, done = _cli(rack, monkeypatch, "--model", MODEL)
     assert code == 0, done
     results = done["models"][0]["results"]
@@ -236,7 +243,7 @@ def test_cli_limit_copies_to_the_selected_nodes_only(rack, monkeypatch: pytest.M
     assert code == 0, done
     [result] = done["models"][0]["results"]
     assert result["node"] == NODES[1] and result["ok"] and result["sent_bytes"] > 0
-    assert _tree(Path(plan["models"][0]["dest"])) == _tree(rack["source"])
+    assert _tree(Path(f"{plan['models'][0]['dest']}@{plan['models'][0]['version']}")) == _tree(rack["source"])
     for limit in ("head-01", "gpu-l40s-1"):
         code, doc = _cli(rack, monkeypatch, "--model", MODEL, "--limit", limit)
         assert code == 2 and doc["errors"][0]["path"] == "--limit", doc
@@ -304,7 +311,10 @@ def test_cli_progress_piped_is_a_line_per_tenth_and_prune_in_the_plan(rack, monk
     plan = CliRunner().invoke(cli, [*base, "--plan", "--prune"])
     assert plan.exit_code == 0, plan.output
     assert "files a node holds there that the source lacks are removed" in plan.stdout
-    assert plan.stderr == ""  # the plan reads no file's content: nothing to show progress of
+    version = version_id(source_files(rack["source"]))
+    assert f"(version {version})" in plan.stdout
+    assert all(f"{MODEL} → " not in line for line in plan.stderr.splitlines())  # hashed the source, sent nothing
+    assert plan.stderr.splitlines()[-1].endswith(f"{MODEL}: sha256: 100% of {total / 1e6:.1f} MB")
     run = CliRunner().invoke(cli, base)
     assert run.exit_code == 0, run.output
     lines = run.stderr.splitlines()
@@ -356,8 +366,8 @@ def test_a_stopped_run_ends_every_node_at_its_next_block_and_the_next_run_resume
     its part kept; nothing half-written under a real name; the next run sends only the rest."""
     inventory = rack["inventory"]
     plan = _plan(rack)
-    dest = Path(plan.dest.replace("@node", NODES[0]))
-    one = plan.__class__(plan.model, plan.source, str(dest), (NODES[0],))
+    one = plan.__class__(plan.model, plan.source, plan.dest.replace("@node", NODES[0]), (NODES[0],))
+    dest = _version_dest(rack, NODES[0])
     access = node_access(inventory, rack["state"], rack["env"])
     stop = threading.Event()
     seen = [0]
@@ -394,11 +404,13 @@ def test_a_damaged_part_on_the_node_is_found_on_arrival_and_the_file_sent_whole(
 
 def test_the_pod_reads_the_delivered_files_where_its_config_points(rack, monkeypatch: pytest.MonkeyPatch):
     """The rendered model.yaml names a path in the pod; the Deployment's weights volume maps it to a node
-    path (hostPath below mountPath); delivered, that node path holds the source's files byte for byte."""
+    path (hostPath below mountPath); delivered, that node path is the version delivery made, holding the
+    source's files byte for byte: the render and delivery agree on the version."""
     rack["path"].write_text(rack["path"].read_text().replace("/@node", ""))
     code, done = _cli(rack, monkeypatch, "--model", MODEL)
     assert code == 0, done
-    spec = next(m for m in load_inventory(rack["path"]).models if m.name == MODEL)
+    declared = next(m for m in load_inventory(rack["path"]).models if m.name == MODEL)
+    [spec] = served_specs([declared], rack["state"])
     model_yaml = yaml.safe_load(render_model(spec).files["tensorrt_llm/model.yaml"])
     pod_path = model_yaml["llm_args"]["model"]
     assert model_yaml["llm_args"]["tokenizer"] == pod_path  # the tokenizer came in the same directory
@@ -408,7 +420,9 @@ def test_the_pod_reads_the_delivered_files_where_its_config_points(rack, monkeyp
     [volume] = [v for v in pod["volumes"] if v["name"] == "weights"]
     assert mount["readOnly"] is True and pod_path.startswith(mount["mountPath"] + "/")
     on_node = Path(volume["hostPath"]["path"] + pod_path.removeprefix(mount["mountPath"]))
-    assert str(on_node) == done["models"][0]["dest"]
+    [model] = done["models"]
+    assert str(on_node) == f"{model['dest']}@{model['version']}" == model["results"][0]["dest"]
+    assert deployment["spec"]["template"]["metadata"]["annotations"][ANNOTATION] == model["version"]
     assert _tree(on_node) == _tree(rack["source"])
 
 
@@ -437,3 +451,99 @@ def test_a_git_clone_or_a_cache_snapshot_delivers_the_model_and_only_the_model(r
     with pytest.raises(InvalidInput) as refused:
         source_files(source)
     assert refused.value.problems[0].path == str(source / "dangling.json")
+
+
+def _new_version(source: Path) -> str:
+    """New files on the build host: one shard's bytes changed, the nested file gone; the shard's name."""
+    shard = source / "model-00002-of-00002.safetensors"
+    shard.write_bytes(os.urandom(3 * 1024 * 1024))
+    (source / "extra" / "generation_config.json").unlink()
+    return shard.name
+
+
+def _versions_beside(dest: Path) -> set[str]:
+    """The version ids of the model directories beside ``dest`` (``<model dir>@<id>``) on the node."""
+    base = dest.name.rsplit("@", 1)[0]
+    return {p.name.rsplit("@", 1)[1] for p in dest.parent.iterdir() if p.is_dir() and p.name.startswith(base + "@")}
+
+
+def test_new_files_are_a_new_version_beside_the_old_one_which_stays_intact(rack):
+    """A second delivery of changed files makes a new version directory on each node holding exactly the
+    new files; the old version (what running pods read) keeps every file, byte for byte; only the changed
+    file crosses the network. The same files again: the same version, nothing sent, no new directory."""
+    first = _deliver(rack)
+    old_tree = _tree(rack["source"])
+    changed = _new_version(rack["source"])
+    second = _deliver(rack)
+    for node in NODES:
+        before, after = first["results"][node], second["results"][node]
+        assert after.error is None, after
+        assert after.dest != before.dest and after.version != before.version
+        assert _tree(Path(after.dest)) == _tree(rack["source"])  # the removed file is not carried over
+        assert _tree(Path(before.dest)) == old_tree
+        assert after.sent_files == [changed] and after.extra_files == []
+        assert after.versions_kept == [after.version, before.version] and after.versions_old == []
+    third = _deliver(rack)
+    for node in NODES:
+        again = third["results"][node]
+        assert (again.dest, again.sent_bytes, again.sent_files) == (second["results"][node].dest, 0, [])
+        assert _versions_beside(Path(again.dest)) == {first["results"][node].version, again.version}
+
+
+def test_cli_plan_and_prune_keep_the_version_in_use_and_the_previous(rack, monkeypatch: pytest.MonkeyPatch):
+    """v1 on every node is what the render points at; v2 and v3 reach one node only (--limit): the render
+    refuses (source_dir no longer lists v1's files, and no newer version is on every node). The plan of v4
+    names it, what is sent and which versions go, touching nothing; --prune then removes v2 and keeps v4,
+    v3 (the previous) and v1 (in use). Once every node holds v4 the render points at it, and v1 is old:
+    reported, removed only with --prune, and not while the triton stage's last apply names it."""
+    rack["path"].write_text(rack["path"].read_text().replace("/@node", ""))
+    declared = next(m for m in load_inventory(rack["path"]).models if m.name == MODEL)
+    shard = rack["source"] / "model-00001-of-00002.safetensors"
+    ids = []
+    for limit in ((), ("--limit", NODES[1]), ("--limit", NODES[1])):
+        code, done = _cli(rack, monkeypatch, "--model", MODEL, *limit)
+        assert code == 0, done
+        ids.append(done["models"][0]["version"])
+        if len(ids) == 1:
+            [served] = served_specs([declared], rack["state"])
+            assert served.hf_model_dir == f"{declared.hf_model_dir}@{ids[0]}"
+            _new_version(rack["source"])
+        shard.write_bytes(os.urandom(3 * 1024 * 1024))
+    with pytest.raises(InvalidInput) as refused:
+        served_specs([declared], rack["state"])
+    [problem] = refused.value.problems
+    assert problem.path == f"models[{MODEL}].source_dir" and f"delivered version {ids[0]}" in problem.message
+    assert problem.fix == f"run `rackctl triton deliver --model {MODEL}`, then render again"
+    changed = shard.name
+    v4 = version_id(source_files(rack["source"]))
+    code, plan = _cli(rack, monkeypatch, "--plan", "--prune", "--model", MODEL, "--limit", NODES[1])
+    assert code == 0, plan
+    [model] = plan["models"]
+    [node_plan] = model["node_plans"]
+    assert model["version"] == v4 and node_plan["send_files"] == [changed]
+    assert (node_plan["versions_kept"], node_plan["versions_removed"]) == ([v4, ids[2], ids[0]], [ids[1]])
+    dest = Path(model["dest"])
+    assert _versions_beside(Path(f"{dest}@{v4}")) == set(ids)  # the plan changed nothing
+    code, pruned = _cli(rack, monkeypatch, "--prune", "--model", MODEL, "--limit", NODES[1])
+    assert code == 0, pruned
+    [result] = pruned["models"][0]["results"]
+    assert (result["versions_kept"], result["versions_removed"]) == ([v4, ids[2], ids[0]], [ids[1]])
+    assert result["sent_files"] == [changed]
+    assert _versions_beside(Path(result["dest"])) == {v4, ids[2], ids[0]}
+    code, everywhere = _cli(rack, monkeypatch, "--model", MODEL)
+    assert code == 0 and [r["sent_bytes"] for r in everywhere["models"][0]["results"]] == [0, 0]
+    [served] = served_specs([declared], rack["state"])
+    assert served.hf_model_dir == f"{declared.hf_model_dir}@{v4}"
+    code, kept = _cli(rack, monkeypatch, "--model", MODEL)
+    assert [(r["versions_kept"], r["versions_old"]) for r in kept["models"][0]["results"]] == [
+        ([v4, ids[2]], [ids[0]])
+    ] * 2
+    note_applied(rack["state"], MODEL, ids[0])  # the triton stage applied v1 last: the cluster runs it
+    code, done = _cli(rack, monkeypatch, "--prune", "--model", MODEL, "--limit", NODES[0])
+    [result] = done["models"][0]["results"]
+    assert code == 0 and (result["versions_kept"], result["versions_removed"]) == ([v4, ids[2], ids[0]], [])
+    for applied in (ids[2], v4):  # the cluster rolled on to v3, then v4: v1 is no longer in use
+        note_applied(rack["state"], MODEL, applied)
+    code, done = _cli(rack, monkeypatch, "--prune", "--model", MODEL, "--limit", NODES[0])
+    assert code == 0 and done["models"][0]["results"][0]["versions_removed"] == [ids[0]]
+    assert _versions_beside(Path(result["dest"])) == {v4, ids[2]}

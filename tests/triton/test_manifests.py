@@ -11,6 +11,15 @@ from click.testing import CliRunner
 
 from bootstrap.cli import cli
 from bootstrap.triton.manifests import build_manifests, validate_objects
+from bootstrap.triton.source_listing import source_files
+from bootstrap.triton.weights_version import (
+    ANNOTATION,
+    load_record,
+    record_delivery,
+    save_record,
+    served_specs,
+    version_id,
+)
 from tests.triton.conftest import make_spec
 
 
@@ -110,3 +119,88 @@ def test_cli_manifests_dry_run_then_write(tmp_path: Path):
     assert json.loads(done.output)["models"][0]["gpus"] == 2
     docs = list(yaml.safe_load_all((out / "a" / "k8s" / "deployment.yaml").read_text()))
     assert any(d["kind"] == "Deployment" for d in docs)
+
+
+def _delivered_spec(tmp_path: Path, **storage):
+    source = tmp_path / "build-host" / "llama3-8b"
+    source.mkdir(parents=True, exist_ok=True)
+    overrides = {"trtllm_version": "26.07", "engine_dir": None, "source_dir": str(source)}
+    return make_spec(**overrides, deployment={"storage": storage} if storage else {}), source
+
+
+def _deliver_to_record(state: Path, spec, source: Path) -> str:
+    """What `rackctl triton deliver` records once every serving node holds the source's files."""
+    files = source_files(source)
+    vid = version_id(files)
+    models = load_record(state)
+    record_delivery(models, spec, vid, files, {"gpu-01": [vid]}, ["gpu-01"])
+    save_record(state, models)
+    return vid
+
+
+def _pod_template(state: Path, spec) -> dict:
+    [served] = served_specs([spec], state)
+    objects = build_manifests(served)["deployment.yaml"]
+    assert validate_objects(objects) == []
+    return next(o for o in objects if o["kind"] == "Deployment")["spec"]["template"]
+
+
+def test_new_weights_change_the_pod_template_and_the_same_weights_do_not(tmp_path: Path):
+    """The Deployment names the delivered version: rendered twice for the same files, the pod template is
+    the same (no rollout); for new files it differs (Kubernetes rolls it), and the configs name the new
+    version's directory."""
+    spec, source = _delivered_spec(tmp_path)
+    state = tmp_path / "state"
+    state.mkdir()
+    (source / "config.json").write_text('{"architectures": ["LlamaForCausalLM"]}')
+    (source / "model.safetensors").write_bytes(b"\x01" * 4096)
+    first = _deliver_to_record(state, spec, source)
+    template = _pod_template(state, spec)
+    assert template == _pod_template(state, spec)
+    assert template["metadata"]["annotations"][ANNOTATION] == first
+    (source / "model.safetensors").write_bytes(b"\x02" * 4096)  # same size, new bytes
+    second = _deliver_to_record(state, spec, source)
+    assert second != first
+    rolled = _pod_template(state, spec)
+    assert rolled != template and rolled["metadata"]["annotations"][ANNOTATION] == second
+    [served] = served_specs([spec], state)
+    assert served.hf_model_dir == f"{spec.hf_model_dir}@{second}"
+    assert served.node_dest == f"{spec.node_dest}@{second}"  # the directory delivery filled on each node
+    volumes = {v["name"]: v for v in rolled["spec"]["volumes"]}
+    assert volumes["weights"]["hostPath"]["path"] == spec.deployment.storage.node_dir
+
+
+def test_a_model_without_a_delivered_version_is_refused_naming_the_field_and_the_command(tmp_path: Path):
+    """`rackctl triton manifests` for a model with source_dir: never delivered, or changed since its
+    delivery, the render refuses (exit 2) rather than point the Deployment at files not on the nodes."""
+    spec, source = _delivered_spec(tmp_path)
+    models = tmp_path / "models.yml"
+    models.write_text(yaml.safe_dump({"models": [spec.model_dump(exclude_none=True)]}))
+    state = tmp_path / "state"
+    args = ["triton", "manifests", "--models", str(models), "--state-dir", str(state), "--json", "--plan"]
+    (source / "config.json").write_text("{}")
+    for step in ("never delivered", "changed since"):
+        if step == "changed since":
+            state.mkdir()
+            _deliver_to_record(state, spec, source)
+            (source / "tokenizer.json").write_text("{}")
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 2, result.output
+        [error] = json.loads(result.output)["errors"]
+        assert error["path"] == "models[llama3-8b].source_dir", error
+        assert error["fix"] == "run `rackctl triton deliver --model llama3-8b`, then render again"
+    (source / "tokenizer.json").unlink()
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["models"][0]["weights_version"] == version_id(source_files(source))
+
+
+def test_nfs_and_placed_models_have_no_rackctl_version_and_say_so():
+    """An NFS export is read in place, a model without source_dir was placed beforehand: the configs name
+    hf_model_dir as declared and the pod template says why there is no version."""
+    nfs = make_spec(deployment={"storage": {"kind": "nfs", "nfs_server": "powerscale.lab", "nfs_path": "/ifs/ai"}})
+    for spec, why in ((nfs, "NFS export"), (make_spec(), "placed on the nodes beforehand")):
+        [served] = served_specs([spec], Path("/nonexistent-state"))
+        assert served.hf_model_dir == spec.hf_model_dir
+        template = next(o for o in build_manifests(served)["deployment.yaml"] if o["kind"] == "Deployment")
+        assert why in template["spec"]["template"]["metadata"]["annotations"][ANNOTATION]

@@ -106,7 +106,7 @@ def test_manifests_carry_the_repository_config_map_and_the_copier(overrides: dic
     manifest = json.loads(config_map["data"][rv.MANIFEST_KEY])
     assert manifest["files"] == sorted(rendered.files) and manifest["dirs"] == sorted(rendered.dirs)
     pod = _pod(spec)
-    assert pod["metadata"]["annotations"] == {rv.DIGEST_ANNOTATION: manifest["digest"]}
+    assert pod["metadata"]["annotations"][rv.DIGEST_ANNOTATION] == manifest["digest"]
     (init,) = pod["spec"]["initContainers"]
     (triton,) = pod["spec"]["containers"]
     assert init["image"] == triton["image"] and init["command"][0] == "python3"

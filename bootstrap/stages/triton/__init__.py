@@ -116,10 +116,13 @@ class TritonStage(Stage):
         if not ctx.inventory.models:
             return StageResult(ok=True, message="no models declared in the inventory: nothing to render or deploy")
         load_check = ctx.options.triton.load_check
-        result = run_triton_stage(ctx.inventory, ctx.state_dir / "triton", load_check=load_check)
+        result = run_triton_stage(
+            ctx.inventory, ctx.state_dir / "triton", load_check=load_check, state_dir=ctx.state_dir
+        )
         if not result["ok"]:
-            problems = [p["message"] for c in result["checks"] for p in c["problems"]]
-            problems += [p["message"] for m in result["manifests"] for p in m.get("problems", [])]
+            said = [p for c in result["checks"] for p in c["problems"]]
+            said += [p for m in result["manifests"] for p in m.get("problems", [])]
+            problems = [f"{p['message']} (fix: {p['fix']})" if p.get("fix") else p["message"] for p in said]
             message = "; ".join(problems[:5]) or "triton checks failed"
             # the stage is cluster-wide: every selected node shares its outcome
             return StageResult(

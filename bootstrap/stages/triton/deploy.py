@@ -33,6 +33,7 @@ from bootstrap.stages.base import NodeResult, Rendered, StageContext, StageResul
 from bootstrap.stages.triton.smoke import FACT, VIA, http_service, smoke_services
 from bootstrap.triton.manifests import rolling_update_problems
 from bootstrap.triton.repository_volume import carries_repository
+from bootstrap.triton.weights_version import ANNOTATION, note_applied
 
 #: What the live deploy still leaves undone (shown as "rendered + validated, not applied: <why>").
 #: Said when a Deployment as written carries no repository (manifests written before rackctl shipped it).
@@ -71,6 +72,8 @@ def deploy(
     try:
         for name, objects in per_model.items():
             reports[name] = apply_objects(cluster, objects)
+            annotations = deployments[name]["spec"]["template"]["metadata"].get("annotations", {})
+            note_applied(ctx.state_dir, name, annotations.get(ANNOTATION))  # its version stays on the nodes
             ctx.progress.log(f"triton: {name}: {reports[name].summary()}")
         keys = {name: (d["metadata"]["namespace"], d["metadata"]["name"]) for name, d in deployments.items()}
         rollouts = watch_rollouts(cluster, list(keys.values()), timeout_s=timeout_s)
