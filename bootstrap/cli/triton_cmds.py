@@ -22,7 +22,7 @@ from bootstrap.triton.client import load_check_modules
 from bootstrap.triton.manifests import DEFAULT_K8S_VERSION, write_manifests
 from bootstrap.triton.render import render_all
 from bootstrap.triton.smoke import DEFAULT_PROMPT, run_smoke
-from bootstrap.triton.stage import load_specs
+from bootstrap.triton.stage import load_scaling, load_specs
 from bootstrap.triton.weights_version import served_specs
 
 #: the repositories live under ``<state-dir>/triton`` unless ``--out``/DIRECTORY says otherwise
@@ -150,7 +150,8 @@ def manifests_cmd(
     """Write Kubernetes manifests per model, validated with kubernetes-validate --strict."""
     out_dir = _repos(out_dir, state_dir)
     specs = served_specs(load_specs(inventory_path, models_file), state_dir)
-    results = write_manifests(specs, out_dir, dry_run=dry_run, k8s_version=k8s_version)
+    scaling = load_scaling(inventory_path, models_file)
+    results = write_manifests(specs, out_dir, dry_run=dry_run, k8s_version=k8s_version, scaling=scaling)
     ok = not any(r["problems"] for r in results)
     emit({"ok": ok, "dry_run": dry_run, "models": results}, as_json, _print_files)
     if not ok:

@@ -1,8 +1,10 @@
-"""Helm releases and their values: CNI (Calico, Cilium or Flannel), local-path-provisioner, kube-prometheus-stack.
+"""Helm releases and their values: CNI (Calico, Cilium or Flannel), local-path-provisioner, kube-prometheus-stack,
+KEDA (when a model autoscales).
 
 Values follow each pinned chart's ``values.yaml``; the GPU operator's are in
 :mod:`bootstrap.cluster.gpu_operator`. Install order matters: CNI, storage, monitoring (its CRDs, so the
-GPU operator's and Triton's ServiceMonitors are accepted), then the GPU operator.
+GPU operator's and Triton's ServiceMonitors are accepted), KEDA (its CRDs, so the ScaledObjects are), then
+the GPU operator.
 """
 
 from __future__ import annotations
@@ -10,11 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from bootstrap.inventory.cluster import PROMETHEUS_RELEASE
 from bootstrap.inventory.models import Inventory
 from bootstrap.inventory.profiles import version_tuple
 
-#: The release name Prometheus' selectors match on (``release: <name>`` labels).
-PROMETHEUS_RELEASE = "kube-prometheus-stack"
 #: VXLAN adds 50 bytes of headers; the pod MTU leaves room for them.
 VXLAN_OVERHEAD = 50
 #: The label the Grafana sidecar finds dashboard ConfigMaps by (kube-prometheus-stack's default, set anyway).
@@ -237,10 +238,38 @@ def kube_prometheus_stack(inv: Inventory) -> Release:
     )
 
 
+#: Where KEDA runs (the namespace of the chart's own documentation).
+KEDA_NAMESPACE = "keda"
+
+
+def keda(inv: Inventory) -> Release:
+    """KEDA: its operator, metrics server (``external.metrics.k8s.io``) and CRDs (``ScaledObject``), for the
+    models with ``deployment.autoscaling``. The chart's defaults: nothing of it is set from the inventory
+    (each ScaledObject names the Prometheus it asks)."""
+    sources = [f"models[{i}].deployment.autoscaling" for i, m in enumerate(inv.models) if m.deployment.autoscaling]
+    return Release(
+        name="keda",
+        repo="https://kedacore.github.io/charts",
+        chart="keda",
+        version=inv.kubernetes.charts.keda,
+        namespace=KEDA_NAMESPACE,
+        values={},
+        sources=(*sources, "kubernetes.charts.keda"),
+    )
+
+
+def autoscaling_wanted(inv: Inventory) -> bool:
+    """Some model scales with demand (``deployment.autoscaling``), so the cluster needs KEDA."""
+    return any(m.deployment.autoscaling is not None for m in inv.models)
+
+
 def cluster_releases(inv: Inventory) -> list[Release]:
-    """The charts of the cluster itself, in install order: CNI, storage, monitoring (the GPU operator is
+    """The charts of the cluster itself, in install order: CNI, storage, monitoring, then KEDA when a model
+    autoscales (its ScaledObjects ask that Prometheus; the GPU operator is
     :func:`bootstrap.cluster.gpu_operator.gpu_operator`'s)."""
     out = [*cni_releases(inv), local_path(inv)]
     if inv.monitoring.enabled:
         out.append(kube_prometheus_stack(inv))
+    if autoscaling_wanted(inv):
+        out.append(keda(inv))
     return out

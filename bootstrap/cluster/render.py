@@ -21,6 +21,7 @@ from bootstrap.cluster.gpu_operator import driver_version, gpu_nodes, gpu_operat
 from bootstrap.cluster.helm_render import chart_source, render_release
 from bootstrap.errors import Problem
 from bootstrap.fsutil import replace_tree
+from bootstrap.inventory.autoscaling import autoscaled
 from bootstrap.inventory.models import Inventory
 from bootstrap.nvidia.fabric_manager import fabric_manager_packages
 from bootstrap.triton.manifests import build_manifests
@@ -216,9 +217,17 @@ def _fabric_manager_plan(inv: Inventory) -> RenderedFile:
 
 def _triton_files(inv: Inventory) -> list[RenderedFile]:
     files = []
+    scaling = autoscaled(inv)
     for i, spec in enumerate(inv.models):
-        for name, objects in build_manifests(spec).items():
-            files.append(RenderedFile(f"triton/{spec.name}/{name}", "manifests", (f"models[{i}]",), objects))
+        resolved = scaling.get(spec.name)
+        for name, objects in build_manifests(spec, resolved).items():
+            sources: tuple[str, ...] = (f"models[{i}]",)
+            if name == "scaledobject.yaml" and resolved is not None:
+                # its Prometheus is monitoring's; its maximum the sizing placement's when the field is unset
+                sources += ("monitoring.namespace",) + (
+                    () if resolved.max_from.startswith("deployment.") else ("sizing",)
+                )
+            files.append(RenderedFile(f"triton/{spec.name}/{name}", "manifests", sources, objects))
     return files
 
 

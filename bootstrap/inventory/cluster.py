@@ -14,6 +14,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 _CHART_VERSION_RE = re.compile(r"^v?[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.-]+)?$")
 _DRIVER_RE = re.compile(r"^[0-9]{3}\.[0-9]{1,3}(\.[0-9]{1,3})?$")
 
+#: The kube-prometheus-stack release name (Prometheus' selectors match on ``release: <name>`` labels).
+PROMETHEUS_RELEASE = "kube-prometheus-stack"
+#: The chart's Prometheus Service: ``<fullname>-prometheus`` (fullname = the release name when it holds the
+#: chart's name) on the chart's ``prometheus.service.port``, 9090.
+PROMETHEUS_SERVICE = f"{PROMETHEUS_RELEASE}-prometheus"
+PROMETHEUS_PORT = 9090
+
 
 #: a kubeadm preflight check's name as kubeadm prints it ([ERROR NAME]: ...)
 _PREFLIGHT_CHECK_RE = re.compile(r"^[A-Za-z][A-Za-z0-9.-]*$")
@@ -51,8 +58,12 @@ class ChartPins(_Strict):
     flannel: str = Field(default="v0.28.10", description="Flannel chart (when cni: flannel).")
     local_path_provisioner: str = Field(default="0.0.32", description="Rancher local-path-provisioner chart.")
     kube_prometheus_stack: str = Field(default="88.5.3", description="prometheus-community/kube-prometheus-stack.")
+    keda: str = Field(
+        default="2.21.0",
+        description="kedacore/keda chart (KEDA v2.21.0; installed when a model sets deployment.autoscaling).",
+    )
 
-    @field_validator("tigera_operator", "cilium", "flannel", "local_path_provisioner", "kube_prometheus_stack")
+    @field_validator("tigera_operator", "cilium", "flannel", "local_path_provisioner", "kube_prometheus_stack", "keda")
     @classmethod
     def _version(cls, value: str) -> str:
         return _chart_version(value)
@@ -197,3 +208,8 @@ class MonitoringSettings(_Strict):
     retention: str = Field(default="15d", pattern=r"^[0-9]+(ms|s|m|h|d|w|y)$")
     storage_size: str = Field(default="50Gi", pattern=r"^[0-9]+(Ki|Mi|Gi|Ti)$")
     grafana: bool = True
+
+    @property
+    def prometheus_url(self) -> str:
+        """kube-prometheus-stack's Prometheus as a pod of the cluster reaches it (KEDA's ``serverAddress``)."""
+        return f"http://{PROMETHEUS_SERVICE}.{self.namespace}.svc:{PROMETHEUS_PORT}"

@@ -15,6 +15,7 @@ from datetime import date
 from pydantic import ValidationError
 
 from bootstrap.errors import Problem
+from bootstrap.inventory.autoscaling import sizing_instances
 from bootstrap.inventory.driver_images import PUBLISHED_IN_WORDS, os_release_tag, published_driver_tag
 from bootstrap.inventory.firmware import COMPONENT_ORDER
 from bootstrap.inventory.hardware import BUILTIN_MODELS, GPU_TYPES, MIG_PROFILES_80GB
@@ -919,6 +920,41 @@ def model_containers(inv: Inventory) -> Iterator[Finding]:
             )
         elif verdict.accepted is None:
             yield warn(path, f"{model.name} runs {image}: driver {driver} ({source}): {verdict.reason}")
+
+
+@rule("autoscaling")
+def autoscaling(inv: Inventory) -> Iterator[Finding]:
+    """A model's autoscaling reads Triton's queue from kube-prometheus-stack's Prometheus (monitoring on), and
+    has a maximum: ``max_replicas``, or the instances the ``sizing:`` placement gives the model, which must
+    be one served model's alone and at least ``min_replicas``."""
+    for i, model in enumerate(inv.models):
+        auto = model.deployment.autoscaling
+        if auto is None:
+            continue
+        path = f"models[{i}].deployment.autoscaling"
+        if not inv.monitoring.enabled:
+            yield err(
+                path,
+                f"{model.name} scales on Triton's queue metrics, read from kube-prometheus-stack's Prometheus, "
+                "but monitoring.enabled is false: KEDA would find no Prometheus",
+                "set monitoring.enabled: true, or drop deployment.autoscaling (then deployment.replicas pods)",
+            )
+        if auto.max_replicas is not None:
+            continue
+        sized = sizing_instances(inv, model)
+        if sized.count is None:
+            yield err(
+                f"{path}.max_replicas",
+                f"{model.name}: max_replicas is unset and {sized.reason}",
+                "set max_replicas (the most Triton pods of this model)",
+            )
+        elif sized.count < auto.min_replicas:
+            yield err(
+                f"{path}.min_replicas",
+                f"{model.name}: min_replicas {auto.min_replicas} exceeds max_replicas, unset and taken from the "
+                f"{sized.reason}",
+                f"lower min_replicas to {sized.count} or less, or set max_replicas",
+            )
 
 
 # --- BMC addresses vs host addresses ------------------------------------------------------------

@@ -108,12 +108,74 @@ class StorageSpec(BaseModel):
         return self
 
 
+#: A Prometheus range-vector window (``rate(...[1m])``).
+PROM_WINDOW = r"^[1-9][0-9]*(s|m|h)$"
+
+
+class AutoscalingSpec(BaseModel):
+    """Replicas following demand: a KEDA ``ScaledObject`` on Triton's queue of the model's ``tensorrt_llm``
+    model (Prometheus series labelled ``rackctl_model`` by the model's ServiceMonitor); docs/serving.md."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    min_replicas: int = Field(
+        default=1, description="Fewest Triton pods (at least 1: the model is never scaled to no pod)."
+    )
+    max_replicas: int | None = Field(
+        default=None,
+        description="Most Triton pods (>= min_replicas). Unset: the instances the inventory's sizing: placement "
+        "gives this model (rackctl size --write).",
+    )
+    pending_requests_per_replica: float = Field(
+        default=8,
+        gt=0,
+        description="Target of Triton's nv_inference_pending_request_count per pod (summed over the model's "
+        "pods, divided by the replicas): more waiting requests per pod adds pods.",
+    )
+    queue_duration_us: int | None = Field(
+        default=None,
+        gt=0,
+        description="Optional second target: mean time a request waits in Triton's queue, in microseconds "
+        "(rate of nv_inference_queue_duration_us over rate of nv_inference_request_success, over window).",
+    )
+    window: str = Field(default="1m", pattern=PROM_WINDOW, description="Rate window of the queue-time query.")
+    scale_down_stabilization_s: int = Field(
+        default=300,
+        ge=0,
+        le=3600,
+        description="Seconds the HPA waits with demand low before removing pods "
+        "(behavior.scaleDown.stabilizationWindowSeconds).",
+    )
+
+    @field_validator("min_replicas")
+    @classmethod
+    def _at_least_one(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError(
+                f"min_replicas {value} would scale the model to no pod: requests would find no server, and "
+                "Triton's queue metrics, which scale it up again, would be gone with the pods "
+                "(fix: min_replicas: 1 or more)"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _max_not_below_min(self) -> AutoscalingSpec:
+        if self.max_replicas is not None and self.max_replicas < self.min_replicas:
+            raise ValueError(
+                f"max_replicas {self.max_replicas} is below min_replicas {self.min_replicas} "
+                f"(fix: max_replicas {self.min_replicas} or more, or lower min_replicas)"
+            )
+        return self
+
+
 class DeploymentSpec(BaseModel):
     """How the model is run on Kubernetes."""
 
     model_config = ConfigDict(extra="forbid")
 
-    replicas: int = Field(default=1, ge=1, description="Triton pods serving this model.")
+    replicas: int = Field(
+        default=1, ge=1, description="Triton pods serving this model (not with autoscaling: the HPA sets them)."
+    )
     gpu_product: str = Field(
         default="NVIDIA-H100-80GB-HBM3",
         description="Value of the node label nvidia.com/gpu.product the pods are pinned to.",
@@ -124,6 +186,19 @@ class DeploymentSpec(BaseModel):
     grpc_port: int = Field(default=8001, ge=1, le=65535, description="Triton gRPC port.")
     metrics_port: int = Field(default=8002, ge=1, le=65535, description="Triton metrics port.")
     shm_size: str = Field(default="16Gi", pattern=r"^[0-9]+(Mi|Gi)$", description="Shared memory for NCCL/MPI.")
+    autoscaling: AutoscalingSpec | None = Field(
+        default=None,
+        description="Scale the pods with Triton's queue (KEDA; needs monitoring.enabled). Unset: replicas pods.",
+    )
+
+    @model_validator(mode="after")
+    def _replicas_or_autoscaling(self) -> DeploymentSpec:
+        if self.autoscaling is not None and "replicas" in self.model_fields_set:
+            raise ValueError(
+                f"replicas {self.replicas} would not be used with autoscaling: the HPA KEDA makes sets the count "
+                "(fix: drop replicas and set autoscaling.min_replicas)"
+            )
+        return self
 
 
 class ModelSpec(BaseModel):

@@ -33,7 +33,10 @@ from bootstrap.kube.api import LiveApi
 #: The field manager every rackctl apply uses (visible in each object's ``managedFields``).
 FIELD_MANAGER = "rackctl"
 #: Where the CRDs of a group rackctl renders objects of come from (said when they are missing).
-CRD_SOURCES = {"monitoring.coreos.com": "; kube-prometheus-stack installs the Prometheus operator's CRDs"}
+CRD_SOURCES = {
+    "monitoring.coreos.com": "; kube-prometheus-stack installs the Prometheus operator's CRDs",
+    "keda.sh": "; the keda chart installs KEDA's CRDs (a model with deployment.autoscaling adds it)",
+}
 
 
 def object_name(obj: dict[str, Any]) -> str:

@@ -1,5 +1,5 @@
 """Kubernetes manifests per model: repository ConfigMap, Deployment (GPUs = TP x PP), Services,
-ServiceMonitor.
+ServiceMonitor, and for a model with ``deployment.autoscaling`` a KEDA ScaledObject.
 
 The rendered repository travels in ConfigMap ``<model>-repository``; the Deployment's initContainer copies it
 to where Triton loads it (:mod:`bootstrap.triton.repository_volume`). The model's files are mounted read-only
@@ -18,6 +18,7 @@ import yaml
 
 from bootstrap.errors import EnvironmentMissing, Problem
 from bootstrap.fsutil import atomic_write_text
+from bootstrap.inventory.autoscaling import Scaling
 from bootstrap.inventory.served_models import ModelSpec
 from bootstrap.inventory.trtllm import version_info
 from bootstrap.triton import repository_volume as repo_volume
@@ -33,6 +34,13 @@ DEFAULT_K8S_VERSION = "1.30"
 MODEL_LABEL = "rackctl_model"
 #: Triton's readiness endpoint: a pod receives traffic only once every model is loaded.
 READY_PATH = "/v2/health/ready"
+#: The Triton model whose queue the autoscaling reads: the TensorRT-LLM model of either layout (the engine
+#: layout's ensemble, pre- and postprocessing would count each request again).
+QUEUED_MODEL = "tensorrt_llm"
+#: KEDA's API (its ``ScaledObject``), served once the keda chart has installed its CRDs.
+KEDA_API = "keda.sh/v1alpha1"
+#: How often KEDA asks Prometheus (seconds): the ServiceMonitor's scrape interval.
+POLLING_INTERVAL_S = 15
 
 
 def _labels(spec: ModelSpec) -> dict[str, str]:
@@ -100,12 +108,14 @@ def deployment(spec: ModelSpec, repository: dict[str, Any] | None = None) -> dic
             {"name": "model-repository", "mountPath": repo_volume.REPOSITORY_ROOT, "readOnly": True},
         ],
     }
+    # An autoscaled Deployment names no replicas: the HPA KEDA makes owns the count (docs/serving.md).
+    replicas = {} if dep.autoscaling is not None else {"replicas": dep.replicas}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": _meta(spec, f"triton-{spec.name}"),
         "spec": {
-            "replicas": dep.replicas,
+            **replicas,
             "selector": {"matchLabels": _labels(spec)},
             # One new pod ready before an old one stops: serving continues during a rollout.
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
@@ -214,6 +224,68 @@ def service_monitor(spec: ModelSpec) -> dict[str, Any]:
     }
 
 
+def queue_selector(spec: ModelSpec) -> str:
+    """The PromQL label matchers of the model's own queue: its namespace, :data:`MODEL_LABEL` and the
+    Triton model doing the work (:data:`QUEUED_MODEL`)."""
+    return f'{{namespace="{spec.deployment.namespace}",{MODEL_LABEL}="{spec.name}",model="{QUEUED_MODEL}"}}'
+
+
+def _threshold(value: float) -> str:
+    return f"{value:g}"
+
+
+def scaled_object(spec: ModelSpec, scaling: Scaling) -> dict[str, Any]:
+    """KEDA ScaledObject scaling Deployment ``triton-<model>`` between the resolved bounds on Triton's queue.
+
+    Trigger ``pending-requests``: the model's ``nv_inference_pending_request_count`` summed over its pods,
+    as an ``AverageValue`` (the HPA divides by the replicas) against ``pending_requests_per_replica``. With
+    ``queue_duration_us``, trigger ``queue-time``: the mean time a request waited in the queue over
+    ``window`` (the counter ``nv_inference_queue_duration_us``'s rate over the rate of finished requests;
+    no request in the window reads 0), as a ``Value``. The HPA follows the trigger asking for most pods."""
+    where = queue_selector(spec)
+    server = scaling.prometheus_url
+    triggers: list[dict[str, Any]] = [
+        {
+            "type": "prometheus",
+            "name": "pending-requests",
+            "metricType": "AverageValue",
+            "metadata": {
+                "serverAddress": server,
+                "query": f"sum(nv_inference_pending_request_count{where})",
+                "threshold": _threshold(scaling.pending_requests_per_replica),
+            },
+        }
+    ]
+    if scaling.queue_duration_us is not None:
+        window = scaling.window
+        query = (
+            f"sum(rate(nv_inference_queue_duration_us{where}[{window}])) / "
+            f"(sum(rate(nv_inference_request_success{where}[{window}])) > 0) or vector(0)"
+        )
+        triggers.append(
+            {
+                "type": "prometheus",
+                "name": "queue-time",
+                "metricType": "Value",
+                "metadata": {"serverAddress": server, "query": query, "threshold": str(scaling.queue_duration_us)},
+            }
+        )
+    behavior = {"scaleDown": {"stabilizationWindowSeconds": scaling.scale_down_stabilization_s}}
+    return {
+        "apiVersion": KEDA_API,
+        "kind": "ScaledObject",
+        "metadata": _meta(spec, f"triton-{spec.name}"),
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": f"triton-{spec.name}"},
+            "minReplicaCount": scaling.min_replicas,
+            "maxReplicaCount": scaling.max_replicas,
+            "pollingInterval": POLLING_INTERVAL_S,
+            "advanced": {"horizontalPodAutoscalerConfig": {"behavior": behavior}},
+            "triggers": triggers,
+        },
+    }
+
+
 def launcher_config_map(spec: ModelSpec) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
@@ -232,8 +304,10 @@ def repository_config_map(spec: ModelSpec) -> dict[str, Any]:
     return repo_volume.repository_config_map(spec, render_model(spec), meta)
 
 
-def build_manifests(spec: ModelSpec) -> dict[str, list[dict[str, Any]]]:
-    """File name -> Kubernetes objects for one model (built-in kinds apart from the ServiceMonitor)."""
+def build_manifests(spec: ModelSpec, scaling: Scaling | None = None) -> dict[str, list[dict[str, Any]]]:
+    """File name -> Kubernetes objects for one model (built-in kinds apart from the ServiceMonitor and the
+    ScaledObject, ``scaledobject.yaml``, rendered when ``scaling``, the model's resolved autoscaling, is given:
+    :func:`bootstrap.inventory.autoscaling.resolve`)."""
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": spec.deployment.namespace}}
     repository = repository_config_map(spec)
     core = [
@@ -243,7 +317,10 @@ def build_manifests(spec: ModelSpec) -> dict[str, list[dict[str, Any]]]:
         deployment(spec, repository),
         *services(spec),
     ]
-    return {"deployment.yaml": core, "servicemonitor.yaml": [service_monitor(spec)]}
+    files = {"deployment.yaml": core, "servicemonitor.yaml": [service_monitor(spec)]}
+    if scaling is not None:
+        files["scaledobject.yaml"] = [scaled_object(spec, scaling)]
+    return files
 
 
 def validate_objects(objects: list[dict[str, Any]], k8s_version: str = DEFAULT_K8S_VERSION) -> list[Problem]:
@@ -268,12 +345,22 @@ def validate_objects(objects: list[dict[str, Any]], k8s_version: str = DEFAULT_K
 
 
 def write_manifests(
-    specs: list[ModelSpec], out_dir: Path, *, dry_run: bool = False, k8s_version: str = DEFAULT_K8S_VERSION
+    specs: list[ModelSpec],
+    out_dir: Path,
+    *,
+    dry_run: bool = False,
+    k8s_version: str = DEFAULT_K8S_VERSION,
+    scaling: dict[str, Scaling] | None = None,
 ) -> list[dict[str, Any]]:
-    """Write ``<out>/<model>/k8s/*.yaml`` per model (validated first); return what was (to be) written."""
+    """Write ``<out>/<model>/k8s/*.yaml`` per model (validated first); return what was (to be) written.
+
+    ``scaling``: model name -> resolved autoscaling (from the inventory); an autoscaled model without it (a
+    ``--models`` file has no monitoring or sizing to resolve it with) gets no ScaledObject, said in its result.
+    """
     results = []
     for spec in specs:
-        files = build_manifests(spec)
+        resolved = (scaling or {}).get(spec.name)
+        files = build_manifests(spec, resolved)
         problems = validate_objects(files["deployment.yaml"], k8s_version)
         paths = []
         for name, objects in files.items():
@@ -282,13 +369,17 @@ def write_manifests(
             if not dry_run and not problems:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 atomic_write_text(path, yaml.safe_dump_all(objects, sort_keys=False))
-        results.append(
-            {
-                "model": spec.name,
-                "files": paths,
-                "gpus": spec.world_size,
-                "weights_version": weights_annotation(spec),
-                "problems": [p.as_dict() for p in problems],
-            }
-        )
+        result: dict[str, Any] = {
+            "model": spec.name,
+            "files": paths,
+            "gpus": spec.world_size,
+            "weights_version": weights_annotation(spec),
+            "problems": [p.as_dict() for p in problems],
+        }
+        if spec.deployment.autoscaling is not None and resolved is None:
+            result["not_rendered"] = (
+                "ScaledObject: deployment.autoscaling is resolved from the inventory (monitoring, sizing); "
+                "render from the inventory, not a models file"
+            )
+        results.append(result)
     return results

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bootstrap.errors import InvalidInput, Problem
 from bootstrap.inventory import load_inventory
+from bootstrap.inventory.autoscaling import Scaling, autoscaled
 from bootstrap.inventory.loader import load_yaml, problem_from_pydantic, read_inventory_text
 from bootstrap.inventory.served_models import ModelSpec
 from bootstrap.triton.check import check_model_dir
@@ -51,6 +52,11 @@ def specs_from_inventory(path: Path) -> list[ModelSpec]:
     return _unique(list(load_inventory(path).models))
 
 
+def load_scaling(inventory_path: Path, models_file: Path | None) -> dict[str, Scaling]:
+    """The inventory's resolved autoscaling per model; none for a ``--models`` file (no monitoring, no sizing)."""
+    return {} if models_file else autoscaled(load_inventory(inventory_path))
+
+
 def load_specs(inventory_path: Path, models_file: Path | None) -> list[ModelSpec]:
     """Models from ``--models FILE`` when given, else from the inventory; at least one."""
     specs = specs_from_models_file(models_file) if models_file else specs_from_inventory(inventory_path)
@@ -77,7 +83,7 @@ def run_triton_stage(
     served = [served_spec(spec, record) for spec in _unique(list(inventory.models))]
     specs = [spec for spec, _ in served]
     rendered = render_all(specs, out_dir)
-    manifests = write_manifests(specs, out_dir)
+    manifests = write_manifests(specs, out_dir, scaling=autoscaled(inventory))
     checks = []
     for spec, (_, unversioned) in zip(specs, served, strict=True):
         result = check_model_dir(out_dir / spec.name, skip_engine=True)

@@ -620,3 +620,71 @@ def test_a_kubelet_from_1_38_with_a_containerd_below_2_0_is_refused_naming_the_c
     assert not [p for p in problems_of(data) if p.path == "cluster.versions.containerd"]
     data["cluster"]["versions"] = {"kubernetes": "1.37.2", "containerd": "1.7.28"}  # 1.37 still falls back
     assert not [p for p in problems_of(data) if p.path == "cluster.versions.containerd"]
+
+
+def _sizing(**instances: int) -> dict:
+    """A sizing section (what ``rackctl size --write`` stores) running ``instances`` of each ``model_precision``
+    (``llama_2_13b_awq=3``: three instances of llama-2-13b at awq), one instance per node."""
+    keys = [(name.rsplit("_", 1)[0].replace("_", "-"), name.rsplit("_", 1)[1]) for name in instances]
+    nodes = []
+    for (model, precision), count in zip(keys, instances.values(), strict=True):
+        for _ in range(count):
+            inst = {"model": model, "precision": precision, "tensor_parallel": 1, "gpus": [0]}
+            nodes.append({"node": len(nodes), "instances": [inst], "gpus_free": 3})
+    requirements = [{"model": m, "precision": p, "concurrent_users": 10} for m, p in dict.fromkeys(keys)]
+    placement = {
+        "server": "r760xa",
+        "servers_needed": len(nodes),
+        "gpus_used": len(nodes),
+        "gpus_total": 4 * len(nodes),
+    }
+    return {"requirements": {"models": requirements}, "placement": placement | {"nodes": nodes}}
+
+
+@covers("autoscaling")
+def test_autoscaling_needs_monitoring(data):
+    data["models"][0]["deployment"]["autoscaling"] = {"max_replicas": 2}
+    data["monitoring"] = {"enabled": False}
+    expect(data, "models[0].deployment.autoscaling", "monitoring.enabled is false", "set monitoring.enabled: true")
+    data["monitoring"] = {"enabled": True}
+    valid(data)
+
+
+@covers("autoscaling")
+def test_max_replicas_comes_from_the_sizing_placement_or_is_required(data):
+    from bootstrap.inventory.autoscaling import autoscaled
+
+    data["models"][0]["deployment"]["autoscaling"] = {}
+    expect(data, "models[0].deployment.autoscaling.max_replicas", "no sizing: section", "set max_replicas")
+    data["sizing"] = _sizing(llama_2_13b_awq=3, llama_2_70b_fp8=1)
+    scaling = autoscaled(valid(data).inventory)
+    assert list(scaling) == ["llama-2-13b-awq"]
+    assert (scaling["llama-2-13b-awq"].min_replicas, scaling["llama-2-13b-awq"].max_replicas) == (1, 3)
+    assert "3 instance(s) of llama-2-13b awq" in scaling["llama-2-13b-awq"].max_from
+    # the field wins over the placement
+    data["models"][0]["deployment"]["autoscaling"] = {"min_replicas": 2, "max_replicas": 5}
+    assert autoscaled(valid(data).inventory)["llama-2-13b-awq"].max_replicas == 5
+    # a minimum above what sizing places is refused, naming both
+    data["models"][0]["deployment"]["autoscaling"] = {"min_replicas": 4}
+    expect(data, "models[0].deployment.autoscaling.min_replicas", "min_replicas 4", "3 instance(s)", "3 or less")
+
+
+@covers("autoscaling")
+def test_an_ambiguous_or_missing_sizing_model_requires_max_replicas(data):
+    data["models"][0]["deployment"]["autoscaling"] = {}
+    # the sizing models are not the served model
+    data["sizing"] = _sizing(mistral_7b_fp8=2)
+    expect(data, "models[0].deployment.autoscaling.max_replicas", "no sizing model is 'llama-2-13b-awq'", "mistral-7b")
+    # one sizing model, two served models that are it: whose instances is not guessed
+    data["sizing"] = _sizing(llama_2_13b_awq=2)
+    data["models"][1] = data["models"][0] | {"name": "llama-2-13b", "precision": "AWQ"}
+    expect(data, "models[0].deployment.autoscaling.max_replicas", "also 'llama-2-13b'", "ambiguous", "set max_replicas")
+    # a served name without the precision, two precisions sized, and its own precision among neither
+    data["models"] = [data["models"][1] | {"precision": "FP16"}]
+    data["sizing"] = _sizing(llama_2_13b_awq=2, llama_2_13b_fp8=1)
+    expect(data, "models[0].deployment.autoscaling.max_replicas", "awq, fp8", "ambiguous")
+    # ... its own precision picks one
+    data["models"][0]["precision"] = "FP8"
+    from bootstrap.inventory.autoscaling import autoscaled
+
+    assert autoscaled(valid(data).inventory)["llama-2-13b"].max_replicas == 1

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from bootstrap.cli import cli
 from rackctl_lab.charts import CHARTS_DIR
 from rackctl_lab.components import build, images
-from rackctl_lab.components.pins import RELEASES, programs
+from rackctl_lab.components.pins import KEDA_CRDS, RELEASES, programs
 
 LAB = Path(__file__).parents[2] / "inventory" / "lab.yml"
 
@@ -113,6 +113,30 @@ def test_a_second_build_of_the_same_pins_is_a_cache_hit(kube_components: dict[st
     again = build.build(build.select(release, list(kube_components)))
     assert all(b.cached for b in again)
     assert {b.name: Path(b.path) for b in again} == kube_components
+
+
+def test_kedas_crds_are_generated_from_its_api_types_at_the_pin_and_cached(keda_crds: list[dict]) -> None:
+    """controller-gen (built from its module at the pin) over KEDA's keda.sh/v1alpha1 package: KEDA's CRDs,
+    stamped with the generator's version; a second generation is a cache hit; ``--crds`` reports them."""
+    assert sorted(c["spec"]["names"]["kind"] for c in keda_crds) == [
+        "ClusterTriggerAuthentication",
+        "ScaledJob",
+        "ScaledObject",
+        "TriggerAuthentication",
+        "WithTriggers",
+    ]
+    stamp = "controller-gen.kubebuilder.io/version"
+    assert {c["metadata"]["annotations"][stamp] for c in keda_crds} == {KEDA_CRDS.generator.version}
+    scaled = next(c for c in keda_crds if c["spec"]["names"]["kind"] == "ScaledObject")
+    (version,) = scaled["spec"]["versions"]
+    spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert spec["properties"]["minReplicaCount"] == {"format": "int32", "minimum": 0, "type": "integer"}
+    again = build.generate_crds(KEDA_CRDS)
+    assert again.cached and again.version == KEDA_CRDS.api.version
+    record = json.loads((Path(again.files[0]).parent / "build.json").read_text())
+    assert record["package"] == KEDA_CRDS.api.package and set(record["sha256"]) == {Path(f).name for f in again.files}
+    code, data = _run("-i", str(LAB), "--only", "etcd", "--crds")
+    assert code == 0 and [(c["name"], c["cached"]) for c in data["crds"]] == [("keda", True)]
 
 
 def test_the_air_gap_list_pins_what_the_real_kubeadm_asks_for(kube_components: dict[str, Path]) -> None:

@@ -39,13 +39,17 @@ from bootstrap.triton.weights_version import ANNOTATION, note_applied
 #: Said when a Deployment as written carries no repository (manifests written before rackctl shipped it).
 NO_REPOSITORY = "model repositories not copied: the manifests carry no repository ConfigMap (render them again)"
 MANIFESTS = ("deployment.yaml", "servicemonitor.yaml")
+#: Written for a model with ``deployment.autoscaling`` only (its KEDA ScaledObject).
+OPTIONAL_MANIFESTS = ("scaledobject.yaml",)
 
 
 def model_objects(out_dir: Path, spec: ModelSpec) -> list[dict[str, Any]]:
     """The objects of one model's rendered manifests, as written."""
     objects = []
-    for name in MANIFESTS:
+    for name in MANIFESTS + OPTIONAL_MANIFESTS:
         path = out_dir / spec.name / "k8s" / name
+        if name in OPTIONAL_MANIFESTS and not path.is_file():
+            continue
         objects += [o for o in yaml.safe_load_all(path.read_text()) if o]
     return objects
 

@@ -6,6 +6,10 @@ and ``CGO_ENABLED=0``: nothing but Go modules comes in, through the ``go`` comma
 ``<cache>/components/<name>/<version>-<key>/<name>`` where the key hashes the pin, the build flags and the Go
 version; a second build of the same pin is a cache hit. Each entry has a ``build.json`` (module, version, Go,
 seconds, sha256).
+
+CRDs (:func:`generate_crds`) are made the same way: ``controller-gen`` is built as a program, then run over
+the API package of a project's module at its pin (in a build module requiring it, tidied once), and the
+generated ``*.yaml`` land in ``<cache>/components/crds/<name>/<version>-<key>/`` with their ``build.json``.
 """
 
 from __future__ import annotations
@@ -23,7 +27,15 @@ from pathlib import Path
 
 from bootstrap.errors import EnvironmentMissing, InvalidInput, Problem, RackctlError
 from bootstrap.provision.ramdisk import cache_lock, cache_root, mark_used
-from rackctl_lab.components.pins import GO_MINIMUM, GROUPS, RELEASES, GoProgram, KubernetesRelease, programs
+from rackctl_lab.components.pins import (
+    GO_MINIMUM,
+    GROUPS,
+    RELEASES,
+    CrdSource,
+    GoProgram,
+    KubernetesRelease,
+    programs,
+)
 
 #: The lab's own Go programs (``GoProgram.source`` names a directory here).
 SOURCES = Path(__file__).resolve().parent
@@ -171,6 +183,80 @@ def _build_one(program: GoProgram, go: str, progress: Progress) -> Built:
         return Built(program.name, program.module, program.version, str(binary), False, seconds, digest)
 
 
+@dataclass(frozen=True)
+class GeneratedCrds:
+    """The CRD files controller-gen made from one project's API types, and how they came to be."""
+
+    name: str
+    module: str
+    version: str
+    generator: str  #: ``controller-gen vX.Y.Z``
+    files: tuple[str, ...]
+    cached: bool
+    seconds: float
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def crd_entry_for(source: CrdSource, go: str) -> Path:
+    """Where the CRDs of ``source`` generated with Go ``go`` live in the cache."""
+    spec = json.dumps([asdict(source.api), asdict(source.generator), go, RECIPE, os.uname().machine], sort_keys=True)
+    key = hashlib.sha256(spec.encode()).hexdigest()[:12]
+    return cache_dir() / "crds" / source.name / f"{source.api.version}-{key}"
+
+
+def generate_crds(source: CrdSource, *, progress: Progress = lambda _msg: None) -> GeneratedCrds:
+    """Build (or find) ``controller-gen`` and generate the CRDs of ``source``'s API package (or find them)."""
+    go = go_version()
+    entry = crd_entry_for(source, go)
+    with cache_lock(entry.parent):
+        record_path = entry / "build.json"
+        if record_path.is_file():
+            mark_used(entry)
+            record = json.loads(record_path.read_text())
+            files = tuple(str(entry / name) for name in record["files"])
+            return GeneratedCrds(
+                source.name, source.api.module, source.api.version, record["generator"], files, True, 0.0
+            )
+        start = time.monotonic()
+        progress(f"[1/2] {source.generator.ident} ({source.generator.module})")
+        generator = _build_one(source.generator, go, progress)
+        progress(f"[2/2] {source.ident}: {source.api.package}")
+        workdir = _module_dir(source.api, go)
+        tmp = entry.with_name(entry.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        args = ["crd:crdVersions=v1", f"paths={source.api.package}", f"output:crd:dir={tmp}"]
+        progress(f"controller-gen {' '.join(args[:2])}")
+        proc = subprocess.run(
+            [generator.path, *args], cwd=workdir, capture_output=True, text=True, check=False, env=_go_env()
+        )
+        names = sorted(p.name for p in tmp.glob("*.yaml"))
+        if proc.returncode != 0 or not names:
+            words = "\n".join((proc.stderr or proc.stdout or "no CRD written").strip().splitlines()[-15:])
+            raise BuildFailed(f"controller-gen failed for {source.ident} ({source.api.package}):\n{words}")
+        seconds = round(time.monotonic() - start, 1)
+        record = {
+            "module": source.api.module,
+            "version": source.api.version,
+            "package": source.api.package,
+            "generator": source.generator.ident,
+            "go": go,
+            "seconds": seconds,
+            "files": names,
+            "sha256": {name: hashlib.sha256((tmp / name).read_bytes()).hexdigest() for name in names},
+        }
+        (tmp / "build.json").write_text(json.dumps(record, indent=2) + "\n")
+        shutil.rmtree(entry, ignore_errors=True)
+        tmp.rename(entry)
+        progress(f"{source.name} CRDs: {len(names)} generated in {seconds:.0f} s")
+        files = tuple(str(entry / name) for name in names)
+        return GeneratedCrds(
+            source.name, source.api.module, source.api.version, source.generator.ident, files, False, seconds
+        )
+
+
 def _source_digest(program: GoProgram) -> str:
     """The hash of a lab program's own Go source (empty for a program built from a module)."""
     folders = [SOURCES / program.source] if program.source else []
@@ -219,7 +305,7 @@ def _write_module(program: GoProgram, workdir: Path) -> None:
         lines += ["replace (", *(f"\t{m} => {t}" for m, t in targets), ")", ""]
     (workdir / "go.mod").write_text("\n".join(lines))
     # Every main package of the module is imported here, so one `go mod tidy` serves each of its programs.
-    packages = sorted({p.package for p in _siblings(program)})
+    packages = sorted({program.package, *(p.package for p in _siblings(program))})
     imports = "\n".join(f'\t_ "{pkg}"' for pkg in packages)
     (workdir / "tools.go").write_text(f"//go:build tools\n\npackage tools\n\nimport (\n{imports}\n)\n")
     _go(["mod", "tidy"], workdir, program)

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from bootstrap.cli import flags
 from bootstrap.cli.common import console, emit, err_console, escape, handle_errors
-from rackctl_lab.components.pins import GROUPS
+from rackctl_lab.components.pins import CRD_SOURCES, GROUPS
 
 
 @click.command("components")
@@ -34,6 +34,12 @@ from rackctl_lab.components.pins import GROUPS
     help="Also package kubeadm, kubelet, kubectl and crictl as .debs in a signed flat repository shaped like "
     "pkgs.k8s.io (the Kubernetes upstream of a lab mirror build).",
 )
+@click.option(
+    "--crds",
+    is_flag=True,
+    help="Also generate the CRDs pinned in pins.py (KEDA's keda.sh/v1alpha1) from their Go API types with "
+    "controller-gen (the tests load them into the real API server).",
+)
 @flags.json
 @handle_errors()
 def components_cmd(  # noqa: PLR0917 - click passes every option
@@ -42,6 +48,7 @@ def components_cmd(  # noqa: PLR0917 - click passes every option
     kubernetes: str | None,
     show_plan: bool,
     packages: bool,
+    crds: bool,
     as_json: bool,
 ) -> None:
     """Build the Kubernetes release the inventory names (cluster.versions.kubernetes) from its Go modules.
@@ -51,7 +58,8 @@ def components_cmd(  # noqa: PLR0917 - click passes every option
     under ~/.cache/rackctl/components (or $RACKCTL_CACHE). --kubernetes names the release instead of the
     inventory (scripts/test.sh builds the tests' API server, etcd, kubectl and kubeadm so). --packages
     makes the lab's Kubernetes packages from them (rackctl_lab/components/debs.py): point
-    site_services.packages.upstreams.kubernetes (uri, key_file) at the repository it prints.
+    site_services.packages.upstreams.kubernetes (uri, key_file) at the repository it prints. --crds generates
+    KEDA's CRDs from its API types at the pinned version (controller-gen, built the same way).
     """
     from bootstrap.inventory import load_inventory  # noqa: PLC0415 - fast --help
     from rackctl_lab.components import build  # noqa: PLC0415
@@ -84,6 +92,9 @@ def components_cmd(  # noqa: PLR0917 - click passes every option
         "seconds": round(time.monotonic() - start, 1),
         "programs": [b.as_dict() for b in done],
     }
+    if crds:
+        data["crds"] = [build.generate_crds(source, progress=progress).as_dict() for source in CRD_SOURCES.values()]
+        data["seconds"] = round(time.monotonic() - start, 1)
     if packages:
         progress("packaging kubeadm, kubelet, kubectl and crictl")
         repository = debs.repository(release, {b.name: Path(b.path) for b in done})
@@ -110,6 +121,13 @@ def _show_built(data: dict[str, Any]) -> None:
     console.print(table)
     built = sum(1 for p in data["programs"] if not p["cached"])
     console.print(f"{built} built, {len(data['programs']) - built} cached, {data['seconds']:.0f} s in all")
+    for generated in data.get("crds", []):
+        how = "cached" if generated["cached"] else f"{generated['seconds']:.0f} s"
+        console.print(
+            f"{generated['name']} CRDs {generated['version']} ({generated['generator']}, {how}): "
+            f"{len(generated['files'])} file(s) in {escape(str(Path(generated['files'][0]).parent))}",
+            soft_wrap=True,
+        )
     repository = data.get("repository")
     if repository:
         console.print(f"packages: {escape(repository['root'])}", soft_wrap=True)

@@ -190,3 +190,39 @@ def programs(release: KubernetesRelease) -> list[GoProgram]:
 
 
 GROUPS = ("control-plane", "node", "addons")
+
+CONTROLLER_TOOLS_MODULE = "sigs.k8s.io/controller-tools"
+KEDA_MODULE = "github.com/kedacore/keda/v2"
+
+
+@dataclass(frozen=True)
+class CrdSource:
+    """CRDs generated from a project's own Go API types by ``controller-gen`` (never taken from an archive):
+    ``api`` is the module at its pinned version with the API package (a build module requires it, as for a
+    program), ``generator`` the controller-gen that reads it."""
+
+    name: str
+    api: GoProgram
+    generator: GoProgram
+
+    @property
+    def ident(self) -> str:
+        return f"{self.name} CRDs {self.api.version} (controller-gen {self.generator.version})"
+
+
+#: kubebuilder's CRD generator, at the newest release the module proxy serves (2026-11-29).
+CONTROLLER_GEN = GoProgram(
+    "controller-gen",
+    CONTROLLER_TOOLS_MODULE,
+    "v0.23.0",
+    f"{CONTROLLER_TOOLS_MODULE}/cmd/controller-gen",
+    "crds",
+)
+#: KEDA's API types (``keda.sh/v1alpha1``: ScaledObject, ScaledJob, TriggerAuthentication, ...) at the KEDA
+#: release the product's ``kubernetes.charts.keda`` pin installs.
+KEDA_CRDS = CrdSource(
+    "keda",
+    GoProgram("keda-api", KEDA_MODULE, "v2.21.0", f"{KEDA_MODULE}/apis/keda/v1alpha1", "crds"),
+    CONTROLLER_GEN,
+)
+CRD_SOURCES = {source.name: source for source in (KEDA_CRDS,)}
