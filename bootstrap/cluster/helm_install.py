@@ -85,7 +85,8 @@ class ReleaseOutcome:
 
     @property
     def applied(self) -> bool:
-        """Helm holds the release at ``revision`` as rackctl wants it (whether or not it changed now)."""
+        """Helm holds the release at ``revision`` as rackctl wants it (whether or not it changed now); for a
+        ``server-side`` release, its objects are applied and its CRDs established."""
         return self.status in (INSTALLED, UPGRADED, UNCHANGED, APPLIED) and self.ok
 
     @property
