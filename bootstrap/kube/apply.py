@@ -14,7 +14,7 @@ updated, ready and available replicas all equal to the wanted count, no old repl
 every scheduled pod updated and available; for a StatefulSet every replica updated and ready) or the timeout
 passes; a workload not rolled out is reported with its counts and its conditions, or, when it has no status
 at all, that no controller of its kind has observed it. :func:`watch_rollouts` is the same for Deployments
-(the triton stage); the Helm installs (:mod:`bootstrap.cluster.helm_install`) watch every kind.
+(the triton stage); the Helm installs (:mod:`bootstrap.stages.helm_install`) watch every kind.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The kubernetes and nvidia stages' Helm part: the pinned charts installed where a cluster already exists.
 
 With ``<state-dir>/kubeconfig`` (:func:`bootstrap.kube.cluster_for`), each stage hands its releases, in install
-order, to :func:`bootstrap.cluster.helm_install.install_releases`: the kubernetes stage the CNI,
+order, to :func:`bootstrap.stages.helm_install.install_releases`: the kubernetes stage the CNI,
 local-path-provisioner and kube-prometheus-stack, the nvidia stage the GPU Operator. A release whose chart is
 in ``up --charts DIR`` is installed, upgraded or left unchanged by Helm, and its workloads are watched to ready
 within ``up --helm-timeout`` (``RunOptions.helm.timeout_s``, default 600 s); one whose chart is not
@@ -22,11 +22,11 @@ from __future__ import annotations
 from typing import Any
 
 from bootstrap.cluster.charts import Release
-from bootstrap.cluster.helm_install import NOT_ATTEMPTED, NOT_INSTALLED, HelmReport, install_releases
 from bootstrap.cluster.helm_render import chart_source
 from bootstrap.kube import KUBECONFIG, Kubectl
 from bootstrap.stages.base import NodeResult, PlannedAction, StageContext, StageResult
 from bootstrap.stages.cluster_inputs import cluster_inputs
+from bootstrap.stages.helm_install import NOT_ATTEMPTED, NOT_INSTALLED, HelmReport, install_releases
 
 #: The journal's facts key the releases are recorded under (``rackctl journal show NODE``).
 FACTS = "helm"

@@ -23,13 +23,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bootstrap.cluster.helm_install import install_releases
 from bootstrap.inventory import load_inventory
 from bootstrap.journal.store import Journal
 from bootstrap.kube import KUBECONFIG
 from bootstrap.kube.api import KubeError
 from bootstrap.kube.client import Kubectl, cluster_for
 from bootstrap.stages.base import NodeResult, RunOptions, StageContext
+from bootstrap.stages.helm_install import install_releases
 from bootstrap.stages.kubernetes import releases
 from bootstrap.stages.kubernetes.cluster import cluster_side
 from tests.ansible.test_kubernetes_cluster_real import NODES, NetnsEnvironment

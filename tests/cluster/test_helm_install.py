@@ -1,4 +1,4 @@
-"""Helm installs and upgrades the pinned charts on a real kube-apiserver 1.37.2 (``bootstrap.cluster.helm_install``).
+"""Helm installs and upgrades the pinned charts on a real kube-apiserver 1.37.2 (``bootstrap.stages.helm_install``).
 
 Real parts: Helm 4.2.3's Go SDK (helm-python-sdk) talking to the session's real API server, which stores the
 releases (Secrets) and admits every object; ``kubectl`` reads them back. The charts are ``helm create``
@@ -26,7 +26,10 @@ import pytest
 import yaml
 
 from bootstrap.cluster.charts import Release, cluster_releases
-from bootstrap.cluster.helm_install import (
+from bootstrap.inventory import load_inventory
+from bootstrap.kube import Kubectl
+from bootstrap.kube.apply import workload_state
+from bootstrap.stages.helm_install import (
     APPLIED,
     FAILED,
     INSTALLED,
@@ -40,9 +43,6 @@ from bootstrap.cluster.helm_install import (
     install_releases,
     values_digest,
 )
-from bootstrap.inventory import load_inventory
-from bootstrap.kube import Kubectl
-from bootstrap.kube.apply import workload_state
 from tests.cluster.apiserver import ApiServer
 from tests.cluster.scaffold_charts import LOCAL_PATH_TEMPLATES, scaffold_chart
 from tests.kube_objects import MERGE, KubeObjects, WorkloadReadier

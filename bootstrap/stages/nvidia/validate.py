@@ -33,7 +33,6 @@ from collections.abc import Callable
 from typing import Any
 
 from bootstrap.cluster.gpu_operator import gpu_operator
-from bootstrap.cluster.helm_install import INSTALLED, UNCHANGED, UPGRADED
 from bootstrap.cluster.helm_render import chart_source
 from bootstrap.inventory.models import Inventory
 from bootstrap.kube import KUBECONFIG, cluster_for
@@ -42,6 +41,7 @@ from bootstrap.nvidia.detect import NvSwitchReport
 from bootstrap.nvidia.smi import HOST, Gpu, SmiRead, SmiReport
 from bootstrap.stages.base import NodeResult, PlannedAction, StageContext, StageResult
 from bootstrap.stages.cluster_inputs import cluster_inputs
+from bootstrap.stages.helm_install import INSTALLED, UNCHANGED, UPGRADED
 from bootstrap.stages.helm_releases import FACTS as HELM_FACTS
 from bootstrap.stages.nvidia.fabric import FabricReader, operator_nvswitch_nodes
 from bootstrap.stages.options import ValidateOptions
