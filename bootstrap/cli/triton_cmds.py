@@ -41,15 +41,8 @@ def models_option(func: Any) -> Any:
 
 
 def out_option(func: Any) -> Any:
-    func = click.option(
-        "-o",
-        "--out",
-        "out_dir",
-        type=click.Path(path_type=Path, file_okay=False),
-        default=None,
-        help=f"Directory holding one sub-directory per model (default: <state-dir>/{TRITON_SUBDIR}).",
-    )(func)
-    return flags.state_dir(func)
+    """``-o/--out`` (default ``<state-dir>/triton``) and ``--state-dir``."""
+    return flags.state_dir(flags.out(TRITON_SUBDIR, "Directory holding one sub-directory per model")(func))
 
 
 def dir_argument(func: Any) -> Any:
