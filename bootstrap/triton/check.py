@@ -16,7 +16,7 @@ import yaml
 from bootstrap.errors import Problem
 from bootstrap.inventory.served_models import ModelSpec
 from bootstrap.triton.client import model_config
-from bootstrap.triton.render import PLACEHOLDER, REPOSITORY_DIR, load_written_spec
+from bootstrap.triton.render import LLMAPI_ARGS, PLACEHOLDER, REPOSITORY_DIR, load_written_spec
 
 MANIFEST_FILE = "k8s/deployment.yaml"
 
@@ -249,9 +249,9 @@ def check_engine(
 def check_llmapi(spec: ModelSpec, repo: Path, result: RepoCheck) -> None:
     """The LLM API arguments agree with the declared parallelism and batch size."""
     try:
-        args = yaml.safe_load((repo / "tensorrt_llm" / "model.yaml").read_text())["llm_args"]
+        args = yaml.safe_load((repo / LLMAPI_ARGS).read_text())["llm_args"]
     except (FileNotFoundError, KeyError, TypeError, yaml.YAMLError) as exc:
-        result.add("tensorrt_llm/model.yaml", f"unreadable: {exc}", "re-run `rackctl triton render`")
+        result.add(LLMAPI_ARGS, f"unreadable: {exc}", "re-run `rackctl triton render`")
         return
     for key, want in (
         ("tensor_parallel_size", spec.tensor_parallelism),
@@ -259,7 +259,7 @@ def check_llmapi(spec: ModelSpec, repo: Path, result: RepoCheck) -> None:
         ("max_batch_size", spec.max_batch_size),
     ):
         if args.get(key) != want:
-            result.add(f"tensorrt_llm/model.yaml.llm_args.{key}", f"is {args.get(key)!r}, declared {want}", f"{want}")
+            result.add(f"{LLMAPI_ARGS}.llm_args.{key}", f"is {args.get(key)!r}, declared {want}", f"{want}")
 
 
 def check_launch(spec: ModelSpec, model_dir: Path, result: RepoCheck) -> None:

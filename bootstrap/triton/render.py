@@ -40,6 +40,9 @@ STATIC_FILES = {
 }
 #: Empty version directories Triton needs to find a version (the engine is read from gpt_model_path).
 EMPTY_VERSION_DIRS = {"inflight_batcher_llm": ("ensemble/1", "tensorrt_llm/1"), "llmapi": ()}
+#: The LLM-API model's ``tensorrt_llm.LLM()`` arguments: beside its ``model.py``, which reads them from its own
+#: directory (upstream's ``llmapi/tensorrt_llm/1/model.yaml``)
+LLMAPI_ARGS = "tensorrt_llm/1/model.yaml"
 
 
 @dataclass(frozen=True)
@@ -117,9 +120,9 @@ def render_model(spec: ModelSpec, *, tensorrt_llm_backend: str = "tensorrtllm") 
             template = env.get_template(f"inflight_batcher_llm/{model}/config.pbtxt.j2")
             files[f"{model}/config.pbtxt"] = template.render(context)
     else:
-        for name in ("config.pbtxt", "model.yaml"):
+        for name, target in (("config.pbtxt", "tensorrt_llm/config.pbtxt"), ("model.yaml", LLMAPI_ARGS)):
             template = env.get_template(f"llmapi/tensorrt_llm/{name}.j2")
-            files[f"tensorrt_llm/{name}"] = template.render(context)
+            files[target] = template.render(context)
     for source, target in STATIC_FILES[spec.layout]:
         files[target] = (TEMPLATES / source).read_text()
     for path, text in files.items():

@@ -411,7 +411,7 @@ def test_the_pod_reads_the_delivered_files_where_its_config_points(rack, monkeyp
     assert code == 0, done
     declared = next(m for m in load_inventory(rack["path"]).models if m.name == MODEL)
     [spec] = served_specs([declared], rack["state"])
-    model_yaml = yaml.safe_load(render_model(spec).files["tensorrt_llm/model.yaml"])
+    model_yaml = yaml.safe_load(render_model(spec).files["tensorrt_llm/1/model.yaml"])
     pod_path = model_yaml["llm_args"]["model"]
     assert model_yaml["llm_args"]["tokenizer"] == pod_path  # the tokenizer came in the same directory
     deployment = next(o for o in build_manifests(spec)["deployment.yaml"] if o["kind"] == "Deployment")

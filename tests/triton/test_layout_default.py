@@ -72,11 +72,11 @@ def test_design_example_validates_and_renders_the_llmapi_repository(tmp_path: Pa
     for name, declared in models.items():
         repo = out / name / "model_repository"
         files = sorted(str(p.relative_to(repo)) for p in repo.rglob("*") if p.is_file())
-        assert files == ["tensorrt_llm/1/model.py", "tensorrt_llm/config.pbtxt", "tensorrt_llm/model.yaml"]
+        assert files == ["tensorrt_llm/1/model.py", "tensorrt_llm/1/model.yaml", "tensorrt_llm/config.pbtxt"]
         config = text_format.Parse((repo / "tensorrt_llm/config.pbtxt").read_text(), model_config_pb2.ModelConfig())
         assert config.backend == "python"
         assert config.model_transaction_policy.decoupled == bool(declared.get("streaming"))
-        args = yaml.safe_load((repo / "tensorrt_llm/model.yaml").read_text())["llm_args"]
+        args = yaml.safe_load((repo / "tensorrt_llm/1/model.yaml").read_text())["llm_args"]
         assert args["model"] == declared["hf_model_dir"]
         assert args["tensor_parallel_size"] == declared["tensor_parallelism"]
         assert args["backend"] == "pytorch"
@@ -122,4 +122,4 @@ def test_a_new_inventory_from_init_serves_through_the_llm_api(tmp_path: Path):
     for model in models:
         repo = out / model["name"] / "model_repository"
         assert sorted(p.name for p in repo.iterdir()) == ["tensorrt_llm"]
-        assert (repo / "tensorrt_llm" / "model.yaml").is_file()
+        assert (repo / "tensorrt_llm" / "1" / "model.yaml").is_file()

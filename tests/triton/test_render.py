@@ -59,10 +59,10 @@ def test_llmapi_layout_renders_llm_arguments():
 
     spec = make_spec(layout="llmapi", trtllm_version="1.1.0", engine_dir=None, tensor_parallelism=2)
     files = render_model(spec).files
-    assert set(files) == {"tensorrt_llm/config.pbtxt", "tensorrt_llm/model.yaml", "tensorrt_llm/1/model.py"}
+    assert set(files) == {"tensorrt_llm/config.pbtxt", "tensorrt_llm/1/model.yaml", "tensorrt_llm/1/model.py"}
     config = text_format.Parse(files["tensorrt_llm/config.pbtxt"], model_config_pb2.ModelConfig())
     assert config.backend == "python"
-    args = yaml.safe_load(files["tensorrt_llm/model.yaml"])["llm_args"]
+    args = yaml.safe_load(files["tensorrt_llm/1/model.yaml"])["llm_args"]
     assert args["tensor_parallel_size"] == 2
     assert args["model"] == "/models/hf/llama3-8b"
 
