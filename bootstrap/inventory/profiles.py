@@ -145,25 +145,49 @@ def operator_sets_runtime(chart: str) -> bool:
 #: https://docs.nvidia.com/deeplearning/triton-inference-server/release-notes/rel-26-07.html, say "based on
 #: CUDA 13.3.1 which requires the NVIDIA Driver release" and name no driver; only CUDA 13.x's minor-version
 #: compatibility floor (580) is known, so :func:`triton_driver_verdict` refuses below it and warns above it.
+#: 25.09 to 26.06 (but 25.11) are ``trtllm-python-py3`` containers of TensorRT-LLM 1.0.0 to 1.2.1: CUDA and
+#: "CUDA Driver version" of their rows in Triton's "Release Compatibility Matrix"
+#: (``docs/introduction/compatibility.md`` at branch r26.08 of triton-inference-server/server): 25.09 and
+#: 25.10 CUDA 12.9.1.010 with 575.57.08, 26.01 and 26.02 CUDA 13.0.2.006 with 580.95.05, 26.03 to 26.06 CUDA
+#: 13.1.0.036 with 590.44.01. Their release notes' data-center driver lists were not read
+#: (:data:`TRITON_DATACENTER_DRIVERS` has none for them). 26.07 keeps its release notes' CUDA 13.3.1,
+#: although the matrix gives its trtllm container CUDA 13.1.0.036 and 590.44.01 (docs/serving.md).
 TRITON_CUDA: dict[str, tuple[str, str | None]] = {
     "23.04": ("12.1.0", "530"),
     "23.10": ("12.2.2", "535"),
     "24.02": ("12.3.2", "545"),
     "24.10": ("12.6.2", "560"),
+    "25.09": ("12.9.1.010", "575.57.08"),
+    "25.10": ("12.9.1.010", "575.57.08"),
     "25.12": ("13.0", "580.95"),
+    "26.01": ("13.0.2.006", "580.95.05"),
+    "26.02": ("13.0.2.006", "580.95.05"),
+    "26.03": ("13.1.0.036", "590.44.01"),
+    "26.04": ("13.1.0.036", "590.44.01"),
+    "26.05": ("13.1.0.036", "590.44.01"),
+    "26.06": ("13.1.0.036", "590.44.01"),
     "26.07": ("13.3.1", None),
 }
 
 #: Triton release -> {older driver branch: its least version} that the release notes allow "if you are
 #: running on a data center GPU" (the CUDA forward-compatibility package in the container); same pages as
 #: :data:`TRITON_CUDA`. 25.12 has none: its notes repeat the CUDA 12 list, which the CUDA Compatibility
-#: guide contradicts for CUDA 13, and stack-facts.md sets 580.95 as the floor. 26.07's notes name none.
+#: guide contradicts for CUDA 13, and stack-facts.md sets 580.95 as the floor. 26.07's notes name none;
+#: those of 25.09 to 26.06 were not read.
 TRITON_DATACENTER_DRIVERS: dict[str, dict[str, str]] = {
     "23.04": {"450": "450.51", "470": "470.57", "510": "510.47", "515": "515.65", "525": "525.85", "530": "530.30"},
     "23.10": {"450": "450.51", "470": "470.57", "510": "510.47", "525": "525.85", "535": "535.86"},
     "24.02": {"470": "470.57", "525": "525.85", "535": "535.86", "545": "545.23"},
     "24.10": {"470": "470.57", "525": "525.85", "535": "535.86", "545": "545.23"},
+    "25.09": {},
+    "25.10": {},
     "25.12": {},
+    "26.01": {},
+    "26.02": {},
+    "26.03": {},
+    "26.04": {},
+    "26.05": {},
+    "26.06": {},
     "26.07": {},
 }
 

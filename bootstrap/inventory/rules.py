@@ -37,7 +37,7 @@ from bootstrap.inventory.profiles import (
 )
 from bootstrap.inventory.suggest import did_you_mean
 from bootstrap.inventory.support import kubernetes_eol, operator_past_support, supported_kubernetes
-from bootstrap.inventory.trtllm import CONTAINER_KEYED, version_info
+from bootstrap.inventory.trtllm import SUPPORTED_VERSIONS, version_info
 
 
 @dataclass(frozen=True)
@@ -678,14 +678,22 @@ def _version_consistency(v: Versions) -> Iterator[Finding]:
             f"use the release matching TensorRT-LLM {v.trtllm}",
         )
     trt_key = ".".join(str(p) for p in version_tuple(v.trtllm)[:2])
-    matching = v.trtllm if v.trtllm in CONTAINER_KEYED else TRTLLM_TRITON.get(trt_key)
-    if matching is None:
+    if v.trtllm in SUPPORTED_VERSIONS:
+        containers = version_info(v.trtllm).containers
+    else:
+        containers = (TRTLLM_TRITON[trt_key],) if trt_key in TRTLLM_TRITON else ()
+    if not containers:
         yield warn(f"{path}.trtllm", f"no known Triton release for TensorRT-LLM {v.trtllm}", "check the pairing")
-    elif matching != v.triton:
+    elif v.triton not in containers:
+        carried = (
+            f"its container is {containers[0]}-trtllm-python-py3"
+            if len(containers) == 1
+            else f"the trtllm-python-py3 containers carrying it: {', '.join(containers)}"
+        )
         yield err(
             f"{path}.triton",
-            f"Triton {v.triton} does not match TensorRT-LLM {v.trtllm} (its container is {matching}-trtllm-python-py3)",
-            f"set triton: '{matching}' or the TensorRT-LLM version of your engines",
+            f"Triton {v.triton} does not match TensorRT-LLM {v.trtllm} ({carried})",
+            f"set triton: '{containers[0]}' or the TensorRT-LLM version of your engines",
         )
     if v.triton not in TRITON_CUDA:
         yield warn(

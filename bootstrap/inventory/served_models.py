@@ -215,7 +215,7 @@ class ModelSpec(BaseModel):
     layout: Layout = Field(
         default="llmapi",
         description="llmapi (LLM API, no engine build) or inflight_batcher_llm (prebuilt engine, 5 models; only "
-        "TensorRT-LLM releases that ship the engine backend, 1.1.0 and older). Unset: llmapi, except "
+        "TensorRT-LLM releases that ship the engine backend, 1.2.1 and older). Unset: llmapi, except "
         "inflight_batcher_llm for a model with engine_dir on a release with the engine backend, and on releases "
         "before 1.0 (docs/serving.md).",
     )

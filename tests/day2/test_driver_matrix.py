@@ -42,7 +42,8 @@ def data(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
 
 def versions_of(data: dict[str, Any], *, triton: str, **versions: str) -> dict[str, Any]:
-    data["cluster"]["versions"] = {"triton": triton, "trtllm": TRTLLM_OF.get(triton, "1.2.0"), **versions}
+    # elsewhere a TensorRT-LLM release rackctl's table does not hold: only a warning, no pairing to refuse
+    data["cluster"]["versions"] = {"triton": triton, "trtllm": TRTLLM_OF.get(triton, "1.3.0"), **versions}
     return data
 
 
@@ -135,14 +136,14 @@ def test_the_release_whose_notes_name_no_driver_has_only_cuda_13s_floor(tmp_path
 def test_an_unknown_triton_release_is_a_warning_naming_the_inventory_field(
     tmp_path: Path, data: dict[str, Any]
 ) -> None:
-    data = versions_of(data, triton="26.01", gpu_operator="v25.10.0")  # a line the driver matrix names
+    data = versions_of(data, triton="25.11", gpu_operator="v25.10.0")  # a line the driver matrix names
     found = [w for w in valid(data).warnings if w.path == "cluster.versions.triton"]
-    assert any("Triton 26.01 is not in rackctl's driver matrix" in w.message for w in found)
+    assert any("Triton 25.11 is not in rackctl's driver matrix" in w.message for w in found)
     inventory_path = tmp_path / "cluster.yml"
     inventory_path.write_text(yaml.safe_dump(data, sort_keys=False))
     checks, warnings = check_version(load_inventory(inventory_path), "580.95.05")
     assert [c["check"] for c in checks] == ["gpu-operator"]
-    assert warnings[0].startswith("cluster.versions.triton: Triton 26.01 is not in rackctl's driver matrix")
+    assert warnings[0].startswith("cluster.versions.triton: Triton 25.11 is not in rackctl's driver matrix")
 
 
 # --- The chart's default driver, per release (values.yaml), not per line -----------------------------------

@@ -548,6 +548,24 @@ def test_the_driver_is_checked_against_each_models_own_container(data):
     assert not [w for w in valid(data).warnings if w.path.startswith("models[")]
 
 
+@covers("model-containers")
+def test_a_1_0_or_1_2_model_is_checked_against_the_container_that_carries_it(data):
+    # 1.2.1 runs in 26.04-trtllm-python-py3 (CUDA 13.1.0.036, driver 590.44.01 in Triton's matrix): the
+    # profile's 580.95.05 runs it only through CUDA 13's minor-version compatibility, a warning
+    data["models"][1]["trtllm_version"] = "1.2.1"
+    [warning] = [w for w in valid(data).warnings if w.path.startswith("models[")]
+    assert warning.path == "models[1].trtllm_version"
+    assert "26.04-trtllm-python-py3" in warning.message and "minor-version compatibility" in warning.message
+    # 1.0.0 runs in 25.09 (CUDA 12.9.1.010, driver 575.57.08): 580.95.05 is newer, nothing to say
+    data["models"][1]["trtllm_version"] = "1.0.0"
+    assert not [w for w in valid(data).warnings if w.path.startswith("models[")]
+    # the design guide's 535.161.08 is below 25.12's floor (models[0]); for 25.09 it is above CUDA 12's 525
+    data["cluster"]["software_profile"] = "dell-dvd-2024"
+    found = {w.path: w for w in valid(data).warnings if w.path.startswith("models[")}
+    assert "25.09-trtllm-python-py3" in found["models[1].trtllm_version"].message
+    assert "would not start" not in found["models[1].trtllm_version"].message
+
+
 @covers("firmware-baseline")
 def test_firmware_baseline(data):
     data["firmware"] = {"baseline": {"R66O": {"bios": "1.6.2"}}}
@@ -688,3 +706,16 @@ def test_an_ambiguous_or_missing_sizing_model_requires_max_replicas(data):
     from bootstrap.inventory.autoscaling import autoscaled
 
     assert autoscaled(valid(data).inventory)["llama-2-13b"].max_replicas == 1
+
+
+@covers("software-versions")
+def test_a_release_pairs_with_every_container_that_carries_it(data):
+    # Triton's matrix: 1.1.0 is in 25.12, 26.01 and 26.02; 1.2.1 in 26.04 to 26.07
+    for triton, trtllm in (("26.01", "1.1.0"), ("26.02", "1.1.0"), ("26.04", "1.2.1"), ("26.07", "1.2.1")):
+        data["cluster"]["versions"] = {"triton": triton, "trtllm": trtllm, "nvidia_driver": "595.91.07"}
+        result = valid(data)
+        assert not [p for p in result.warnings if p.path in ("cluster.versions.triton", "cluster.versions.trtllm")]
+    data["cluster"]["versions"] = {"triton": "25.12", "trtllm": "1.2.1"}
+    expect(data, "cluster.versions.triton", "containers carrying it: 26.04, 26.05, 26.06, 26.07", "set triton: '26.04'")
+    data["cluster"]["versions"] = {"triton": "25.12", "trtllm": "1.2.0"}
+    expect(data, "cluster.versions.triton", "its container is 26.03-trtllm-python-py3", "set triton: '26.03'")

@@ -10,10 +10,11 @@ import pytest
 import yaml
 from click.testing import CliRunner
 from google.protobuf import text_format
+from pydantic import ValidationError
 from tritonclient.grpc import model_config_pb2
 
 from bootstrap.cli import cli
-from bootstrap.inventory.trtllm import ENGINE_VERSIONS, SUPPORTED_VERSIONS, version_info
+from bootstrap.inventory.trtllm import CONTAINER_KEYED, ENGINE_VERSIONS, SUPPORTED_VERSIONS, version_info
 from tests.triton.conftest import make_spec
 
 EXAMPLE = Path(__file__).parents[2] / "inventory" / "examples" / "dvd-inference.yml"
@@ -24,7 +25,45 @@ def test_the_table_holds_a_release_after_the_engine_backend_was_removed():
     assert after == ["26.07"]
     assert version_info("26.07").image == "nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3"
     assert version_info("26.07").has_llmapi
-    assert ENGINE_VERSIONS[-1] == "1.1.0"
+    assert ENGINE_VERSIONS[-1] == "1.2.1"
+
+
+@pytest.mark.parametrize(
+    ("version", "tag"),
+    [
+        # Triton's Release Compatibility Matrix (trtllm-python-py3): the first container carrying each release
+        ("1.0.0", "25.09"),
+        ("1.1.0", "25.12"),
+        ("1.2.0", "26.03"),
+        ("1.2.1", "26.04"),
+        ("0.10.0", "24.06"),  # 24.05 carries 0.9.0
+    ],
+)
+def test_a_release_maps_to_the_container_that_carries_it(version: str, tag: str):
+    info = version_info(version)
+    assert info.triton_tag == tag
+    assert info.image == f"nvcr.io/nvidia/tritonserver:{tag}-trtllm-python-py3"
+
+
+@pytest.mark.parametrize("version", ["1.0.0", "1.2.0", "1.2.1"])
+def test_the_1_0_and_1_2_releases_have_both_layouts(version: str):
+    info = version_info(version)
+    assert info.has_llmapi and info.engine_backend
+    assert version in ENGINE_VERSIONS and version not in CONTAINER_KEYED
+    assert make_spec(trtllm_version=version, engine_dir=None).layout == "llmapi"
+    assert make_spec(trtllm_version=version, engine_dir="/models/e").layout == "inflight_batcher_llm"
+
+
+@pytest.mark.parametrize("version", CONTAINER_KEYED)
+def test_a_container_keyed_release_defaults_to_llmapi_and_refuses_the_engine_layout(version: str):
+    info = version_info(version)
+    assert info.triton_tag == version and not info.engine_backend and info.has_llmapi
+    assert make_spec(trtllm_version=version, engine_dir=None).layout == "llmapi"
+    with pytest.raises(ValidationError) as caught:
+        make_spec(trtllm_version=version, layout="inflight_batcher_llm", engine_dir="/models/e")
+    [error] = [e for e in caught.value.errors() if e["loc"] == ("layout",)]
+    assert f"'inflight_batcher_llm' is not in TensorRT-LLM {version}" in error["msg"]
+    assert f"trtllm_version {ENGINE_VERSIONS[-1]} or older" in error["msg"]
 
 
 @pytest.mark.parametrize(
@@ -57,7 +96,7 @@ def test_validate_refuses_the_engine_layout_on_a_release_without_it(tmp_path: Pa
     [error] = json.loads(result.output)["errors"]
     assert error["path"] == "models[1].layout"
     assert "'inflight_batcher_llm'" in error["message"] and "26.07" in error["message"]
-    assert "layout: llmapi" in error["fix"] and "1.1.0" in error["fix"]
+    assert "layout: llmapi" in error["fix"] and "1.2.1" in error["fix"]
     text = CliRunner().invoke(cli, ["validate", "-i", str(_bad_example(tmp_path))])
     assert text.exit_code == 2 and "Traceback" not in text.output
     assert "models[1].layout" in text.output
@@ -95,8 +134,8 @@ def test_triton_render_refuses_the_engine_layout_and_writes_nothing(tmp_path: Pa
     ("version", "layout", "fix"),
     [
         # an engine inventory moved to a release without engines: not silently switched to the checkpoint
-        ("26.07", "(unset)", "keep the engine on trtllm_version 1.1.0 or older"),
-        ("26.07", "llmapi", "keep the engine on trtllm_version 1.1.0 or older"),
+        ("26.07", "(unset)", "keep the engine on trtllm_version 1.2.1 or older"),
+        ("26.07", "llmapi", "keep the engine on trtllm_version 1.2.1 or older"),
         ("1.1.0", "llmapi", "set layout: inflight_batcher_llm"),
     ],
 )
