@@ -114,11 +114,8 @@ def install(node: NativeNode, binaries: dict[str, Path], debs: list[Path], image
     (root / "etc/containerd/config.toml").write_text(containerd_config(sandbox))
     staging = root / "var/cache/rackctl-lab"
     (staging / "debs").mkdir(parents=True, exist_ok=True)
-    (staging / "images").mkdir(parents=True, exist_ok=True)
     for deb in debs:
         shutil.copy2(deb, staging / "debs" / deb.name)
-    for image in images:
-        shutil.copy2(image.archive, staging / "images" / f"{image.digest.split(':')[1][:16]}.tar")
     # as a package install on a node would, but no service started by a maintainer script (policy-rc.d)
     run(
         "printf '#!/bin/sh\\nexit 101\\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d && "
@@ -127,6 +124,16 @@ def install(node: NativeNode, binaries: dict[str, Path], debs: list[Path], image
         "rc=$?; rm -f /usr/sbin/policy-rc.d; [ $rc = 0 ] || { tail -5 /var/cache/rackctl-lab/dpkg.log; exit 1; }"
     )
     run("systemctl daemon-reload && systemctl start rackctl-lab-cgroups containerd")
+    import_images(node, images, run)
+
+
+def import_images(node: NativeNode, images: list[Image], run: Run) -> None:
+    """Import ``images`` into the running ``node``'s containerd (namespace ``k8s.io``, where the kubelet's
+    images are), as a site's nodes would have pulled them; a failure names the images containerd lacks."""
+    staging = node.root / "var/cache/rackctl-lab/images"
+    staging.mkdir(parents=True, exist_ok=True)
+    for image in images:
+        shutil.copy2(image.archive, staging / f"{image.digest.split(':')[1][:16]}.tar")
     run(
         "until ctr version >/dev/null 2>&1; do sleep 0.2; done; "
         "for f in /var/cache/rackctl-lab/images/*.tar; do "

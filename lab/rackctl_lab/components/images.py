@@ -59,12 +59,14 @@ class ImageRecipe:
     tag: str
     programs: tuple[tuple[str, str], ...]
     entrypoint: tuple[str, ...] = ()
-    #: on the Debian base layer (:data:`BASE_PACKAGES`)
-    debian: bool = False
+    #: on a Debian bookworm minbase layer with these packages (:data:`BASE_PACKAGES` for the programs that run
+    #: iptables or a shell); none: no base layer
+    base_packages: tuple[str, ...] = ()
     registry: str = REGISTRY
     #: files of this machine the image holds (image path, path here) and symbolic links (image path, target)
     files: tuple[tuple[str, str], ...] = ()
     links: tuple[tuple[str, str], ...] = ()
+    env: tuple[str, ...] = (PATH_ENV,)
 
     @property
     def ref(self) -> str:
@@ -89,7 +91,7 @@ def recipes(release: KubernetesRelease) -> list[ImageRecipe]:
             ImageRecipe(name, tag, ((name, f"{bin_}/{name}"),))
             for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
         ),
-        ImageRecipe("kube-proxy", tag, (("kube-proxy", f"{bin_}/kube-proxy"),), debian=True),
+        ImageRecipe("kube-proxy", tag, (("kube-proxy", f"{bin_}/kube-proxy"),), base_packages=BASE_PACKAGES),
         # kubeadm's etcd image tag carries a "-0" revision; etcdctl rides along for snapshots (`crictl exec`).
         ImageRecipe(
             "etcd", f"{release.etcd.removeprefix('v')}-0", (("etcd", f"{bin_}/etcd"), ("etcdctl", f"{bin_}/etcdctl"))
@@ -97,11 +99,19 @@ def recipes(release: KubernetesRelease) -> list[ImageRecipe]:
         ImageRecipe("coredns/coredns", release.coredns, (("coredns", "coredns"),), entrypoint=("/coredns",)),
         ImageRecipe("pause", release.pause, (("pause", "pause"),), entrypoint=("/pause",)),
         ImageRecipe(
-            "flannel", release.flannel, (("flanneld", "opt/bin/flanneld"),), debian=True, registry=FLANNEL_REGISTRY
+            "flannel",
+            release.flannel,
+            (("flanneld", "opt/bin/flanneld"),),
+            base_packages=BASE_PACKAGES,
+            registry=FLANNEL_REGISTRY,
         ),
         # its initContainer copies /flannel onto the node (``cp``: the base's coreutils)
         ImageRecipe(
-            "flannel-cni-plugin", FLANNEL_CNI_TAG, (("flannel", "flannel"),), debian=True, registry=FLANNEL_REGISTRY
+            "flannel-cni-plugin",
+            FLANNEL_CNI_TAG,
+            (("flannel", "flannel"),),
+            base_packages=BASE_PACKAGES,
+            registry=FLANNEL_REGISTRY,
         ),
         # the storage class: the provisioner on PATH as its chart's command expects, its helper pods' busybox
         ImageRecipe(
@@ -136,16 +146,16 @@ def assemble(release: KubernetesRelease, built: list[Built], skip: tuple[str, ..
     missing = sorted(set(needed_programs(release, skip)) - set(binaries))
     if missing:
         raise ValueError(f"images need programs that were not built: {', '.join(missing)}")
-    return [_assemble_one(recipe, binaries) for recipe in _recipes(release, skip)]
+    return [assemble_one(recipe, binaries) for recipe in _recipes(release, skip)]
 
 
-def base_tree() -> Path:
-    """The Debian bookworm minbase tree with :data:`BASE_PACKAGES` (debootstrap, cached like the OS image's)."""
-    return debootstrap_tree("bookworm", default_mirror(), cache_root(), packages=BASE_PACKAGES)
+def base_tree(packages: tuple[str, ...] = BASE_PACKAGES) -> Path:
+    """The Debian bookworm minbase tree with ``packages`` (debootstrap, cached like the OS image's)."""
+    return debootstrap_tree("bookworm", default_mirror(), cache_root(), packages=packages)
 
 
-def _base_layer() -> bytes:
-    return tree_layer(base_tree(), empty=BASE_EMPTY)
+def _base_layer(packages: tuple[str, ...]) -> bytes:
+    return tree_layer(base_tree(packages), empty=BASE_EMPTY)
 
 
 def _sha256(path: Path) -> str:
@@ -155,8 +165,11 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _assemble_one(recipe: ImageRecipe, binaries: dict[str, Built]) -> Image:
-    base = [BASE_PACKAGES, BASE_EMPTY] if recipe.debian else []
+def assemble_one(recipe: ImageRecipe, binaries: dict[str, Built]) -> Image:
+    """One image of ``recipe`` from ``binaries`` (its programs) and this machine's files, from the cache where
+    it can."""
+    base = [recipe.base_packages, BASE_EMPTY] if recipe.base_packages else []
+    env = [] if recipe.env == (PATH_ENV,) else [recipe.env]  # the images' keys from before env was a field
     spec = json.dumps(
         [
             recipe.ref,
@@ -167,6 +180,7 @@ def _assemble_one(recipe: ImageRecipe, binaries: dict[str, Built]) -> Image:
             [[path, _sha256(Path(source))] for path, source in recipe.files],
             recipe.links,
             *base,
+            *env,
         ]
     )
     key = hashlib.sha256(spec.encode()).hexdigest()[:12]
@@ -184,10 +198,10 @@ def _assemble_one(recipe: ImageRecipe, binaries: dict[str, Built]) -> Image:
                 tag=recipe.tag,
                 cmd=[],
                 entrypoint=list(recipe.entrypoint) or None,
-                env=(PATH_ENV,),
+                env=recipe.env,
                 name=recipe.ref,
                 level=1,
-                base=(_base_layer(),) if recipe.debian else (),
+                base=(_base_layer(recipe.base_packages),) if recipe.base_packages else (),
             )
             partial = archive.with_suffix(".part")
             with tarfile.open(partial, "w") as tar:
