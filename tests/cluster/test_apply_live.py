@@ -21,13 +21,13 @@ from bootstrap.kube.apply import FIELD_MANAGER, apply_objects, content, rollout_
 from bootstrap.kube.node_labels import MANAGED_LABELS, MANAGED_TAINTS, Wanted, apply_labels, wanted_from_file
 from bootstrap.stages.kubernetes.labels import labels_text
 from bootstrap.triton.manifests import build_manifests, deployment, rolling_update_problems
+from tests import crds as generated_crds
 from tests.cluster.apiserver_apply import apply_crds
 from tests.kube_objects import MERGE, KubeObjects, crd_absent, mark_deployment_ready
 from tests.triton.conftest import make_spec
 
 EXAMPLE = Path(__file__).parents[2] / "inventory" / "examples" / "dvd-inference.yml"
 SERVICEMONITOR_CRD = "servicemonitors.monitoring.coreos.com"
-SUBSET_CRD = Path(__file__).parent / "fixtures" / "servicemonitor-subset-crd.yaml"
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 
 
@@ -186,8 +186,8 @@ def test_manifests_applied_server_side_as_rackctl_once_the_missing_crd_reported(
         assert {path: kube.call("GET", path)["metadata"]["resourceVersion"] for path in paths} == versions
         assert before[paths[0]]["metadata"]["generation"] == 1
 
-        # With the CRD installed (the hand-written subset of the Prometheus operator's), it is applied too.
-        apply_crds(kube_apiserver, [yaml.safe_load(SUBSET_CRD.read_text())])
+        # With the CRD installed (the Prometheus operator's, generated from its Go types), it is applied too.
+        apply_crds(kube_apiserver, [generated_crds.service_monitor()])
         third = apply_objects(api, objects)
         assert third.not_applied == {} and third.applied[monitor] == "created"
 

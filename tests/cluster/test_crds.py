@@ -14,8 +14,17 @@ from bootstrap.cli import cli
 from bootstrap.cluster.render import render_cluster
 from bootstrap.cluster.validate import check_custom, load_crds, validate_bundle
 from bootstrap.inventory.loader import load_inventory
+from tests import crds as generated_crds
 
-FIXTURES = Path(__file__).parent / "fixtures"
+
+def _crd_dir(root: Path) -> Path:
+    """A directory holding the Prometheus operator's ServiceMonitor CRD, generated from its Go types (tests/crds.py)."""
+    folder = root / "crds"
+    folder.mkdir()
+    (folder / "servicemonitors.yaml").write_text(generated_crds.service_monitor_text())
+    return folder
+
+
 #: A directory holding the pinned charts' crds/ (kube-prometheus-stack, gpu-operator), when someone has it.
 PINNED_CRDS = os.environ.get("RACKCTL_CHART_CRDS")
 
@@ -26,8 +35,8 @@ def _monitor(write_inventory: Callable[..., Path]) -> tuple[dict, tuple[str, ...
     return rendered.objects[0], rendered.sources
 
 
-def test_service_monitor_checked_against_its_crd(write_inventory: Callable[..., Path]) -> None:
-    crds = load_crds(FIXTURES)
+def test_service_monitor_checked_against_its_crd(write_inventory: Callable[..., Path], tmp_path: Path) -> None:
+    crds = load_crds(_crd_dir(tmp_path))
     assert ("monitoring.coreos.com/v1", "ServiceMonitor") in crds
     monitor, sources = _monitor(write_inventory)
     assert check_custom([monitor], crds, "sm.yaml", sources) == ([], [])
@@ -43,8 +52,9 @@ def test_service_monitor_checked_against_its_crd(write_inventory: Callable[..., 
 
 def test_cli_records_the_crd_check(write_inventory: Callable[..., Path], tmp_path: Path) -> None:
     out = tmp_path / "out"
+    crds = str(_crd_dir(tmp_path))
     result = CliRunner().invoke(
-        cli, ["render", "cluster", "-i", str(write_inventory()), "-o", str(out), "--crds", str(FIXTURES), "--json"]
+        cli, ["render", "cluster", "-i", str(write_inventory()), "-o", str(out), "--crds", crds, "--json"]
     )
     assert result.exit_code == 0, result.output
     index = json.loads((out / "index.json").read_text())

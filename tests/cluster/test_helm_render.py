@@ -19,11 +19,11 @@ import pytest
 from bootstrap.cluster.render import render_cluster
 from bootstrap.cluster.validate import validate_bundle
 from bootstrap.inventory.loader import load_inventory
+from tests import crds as generated_crds
 from tests.cluster.scaffold_charts import CONFIGMAP, scaffold_chart
 
 helm = pytest.importorskip("helm_python", reason="helm-python-sdk is not installed (pip install 'rackctl[cluster]')")
 
-FIXTURES = Path(__file__).parent / "fixtures"
 PINNED_CHARTS = os.environ.get("RACKCTL_CHARTS")
 
 STORAGECLASS = """\
@@ -55,7 +55,7 @@ spec:
 
 def _chart(root: Path, version: str = "0.0.32", schema: dict[str, Any] | None = None) -> Path:
     """The scaffold with our templates, the ServiceMonitor CRD and ``schema``, packaged; the charts dir."""
-    files = {"crds/servicemonitors.yaml": (FIXTURES / "servicemonitor-subset-crd.yaml").read_text()}
+    files = {"crds/servicemonitors.yaml": generated_crds.service_monitor_text()}
     if schema is not None:
         files["values.schema.json"] = json.dumps(schema)
     templates = {"storageclass.yaml": STORAGECLASS, "configmap.yaml": CONFIGMAP, "servicemonitor.yaml": MONITOR}

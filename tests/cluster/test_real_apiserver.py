@@ -1,7 +1,7 @@
 """What ``render cluster`` produces, applied to a real kube-apiserver (the lab's pinned 1.37.2, from Go modules).
 
-CRDs are created for real (the pinned charts' CRDs when charts are rendered; offline here only the hand-written
-ServiceMonitor subset CRD in fixtures/, see test_crds.py), then every object is POSTed with ``?dryRun=All`` and
+CRDs are created for real (the pinned charts' CRDs when charts are rendered; offline here the Prometheus operator's
+ServiceMonitor CRD, generated from its Go types: tests/crds.py), then every object is POSTed with ``?dryRun=All`` and
 ``fieldValidation=Strict``: field, schema, unknown-field and admission errors come from the server. Only a kind
 the server does not serve (a CRD no chart installs) is "kubernetes-validate only" — the table in
 docs/kubernetes.md says the same. The binaries come from ``rackctl lab components`` (the kube_components fixture).
@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from bootstrap.cluster.render import Bundle, render_cluster
 from bootstrap.cluster.validate import validate_bundle
 from bootstrap.inventory.loader import load_inventory
+from tests import crds as generated_crds
 from tests.cluster.apiserver import ApiServer
 from tests.cluster.apiserver_apply import (
     NOT_API,
@@ -34,7 +34,6 @@ from tests.cluster.apiserver_apply import (
 )
 
 ROOT = Path(__file__).parents[2]
-SUBSET_CRD = Path(__file__).parent / "fixtures" / "servicemonitor-subset-crd.yaml"
 INVENTORIES = ["inventory/lab.yml", "inventory/examples/dvd-inference.yml"]
 #: File kinds of the bundle that hold Kubernetes objects.
 OBJECT_FILES = ("kubeadm", "static-pod", "manifests", "chart-manifests")
@@ -48,11 +47,12 @@ def _render(inventory: str) -> Bundle:
 
 
 def _crds(bundle: Bundle) -> list[dict[str, Any]]:
-    """The charts' CRDs when rendered; else the subset ServiceMonitor CRD (no chart CRDs offline here)."""
+    """The charts' CRDs when rendered; else the Prometheus operator's ServiceMonitor CRD, generated from its Go
+    types (tests/crds.py: no chart CRDs offline here)."""
     crds = [
         o for f in bundle.files if f.kind == "crds" for o in f.objects if o.get("kind") == "CustomResourceDefinition"
     ]
-    return crds or [yaml.safe_load(SUBSET_CRD.read_text())]
+    return crds or [generated_crds.service_monitor()]
 
 
 def _objects(bundle: Bundle) -> list[tuple[str, dict[str, Any]]]:

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from bootstrap.cli import cli
 from rackctl_lab.charts import CHARTS_DIR
 from rackctl_lab.components import build, images
-from rackctl_lab.components.pins import KEDA_CRDS, RELEASES, programs
+from rackctl_lab.components.pins import CRD_SOURCES, KEDA_CRDS, RELEASES, programs
 
 LAB = Path(__file__).parents[2] / "inventory" / "lab.yml"
 
@@ -136,7 +136,8 @@ def test_kedas_crds_are_generated_from_its_api_types_at_the_pin_and_cached(keda_
     record = json.loads((Path(again.files[0]).parent / "build.json").read_text())
     assert record["package"] == KEDA_CRDS.api.package and set(record["sha256"]) == {Path(f).name for f in again.files}
     code, data = _run("-i", str(LAB), "--only", "etcd", "--crds")
-    assert code == 0 and [(c["name"], c["cached"]) for c in data["crds"]] == [("keda", True)]
+    cached = {c["name"]: c["cached"] for c in data["crds"]}
+    assert code == 0 and list(cached) == list(CRD_SOURCES) and cached["keda"] is True, data["crds"]
 
 
 def test_the_air_gap_list_pins_what_the_real_kubeadm_asks_for(kube_components: dict[str, Path]) -> None:

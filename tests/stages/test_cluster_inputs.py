@@ -22,13 +22,13 @@ from bootstrap.errors import EXIT_INVALID, EXIT_NOT_APPLIED
 from bootstrap.stages.base import register_stage
 from bootstrap.stages.kubernetes import KubernetesStage
 from bootstrap.stages.nvidia import NvidiaStage
+from tests import crds as generated_crds
 
 from .conftest import EXAMPLE_INVENTORY, Recorder, make_stage
 
 helm = pytest.importorskip("helm_python", reason="helm-python-sdk is not installed (pip install 'rackctl[cluster]')")
 
 BEFORE = ("preflight", "discover", "firmware", "bios", "provision", "os-check", "network")
-FIXTURES = Path(__file__).resolve().parents[1] / "cluster" / "fixtures"
 GPU_NODE = "gpu-xe9680-01"
 CRD_CHECK = "CRD openAPIV3Schema (strict)"
 #: The pinned GPU Operator of the example inventory (cluster.versions.gpu_operator v26.7.0; like the real
@@ -118,11 +118,11 @@ def operator_chart(root: Path, mig_key: str = "strategy") -> Path:
 
 
 def crd_dir(root: Path) -> Path:
-    """The ClusterPolicy CRD and the ServiceMonitor CRD of tests/cluster/fixtures, in one directory."""
+    """The ClusterPolicy CRD and the Prometheus operator's ServiceMonitor CRD (tests/crds.py), in one directory."""
     crds = root / "crds"
     crds.mkdir()
     (crds / "clusterpolicies.yaml").write_text(CLUSTER_POLICY_CRD)
-    (crds / "servicemonitors.yaml").write_text((FIXTURES / "servicemonitor-subset-crd.yaml").read_text())
+    (crds / "servicemonitors.yaml").write_text(generated_crds.service_monitor_text())
     return crds
 
 

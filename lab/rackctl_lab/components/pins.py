@@ -193,6 +193,7 @@ GROUPS = ("control-plane", "node", "addons")
 
 CONTROLLER_TOOLS_MODULE = "sigs.k8s.io/controller-tools"
 KEDA_MODULE = "github.com/kedacore/keda/v2"
+MONITORING_MODULE = "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring"
 
 
 @dataclass(frozen=True)
@@ -225,4 +226,12 @@ KEDA_CRDS = CrdSource(
     GoProgram("keda-api", KEDA_MODULE, "v2.21.0", f"{KEDA_MODULE}/apis/keda/v1alpha1", "crds"),
     CONTROLLER_GEN,
 )
-CRD_SOURCES = {source.name: source for source in (KEDA_CRDS,)}
+#: The Prometheus operator's API types (``monitoring.coreos.com/v1``: ServiceMonitor, PodMonitor, Prometheus,
+#: ...) at the operator release kube-prometheus-stack 88.5.3 (the product's ``kubernetes.charts`` pin) ships:
+#: its Chart.yaml's ``appVersion: v0.93.1``, read at the chart's tag in prometheus-community/helm-charts.
+MONITORING_CRDS = CrdSource(
+    "prometheus-operator",
+    GoProgram("monitoring-api", MONITORING_MODULE, "v0.93.1", f"{MONITORING_MODULE}/v1", "crds"),
+    CONTROLLER_GEN,
+)
+CRD_SOURCES = {source.name: source for source in (KEDA_CRDS, MONITORING_CRDS)}
