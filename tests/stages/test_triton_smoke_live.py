@@ -30,7 +30,6 @@ from bootstrap.kube import KubeError
 from bootstrap.kube.service_proxy import KubectlProxy
 from bootstrap.triton.server import TritonServer
 from tests.cluster.apiserver import ApiServer
-from tests.cluster.apiserver_apply import apply_crds
 from tests.kube_objects import KubeObjects, crd_absent
 from tests.triton_serving import ServingStandIn, serve
 
@@ -41,7 +40,6 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "inventory" / "examples" / "dvd-
 PLAIN, STREAMING = "llama-2-13b-awq", "llama-2-70b-fp8"  # the example's models: generate only / streaming
 SERVICES = [f"triton-{PLAIN}", f"triton-{STREAMING}"]
 MONITORS = "servicemonitors.monitoring.coreos.com"
-SUBSET_CRD = Path(__file__).resolve().parents[1] / "cluster" / "fixtures" / "servicemonitor-subset-crd.yaml"
 
 
 def _inventory(tmp_path: Path, namespace: str, *, llmapi: str | None = None) -> Path:
@@ -134,38 +132,6 @@ def test_up_smokes_each_model_through_its_service_and_records_ttft(
         steps = [s for s in journal.steps(node="head-01") if s.stage == "triton"]
     assert facts[STREAMING]["ttft_s"] == streamed["ttft_s"] and facts[PLAIN]["ok"] is True
     assert steps[-1].status == "rendered"
-
-
-def test_up_is_applied_once_every_object_is_applied_and_every_model_answers(
-    live_state: tuple[Path, str],
-    kube: KubeObjects,
-    kube_apiserver: ApiServer,
-    triton_backend: tuple[str, TritonServer],
-    tmp_path: Path,
-) -> None:
-    """With the ServiceMonitor CRD served (the hand-written subset: the Prometheus operator's cannot be had
-    offline), nothing is left out: the stage is done (exit 0, journalled completed)."""
-    state_dir, namespace = live_state
-    apply_crds(kube_apiserver, [yaml.safe_load(SUBSET_CRD.read_text())])
-    with _serving(kube, namespace, triton_backend):
-        code, stage = _up(_inventory(tmp_path, namespace), state_dir)
-    assert code == 0, (stage["message"], stage["nodes"]["head-01"])
-    assert stage["status"] == "completed" and stage["applied"] is True, stage
-    assert "not applied" not in stage["message"] and "smoke-tested through its Service" in stage["message"]
-    assert all(node["applied"] is True for node in stage["nodes"].values())
-    assert kube.call("GET", f"/apis/monitoring.coreos.com/v1/namespaces/{namespace}/servicemonitors/triton-{PLAIN}")
-    with Journal(state_dir, readonly=True) as journal:
-        steps = [s for s in journal.steps(node="head-01") if s.stage == "triton"]
-        node_state = journal.nodes()["head-01"].state.value
-    assert steps[-1].status == "completed"
-    assert node_state == "registered"  # a cluster-wide stage moves no node along its lifecycle
-
-    # a later `up` converges again (an inventory change must reach the cluster): run, not "completed in run 1"
-    with _serving(kube, namespace, triton_backend):
-        code, again = _up(_inventory(tmp_path, namespace), state_dir)
-    assert code == 0 and again["status"] == "completed", again["message"]
-    unchanged = re.findall(r"(\d+) object\(s\) applied \((\d+) unchanged\)", again["message"])
-    assert len(unchanged) == 2 and all(a == b for a, b in unchanged), again["message"]  # both models, nothing moved
 
 
 def test_a_service_without_endpoints_fails_the_stage_naming_model_and_service(

@@ -106,7 +106,9 @@ class TritonStage(Stage):
                     f"kubectl apply --server-side --field-manager=rackctl of the manifests of {', '.join(models)} to "
                     f"the cluster of {ctx.state_dir / KUBECONFIG} (Namespace first; kinds without their CRD left "
                     f"out), then each Deployment watched until ready, up to {ctx.options.triton.rollout_timeout_s:g} s "
-                    "(each pod's initContainer copies its model repository from ConfigMap <model>-repository)",
+                    "(each pod's initContainer copies its model repository from ConfigMap <model>-repository); "
+                    "a model whose new pod template is not ready by then is rolled back to the template and "
+                    "repository it served",
                 )
             )
             actions += [PlannedAction(self.name, None, smoke_action(spec)) for spec in ctx.inventory.models]
