@@ -169,7 +169,7 @@ def assemble_one(recipe: ImageRecipe, binaries: dict[str, Built]) -> Image:
     """One image of ``recipe`` from ``binaries`` (its programs) and this machine's files, from the cache where
     it can."""
     base = [recipe.base_packages, BASE_EMPTY] if recipe.base_packages else []
-    env = [] if recipe.env == (PATH_ENV,) else [recipe.env]  # the images' keys from before env was a field
+    env = [] if recipe.env == (PATH_ENV,) else [recipe.env]  # an image with the default env keeps its cache key
     spec = json.dumps(
         [
             recipe.ref,
