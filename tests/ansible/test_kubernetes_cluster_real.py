@@ -801,17 +801,10 @@ def _serving_inventory(rack: Rack, folder: Path, source: Path) -> Path:
     return path
 
 
-def _rackctl_at_the_head(rack: Rack, env: dict[str, str], *args: str, timeout: float = 600) -> tuple[int, dict]:
-    """``rackctl <args> --json`` as on the head node: in the bridge's namespace (the nodes, the VIP), the
-    product's own ``host`` environment with the admin key, the lab's kubectl on PATH."""
-    proc = subprocess.run(
-        [*NETWORK.exec_prefix(), sys.executable, "-m", "bootstrap", *args, "--json"],
-        capture_output=True, text=True, env=env, timeout=timing.seconds(timeout), check=False,
-    )  # fmt: skip
-    try:
-        return proc.returncode, json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        raise AssertionError(f"rackctl {args[0]} exited {proc.returncode}: {proc.stderr[-3000:]}") from None
+def _rackctl_at_the_head(env: dict[str, str], *args: str, timeout: float = 600) -> tuple[int, dict[str, Any]]:
+    """:func:`_rackctl` as on the head node: in the bridge's namespace (the nodes, the VIP); ``env`` names the
+    product's own ``host`` environment with the admin key and puts the lab's kubectl on PATH."""
+    return _rackctl(env, *args, timeout=timeout, prefix=NETWORK.exec_prefix())
 
 
 @contextlib.contextmanager
@@ -891,7 +884,7 @@ def test_the_triton_stage_serves_a_delivered_model_from_a_real_tritonserver_pod_
     up = ("up", *common, "--stages", "triton", "--triton-timeout", "300")
     with _gpus_advertised(rack, "gpu-01", 2), _service_monitor_crd(rack):
         try:
-            code, delivered = _rackctl_at_the_head(rack, env, "triton", "deliver", *common)
+            code, delivered = _rackctl_at_the_head(env, "triton", "deliver", *common)
             assert code == 0, delivered
             (model,) = delivered["models"]
             version = model["version"]
@@ -899,8 +892,8 @@ def test_the_triton_stage_serves_a_delivered_model_from_a_real_tritonserver_pod_
             placed = rack.ssh("gpu-01", f"ls /mnt/nvme/rackctl-models/hf/{SERVED_MODEL}@{version}").split()
             assert "config.json" in placed and "tokenizer.json" in placed, placed
 
-            code, first = _rackctl_at_the_head(rack, env, *up)
-            stage = next(s for s in first["stages"] if s["name"] == "triton")
+            code, first = _rackctl_at_the_head(env, *up)
+            stage = _triton_stage(first)
             print(json.dumps(stage, indent=1)[:6000])
             pods = _pods(rack, "triton", f"app.kubernetes.io/instance={SERVED_MODEL}")
             assert [p["spec"]["nodeName"] for p in pods if _running(p)] == ["gpu-01"], pods  # type: ignore[index]
@@ -912,11 +905,11 @@ def test_the_triton_stage_serves_a_delivered_model_from_a_real_tritonserver_pod_
             assert "tiny-llm: TTFT" in stage["message"] and "7 object(s) applied (7 created)" in stage["message"]
             _dashboard_metrics_published(rack)
             generation = _get(rack, "deployment", "-n", "triton", f"triton-{SERVED_MODEL}")["metadata"]["generation"]
-            code, second = _rackctl_at_the_head(rack, env, *up)
+            code, second = _rackctl_at_the_head(env, *up)
             assert code == 0, second
             again = _get(rack, "deployment", "-n", "triton", f"triton-{SERVED_MODEL}")["metadata"]["generation"]
             assert again == generation
-            message = next(s for s in second["stages"] if s["name"] == "triton")["message"]
+            message = _triton_stage(second)["message"]
             assert "7 object(s) applied (7 unchanged)" in message, message
             with Journal(state, readonly=True) as journal:
                 steps = [s.status for s in journal.steps(node="gpu-01") if s.stage == "triton"]
@@ -966,6 +959,32 @@ def _triton_log(rack: Rack) -> str:
     return rack.kubectl("logs", "-n", "triton", f"pod/{name}", "-c", "triton").stdout
 
 
+def _triton_stage(doc: dict[str, Any]) -> dict[str, Any]:
+    """The triton stage's entry in ``rackctl up --json``'s document."""
+    stage: dict[str, Any] = next(s for s in doc["stages"] if s["name"] == "triton")
+    return stage
+
+
+def _update_under_traffic(
+    rack: Rack, env: dict[str, str], common: tuple[str, ...], body: Path, *, timeout_s: int
+) -> tuple[int, dict[str, Any], str, Traffic]:
+    """``rackctl triton deliver`` of the model's source, then ``rackctl up --stages triton``, while a steady
+    stream of generate requests (``body``) goes through the Service: up's exit code, the triton stage, the
+    version delivered and the stream's count."""
+    with Traffic(rack, _generate(rack, body)) as traffic:
+        code, delivered = _rackctl_at_the_head(env, "triton", "deliver", *common)
+        assert code == 0, delivered
+        version = str(delivered["models"][0]["version"])
+        up = ("up", *common, "--stages", "triton", "--triton-timeout", str(timeout_s))
+        code, doc = _rackctl_at_the_head(env, *up)
+    return code, _triton_stage(doc), version, traffic
+
+
+def _none_failed(traffic: Traffic) -> None:
+    assert traffic.failed == [], f"{len(traffic.failed)} of {traffic.ok + len(traffic.failed)}: {traffic.failed[:5]}"
+    assert traffic.ok > 0
+
+
 def _template_weights(rack: Rack) -> str:
     deployment = _get(rack, "deployment", "-n", "triton", f"triton-{SERVED_MODEL}")
     return str(deployment["spec"]["template"]["metadata"]["annotations"]["rackctl.io/weights-version"])
@@ -980,38 +999,25 @@ def _updates_without_a_dropped_request(
     that loads rolls out, its pod ready and loaded before the old one goes, and no request fails."""
     body = tmp_path / "generate.json"
     body.write_text(json.dumps({"text_input": "what is the capital of Texas", "max_tokens": 3}))
-    up = ("up", *common, "--stages", "triton")
     tokenizer = (source / "tokenizer.json").read_text()
     (source / "tokenizer.json").unlink()
-    with Traffic(rack, _generate(rack, body)) as traffic:
-        code, delivered = _rackctl_at_the_head(rack, env, "triton", "deliver", *common)
-        assert code == 0, delivered
-        broken = delivered["models"][0]["version"]
-        code, failed = _rackctl_at_the_head(rack, env, *up, "--triton-timeout", "45")
-    stage = next(s for s in failed["stages"] if s["name"] == "triton")
+    code, stage, broken, traffic = _update_under_traffic(rack, env, common, body, timeout_s=45)
     print(f"a failed update: {traffic.ok} answered, {len(traffic.failed)} failed; {stage.get('message')}")
     assert code == 1, stage
     said = json.dumps(stage)
     assert f"rolled back to the previous pod template (weights {version}): ready" in said, said[-3000:]
     assert broken != version and _template_weights(rack) == version
-    assert traffic.failed == [], f"{len(traffic.failed)} of {traffic.ok + len(traffic.failed)}: {traffic.failed[:5]}"
-    assert traffic.ok > 0
+    _none_failed(traffic)
 
     (source / "tokenizer.json").write_text(tokenizer)
     (source / "generation_config.json").write_text('{"max_new_tokens": 3}')
-    with Traffic(rack, _generate(rack, body)) as traffic:
-        code, delivered = _rackctl_at_the_head(rack, env, "triton", "deliver", *common)
-        assert code == 0, delivered
-        newer = delivered["models"][0]["version"]
-        code, updated = _rackctl_at_the_head(rack, env, *up, "--triton-timeout", "300")
-    stage = next(s for s in updated["stages"] if s["name"] == "triton")
+    code, stage, newer, traffic = _update_under_traffic(rack, env, common, body, timeout_s=300)
     print(f"an update: {traffic.ok} answered, {len(traffic.failed)} failed; {stage.get('message')}")
     assert code == 0, stage
     assert _template_weights(rack) == newer not in (version, broken)
     log = _triton_log(rack)
     assert f"loaded /models/hf/{SERVED_MODEL}@{newer}/config.json" in log, log[-3000:]
-    assert traffic.failed == [], f"{len(traffic.failed)} of {traffic.ok + len(traffic.failed)}: {traffic.failed[:5]}"
-    assert traffic.ok > 0
+    _none_failed(traffic)
 
 
 @dataclass
@@ -1043,10 +1049,13 @@ def _operator_seat(rack: Rack, folder: Path, state: Path | None = None) -> Opera
     return OperatorSeat(bmcs, inventory, state, env)
 
 
-def _rackctl(env: dict[str, str], *args: str, timeout: float = 600) -> tuple[int, dict[str, Any]]:
-    """``rackctl <args> --json`` on this machine; its exit code and JSON document."""
+def _rackctl(
+    env: dict[str, str], *args: str, timeout: float = 600, prefix: list[str] | None = None
+) -> tuple[int, dict[str, Any]]:
+    """``rackctl <args> --json`` on this machine (behind ``prefix``, a command that runs it elsewhere); its
+    exit code and JSON document."""
     proc = subprocess.run(
-        [sys.executable, "-m", "bootstrap", *args, "--json"],
+        [*(prefix or []), sys.executable, "-m", "bootstrap", *args, "--json"],
         capture_output=True, text=True, env=env, timeout=timing.seconds(timeout), check=False,
     )  # fmt: skip
     try:
