@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.ports import free_port
+
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 
 
@@ -24,12 +26,6 @@ def refused_host_key(message: object) -> bool:
     """``message`` says the node's host key was refused, in either strategy's words."""
     said = str(message).lower()
     return any(words in said for words in HOST_KEY_REFUSED)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass

@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import json
-import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -26,12 +25,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+from tests.ports import free_ports
 
 
 def _key() -> rsa.RSAPrivateKey:
@@ -235,7 +229,7 @@ def _wait_ready(server: ApiServer, deadline_s: float) -> None:
 def start(binary: Path, etcd: Path, workdir: Path) -> ApiServer:
     """Start ``etcd`` and the kube-apiserver ``binary`` under ``workdir``; return once /readyz answers 200."""
     pki = make_pki(workdir / "pki")
-    etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
+    etcd_port, peer_port, api_port = free_ports(3)
     etcd_url = f"http://127.0.0.1:{etcd_port}"
     server = ApiServer(f"https://127.0.0.1:{api_port}", pki, workdir)
     server.processes.append(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import stat
 from pathlib import Path
 
@@ -15,24 +14,19 @@ from click.testing import CliRunner
 
 from rackctl_lab.cli import lab_group
 from rackctl_lab.idrac.rack import is_worker
+from tests.ports import free_ports
 
 pytestmark = pytest.mark.lab
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture
 def lab_inventory(tmp_path: Path) -> Path:
     """inventory/lab.yml with free ports, in a temp tree (paths ../.lab/... resolve inside it)."""
     text = (REPO / "inventory" / "lab.yml").read_text()
-    for port in ("8441", "8442", "8443"):
-        text = text.replace(f'"127.0.0.1:{port}"', f'"127.0.0.1:{free_port()}"')
+    for port, free in zip(("8441", "8442", "8443"), free_ports(3), strict=True):
+        text = text.replace(f'"127.0.0.1:{port}"', f'"127.0.0.1:{free}"')
     target = tmp_path / "inventory" / "lab.yml"
     target.parent.mkdir()
     target.write_text(text)

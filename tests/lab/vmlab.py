@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from rackctl_lab.bmc_lab import plan_lab_bmcs
 from rackctl_lab.netns import LabNetwork
 from rackctl_lab.vm_lab import lab_down_all, lab_up_all, plan_lab_vms
 from rackctl_lab.vms import VmSpec
+from tests.ports import free_ports
 
 TOOLS = {
     "qemu-system-x86_64": "qemu-system-x86",
@@ -50,12 +50,6 @@ def missing_prerequisites() -> str:
     return ""
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def admin_key(folder: Path) -> tuple[Path, str]:
     """A fresh ed25519 admin key pair: (private key file, public key line)."""
     key = Ed25519PrivateKey.generate()
@@ -71,6 +65,7 @@ def admin_key(folder: Path) -> tuple[Path, str]:
 def write_inventory(folder: Path, workers: list[str], admin_public_key: str) -> Path:
     """A lab inventory: head-01 plus ``workers`` (R760xa), each with a PXE MAC/IP and a free BMC port."""
     nodes: list[dict[str, Any]] = []
+    bmc_ports = free_ports(1 + len(workers))
     for index, name in enumerate(["head-01", *workers], start=1):
         nodes.append(
             {
@@ -79,7 +74,7 @@ def write_inventory(folder: Path, workers: list[str], admin_public_key: str) -> 
                 "model": "R660" if index == 1 else "R760xa",
                 "service_tag": f"LABT{index:03d}",
                 "root_disk_hint": "/dev/vda",
-                "bmc": {"address": f"127.0.0.1:{free_port()}", "credentials": "lab"},
+                "bmc": {"address": f"127.0.0.1:{bmc_ports[index - 1]}", "credentials": "lab"},
                 "interfaces": [
                     {
                         "name": "pxe0",

@@ -25,8 +25,9 @@ from bootstrap.cli import cli
 from bootstrap.errors import EXIT_FAILED, EXIT_NOT_APPLIED
 from bootstrap.journal.store import Journal
 from bootstrap.triton.server import TritonServer
-from tests.cluster.apiserver import ApiServer, free_port
+from tests.cluster.apiserver import ApiServer
 from tests.kube_objects import MERGE, KubeObjects, crd_absent
+from tests.ports import free_port
 from tests.triton_serving import ServingStandIn
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "inventory" / "examples" / "dvd-inference.yml"

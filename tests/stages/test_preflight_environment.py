@@ -20,7 +20,7 @@ from bootstrap.cli import cli
 from bootstrap.errors import EXIT_FAILED, EXIT_INVALID
 from bootstrap.journal.states import NodeState
 from bootstrap.journal.store import Journal
-from tests.sshnode import free_port
+from tests.ports import free_ports
 
 REPO = Path(__file__).resolve().parents[2]
 NODES = ("head-01", "gpu-01", "gpu-02")
@@ -33,8 +33,8 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv(ENV_VAR, raising=False)
     (tmp_path / "inventory").mkdir()
     text = (REPO / "inventory" / "lab.yml").read_text()
-    for port in ("8441", "8442", "8443"):
-        text = text.replace(f'"127.0.0.1:{port}"', f'"127.0.0.1:{free_port()}"')
+    for port, free in zip(("8441", "8442", "8443"), free_ports(3), strict=True):
+        text = text.replace(f'"127.0.0.1:{port}"', f'"127.0.0.1:{free}"')
     (tmp_path / "inventory" / "lab.yml").write_text(text)
     return tmp_path
 

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from bootstrap.cli import cli
 from bootstrap.journal.store import Journal
-from tests.sshnode import free_port
+from tests.ports import free_port, free_ports
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -36,8 +36,8 @@ def lab(tmp_path_factory):
     """The built-in lab inventory on free ports, its emulated iDRACs running; (inventory, tree)."""
     tree = tmp_path_factory.mktemp("lab")
     text = (REPO / "inventory" / "lab.yml").read_text()
-    for port in ("8441", "8442", "8443"):
-        text = text.replace(f'"127.0.0.1:{port}"', f'"127.0.0.1:{free_port()}"')
+    for port, free in zip(("8441", "8442", "8443"), free_ports(3), strict=True):
+        text = text.replace(f'"127.0.0.1:{port}"', f'"127.0.0.1:{free}"')
     inventory = tree / "inventory" / "lab.yml"
     inventory.parent.mkdir()
     inventory.write_text(text)
