@@ -3,8 +3,9 @@
 A chart's images are only known once the chart is at hand (``--charts DIR``, as for ``rackctl up``): its
 manifests are rendered offline (:func:`bootstrap.cluster.helm_render.render_release`) and every image they
 name is collected: ``containers``/``initContainers``, container ``args`` that name an image
-(``--prometheus-config-reloader=IMAGE``), ``*IMAGE`` environment variables, a custom resource's ``spec.image``
-(Prometheus, Alertmanager) and the GPU operator's enabled ClusterPolicy components (``repository``/``image``/
+(``--prometheus-config-reloader=IMAGE``, ``--helper-image IMAGE``), ``*IMAGE`` environment variables, pod
+templates a ConfigMap carries (local-path-provisioner's helper pod: without it, an air-gapped site's volumes
+are never provisioned), a custom resource's ``spec.image`` (Prometheus, Alertmanager) and the GPU operator's enabled ClusterPolicy components (``repository``/``image``/
 ``version``, which the operator joins into the operand's image). A chart not at hand is reported as such,
 never guessed; an operator that picks further images itself (tigera-operator) is named with the command that
 lists them.
@@ -18,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from bootstrap.cluster.charts import Release, cluster_releases
 from bootstrap.cluster.gpu_operator import gpu_operator
 from bootstrap.cluster.helm_render import chart_source, render_release
@@ -28,6 +31,8 @@ from bootstrap.inventory.models import Inventory
 _IMAGE = re.compile(r"^[a-z0-9][\w.-]*(:\d+)?(/[\w.-]+)*(:[\w][\w.-]{0,127})?(@sha256:[0-9a-f]{64})?$")
 #: Container arguments that name an image (prometheus-operator's config reloader, ...).
 _IMAGE_ARG = re.compile(r"^--?[\w.-]*(image|reloader)[\w.-]*=(?P<ref>\S+)$", re.IGNORECASE)
+#: An option whose value, the next argument, is an image (``--helper-image busybox:latest``).
+_IMAGE_OPTION = re.compile(r"^--?[\w.-]*image$", re.IGNORECASE)
 #: Charts whose operator deploys further images of its own choosing, named nowhere in the chart: how to list
 #: them (``{operator}``: the operator's image as the chart renders it). Calico's docs, "Deploy images by digest".
 OPERATOR_CHOSEN = {
@@ -81,6 +86,32 @@ def _is_image(value: Any) -> bool:
     return isinstance(value, str) and (":" in value or "@" in value) and bool(_IMAGE.match(value))
 
 
+def _image_arguments(argv: list[Any]) -> Iterator[tuple[str, str]]:
+    """(option, image) of each argument naming an image: ``--opt-image=IMAGE`` or ``--opt-image IMAGE``
+    (local-path-provisioner's ``--helper-image``)."""
+    words = [str(word) for word in argv]
+    for index, word in enumerate(words):
+        match = _IMAGE_ARG.match(word)
+        if match and _is_image(match["ref"]):
+            yield word.split("=", 1)[0], match["ref"]
+        elif _IMAGE_OPTION.match(word) and index + 1 < len(words) and _is_image(words[index + 1]):
+            yield word, words[index + 1]
+
+
+def _embedded_pods(doc: dict[str, Any], where: str) -> Iterator[tuple[str, str]]:
+    """(image, where) of the pod templates a ConfigMap carries as YAML (local-path-provisioner's
+    ``helperPod.yaml``: the pod it starts for each volume, never in a workload's spec)."""
+    for key, text in (doc.get("data") or {}).items():
+        if not isinstance(text, str) or "containers" not in text:
+            continue
+        try:
+            embedded = yaml.safe_load(text)
+        except yaml.YAMLError:
+            continue
+        if isinstance(embedded, dict) and isinstance(embedded.get("spec"), dict):
+            yield from _containers(embedded["spec"], f"{where} data {key}")
+
+
 def _containers(obj: Any, where: str) -> Iterator[tuple[str, str]]:
     """(image, where) of every container, init container, image argument and ``*IMAGE`` env var in ``obj``."""
     if isinstance(obj, list):
@@ -96,10 +127,8 @@ def _containers(obj: Any, where: str) -> Iterator[tuple[str, str]]:
             name = f"{where} {key[:-1]} {container.get('name', '?')}"
             if _is_image(container.get("image")):
                 yield container["image"], name
-            for arg in [*(container.get("args") or []), *(container.get("command") or [])]:
-                match = _IMAGE_ARG.match(str(arg))
-                if match and _is_image(match["ref"]):
-                    yield match["ref"], f"{name} argument {arg.split('=', 1)[0]}"
+            for arg, ref in _image_arguments([*(container.get("command") or []), *(container.get("args") or [])]):
+                yield ref, f"{name} argument {arg}"
             for env in container.get("env") or []:
                 named = isinstance(env, dict) and str(env.get("name", "")).upper().endswith("IMAGE")
                 if named and _is_image(env.get("value")):
@@ -145,6 +174,8 @@ def images_in(manifests: dict[str, list[dict[str, Any]]]) -> dict[str, str]:
                 pairs.append((spec["image"], f"{where} spec.image"))
             if doc.get("kind") == "ClusterPolicy":
                 pairs += list(_operands(spec, f"{where} spec"))
+            if doc.get("kind") == "ConfigMap":
+                pairs += list(_embedded_pods(doc, where))
             for image, place in pairs:
                 found.setdefault(normalised(image), place)
     return found

@@ -23,7 +23,7 @@ from bootstrap.cluster.gpu_operator import driver_image
 from bootstrap.cluster.vip import kube_vip_image, kube_vip_upstream
 from bootstrap.inventory.models import Inventory
 from bootstrap.inventory.trtllm import version_info
-from bootstrap.mirror.chart_images import ChartImages
+from bootstrap.mirror.chart_images import ChartImages, normalised
 from bootstrap.mirror.images import PushError, registry_address, registry_certs, served_digest, skopeo
 from bootstrap.mirror.kubeadm_images import control_plane_images, sandbox_image
 from bootstrap.validation.workloads import CUDA_IMAGE, NCCL_IMAGE, nccl_targets, smoke_targets
@@ -76,9 +76,9 @@ class UpstreamImage:
 
 
 def registry_path(ref: str) -> str:
-    """``ref`` without its registry host (``nvcr.io/nvidia/cuda:1`` -> ``nvidia/cuda:1``)."""
-    host, _, rest = ref.partition("/")
-    return rest if rest and ("." in host or ":" in host or host == "localhost") else ref
+    """``ref`` without its registry host, as containerd asks a mirror for it (``nvcr.io/nvidia/cuda:1`` ->
+    ``nvidia/cuda:1``; Docker Hub's ``busybox:1`` -> ``library/busybox:1``)."""
+    return normalised(ref).partition("/")[2]
 
 
 def upstream_images(inv: Inventory, charts: list[ChartImages] | None = None) -> list[UpstreamImage]:

@@ -6,7 +6,9 @@ charts, and (lab) ``rackctl mirror images --plan`` against the real docker-regis
 charts cannot be had offline: the charts here are ``helm create`` scaffolds named and versioned as the pinned
 local-path-provisioner and gpu-operator (tests/cluster/scaffold_charts.py), with templates added that name
 images the way the real charts do (an init container, prometheus-operator's ``--prometheus-config-reloader=``
-argument, an ``*_IMAGE`` environment variable, a ClusterPolicy's repository/image/version components).
+argument, an option whose value is the next argument (``--helper-image IMAGE``), an ``*_IMAGE`` environment
+variable, a pod template a ConfigMap carries (local-path-provisioner's ``helperPod.yaml``), a ClusterPolicy's
+repository/image/version components).
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ spec:
           args:
             - --prometheus-config-reloader=quay.io/prometheus-operator/prometheus-config-reloader:v0.86.1
             - --log-level=info
+            - --helper-image
+            - quay.io/example/helper:v3
           env:
             - {name: VALIDATOR_IMAGE, value: "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v26.7.0"}
             - {name: LOG_LEVEL, value: "info"}
@@ -58,6 +62,23 @@ metadata:
 spec:
   image: quay.io/prometheus/prometheus:v3.7.3
   retention: 15d
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-helper
+data:
+  setup: |-
+    #!/bin/sh
+    mkdir -m 0777 -p "$VOL_DIR"
+  helperPod.yaml: |-
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: helper-pod}
+    spec:
+      containers:
+        - name: helper-pod
+          image: busybox:1.37
 """
 CLUSTER_POLICY = """\
 apiVersion: nvidia.com/v1
@@ -188,7 +209,11 @@ def test_chart_images_come_out_of_the_rendered_charts(tmp_path: Path, charts: Pa
         "quay.io/prometheus-operator/prometheus-config-reloader:v0.86.1",
         "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v26.7.0",
         "quay.io/prometheus/prometheus:v3.7.3",  # a custom resource's spec.image
+        "quay.io/example/helper:v3",  # an option's value in the next argument (--helper-image IMAGE)
+        "docker.io/library/busybox:1.37",  # a pod template a ConfigMap carries (local-path's helperPod.yaml)
     }
+    assert "argument --helper-image" in local.images["quay.io/example/helper:v3"]
+    assert local.images["docker.io/library/busybox:1.37"].endswith("data helperPod.yaml container helper-pod")
     assert (
         "argument --prometheus-config-reloader"
         in local.images["quay.io/prometheus-operator/prometheus-config-reloader:v0.86.1"]

@@ -107,7 +107,8 @@ def test_only_the_images_that_apply(tmp_path: Path) -> None:
     moved = load_inventory(_edited_lab(tmp_path / "c", own_repository))
     vip = next(i for i in upstream_images(moved) if "kube-vip" in i.ref)
     assert vip.ref == kube_vip_upstream(moved) and vip.path == f"k8s/kube-vip:{vip.ref.rsplit(':', 1)[1]}"
-    assert registry_path("busybox:1") == "busybox:1" and registry_path("localhost/a/b:1") == "a/b:1"
+    assert registry_path("localhost/a/b:1") == "a/b:1" and registry_path("rancher/a:1") == "rancher/a:1"
+    assert registry_path("busybox:1") == "library/busybox:1"  # the path containerd asks a docker.io mirror for
 
 
 def test_the_driver_image_follows_the_nodes_os(tmp_path: Path) -> None:
