@@ -5,10 +5,10 @@ manifests are rendered offline (:func:`bootstrap.cluster.helm_render.render_rele
 name is collected: ``containers``/``initContainers``, container ``args`` that name an image
 (``--prometheus-config-reloader=IMAGE``, ``--helper-image IMAGE``), ``*IMAGE`` environment variables, pod
 templates a ConfigMap carries (local-path-provisioner's helper pod: without it, an air-gapped site's volumes
-are never provisioned), a custom resource's ``spec.image`` (Prometheus, Alertmanager) and the GPU operator's enabled ClusterPolicy components (``repository``/``image``/
-``version``, which the operator joins into the operand's image). A chart not at hand is reported as such,
-never guessed; an operator that picks further images itself (tigera-operator) is named with the command that
-lists them.
+are never provisioned), a custom resource's ``spec.image`` (Prometheus, Alertmanager) and the GPU operator's
+enabled ClusterPolicy components (``repository``/``image``/``version``, which the operator joins into the
+operand's image). A chart not at hand is reported as such, never guessed; an operator that picks further
+images itself (tigera-operator) is named with the command that lists them.
 """
 
 from __future__ import annotations

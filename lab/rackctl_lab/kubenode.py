@@ -1,11 +1,12 @@
-"""A native lab node made ready for kubeadm: the runtime and the images; the Kubernetes packages by a mirror.
+"""A native lab node made ready for kubeadm: the runtime; the Kubernetes packages and images by the head node.
 
 What a Kubernetes node has before rackctl's host side runs, for a :class:`~rackctl_lab.nspawn.NativeNode`
 that is running: runc and the tools kubeadm's preflight looks for from Debian's packages (with dpkg);
 containerd, its shim and ``ctr`` from ``rackctl lab components`` in ``/usr/bin`` with a unit of ours (no
 package of them is made yet); etcdctl off PATH (:data:`TEST_ETCDCTL`, for the tests' own reads: a kubeadm
-node has none, so rackctl's roles use the etcd pod's); and the images the cluster runs imported into
-containerd's ``k8s.io`` namespace (what a registry mirror would serve). kubeadm, kubelet, kubectl, cri-tools
+node has none, so rackctl's roles use the etcd pod's). containerd reads its registry hosts from
+:data:`CERTS_DIR`, where role ``container_runtime`` points every upstream registry at the site's registry: the
+node holds no image until it pulls one from there. kubeadm, kubelet, kubectl, cri-tools
 and kubernetes-cni come from the lab's own packages (:mod:`rackctl_lab.components.debs`) through a head
 mirror and role ``kubernetes_packages``, as on a site; given to :func:`install`, they are installed with
 dpkg instead.
@@ -26,7 +27,6 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from rackctl_lab.components.images import Image
 from rackctl_lab.nspawn import NativeNode
 
 #: The lab's builds a kubeadm node runs that no package carries yet, installed in ``/usr/bin``.
@@ -37,6 +37,8 @@ TEST_ETCDCTL = "/usr/local/lib/rackctl-lab/etcdctl"
 #: What Debian gives the node: the OCI runtime, what kubeadm's preflight looks for, and what the lab's
 #: kubelet package depends on (:data:`rackctl_lab.components.debs` shapes it like pkgs.k8s.io's).
 DEBIAN_PACKAGES = ("runc", "conntrack", "iptables", "iproute2", "ethtool", "socat", "kmod")
+#: Where containerd reads each registry's ``hosts.toml`` (role container_runtime's ``container_runtime_certs_dir``).
+CERTS_DIR = "/etc/containerd/certs.d"
 
 CGROUPS_UNIT = """\
 [Unit]
@@ -71,21 +73,26 @@ WantedBy=multi-user.target
 
 
 def containerd_config(sandbox: str) -> str:
-    """containerd's config: the sandbox image kubeadm pins, and OOM scores clamped (see the module docstring)."""
+    """containerd's config: the sandbox image kubeadm pins, the registry hosts directory, and OOM scores clamped
+    (see the module docstring)."""
     return (
         "version = 3\n"
         '[plugins."io.containerd.cri.v1.runtime"]\n'
         "  restrict_oom_score_adj = true\n"
         '[plugins."io.containerd.cri.v1.images".pinned_images]\n'
         f'  sandbox = "{sandbox}"\n'
+        '[plugins."io.containerd.cri.v1.images".registry]\n'
+        f'  config_path = "{CERTS_DIR}"\n'
     )
 
 
 Run = Callable[[str], str]
 
 
-def install(node: NativeNode, binaries: dict[str, Path], debs: list[Path], images: list[Image], run: Run) -> None:
+def install(node: NativeNode, binaries: dict[str, Path], debs: list[Path], sandbox: str, run: Run) -> None:
     """Install everything on the running ``node``; ``run`` runs a shell command on it (over SSH) and returns stdout.
+
+    ``sandbox``: the pause image kubeadm pins (containerd's sandbox image, pulled at its first pod).
 
     ``debs``: the packages installed with dpkg (Debian's, :func:`debs_for`; and the lab's Kubernetes
     packages where no mirror brings them: the kubelet package's postinst enables its unit).
@@ -109,7 +116,6 @@ def install(node: NativeNode, binaries: dict[str, Path], debs: list[Path], image
         link = wants / unit
         if not link.is_symlink():
             link.symlink_to(f"/etc/systemd/system/{unit}")
-    sandbox = next(i.ref for i in images if "/pause:" in i.ref)
     (root / "etc/containerd").mkdir(parents=True, exist_ok=True)
     (root / "etc/containerd/config.toml").write_text(containerd_config(sandbox))
     staging = root / "var/cache/rackctl-lab"
@@ -124,26 +130,6 @@ def install(node: NativeNode, binaries: dict[str, Path], debs: list[Path], image
         "rc=$?; rm -f /usr/sbin/policy-rc.d; [ $rc = 0 ] || { tail -5 /var/cache/rackctl-lab/dpkg.log; exit 1; }"
     )
     run("systemctl daemon-reload && systemctl start rackctl-lab-cgroups containerd")
-    import_images(node, images, run)
-
-
-def import_images(node: NativeNode, images: list[Image], run: Run) -> None:
-    """Import ``images`` into the running ``node``'s containerd (namespace ``k8s.io``, where the kubelet's
-    images are), as a site's nodes would have pulled them; a failure names the images containerd lacks."""
-    staging = node.root / "var/cache/rackctl-lab/images"
-    staging.mkdir(parents=True, exist_ok=True)
-    for image in images:
-        shutil.copy2(image.archive, staging / f"{image.digest.split(':')[1][:16]}.tar")
-    run(
-        "until ctr version >/dev/null 2>&1; do sleep 0.2; done; "
-        "for f in /var/cache/rackctl-lab/images/*.tar; do "
-        'ctr -n k8s.io images import --local "$f" >/dev/null || exit 1; done; '
-        "rm -rf /var/cache/rackctl-lab/images"
-    )
-    listed = set(run("ctr -n k8s.io images ls -q").split())
-    missing = [i.ref for i in images if i.ref not in listed]
-    if missing:
-        raise RuntimeError(f"native node {node.name}: containerd does not list {', '.join(missing)}")
 
 
 def debs_for(tree: Path, folder: Path, packages: tuple[str, ...] = DEBIAN_PACKAGES) -> list[Path]:

@@ -4,15 +4,20 @@ Four native lab nodes (systemd-nspawn, rackctl_lab/nspawn.py) on a bridge of the
 cp-03 (control planes) and gpu-01 (a worker; no GPU here), each with the inventory's ``mgmt0`` carrying
 its PXE and management addresses, its sshd presenting the host key rackctl pinned. rackctl_lab/kubenode.py
 gives them what a node has before rackctl's host side: runc and kubeadm's preflight tools from Debian with
-dpkg, containerd 2.4.2 built from its module, and every image the cluster runs (control plane, kube-proxy,
-CoreDNS, Flannel: rackctl_lab/components/images.py). No etcdctl on PATH, as on a kubeadm node: rackctl's
-roles run the etcd pod's through crictl; the test's own reads use one off PATH (kubenode.TEST_ETCDCTL).
+dpkg and containerd 2.4.2 built from its module, and no image: every image the cluster runs (control plane,
+kube-proxy, CoreDNS, Flannel, local-path-provisioner and its helper: rackctl_lab/components/images.py, saved
+as the archives ``rackctl mirror images --from`` names) is imported by that command into the registry the lab's
+head services run beside the mirror, and pulled from there by the nodes' containerd, which role
+container_runtime's registry tasks point at it for every upstream registry: the air-gapped path. No etcdctl
+on PATH, as on a kubeadm node: rackctl's roles run the etcd pod's through crictl; the test's own reads use
+one off PATH (kubenode.TEST_ETCDCTL).
 
 What is real: the head node's mirror built by the product's mirror build from Debian's archive and the lab's
 Kubernetes packages (kubeadm, kubelet, kubectl, cri-tools at 1.37.2-1.1, kubernetes-cni at 1.10.0-1.1:
 rackctl_lab/components/debs.py, built from their Go modules) named as the inventory's Kubernetes upstream,
-re-signed by the site key and served on the bridge's address as the lab's head services serve it; the
-network stage's role package_source making it each node's one source; the kubernetes stage's host side
+re-signed by the site key and served on the bridge's address by the lab's head services (nginx; the
+registry, docker-registry, beside it); the network stage's role package_source making it each node's one
+source and role container_runtime's registry tasks; the kubernetes stage's host side
 (roles kubernetes_packages and api_endpoint: the packages at exactly the release and held, each node's
 kubeadm config validated by its kubeadm, keepalived and haproxy installed from the mirror, their rendered
 configs checked, written and the daemons started); rackctl's cluster side (kubeadm_leftovers, kubeadm_init,
@@ -63,8 +68,10 @@ from bootstrap.journal.states import NodeState
 from bootstrap.journal.store import STAGE_STEP, Journal
 from bootstrap.kube import KUBECONFIG
 from bootstrap.mirror.build import build_mirror
+from bootstrap.mirror.chart_images import chart_images
 from bootstrap.mirror.layout import MirrorLayout
 from bootstrap.mirror.manifest import build_manifest
+from bootstrap.mirror.upstream_images import upstream_images
 from bootstrap.provision.hostkeys import ensure_host_key, known_hosts_path, write_known_hosts
 from bootstrap.provision.image import debootstrap_tree, default_mirror
 from bootstrap.provision.ramdisk import cache_root
@@ -77,6 +84,7 @@ from rackctl_lab import kubenode, nspawn
 from rackctl_lab.charts import CHARTS_DIR
 from rackctl_lab.components import build, debs, images
 from rackctl_lab.components.pins import RELEASES
+from rackctl_lab.head_services import LabHeadServices, lab_ca
 from rackctl_lab.netns import LabNetwork
 from rackctl_lab.nsrelay import proxy_command
 from tests import timing
@@ -129,6 +137,12 @@ class Rack:
     binaries: dict[str, Path]
     #: the inventory file (a second process loads it: the SIGKILL test)
     inventory_path: Path
+    #: the image archives ``rackctl mirror images --from`` reads (one per upstream image the lab assembles)
+    archives: Path
+    #: what that command said when the fixture filled the registry: (exit code, its JSON document)
+    filled: tuple[int, dict[str, Any]]
+    #: the registry's log (docker-registry: one line per request, with the client's address)
+    registry_log: Path
     #: what the host side (roles kubernetes_packages and api_endpoint) reported per node
     host: dict[str, NodeResult] = dataclasses.field(default_factory=dict)
 
@@ -158,17 +172,19 @@ class Rack:
 QUORUM_PROOF = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: quorum-proof, namespace: default}\ndata: {k: v}\n"
 
 
-def _inventory(folder: Path, admin_key: str, upstream: str, upstream_key: Path) -> Path:
+def _inventory(folder: Path, admin_key: str, upstream: str, upstream_key: Path, registry_ca: Path) -> Path:
     path = write_inventory(folder, NODES[1:], admin_key)
     data = yaml.safe_load(path.read_text())
     # the head node's mirror (this machine, at the bridge's address), Kubernetes' packages in it from the
-    # lab's own repository named as a site names its staging copy of pkgs.k8s.io
+    # lab's own repository named as a site names its staging copy of pkgs.k8s.io; the registry the lab's head
+    # services run beside it (docker-registry, TLS from the lab's CA), named as a site names its own
     data["site_services"] = {
         "packages": {
             "source": "mirror",
             "suite": "bookworm",
             "upstreams": {"kubernetes": {"uri": upstream, "key_file": str(upstream_key)}},
-        }
+        },
+        "registry": {"source": "external", "host": NETWORK.ip, "ca_file": str(registry_ca)},
     }
     for node in data["nodes"]:
         if node["hostname"].startswith("cp-"):
@@ -217,8 +233,12 @@ def rack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rack]:
     key.parent.mkdir()
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
     state = base / "state"
+    lab_dir = base / "lab"
+    registry_ca = lab_ca(lab_dir).cert_file
     with serve(repository.root) as upstream:  # only the mirror build reads it
-        inventory_path = _inventory(base, key.with_suffix(".pub").read_text().strip(), upstream, repository.public_key)
+        inventory_path = _inventory(
+            base, key.with_suffix(".pub").read_text().strip(), upstream, repository.public_key, registry_ca
+        )
         inventory = load_inventory(inventory_path)
         build_mirror(
             MirrorLayout(state),
@@ -230,8 +250,12 @@ def rack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rack]:
     NETWORK.ip_in("addr", "add", MANAGEMENT_GATEWAY, "dev", NETWORK.bridge)
     nodes: dict[str, nspawn.NativeNode] = {}
     pins = {}
-    mirror = _serve_mirror(MirrorLayout(state).repo, inventory.site_services.packages.port)
+    services = LabHeadServices(inventory, state, lab_dir, NETWORK)
+    services.start()
     try:
+        archives = base / "image-archives"
+        filled = _fill_registry(inventory_path, state, archives, assembled)
+        sandbox = next(i.ref for i in assembled if "/pause:" in i.ref)
         for hostname in NODES:
             spec = inventory.node(hostname)
             pxe, management = spec.address_on("pxe"), spec.address_on("management")
@@ -255,15 +279,15 @@ def rack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rack]:
             run_id = journal.begin_run("test: cluster side, real kubeadm")
             options = RunOptions(environment=NetnsEnvironment(key))
             ctx = StageContext("kubernetes", inventory, NODES, journal, state, run_id, options, Recorder())
-            rack_ctx = Rack(ctx, nodes, key, bundle, binaries, inventory_path)
+            registry_log = services.run_dir / "registry.log"
+            rack_ctx = Rack(ctx, nodes, key, bundle, binaries, inventory_path, archives, filled, registry_log)
             for hostname in NODES:
-                kubenode.install(nodes[hostname], binaries, debian, assembled, lambda c, h=hostname: rack_ctx.ssh(h, c))
+                kubenode.install(nodes[hostname], binaries, debian, sandbox, lambda c, h=hostname: rack_ctx.ssh(h, c))
                 _network_stage_standin(rack_ctx, hostname)
             rack_ctx.host = _host_side(rack_ctx)
             yield rack_ctx
     finally:
-        mirror.terminate()
-        mirror.wait(timeout=10)
+        services.stop()
         for node in nodes.values():
             nspawn.stop(node)
         NETWORK.down()
@@ -278,7 +302,7 @@ def rack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rack]:
 
 #: the roles whose packages the test's mirror carries: the package source, the host side's two
 HOST_SIDE_ROLES = ("package_source", "kubernetes_packages", "api_endpoint")
-PACKAGE_SOURCE_PLAYBOOK = Path(__file__).parent / "playbooks" / "package_source.yml"
+NODE_SOURCES_PLAYBOOK = Path(__file__).parent / "playbooks" / "node_sources.yml"
 
 
 def _host_side_roles(folder: Path) -> Path:
@@ -288,14 +312,22 @@ def _host_side_roles(folder: Path) -> Path:
     return folder
 
 
-def _serve_mirror(repo: Path, port: int) -> subprocess.Popen[bytes]:
-    """The mirror served over HTTP on the bridge's address, as the lab's head services serve it (nginx there)."""
-    server = subprocess.Popen(
-        [*NETWORK.exec_prefix(), sys.executable, "-m", "http.server", str(port), "--bind", NETWORK.ip,
-         "--directory", str(repo)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    return server
+def _fill_registry(
+    inventory: Path, state: Path, archives: Path, assembled: list[images.Image]
+) -> tuple[int, dict[str, Any]]:
+    """``rackctl mirror images --from ARCHIVES --charts <the lab's charts>`` as an operator runs it on the head
+    node: rackctl's own images pushed, and every upstream image the cluster pulls imported from the archive
+    ``--plan`` names. The archives are the lab's assembled images, each under the name rackctl gives the
+    upstream image of the same reference (an image rackctl does not list gets no archive: its pod cannot
+    start, and the tests say which); exit code and JSON document."""
+    archives.mkdir(exist_ok=True)
+    lab_images = {image.ref: image for image in assembled}
+    for wanted in upstream_images(load_inventory(inventory), chart_images(load_inventory(inventory), CHARTS_DIR)):
+        if wanted.ref in lab_images and not (archives / wanted.archive).exists():
+            (archives / wanted.archive).symlink_to(lab_images[wanted.ref].archive)
+    env = dict(os.environ, RACKCTL_ENV="host")
+    args = ("--state-dir", str(state), "--from", str(archives), "--charts", str(CHARTS_DIR))
+    return _rackctl_at_the_head(env, "mirror", "images", "-i", str(inventory), *args)
 
 
 def _network_stage_standin(rack: Rack, hostname: str) -> None:
@@ -312,11 +344,12 @@ def _network_stage_standin(rack: Rack, hostname: str) -> None:
 
 
 def _host_side(rack: Rack) -> dict[str, NodeResult]:
-    """The network stage's role package_source (the mirror the nodes' one source), then the kubernetes
+    """The network stage's role package_source (the mirror the nodes' one source) and role container_runtime's
+    registry tasks (every upstream registry pulled through the site's), then the kubernetes
     stage's host side for real: kubeadm, kubelet, kubectl and kubernetes-cni from the mirror at exactly the
     release, held, each node's kubeadm config validated by its kubeadm; keepalived and haproxy installed from
     the mirror on the control planes, their rendered configs checked, written and the daemons started."""
-    played = play(rack.ctx, str(PACKAGE_SOURCE_PLAYBOOK), NODES, work_name="package-source")
+    played = play(rack.ctx, str(NODE_SOURCES_PLAYBOOK), NODES, work_name="node-sources")
     assert played.ok, played.output_tail
     cluster_dir = rack.ctx.state_dir / "cluster"
     for name, content in rack.bundle.items():
@@ -669,7 +702,7 @@ spec:
   containers:
     - name: writer
       image: busybox:latest
-      imagePullPolicy: Never
+      imagePullPolicy: IfNotPresent
       command: [sh, -c, "echo written-by-the-pod > /data/proof"]
       volumeMounts: [{name: data, mountPath: /data}]
   volumes:
@@ -726,6 +759,55 @@ def test_a_second_helm_part_leaves_the_releases_unchanged(
     outcomes = {o["release"]: o for o in _helm_part(rack, tmp_path)}
     for name in ("flannel", "local-path-provisioner"):
         assert (outcomes[name]["status"], outcomes[name]["revision"]) == ("unchanged", 1), outcomes
+
+
+#: the upstream images the lab cannot have: the GPU operator's driver container and the CUDA smoke's image
+GPU_IMAGES = ("nvcr.io/nvidia/driver:", "nvcr.io/nvidia/cuda:")
+
+
+def _pulled(log: str, node_ip: str, path: str, upstream: str) -> bool:
+    """The registry's log shows ``node_ip`` reading the manifest of ``path`` (``name:tag``) as a mirror of
+    ``upstream``: containerd names the registry it pulls for in ``ns=``."""
+    name, tag = path.rsplit(":", 1)
+    wanted = f"/v2/{name}/manifests/{tag}?ns={upstream}"
+    client = re.compile(rf'remoteaddr="?{re.escape(node_ip)}:')
+    return any(wanted in line and client.search(line) for line in log.splitlines())
+
+
+def test_the_nodes_pull_every_image_through_the_head_registry_filled_by_rackctl_mirror_images(
+    networked: tuple[Rack, list[dict[str, Any]]],
+) -> None:
+    """The air-gapped path a site uses, for real: no node was given an image. ``rackctl mirror images --from
+    DIR --charts`` (the fixture, as on the head node) imported every upstream image the cluster runs from the
+    archives its plan names: kubeadm's control-plane images, containerd's pause, and the images of the CNI and
+    storage charts rendered with rackctl's values, among them local-path-provisioner's helper image, named only
+    in a ConfigMap's pod template. Role container_runtime's registry tasks pointed each node's containerd at
+    the registry for every upstream registry, and every pod of the cluster pulled through it: the registry's
+    log shows each node reading kube-proxy's manifest as registry.k8s.io's mirror, and gpu-01 reading busybox
+    (Docker Hub's ``library/`` path) for the helper pod that provisioned the claim. The lab has no GPU
+    images: the driver container and CUDA are named missing with the command that saves them, and the command
+    exits 1 for them."""
+    rack, _ = networked
+    code, filled = rack.filled
+    upstream = {u["image"]: u for u in filled["upstream"]}
+    missing = {ref for ref, u in upstream.items() if not u["ok"]}
+    assert code == 1 and {ref for ref in missing if not ref.startswith(GPU_IMAGES)} == set(), filled
+    for ref in missing:
+        assert upstream[ref]["state"] == "archive missing" and "skopeo" in upstream[ref]["fix"], upstream[ref]
+    assert all(i["ok"] for i in filled["images"]), filled["images"]  # rackctl's own (the check image)
+    lab_refs = {recipe.ref for recipe in images.recipes(RELEASE)}
+    assert lab_refs <= set(upstream), lab_refs - set(upstream)  # rackctl lists every image the cluster runs
+    assert {upstream[ref]["state"] for ref in lab_refs} == {"imported"}
+    helper = upstream["docker.io/library/busybox:latest"]
+    assert any("ConfigMap/local-path-config data helperPod.yaml" in n for n in helper["needed_by"]), helper
+
+    log = rack.registry_log.read_text()
+    proxy = upstream[f"registry.k8s.io/kube-proxy:v{RELEASE.version}"]["target"].split("/", 1)[1]
+    for node in NODES:
+        assert _pulled(log, rack.nodes[node].ip, proxy, "registry.k8s.io"), node
+    assert _pulled(log, rack.nodes["gpu-01"].ip, "library/busybox:latest", "docker.io")
+    listed = rack.ssh("gpu-01", "crictl images -o json")
+    assert "docker.io/library/busybox:latest" in listed
 
 
 def test_validate_cluster_reads_the_real_cluster_and_says_the_gpus_it_expects_are_not_there(
@@ -865,12 +947,15 @@ def test_the_triton_stage_serves_a_delivered_model_from_a_real_tritonserver_pod_
     from tests.triton.test_model_files import hf_checkpoint
 
     rack, _ = networked
-    image = triton_image(version_info(SERVED_RELEASE).image)
-    kubenode.import_images(rack.nodes["gpu-01"], [image], lambda c: rack.ssh("gpu-01", c, timeout=300))
     source = hf_checkpoint(tmp_path / "build-host" / SERVED_MODEL)
     inventory = _serving_inventory(rack, tmp_path, source)
     state = tmp_path / "state"
     state.mkdir(mode=0o700)
+    # the image goes where a site's would: into the head node's registry, which gpu-01 pulls it from
+    image = triton_image(version_info(SERVED_RELEASE).image)
+    _, filled = _fill_registry(inventory, state, rack.archives, [image])
+    (triton,) = [u for u in filled["upstream"] if u["image"] == image.ref]
+    assert triton["state"] == "imported" and triton["target"].endswith("/nvidia/tritonserver:26.07-trtllm-python-py3")
     shutil.copy(rack.ctx.state_dir / KUBECONFIG, state / KUBECONFIG)
     known_hosts_path(state).parent.mkdir(mode=0o700)
     shutil.copy(known_hosts_path(rack.ctx.state_dir), known_hosts_path(state))
@@ -1170,7 +1255,7 @@ spec:
       containers:
         - name: httpd
           image: docker.io/library/busybox:latest
-          imagePullPolicy: Never
+          imagePullPolicy: IfNotPresent
           command: [/bin/busybox, sh, -c,
                     "mkdir -p /www && echo served > /www/index.html && exec /bin/busybox httpd -f -p 8080 -h /www"]
           readinessProbe: {httpGet: {path: /, port: 8080}, periodSeconds: 1}

@@ -160,9 +160,10 @@ def test_the_air_gap_list_pins_what_the_real_kubeadm_asks_for(kube_components: d
 def test_the_lab_assembles_every_image_kubeadm_and_its_charts_ask_for(
     kube_components: dict[str, Path],
 ) -> None:
-    """The images the native cluster imports (rackctl_lab/components/images.py) are the ones the real kubeadm
-    lists and the ones the lab's flannel and local-path-provisioner charts run by default (containerd's
-    ``docker.io`` names for the latter's bare ``name:tag``): nothing is pulled from outside."""
+    """The images the native cluster pulls from the head node's registry (rackctl_lab/components/images.py)
+    are the ones the real kubeadm lists and the ones the lab's flannel and local-path-provisioner charts run by
+    default (containerd's ``docker.io`` names for the latter's bare ``name:tag``): nothing is pulled from
+    outside."""
     release = RELEASES[next(iter(RELEASES))]
     listed = subprocess.run(
         [str(kube_components["kubeadm"]), "config", "images", "list", "--kubernetes-version", f"v{release.version}"],
