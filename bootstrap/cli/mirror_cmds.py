@@ -79,8 +79,9 @@ def build_cmd(  # noqa: PLR0917 - click passes options as arguments
     Runs on a connected machine (or the head node itself) with a private apt state; the repository
     under <state-dir>/mirror/repo is replaced whole, signed by the site key (made once, kept 0600).
     Beside Debian's archive it reads the repositories site_services.packages.upstreams turns on:
-    Kubernetes' pkgs.k8s.io (kubeadm, kubelet, kubectl at exactly cluster.versions.kubernetes) and
-    NVIDIA's CUDA repository (a host driver the inventory pins, Fabric Manager on NVSwitch models).
+    Kubernetes' pkgs.k8s.io (kubeadm, kubelet, kubectl at exactly cluster.versions.kubernetes),
+    NVIDIA's CUDA repository (a host driver the inventory pins, Fabric Manager on NVSwitch models) and
+    Docker's repository (containerd.io at exactly cluster.versions.containerd).
     """
     inventory = load_inventory(inventory_path)
     _require_mirror_source(inventory)
@@ -116,7 +117,8 @@ def build_cmd(  # noqa: PLR0917 - click passes options as arguments
 def _show_upstreams(manifest: dict[str, Any]) -> None:
     for repo in manifest["upstreams"]:
         key = f"key_file {repo['key_file']}" if repo["key_file"] else f"key {repo['key_url']} ({repo['fingerprint']})"
-        console.print(f"upstream {escape(repo['name'])}: {escape(repo['title'])}, {escape(repo['uri'])}, {escape(key)}")
+        where = f"{repo['uri']} {repo['suite']} {repo['component']}" if repo.get("suite") else repo["uri"]
+        console.print(f"upstream {escape(repo['name'])}: {escape(repo['title'])}, {escape(where)}, {escape(key)}")
     for note in manifest["upstream_notes"]:
         console.print(f"upstream {escape(note)}")
 

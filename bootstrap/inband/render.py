@@ -22,6 +22,7 @@ from bootstrap.inventory.models import Inventory, Node, Role
 from bootstrap.inventory.profiles import containerd_minimum, kubeadm_api_for
 from bootstrap.mirror.kubeadm_images import sandbox_image
 from bootstrap.mirror.site_vars import site_vars
+from bootstrap.mirror.upstreams import containerd_upstream_package
 
 if TYPE_CHECKING:
     from bootstrap.environment import Environment
@@ -132,6 +133,9 @@ def group_vars(inv: Inventory, site: Mapping[str, Any] | None = None) -> dict[st
             "containerd_version": versions.containerd,
             # the oldest containerd this release's kubelet runs with; role container_runtime reads it back
             "rackctl_containerd_minimum": containerd_minimum(versions.kubernetes),
+            # containerd.io at exactly that version from the mirror's upstream (role container_runtime); None:
+            # the distribution's containerd
+            "rackctl_containerd_upstream": containerd_upstream_package(inv),
             "kube_vip_version": versions.kube_vip,
             "gpu_operator_version": versions.gpu_operator,
             "nvidia_driver_version": versions.nvidia_driver,

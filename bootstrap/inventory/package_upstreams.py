@@ -6,6 +6,11 @@
   kubectl, cri-tools, kubernetes-cni). On by default: the kubernetes stage installs from the mirror.
 - ``nvidia``: NVIDIA's CUDA repository for Debian 12 (the host driver, Fabric Manager). Unset: on exactly
   when a GPU profile (or ``cluster.gpu_driver``) installs the driver on the host.
+- ``containerd``: Docker's apt repository for the mirror's suite (``containerd.io`` at exactly
+  ``cluster.versions.containerd``; role ``container_runtime`` then installs that instead of the distribution's
+  containerd and runc). Off unless set: it is a third party's archive a site chooses to trust, and Debian 12's
+  containerd 1.6 runs the kubelet up to 1.37 (from 1.38 the inventory's rules ask for containerd 2 and name
+  this switch).
 
 Each is ``true``/``false`` or ``{uri, key_file}``: an air-gapped site points ``uri`` at its staging copy of
 the flat repository and ``key_file`` (relative to the inventory) at the key that signs it. Without
@@ -36,6 +41,16 @@ NVIDIA_KEY_NAME = "3bf863cc.pub"
 NVIDIA_KEY_FINGERPRINT = "EB693B3035CD5710E231E123A4B469963BF863CC"
 #: The Debian suite NVIDIA_REPO is built for.
 NVIDIA_SUITE = "bookworm"
+#: Docker's apt repositories (one per distribution, a suite per release, component ``stable``), signed by the
+#: key each publishes as ``gpg``; the suites of each that Docker's install guides list.
+CONTAINERD_REPOS = {
+    "https://download.docker.com/linux/debian/": ("bullseye", "bookworm", "trixie"),
+    "https://download.docker.com/linux/ubuntu/": ("jammy", "noble"),
+}
+CONTAINERD_KEY_NAME = "gpg"
+CONTAINERD_COMPONENT = "stable"
+#: "Docker Release (CE deb) <docker@docker.com>", the fingerprint Docker's install guides give for that key.
+CONTAINERD_KEY_FINGERPRINT = "9DC858229FC7DD38854AE2D88D81803C0EBFCD88"
 
 
 class PackageUpstream(BaseModel):
@@ -83,8 +98,13 @@ class PackageUpstreams(BaseModel):
         description="NVIDIA's CUDA repository for Debian 12 (host driver, Fabric Manager); default: on where a "
         "GPU profile installs the driver on the host.",
     )
+    containerd: PackageUpstream = Field(
+        default_factory=PackageUpstream,
+        description="Docker's apt repository for the mirror's suite (containerd.io at exactly "
+        "cluster.versions.containerd, installed instead of the distribution's containerd); default off.",
+    )
 
-    @field_validator("kubernetes", "nvidia", mode="before")
+    @field_validator("kubernetes", "nvidia", "containerd", mode="before")
     @classmethod
     def _bool_or_mapping(cls, value: Any) -> Any:
         return _shorthand(value)

@@ -654,7 +654,8 @@ def _version_consistency(v: Versions) -> Iterator[Finding]:
             f"{path}.containerd",
             f"containerd {v.containerd} cannot run Kubernetes {v.kubernetes}'s kubelet: from 1.38 it asks the "
             "runtime for its cgroup driver over CRI RuntimeConfig, which containerd answers from 2.0",
-            f"set containerd to a {minimum} or later release the nodes' package source carries, or an older kubernetes",
+            f"set containerd to a {minimum} or later release and site_services.packages.upstreams.containerd: true "
+            "(the mirror then carries containerd.io at that version), or an older kubernetes",
         )
     line = operator_line(v.gpu_operator)
     driver = v.nvidia_driver or operator_default_driver(v.gpu_operator)

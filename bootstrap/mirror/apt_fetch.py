@@ -3,7 +3,8 @@
 apt runs with its own sources, lists, cache, preferences and an empty dpkg status, so the closure is
 what a node needs from nothing but its essential set; ``apt-get install -s`` gives the exact versions
 (the lock), ``--download-only`` fetches exactly those ``.deb`` files. Beside the distribution, flat
-repositories (:class:`FlatSource`: Kubernetes', NVIDIA's) can be read, each trusted through its own keyring.
+repositories (:class:`FlatSource`: Kubernetes', NVIDIA's) and suite-layout ones (Docker's) can be read, each
+trusted through its own keyring.
 """
 
 from __future__ import annotations
@@ -52,14 +53,18 @@ class Upstream:
 
 @dataclass(frozen=True)
 class FlatSource:
-    """A flat repository (``deb [signed-by=keyring] uri /``) beside the distribution's archive."""
+    """A repository beside the distribution's archive: flat (``deb [signed-by=keyring] uri /``) or, with
+    ``suite``, a suite layout (``deb [signed-by=keyring] uri suite component``)."""
 
     name: str
     uri: str
     keyring: Path
+    suite: str | None = None
+    component: str | None = None
 
     def line(self) -> str:
-        return f"deb [signed-by={self.keyring}] {self.uri} /"
+        where = f"{self.suite} {self.component or 'main'}" if self.suite else "/"
+        return f"deb [signed-by={self.keyring}] {self.uri} {where}"
 
     def names(self, where: str) -> bool:
         """Whether ``where`` (a URI as apt prints it) is this repository."""

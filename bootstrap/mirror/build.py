@@ -58,7 +58,9 @@ class BuildResult:
 def apt_for(layout: MirrorLayout, manifest: Manifest, upstream: Upstream) -> PrivateApt:
     """The private apt state for this manifest's suite, with the upstreams' keyrings where they were written."""
     root = layout.apt_state / manifest.suite
-    extra = [FlatSource(r.name, r.uri, root / "keys" / f"{r.name}.gpg") for r in manifest.upstreams]
+    extra = [
+        FlatSource(r.name, r.uri, root / "keys" / f"{r.name}.gpg", r.suite, r.component) for r in manifest.upstreams
+    ]
     return PrivateApt(root, upstream, manifest.suite, manifest.components, extra)
 
 

@@ -19,7 +19,13 @@ from typing import Any
 import yaml
 
 from bootstrap.errors import InvalidInput, Problem
-from bootstrap.mirror.upstreams import ExtraRepo, mirror_upstreams
+from bootstrap.mirror.upstreams import (
+    CONTAINERD_PACKAGE,
+    CONTAINERD_ROLE,
+    DISTRIBUTION_CONTAINERD,
+    ExtraRepo,
+    mirror_upstreams,
+)
 
 PACKAGE_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
 VERSION_RE = re.compile(r"^[A-Za-z0-9.+~:-]+$")
@@ -118,6 +124,8 @@ def build_manifest(inventory: Any, roles_dir: Path) -> Manifest:
     for name, version in source.pins.items():
         requests.append(parse_request(f"{name}={version}", "inventory", f"site_services.packages.pins.{name}"))
     extra = mirror_upstreams(inventory)
+    if any(p.name == CONTAINERD_PACKAGE for p in extra.packages):  # it replaces (and conflicts with) these
+        requests = [r for r in requests if not (r.role == CONTAINERD_ROLE and r.name in DISTRIBUTION_CONTAINERD)]
     requests.extend(Request(p.name, p.version, p.role, p.origin, p.field) for p in extra.packages)
     _refuse_conflicting_pins(requests)
     return Manifest(

@@ -7,7 +7,9 @@ Beside Debian's archive, the private apt of ``rackctl mirror build`` reads the f
   the repository's revision, e.g. ``1.31.2-1.1``, resolved by apt); cri-tools and kubernetes-cni come in
   as their dependencies;
 - ``nvidia``: ``cuda-drivers-<branch>`` at exactly each host driver the inventory pins, and Fabric Manager
-  (:func:`bootstrap.nvidia.fabric_manager.fabric_manager_packages`) where the hardware model has NVSwitches.
+  (:func:`bootstrap.nvidia.fabric_manager.fabric_manager_packages`) where the hardware model has NVSwitches;
+- ``containerd``: ``containerd.io`` at exactly ``cluster.versions.containerd`` from Docker's repository (a
+  suite layout: ``<uri> <suite> stable``), in place of the distribution's containerd and runc.
 
 Only the inventory is read here; nothing is fetched.
 """
@@ -20,6 +22,10 @@ from typing import Any
 
 from bootstrap.errors import InvalidInput, Problem
 from bootstrap.inventory.package_upstreams import (
+    CONTAINERD_COMPONENT,
+    CONTAINERD_KEY_FINGERPRINT,
+    CONTAINERD_KEY_NAME,
+    CONTAINERD_REPOS,
     KUBERNETES_KEY_FINGERPRINT,
     KUBERNETES_KEY_NAME,
     KUBERNETES_REPO,
@@ -37,6 +43,12 @@ KUBERNETES_PACKAGES = ("kubeadm", "kubelet", "kubectl")
 CNI_PACKAGE = "kubernetes-cni"
 KUBERNETES_ROLE = "kubernetes_packages"
 NVIDIA_ROLE = "nvidia_driver_upgrade"
+#: Docker's package of containerd (with runc): it conflicts with the distribution's containerd and runc.
+CONTAINERD_PACKAGE = "containerd.io"
+CONTAINERD_ROLE = "container_runtime"
+#: What role container_runtime installs from the distribution (its ``container_runtime_packages``), replaced
+#: by :data:`CONTAINERD_PACKAGE` where the containerd upstream is on.
+DISTRIBUTION_CONTAINERD = ("containerd", "runc")
 
 
 @dataclass(frozen=True)
@@ -50,6 +62,9 @@ class ExtraRepo:
     key_file: Path | None
     key_url: str | None
     fingerprint: str | None
+    #: a suite layout's suite and component (``bookworm``, ``stable``); None: a flat repository (``uri /``)
+    suite: str | None = None
+    component: str | None = None
 
     @property
     def field(self) -> str:
@@ -69,6 +84,8 @@ class ExtraRepo:
             "key_file": str(self.key_file) if self.key_file else None,
             "key_url": self.key_url if self.key_file is None else None,
             "fingerprint": self.fingerprint if self.key_file is None else None,
+            "suite": self.suite,
+            "component": self.component,
         }
 
 
@@ -100,9 +117,11 @@ def minor_of(version: str) -> str:
 def _repo(inventory: Any, setting: PackageUpstream, upstream: ExtraRepo) -> ExtraRepo:
     """``upstream`` (its own repository, key fetched and pinned) as this site configures it."""
     uri = setting.uri or upstream.uri
+    layout = {"suite": upstream.suite, "component": upstream.component}
     if setting.key_file is not None:
-        return ExtraRepo(upstream.name, upstream.title, uri, inventory.resolve_path(setting.key_file), None, None)
-    return ExtraRepo(upstream.name, upstream.title, uri, None, upstream.key_url, upstream.fingerprint)
+        key = inventory.resolve_path(setting.key_file)
+        return ExtraRepo(upstream.name, upstream.title, uri, key, None, None, **layout)
+    return ExtraRepo(upstream.name, upstream.title, uri, None, upstream.key_url, upstream.fingerprint, **layout)
 
 
 def kubernetes_upstream(inventory: Any, out: UpstreamSet) -> None:
@@ -196,6 +215,51 @@ def nvidia_upstream(inventory: Any, out: UpstreamSet) -> None:
             )
 
 
+def containerd_upstream(inventory: Any, out: UpstreamSet) -> None:
+    """Docker's repository for the mirror's suite and ``containerd.io`` at exactly the cluster's containerd."""
+    setting = inventory.site_services.packages.upstreams.containerd
+    pin = inventory.cluster.resolved_versions().containerd
+    if not setting.enabled:
+        out.notes.append(
+            f"containerd: off (site_services.packages.upstreams.containerd): the nodes install the distribution's "
+            f"containerd, not cluster.versions.containerd {pin}"
+        )
+        return
+    suite = inventory.site_services.packages.suite
+    uri = next((uri for uri, suites in CONTAINERD_REPOS.items() if suite in suites), None)
+    if uri is None and setting.uri is None:
+        known = ", ".join(s for suites in CONTAINERD_REPOS.values() for s in suites)
+        raise InvalidInput(
+            f"Docker's repositories have no suite {suite} (they have {known})",
+            problems=[
+                Problem(
+                    "site_services.packages.upstreams.containerd",
+                    f"no uri for suite {suite}",
+                    "set uri (and key_file) to a repository with containerd.io for that suite, or containerd: false",
+                )
+            ],
+        )
+    base = uri or str(setting.uri)
+    title = f"Docker's apt repository ({suite} {CONTAINERD_COMPONENT})"
+    own = ExtraRepo(
+        "containerd", title, base, None, base + CONTAINERD_KEY_NAME, CONTAINERD_KEY_FINGERPRINT,
+        suite=suite, component=CONTAINERD_COMPONENT,
+    )  # fmt: skip
+    out.repos.append(_repo(inventory, setting, own))
+    out.packages.append(
+        UpstreamPackage(CONTAINERD_PACKAGE, f"{pin}-*", CONTAINERD_ROLE, "containerd", "cluster.versions.containerd")
+    )
+
+
+def containerd_upstream_package(inventory: Any) -> dict[str, str] | None:
+    """What role container_runtime installs in place of the distribution's containerd and runc: ``containerd.io``
+    at exactly ``cluster.versions.containerd`` where the head node's mirror carries it; None: the distribution's."""
+    source = inventory.site_services.packages
+    if source.source != "mirror" or not source.upstreams.containerd.enabled:
+        return None
+    return {"package": CONTAINERD_PACKAGE, "version": inventory.cluster.resolved_versions().containerd}
+
+
 def mirror_upstreams(inventory: Any) -> UpstreamSet:
     """The extra repositories a mirror build of ``inventory`` reads, and what it asks of each."""
     out = UpstreamSet()
@@ -203,4 +267,5 @@ def mirror_upstreams(inventory: Any) -> UpstreamSet:
         return out
     kubernetes_upstream(inventory, out)
     nvidia_upstream(inventory, out)
+    containerd_upstream(inventory, out)
     return out

@@ -22,6 +22,7 @@ from bootstrap.inband.render import groups
 from bootstrap.inventory.profiles import containerd_minimum, version_tuple
 from bootstrap.mirror.check import require_mirror_ready
 from bootstrap.mirror.site_vars import head_address, registry_vars
+from bootstrap.mirror.upstreams import containerd_upstream_package
 from bootstrap.stages.base import NodeResult, PlannedAction, StageContext, StageResult, register_stage
 from bootstrap.stages.playbook import PlaybookStage
 
@@ -68,6 +69,9 @@ def describe(ctx: StageContext, node: str, roles: tuple[str, ...], registry: str
             where = f"pulling through {registry}" if registry else "pulling from upstream registries"
             minimum = containerd_minimum(ctx.inventory.cluster.resolved_versions().kubernetes)
             which = f"the package source's containerd, {minimum} or later" if minimum else "containerd"
+            upstream = containerd_upstream_package(ctx.inventory)
+            if upstream is not None:
+                which = f"{upstream['package']} {upstream['version']} from the mirror's upstream, held"
             parts.append(f"container_runtime ({which}, SystemdCgroup, {where}, a container run as a check)")
         else:
             parts.append(f"{role} ({ROLE_SUMMARIES[role]})" if role in ROLE_SUMMARIES else role)
@@ -79,9 +83,15 @@ def runtime_message(ctx: StageContext, report: dict[str, Any]) -> str:
     installs the package source's containerd; it holds only the kubelet's minimum)."""
     running = str(report.get("containerd") or "?")
     pinned = ctx.inventory.cluster.resolved_versions().containerd
+    upstream = containerd_upstream_package(ctx.inventory)
+    if upstream is not None and running == pinned:
+        return f"containerd {running} ({upstream['package']}, cluster.versions.containerd)"
     if version_tuple(running)[:2] == version_tuple(pinned)[:2]:
         return f"containerd {running}"
-    return f"containerd {running} from the package source (cluster.versions.containerd {pinned} not installed)"
+    return (
+        f"containerd {running} from the package source (cluster.versions.containerd {pinned} not installed: "
+        "site_services.packages.upstreams.containerd mirrors it)"
+    )
 
 
 @register_stage

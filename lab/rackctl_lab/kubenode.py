@@ -1,22 +1,23 @@
-"""A native lab node made ready for kubeadm: the runtime; the Kubernetes packages and images by the head node.
+"""A native lab node made ready for rackctl's roles: what a site's installed node has, and the lab's concessions.
 
-What a Kubernetes node has before rackctl's host side runs, for a :class:`~rackctl_lab.nspawn.NativeNode`
-that is running: runc and the tools kubeadm's preflight looks for from Debian's packages (with dpkg);
-containerd, its shim and ``ctr`` from ``rackctl lab components`` in ``/usr/bin`` with a unit of ours (no
-package of them is made yet); etcdctl off PATH (:data:`TEST_ETCDCTL`, for the tests' own reads: a kubeadm
-node has none, so rackctl's roles use the etcd pod's). containerd reads its registry hosts from
-:data:`CERTS_DIR`, where role ``container_runtime`` points every upstream registry at the site's registry: the
-node holds no image until it pulls one from there. kubeadm, kubelet, kubectl, cri-tools
-and kubernetes-cni come from the lab's own packages (:mod:`rackctl_lab.components.debs`) through a head
-mirror and role ``kubernetes_packages``, as on a site; given to :func:`install`, they are installed with
-dpkg instead.
+What a Kubernetes node has before rackctl's network stage and host side run, for a running
+:class:`~rackctl_lab.nspawn.NativeNode`: runc and the tools kubeadm's preflight looks for from Debian's
+packages (with dpkg), and etcdctl off PATH (:data:`TEST_ETCDCTL`, for the tests' own reads: a kubeadm node has
+none, so rackctl's roles use the etcd pod's). containerd is not installed here: role ``container_runtime``
+installs the lab's ``containerd.io`` (the lab's build, packaged in Docker's repository layout:
+:func:`rackctl_lab.components.debs.containerd_repository`) from the head node's mirror at exactly
+``cluster.versions.containerd``, writes its config and points every upstream registry at the site's registry,
+as on a site; the node holds no image until it pulls one from there. kubeadm, kubelet, kubectl, cri-tools
+and kubernetes-cni come from the lab's own packages (:mod:`rackctl_lab.components.debs`) through the mirror
+and role ``kubernetes_packages``; given to :func:`install`, they are installed with dpkg instead.
 
 Two concessions to the lab machine, both in this module and nowhere in the product: its cgroups are v1
 (hybrid), so the node remounts its controller hierarchies read-write before containerd starts (nspawn mounts
 them read-only; the node's cgroup namespace keeps it inside its own subtree), and it has no
 CAP_SYS_RESOURCE, so containerd clamps the OOM score adjustments it asks runc for
 (``restrict_oom_score_adj``; a sandbox's -998 fails in runc otherwise: "can't get final child's PID from
-pipe: EOF").
+pipe: EOF"). The second, with the cgroupfs driver the lab's kubelets use (cgroup v1), is a drop-in
+(:data:`LAB_DROPIN`) in the directory the product's containerd config imports, written before the role runs.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from pathlib import Path
 
 from rackctl_lab.nspawn import NativeNode
 
-#: The lab's builds a kubeadm node runs that no package carries yet, installed in ``/usr/bin``.
+#: The lab's builds of containerd a node runs, in the lab's containerd.io package (installed by the role).
 PROGRAMS = ("containerd", "containerd-shim-runc-v2", "ctr")
 #: etcdctl for the tests' own look at etcd, where no role looks for it (kubeadm installs no etcdctl on a
 #: node: rackctl's role ``etcdctl`` then runs the etcd pod's through crictl, as on a site)
@@ -37,8 +38,20 @@ TEST_ETCDCTL = "/usr/local/lib/rackctl-lab/etcdctl"
 #: What Debian gives the node: the OCI runtime, what kubeadm's preflight looks for, and what the lab's
 #: kubelet package depends on (:data:`rackctl_lab.components.debs` shapes it like pkgs.k8s.io's).
 DEBIAN_PACKAGES = ("runc", "conntrack", "iptables", "iproute2", "ethtool", "socat", "kmod")
-#: Where containerd reads each registry's ``hosts.toml`` (role container_runtime's ``container_runtime_certs_dir``).
-CERTS_DIR = "/etc/containerd/certs.d"
+#: The lab's containerd settings, in the drop-in directory role container_runtime's config imports
+#: (``container_runtime_dropin_dir``; imported files override the main config): OOM scores clamped, and runc
+#: on cgroupfs, the driver the lab's kubelets use on this machine's cgroup v1 (the product's is systemd).
+LAB_DROPIN_PATH = "/etc/containerd/conf.d/rackctl-lab.toml"
+LAB_DROPIN = """\
+# rackctl lab (rackctl_lab/kubenode.py): a native node's concessions, not the product's settings
+version = 2
+
+[plugins."io.containerd.grpc.v1.cri"]
+  restrict_oom_score_adj = true
+
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+  SystemdCgroup = false
+"""
 
 CGROUPS_UNIT = """\
 [Unit]
@@ -55,69 +68,29 @@ ExecStart=/bin/sh -c 'for d in /sys/fs/cgroup/*/; do mount -o remount,bind,rw "$
 WantedBy=multi-user.target
 """
 
-CONTAINERD_UNIT = """\
-[Unit]
-Description=containerd (the lab's build)
-After=network.target rackctl-lab-cgroups.service
-
-[Service]
-ExecStart=/usr/bin/containerd
-Restart=always
-Delegate=yes
-KillMode=process
-LimitNOFILE=infinity
-
-[Install]
-WantedBy=multi-user.target
-"""
-
-
-def containerd_config(sandbox: str) -> str:
-    """containerd's config: the sandbox image kubeadm pins, the registry hosts directory, and OOM scores clamped
-    (see the module docstring)."""
-    return (
-        "version = 3\n"
-        '[plugins."io.containerd.cri.v1.runtime"]\n'
-        "  restrict_oom_score_adj = true\n"
-        '[plugins."io.containerd.cri.v1.images".pinned_images]\n'
-        f'  sandbox = "{sandbox}"\n'
-        '[plugins."io.containerd.cri.v1.images".registry]\n'
-        f'  config_path = "{CERTS_DIR}"\n'
-    )
-
-
 Run = Callable[[str], str]
 
 
-def install(node: NativeNode, binaries: dict[str, Path], debs: list[Path], sandbox: str, run: Run) -> None:
+def install(node: NativeNode, binaries: dict[str, Path], debs: list[Path], run: Run) -> None:
     """Install everything on the running ``node``; ``run`` runs a shell command on it (over SSH) and returns stdout.
-
-    ``sandbox``: the pause image kubeadm pins (containerd's sandbox image, pulled at its first pod).
 
     ``debs``: the packages installed with dpkg (Debian's, :func:`debs_for`; and the lab's Kubernetes
     packages where no mirror brings them: the kubelet package's postinst enables its unit).
     """
     root = node.root
-    bin_dir = root / "usr/bin"
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    for name in PROGRAMS:
-        shutil.copy2(binaries[name], bin_dir / name)
     tool = root / TEST_ETCDCTL.lstrip("/")
     tool.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy2(binaries["etcdctl"], tool)
     units = root / "etc/systemd/system"
     wants = units / "multi-user.target.wants"
     wants.mkdir(parents=True, exist_ok=True)
-    for unit, text in (
-        ("rackctl-lab-cgroups.service", CGROUPS_UNIT),
-        ("containerd.service", CONTAINERD_UNIT),
-    ):
-        (units / unit).write_text(text)
-        link = wants / unit
-        if not link.is_symlink():
-            link.symlink_to(f"/etc/systemd/system/{unit}")
-    (root / "etc/containerd").mkdir(parents=True, exist_ok=True)
-    (root / "etc/containerd/config.toml").write_text(containerd_config(sandbox))
+    unit = "rackctl-lab-cgroups.service"
+    (units / unit).write_text(CGROUPS_UNIT)
+    if not (wants / unit).is_symlink():
+        (wants / unit).symlink_to(f"/etc/systemd/system/{unit}")
+    dropin = root / LAB_DROPIN_PATH.lstrip("/")
+    dropin.parent.mkdir(parents=True, exist_ok=True)
+    dropin.write_text(LAB_DROPIN)
     staging = root / "var/cache/rackctl-lab"
     (staging / "debs").mkdir(parents=True, exist_ok=True)
     for deb in debs:
@@ -129,7 +102,7 @@ def install(node: NativeNode, binaries: dict[str, Path], debs: list[Path], sandb
         ">/var/cache/rackctl-lab/dpkg.log 2>&1; "
         "rc=$?; rm -f /usr/sbin/policy-rc.d; [ $rc = 0 ] || { tail -5 /var/cache/rackctl-lab/dpkg.log; exit 1; }"
     )
-    run("systemctl daemon-reload && systemctl start rackctl-lab-cgroups containerd")
+    run("systemctl daemon-reload && systemctl start rackctl-lab-cgroups")
 
 
 def debs_for(tree: Path, folder: Path, packages: tuple[str, ...] = DEBIAN_PACKAGES) -> list[Path]:

@@ -3,10 +3,11 @@
 Four native lab nodes (systemd-nspawn, rackctl_lab/nspawn.py) on a bridge of their own: head-01, cp-02,
 cp-03 (control planes) and gpu-01 (a worker; no GPU here), each with the inventory's ``mgmt0`` carrying
 its PXE and management addresses, its sshd presenting the host key rackctl pinned. rackctl_lab/kubenode.py
-gives them what a node has before rackctl's host side: runc and kubeadm's preflight tools from Debian with
-dpkg and containerd 2.4.2 built from its module, and no image: every image the cluster runs (control plane,
-kube-proxy, CoreDNS, Flannel, local-path-provisioner and its helper: rackctl_lab/components/images.py, saved
-as the archives ``rackctl mirror images --from`` names) is imported by that command into the registry the lab's
+gives them what a node has before rackctl's roles: runc and kubeadm's preflight tools from Debian with
+dpkg, and the lab's containerd settings as a drop-in; no containerd and no image: every image the cluster
+runs (control plane, kube-proxy, CoreDNS, Flannel, local-path-provisioner and its helper:
+rackctl_lab/components/images.py, saved as the archives ``rackctl mirror images --from`` names) is imported
+by that command into the registry the lab's
 head services run beside the mirror, and pulled from there by the nodes' containerd, which role
 container_runtime's registry tasks point at it for every upstream registry: the air-gapped path. No etcdctl
 on PATH, as on a kubeadm node: rackctl's roles run the etcd pod's through crictl; the test's own reads use
@@ -34,9 +35,12 @@ triton_image.py) loading rackctl's own LLM-API model from the delivered files; S
 (an extended resource advertised on gpu-01) and TensorRT-LLM's LLM API in the image.
 What the rest of the network stage leaves is done by the fixture as a STAND-IN (its roles run on the lab's
 VMs, tests/inband): role baseline's IP forwarding, role networks' name server in resolv.conf, and the
-journal's record of the stage. containerd is the lab's 2.4.2 build installed by kubenode, not role
-container_runtime's Debian package: bookworm's containerd 1.6 answers no CRI RuntimeConfig, which kubelet
-1.37.2 still falls back from but counts as losing support in 1.38 (cmd/kubelet/app/server.go).
+journal's record of the stage. Role container_runtime runs whole on the native nodes (with role
+package_source: tests/ansible/playbooks/node_sources.yml): containerd.io at exactly cluster.versions.containerd
+(2.4.2, the lab's build packaged in a repository shaped like Docker's, rackctl_lab/components/debs.py, named
+as the inventory's containerd upstream and mirrored) in place of bookworm's containerd 1.6 (which answers no
+CRI RuntimeConfig: kubelet 1.37.2 falls back, 1.38 will not, cmd/kubelet/app/server.go), held, its config,
+the registry's hosts, and the check container pulled through the registry and run.
 """
 
 from __future__ import annotations
@@ -172,18 +176,15 @@ class Rack:
 QUORUM_PROOF = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: quorum-proof, namespace: default}\ndata: {k: v}\n"
 
 
-def _inventory(folder: Path, admin_key: str, upstream: str, upstream_key: Path, registry_ca: Path) -> Path:
+def _inventory(folder: Path, admin_key: str, upstreams: dict[str, dict[str, str]], registry_ca: Path) -> Path:
     path = write_inventory(folder, NODES[1:], admin_key)
     data = yaml.safe_load(path.read_text())
-    # the head node's mirror (this machine, at the bridge's address), Kubernetes' packages in it from the
-    # lab's own repository named as a site names its staging copy of pkgs.k8s.io; the registry the lab's head
-    # services run beside it (docker-registry, TLS from the lab's CA), named as a site names its own
+    # the head node's mirror (this machine, at the bridge's address), Kubernetes' packages and containerd.io
+    # in it from the lab's own repositories named as a site names its staging copies of pkgs.k8s.io and of
+    # Docker's repository; the registry the lab's head services run beside it (docker-registry, TLS from the
+    # lab's CA), named as a site names its own
     data["site_services"] = {
-        "packages": {
-            "source": "mirror",
-            "suite": "bookworm",
-            "upstreams": {"kubernetes": {"uri": upstream, "key_file": str(upstream_key)}},
-        },
+        "packages": {"source": "mirror", "suite": "bookworm", "upstreams": upstreams},
         "registry": {"source": "external", "host": NETWORK.ip, "ca_file": str(registry_ca)},
     }
     for node in data["nodes"]:
@@ -193,6 +194,8 @@ def _inventory(folder: Path, admin_key: str, upstream: str, upstream_key: Path, 
     # the name server netplan gives the nodes (CoreDNS forwards to it): the management gateway, where nothing
     # answers DNS (the lab has no upstream resolver); without one CoreDNS exits ("no valid upstream addresses")
     data["cluster"]["dns_servers"] = [MANAGEMENT_GATEWAY.split("/", maxsplit=1)[0]]
+    # the containerd the lab builds (the product's profile pins its own; role container_runtime installs this)
+    data["cluster"]["versions"] = {"containerd": RELEASE.containerd.removeprefix("v")}
     data["kubernetes"] = {
         "api_endpoint": "keepalived-haproxy",
         "cni": "flannel",
@@ -226,6 +229,7 @@ def rack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rack]:
     binaries = {b.name: Path(b.path) for b in built}
     assembled = images.assemble(RELEASE, built)
     repository = debs.repository(RELEASE, binaries)
+    containerd = debs.containerd_repository(RELEASE.containerd, binaries)
     tree = debootstrap_tree("bookworm", default_mirror(), cache_root())
     debian = kubenode.debs_for(tree, cache_root() / "debs" / "kubenode-base", (*kubenode.DEBIAN_PACKAGES, "curl"))
     base = tmp_path_factory.mktemp("cluster-real")
@@ -235,10 +239,12 @@ def rack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rack]:
     state = base / "state"
     lab_dir = base / "lab"
     registry_ca = lab_ca(lab_dir).cert_file
-    with serve(repository.root) as upstream:  # only the mirror build reads it
-        inventory_path = _inventory(
-            base, key.with_suffix(".pub").read_text().strip(), upstream, repository.public_key, registry_ca
-        )
+    with serve(repository.root) as upstream, serve(containerd.root) as docker:  # only the mirror build reads them
+        upstreams = {
+            "kubernetes": {"uri": upstream, "key_file": str(repository.public_key)},
+            "containerd": {"uri": docker, "key_file": str(containerd.public_key)},
+        }
+        inventory_path = _inventory(base, key.with_suffix(".pub").read_text().strip(), upstreams, registry_ca)
         inventory = load_inventory(inventory_path)
         build_mirror(
             MirrorLayout(state),
@@ -255,7 +261,6 @@ def rack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rack]:
     try:
         archives = base / "image-archives"
         filled = _fill_registry(inventory_path, state, archives, assembled)
-        sandbox = next(i.ref for i in assembled if "/pause:" in i.ref)
         for hostname in NODES:
             spec = inventory.node(hostname)
             pxe, management = spec.address_on("pxe"), spec.address_on("management")
@@ -282,7 +287,7 @@ def rack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rack]:
             registry_log = services.run_dir / "registry.log"
             rack_ctx = Rack(ctx, nodes, key, bundle, binaries, inventory_path, archives, filled, registry_log)
             for hostname in NODES:
-                kubenode.install(nodes[hostname], binaries, debian, sandbox, lambda c, h=hostname: rack_ctx.ssh(h, c))
+                kubenode.install(nodes[hostname], binaries, debian, lambda c, h=hostname: rack_ctx.ssh(h, c))
                 _network_stage_standin(rack_ctx, hostname)
             rack_ctx.host = _host_side(rack_ctx)
             yield rack_ctx
@@ -300,8 +305,8 @@ def rack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rack]:
             nspawn.remove(node)
 
 
-#: the roles whose packages the test's mirror carries: the package source, the host side's two
-HOST_SIDE_ROLES = ("package_source", "kubernetes_packages", "api_endpoint")
+#: the roles whose packages the test's mirror carries: the package source, the container runtime, the host side's two
+HOST_SIDE_ROLES = ("package_source", "container_runtime", "kubernetes_packages", "api_endpoint")
 NODE_SOURCES_PLAYBOOK = Path(__file__).parent / "playbooks" / "node_sources.yml"
 
 
@@ -441,7 +446,11 @@ def test_the_host_side_installed_the_release_from_the_head_mirror_held_and_start
     for node in NODES:
         report = rack.host[node]
         assert report.message.startswith("host side applied ("), report.message
-        assert rack.ssh(node, "apt-mark showhold").split() == ["kubeadm", "kubectl", "kubelet", "kubernetes-cni"]
+        held = ["containerd.io", "kubeadm", "kubectl", "kubelet", "kubernetes-cni"]
+        assert rack.ssh(node, "apt-mark showhold").split() == held
+        installed = rack.ssh(node, "dpkg-query -W -f '${Version}' containerd.io")
+        assert installed == debs.containerd_package_version(RELEASE.containerd), installed  # exactly the pin
+        assert rack.ssh(node, "containerd --version").split()[2] == RELEASE.containerd
         policy = rack.ssh(node, "apt-cache policy kubeadm")
         assert f"*** {debs.package_version(RELEASE)} 500" in policy and mirror in policy, policy  # from the mirror
         assert rack.ssh(node, "ls /etc/apt/sources.list.d").split() == ["rackctl.sources"]  # its one source

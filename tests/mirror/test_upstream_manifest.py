@@ -8,14 +8,17 @@ import pytest
 import yaml
 
 from bootstrap.errors import InvalidInput
+from bootstrap.inband.render import group_vars
 from bootstrap.inventory import load_inventory
 from bootstrap.inventory.package_upstreams import (
+    CONTAINERD_KEY_FINGERPRINT,
     KUBERNETES_KEY_FINGERPRINT,
     NVIDIA_KEY_FINGERPRINT,
     NVIDIA_REPO,
 )
+from bootstrap.mirror.apt_fetch import FlatSource
 from bootstrap.mirror.manifest import build_manifest, version_matches
-from bootstrap.mirror.upstreams import CNI_PACKAGE, KUBERNETES_PACKAGES, mirror_upstreams
+from bootstrap.mirror.upstreams import CNI_PACKAGE, KUBERNETES_PACKAGES, containerd_upstream_package, mirror_upstreams
 from bootstrap.resources import roles_dir
 from bootstrap.stages.kubernetes.host import missing_hint, needs_cni_plugins, report_message, source_described
 
@@ -48,6 +51,8 @@ def test_a_mirror_site_gets_kubernetes_at_exactly_its_version_by_default() -> No
             "key_file": None,
             "key_url": f"https://pkgs.k8s.io/core:/stable:/v{minor}/deb/Release.key",
             "fingerprint": KUBERNETES_KEY_FINGERPRINT,
+            "suite": None,
+            "component": None,
         }
     ]
     extra = {r.name: r for r in manifest.requests if r.origin == "kubernetes"}
@@ -55,7 +60,12 @@ def test_a_mirror_site_gets_kubernetes_at_exactly_its_version_by_default() -> No
     assert {r.version for r in extra.values()} == {f"{version}-*"}
     assert {(r.role, r.field) for r in extra.values()} == {("kubernetes_packages", "cluster.versions.kubernetes")}
     assert manifest.pinned()["kubeadm"] == f"{version}-*"
-    assert manifest.upstream_notes == ["nvidia: not used (no GPU profile installs a pinned driver on the host)"]
+    assert manifest.upstream_notes == [
+        "nvidia: not used (no GPU profile installs a pinned driver on the host)",
+        "containerd: off (site_services.packages.upstreams.containerd): the nodes install the distribution's "
+        f"containerd, not cluster.versions.containerd {inventory.cluster.resolved_versions().containerd}",
+    ]
+    assert {r.name for r in manifest.requests if r.role == "container_runtime"} == {"containerd", "runc"}
 
 
 def test_the_lab_mirror_reads_debian_only() -> None:
@@ -94,6 +104,56 @@ def test_nvidia_off_leaves_the_driver_out_and_says_so(tmp_path: Path) -> None:
     manifest = build_manifest(load_inventory(path), roles_dir())
     assert manifest.upstreams == [] and not [r for r in manifest.requests if r.origin != "debian"]
     assert any(n.startswith("nvidia: off") and "host driver 580" in n for n in manifest.upstream_notes)
+
+
+def test_containerd_on_mirrors_dockers_containerd_io_at_exactly_the_pin_in_place_of_debians(tmp_path: Path) -> None:
+    """``upstreams.containerd``: Docker's repository for the mirror's suite (a suite layout, its key fetched and
+    checked against the pinned fingerprint), containerd.io at exactly cluster.versions.containerd, and the
+    distribution's containerd and runc (which it conflicts with) no longer asked of the mirror; role
+    container_runtime is told to install it, and the network stage says so."""
+    path = _example(tmp_path, "site_services:\n  packages:\n    upstreams: {containerd: true}\n")
+    inventory = load_inventory(path)
+    pin = inventory.cluster.resolved_versions().containerd
+    manifest = build_manifest(inventory, roles_dir())
+    (repo,) = [u for u in manifest.upstreams if u.name == "containerd"]
+    assert repo.as_dict() == {
+        "name": "containerd",
+        "title": "Docker's apt repository (bookworm stable)",
+        "uri": "https://download.docker.com/linux/debian/",
+        "key_file": None,
+        "key_url": "https://download.docker.com/linux/debian/gpg",
+        "fingerprint": CONTAINERD_KEY_FINGERPRINT,
+        "suite": "bookworm",
+        "component": "stable",
+    }
+    runtime = {r.name: (r.version, r.origin, r.field) for r in manifest.requests if r.role == "container_runtime"}
+    assert runtime == {"containerd.io": (f"{pin}-*", "containerd", "cluster.versions.containerd")}
+    assert containerd_upstream_package(inventory) == {"package": "containerd.io", "version": pin}
+    versions = group_vars(inventory)["all/versions.yml"]
+    assert versions["rackctl_containerd_upstream"] == {"package": "containerd.io", "version": pin}
+    assert group_vars(load_inventory(EXAMPLE))["all/versions.yml"]["rackctl_containerd_upstream"] is None
+    line = FlatSource(repo.name, repo.uri, Path("/k.gpg"), repo.suite, repo.component).line()
+    assert line == "deb [signed-by=/k.gpg] https://download.docker.com/linux/debian/ bookworm stable"
+
+
+def test_containerd_for_a_suite_docker_has_no_repository_for_is_refused_naming_the_field(tmp_path: Path) -> None:
+    path = _example(tmp_path, "site_services:\n  packages:\n    suite: sid\n    upstreams: {containerd: true}\n")
+    with pytest.raises(InvalidInput) as exc:
+        build_manifest(load_inventory(path), roles_dir())
+    (problem,) = exc.value.problems
+    assert problem.path == "site_services.packages.upstreams.containerd" and "sid" in problem.message
+    (tmp_path / "copy").mkdir()
+    copy = _example(
+        tmp_path / "copy",
+        "site_services:\n  packages:\n    suite: sid\n"
+        "    upstreams: {containerd: {uri: 'http://staging.example.com/docker/', key_file: docker.asc}}\n",
+    )
+    (repo,) = [u for u in mirror_upstreams(load_inventory(copy)).repos if u.name == "containerd"]
+    assert (repo.uri, repo.suite, repo.key_file) == (
+        "http://staging.example.com/docker/",
+        "sid",
+        (tmp_path / "copy" / "docker.asc").resolve(),
+    )
 
 
 def test_a_site_copy_is_named_by_uri_and_key_file_relative_to_the_inventory(tmp_path: Path) -> None:

@@ -14,8 +14,14 @@ them, gpg signs ``Release`` with the lab's own key. What they are not: the Kuber
 network (Flannel's) calls, in ``/opt/cni/bin`` as pkgs.k8s.io's does; pkgs.k8s.io's kubelet no longer
 depends on it, and neither does the lab's.
 
+The lab's containerd is packaged the same way as ``containerd.io`` in a repository shaped like Docker's (a
+suite layout, ``<uri> bookworm stable``, its key served as ``gpg``: :func:`containerd_repository`), which
+``site_services.packages.upstreams.containerd`` names as a site names Docker's; role ``container_runtime``
+then installs it at exactly ``cluster.versions.containerd`` through the head node's mirror. Unlike Docker's
+package it carries no runc of its own: it depends on Debian's.
+
 Built once per set of binaries (their sha256s key the cache, like the components), under
-``<cache>/components/debs/<release>-<key>/``.
+``<cache>/components/debs/<release>-<key>/`` (``containerd-<version>-<key>/`` for containerd.io).
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ from rackctl_lab.components.pins import CNI_PLUGINS, KubernetesRelease
 #: pkgs.k8s.io's revision suffix shape (``<upstream version>-<revision>``)
 REVISION = "1.1"
 #: Bump when what the packages hold changes (part of the cache key).
-RECIPE = 3
+RECIPE = 4
 MAINTAINER = "rackctl lab <lab@rackctl.invalid>"
 ORIGIN = "rackctl-lab"
 KEY_UID = "rackctl lab Kubernetes packages <kubernetes@lab.rackctl.invalid>"
@@ -94,6 +100,7 @@ class LabPackage:
     files: Mapping[str, str] = field(default_factory=dict)  #: absolute path -> text
     scripts: Mapping[str, str] = field(default_factory=dict)  #: maintainer script name (postinst) -> text
     bin_dir: str = "usr/bin"  #: where ``programs`` go
+    conflicts: str = ""  #: its Conflicts (and Replaces)
 
     @property
     def filename(self) -> str:
@@ -233,8 +240,9 @@ def _deb(package: LabPackage, binaries: Mapping[str, Path], tree: Path, out: Pat
         "Priority: optional",
         f"Installed-Size: {size_kib}",
         *([f"Depends: {package.depends}"] if package.depends else []),
+        *([f"Conflicts: {package.conflicts}", f"Replaces: {package.conflicts}"] if package.conflicts else []),
         f"Description: {package.name} built by the rackctl lab from its Go module",
-        " Not the Kubernetes project's package: the rackctl lab's own build, shaped like pkgs.k8s.io's.",
+        " Not the upstream project's package: the rackctl lab's own build, shaped like the upstream's.",
     ]
     (tree / "DEBIAN/control").write_text("\n".join(control) + "\n")
     subprocess.run(
@@ -268,12 +276,140 @@ def _gpg(home: Path, *args: str) -> bytes:
     return subprocess.run([*base, *args], check=True, capture_output=True).stdout
 
 
-def _sign(repo: Path, home: Path) -> str:
+def _sign(repo: Path, home: Path, uid: str = KEY_UID) -> str:
     """A new ed25519 key in ``home`` signs ``InRelease`` and ``Release.gpg``; its fingerprint."""
     home.mkdir(mode=0o700, parents=True)
-    _gpg(home, "--quick-gen-key", KEY_UID, "ed25519", "sign", "never")
+    _gpg(home, "--quick-gen-key", uid, "ed25519", "sign", "never")
     listed = _gpg(home, "--with-colons", "--list-keys").decode()
     fingerprint = next(line.split(":")[9] for line in listed.splitlines() if line.startswith("fpr:"))
     _gpg(home, "--clearsign", "-o", str(repo / "InRelease"), str(repo / "Release"))
     _gpg(home, "-abs", "-o", str(repo / "Release.gpg"), str(repo / "Release"))
     return fingerprint
+
+
+# -- containerd.io in Docker's suite layout -----------------------------------------------------------------------
+#: Docker's repository layout for Debian: ``dists/<suite>/<component>/binary-amd64/Packages`` and ``pool/``
+CONTAINERD_SUITE = "bookworm"
+CONTAINERD_COMPONENT = "stable"
+CONTAINERD_PROGRAMS = ("containerd", "containerd-shim-runc-v2", "ctr")
+CONTAINERD_KEY_UID = "rackctl lab containerd packages <containerd@lab.rackctl.invalid>"
+#: Bump when what the package holds changes (part of the cache key).
+CONTAINERD_RECIPE = 1
+
+#: containerd's unit (the lab's own text): no OOMScoreAdjust, which a native node, without
+#: CAP_SYS_RESOURCE, cannot lower; Delegate and KillMode as containerd needs for its shims.
+CONTAINERD_UNIT = """\
+[Unit]
+Description=containerd container runtime (rackctl lab package)
+After=network.target local-fs.target
+
+[Service]
+ExecStartPre=-/sbin/modprobe overlay
+ExecStart=/usr/bin/containerd
+Type=notify
+Delegate=yes
+KillMode=process
+Restart=always
+RestartSec=5
+LimitNPROC=infinity
+LimitCORE=infinity
+LimitNOFILE=infinity
+TasksMax=infinity
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+CONTAINERD_POSTINST = """\
+#!/bin/sh
+set -e
+if [ "$1" = configure ]; then
+    deb-systemd-helper enable containerd.service >/dev/null
+fi
+"""
+
+
+def containerd_package_version(version: str) -> str:
+    """``v2.4.2`` -> ``2.4.2-1~debian.12~bookworm``: the shape of Docker's containerd.io versions."""
+    return f"{version.removeprefix('v')}-1~debian.12~{CONTAINERD_SUITE}"
+
+
+def containerd_package(version: str) -> LabPackage:
+    """containerd.io at ``version``: containerd, its runc shim and ctr, a unit, Debian's runc as a dependency
+    (Docker's bundles its own runc and conflicts with Debian's; the lab's is the lab's build, and says so)."""
+    return LabPackage(
+        "containerd.io",
+        containerd_package_version(version),
+        "runc",
+        programs=CONTAINERD_PROGRAMS,
+        files={"/usr/lib/systemd/system/containerd.service": CONTAINERD_UNIT},
+        scripts={"postinst": CONTAINERD_POSTINST},
+        conflicts="containerd",
+    )
+
+
+def containerd_repository(version: str, binaries: Mapping[str, Path], cache: Path | None = None) -> LabRepository:
+    """A signed repository in Docker's suite layout (``<root> bookworm stable``) with the lab's containerd.io at
+    ``version`` made from ``binaries`` (its programs), its key served as ``gpg`` at the root; cached."""
+    reason = tools_missing()
+    if reason:
+        raise EnvironmentMissing(f"cannot build the lab's containerd package: {reason}")
+    absent = [name for name in CONTAINERD_PROGRAMS if name not in binaries]
+    if absent:
+        raise ValueError(f"the lab's containerd package needs the built {', '.join(absent)}")
+    sums = {name: hashlib.sha256(Path(binaries[name]).read_bytes()).hexdigest() for name in CONTAINERD_PROGRAMS}
+    key = hashlib.sha256(json.dumps([CONTAINERD_RECIPE, version, sums], sort_keys=True).encode()).hexdigest()[:16]
+    base = (cache or cache_root()) / "components" / "debs"
+    target = base / f"containerd-{version}-{key}"
+    base.mkdir(parents=True, exist_ok=True)
+    package = containerd_package(version)
+    with cache_lock(base):
+        if not (target / ".rackctl-complete").exists():
+            shutil.rmtree(target, ignore_errors=True)
+            work = base / f".{target.name}.partial"
+            shutil.rmtree(work, ignore_errors=True)
+            _build_suite(package, binaries, work)
+            (work / ".rackctl-complete").write_text(json.dumps(sums, indent=2) + "\n")
+            work.rename(target)
+    mark_used(target)
+    fingerprint = (target / "fingerprint").read_text().strip()
+    return LabRepository(target / "repo", target / "gpg", fingerprint, {package.name: package.version})
+
+
+def _build_suite(package: LabPackage, binaries: Mapping[str, Path], work: Path) -> None:
+    repo, home = work / "repo", work / "gnupg"
+    pool = repo / "pool" / CONTAINERD_COMPONENT
+    pool.mkdir(parents=True)
+    _deb(package, binaries, work / "tree", pool / package.filename)
+    shutil.rmtree(work / "tree")
+    dist = repo / "dists" / CONTAINERD_SUITE
+    index = dist / CONTAINERD_COMPONENT / "binary-amd64"
+    index.mkdir(parents=True)
+    scan = subprocess.run(
+        ["dpkg-scanpackages", "--multiversion", "pool"], cwd=repo, check=True, capture_output=True, text=True
+    ).stdout
+    (index / "Packages").write_text(scan)
+    (index / "Packages.gz").write_bytes(gzip.compress(scan.encode(), mtime=0))
+    lines = [
+        f"Origin: {ORIGIN}",
+        "Label: rackctl lab containerd packages (Docker's layout)",
+        f"Suite: {CONTAINERD_SUITE}",
+        f"Codename: {CONTAINERD_SUITE}",
+        f"Components: {CONTAINERD_COMPONENT}",
+        "Architectures: amd64",
+        f"Date: {email.utils.formatdate(usegmt=True)}",
+        "SHA256:",
+    ]
+    for name in ("Packages", "Packages.gz"):
+        data = (index / name).read_bytes()
+        lines.append(f" {hashlib.sha256(data).hexdigest()} {len(data)} {CONTAINERD_COMPONENT}/binary-amd64/{name}")
+    (dist / "Release").write_text("\n".join(lines) + "\n")
+    try:
+        fingerprint = _sign(dist, home, CONTAINERD_KEY_UID)
+        exported = _gpg(home, "--armor", "--export", fingerprint)
+    finally:
+        subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "gpg-agent"], capture_output=True, check=False)
+    (work / "gpg").write_bytes(exported)
+    (repo / "gpg").write_bytes(exported)  # where Docker serves its key
+    (work / "fingerprint").write_text(fingerprint + "\n")
+    shutil.rmtree(home)
