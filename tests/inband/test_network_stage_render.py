@@ -258,14 +258,15 @@ def test_unattended_upgrades_never_touch_pinned_packages(lab: Path) -> None:
     assert 'APT::Periodic::Unattended-Upgrade "1";' in auto.stdout
 
 
-def _runtime_version(tmp_path: Path, minimum: str) -> tuple[subprocess.CompletedProcess[str], Path]:
-    out = tmp_path / f"report-{minimum or 'none'}.json"
+def _runtime_version(tmp_path: Path, minimum: str, pinned: str = "") -> tuple[subprocess.CompletedProcess[str], Path]:
+    out = tmp_path / f"report-{minimum or 'none'}-{pinned or 'none'}.json"
     variables = {
         "out": str(out),
         "roles_dir": str(roles_dir()),
         "ansible_connection": "local",
         "ansible_python_interpreter": sys.executable,
         "rackctl_containerd_minimum": minimum,
+        "rackctl_containerd_upstream": {"package": "containerd.io", "version": pinned} if pinned else None,
     }
     (tmp_path / "vars.json").write_text(json.dumps(variables))
     proc = subprocess.run(
@@ -292,7 +293,8 @@ def test_the_role_reports_the_containerd_it_finds_and_refuses_one_older_than_the
 ) -> None:
     """Role container_runtime's read-back (tasks/version.yml) against this machine's real containerd
     (Debian's 1.6): reported as containerd says it; refused, saying why, under a 2.0 minimum (a 1.38
-    kubelet needs CRI RuntimeConfig, which 1.6 and 1.7 do not answer)."""
+    kubelet needs CRI RuntimeConfig, which 1.6 and 1.7 do not answer); with a pinned containerd.io
+    (``rackctl_containerd_upstream``), accepted at exactly that version and refused at any other."""
     said = subprocess.run(["containerd", "--version"], capture_output=True, text=True, check=True).stdout.strip()
     version = re.search(r"[0-9]+\.[0-9]+\.[0-9]+", said)
     assert version is not None, said
@@ -310,3 +312,11 @@ def test_the_role_reports_the_containerd_it_finds_and_refuses_one_older_than_the
     assert proc.returncode != 0 and not out.exists()
     assert f"containerd {version.group(0)} on this node" in proc.stdout, proc.stdout[-3000:]
     assert f"needs containerd {newer} or later" in proc.stdout and "CRI RuntimeConfig" in proc.stdout
+
+    # installed by its pin (site_services.packages.upstreams.containerd): exactly that version, else refused
+    proc, out = _runtime_version(tmp_path, "", version.group(0))
+    assert proc.returncode == 0 and json.loads(out.read_text())["containerd"] == version.group(0), proc.stdout[-3000:]
+    proc, out = _runtime_version(tmp_path, "", "2.4.2" if version.group(0) != "2.4.2" else "2.4.3")
+    assert proc.returncode != 0 and not out.exists()
+    assert f"containerd {version.group(0)} on this node" in proc.stdout, proc.stdout[-3000:]
+    assert "but cluster.versions.containerd is 2.4." in proc.stdout and "containerd.io at that version" in proc.stdout
