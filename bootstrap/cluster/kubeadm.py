@@ -2,8 +2,8 @@
 
 The first control plane gets Init- + ClusterConfiguration (with uploaded certificates), the other control
 planes a control-plane JoinConfiguration (certificate key), workers a plain JoinConfiguration. The init
-file carries the KubeletConfiguration (``cgroupDriver: systemd``, matching containerd's
-``SystemdCgroup = true``) and the KubeProxyConfiguration; joining nodes read both from the cluster.
+file carries the KubeletConfiguration (``cgroupDriver``: ``kubernetes.cgroup_driver``, the one containerd's runc
+is given too) and the KubeProxyConfiguration; joining nodes read both from the cluster.
 """
 
 from __future__ import annotations
@@ -94,11 +94,11 @@ def node_registration(inv: Inventory, node: Node) -> dict[str, Any]:
 
 
 def kubelet_configuration(inv: Inventory) -> dict[str, Any]:
-    """KubeletConfiguration: systemd cgroups, then the inventory's ``kubernetes.kubelet`` fields."""
+    """KubeletConfiguration: the nodes' cgroup driver, then the inventory's ``kubernetes.kubelet`` fields."""
     base: dict[str, Any] = {
         "apiVersion": KUBELET_API,
         "kind": "KubeletConfiguration",
-        "cgroupDriver": "systemd",
+        "cgroupDriver": inv.kubernetes.cgroup_driver,
         "containerRuntimeEndpoint": CRI_SOCKET,
         "serverTLSBootstrap": False,
         "rotateCertificates": True,

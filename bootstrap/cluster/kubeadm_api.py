@@ -329,6 +329,8 @@ class KubeletConfiguration(Api):
     server_tls_bootstrap: bool | None = Field(default=None, alias="serverTLSBootstrap")
     shutdown_grace_period: Duration | None = Field(default=None, alias="shutdownGracePeriod")
     shutdown_grace_period_critical_pods: Duration | None = Field(default=None, alias="shutdownGracePeriodCriticalPods")
+    #: the kubelet refuses to start on a cgroup v1 host (from 1.31; true by default from 1.35)
+    fail_cgroup_v1: bool | None = Field(default=None, alias="failCgroupV1")
 
 
 class KubeProxyIPVS(Api):

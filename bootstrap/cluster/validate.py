@@ -106,6 +106,25 @@ def api_range_problem(inv: Inventory, api: str) -> Problem | None:
     return None
 
 
+#: KubeletConfiguration (v1beta1) fields and the first Kubernetes release whose kubelet reads them
+KUBELET_FIELD_SINCE: dict[str, tuple[int, int]] = {"failCgroupV1": (1, 31)}
+
+
+def _kubelet_field_releases(inv: Inventory, doc: dict[str, Any], where: str) -> list[Problem]:
+    """The ``kubernetes.kubelet`` fields the cluster's kubelet is too old to read (:data:`KUBELET_FIELD_SINCE`)."""
+    version = inv.cluster.resolved_versions().kubernetes
+    minor = version_tuple(version)[:2]
+    return [
+        Problem(
+            f"kubernetes.kubelet.{name}",
+            f"{where}: {name} is read by the kubelet from Kubernetes {since[0]}.{since[1]}; the cluster runs {version}",
+            f"remove {name} from kubernetes.kubelet, or run Kubernetes {since[0]}.{since[1]} or later",
+        )
+        for name, since in KUBELET_FIELD_SINCE.items()
+        if name in doc and minor < since
+    ]
+
+
 def check_kubeadm(inv: Inventory, rendered: RenderedFile) -> list[Problem]:
     """Each document against its typed model; the config API against the Kubernetes version."""
     problems: list[Problem] = []
@@ -122,15 +141,8 @@ def check_kubeadm(inv: Inventory, rendered: RenderedFile) -> list[Problem]:
             known = sorted({f"{a} {k}" for a, k in MODELS})
             problems.append(Problem(where, f"unknown kubeadm document {key[0]} {key[1]}", f"one of {known}"))
             continue
-        if key[1] == "KubeletConfiguration" and doc.get("cgroupDriver") != "systemd":
-            problems.append(
-                Problem(
-                    "kubernetes.kubelet.cgroupDriver",
-                    f"{where}: cgroupDriver {doc.get('cgroupDriver')!r}, but containerd runs runc with "
-                    "SystemdCgroup = true: kubelet and runtime must use the same cgroup driver",
-                    "remove cgroupDriver from kubernetes.kubelet (rackctl sets systemd)",
-                )
-            )
+        if key[1] == "KubeletConfiguration":
+            problems += _kubelet_field_releases(inv, doc, where)
         try:
             model.model_validate(doc)
         except ValidationError as exc:

@@ -155,6 +155,8 @@ def group_vars(inv: Inventory, site: Mapping[str, Any] | None = None) -> dict[st
             "kubeadm_config_file": KUBEADM_CONFIG_ON_NODE,
             # containerd's sandbox image: kubeadm's pause of this release (role container_runtime)
             "container_runtime_sandbox_image": sandbox_image(inv)[1],
+            # runc's cgroup driver: the kubelet's (kubernetes.kubelet.cgroupDriver, systemd unless set)
+            "container_runtime_cgroup_driver": inv.kubernetes.cgroup_driver,
             # what holds the API VIP (role api_endpoint on the host side, its place.yml before init/join)
             "kube_api_endpoint": inv.kubernetes.api_endpoint,
         },

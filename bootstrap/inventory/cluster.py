@@ -130,6 +130,13 @@ class KubernetesSettings(_Strict):
     def _kubelet_fields(cls, value: dict[str, Any]) -> dict[str, Any]:
         return _not_owned(value, KUBELET_OWNED, "KubeletConfiguration")
 
+    @property
+    def cgroup_driver(self) -> str:
+        """The nodes' cgroup driver: ``kubelet.cgroupDriver``, systemd unless set. The kubelet's
+        KubeletConfiguration and containerd's runc (role container_runtime's ``SystemdCgroup``, through the group
+        var ``container_runtime_cgroup_driver``) both follow it, so the two always agree."""
+        return str(self.kubelet.get("cgroupDriver") or "systemd")
+
     @field_validator("local_path")
     @classmethod
     def _absolute(cls, value: str) -> str:

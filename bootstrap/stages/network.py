@@ -72,7 +72,8 @@ def describe(ctx: StageContext, node: str, roles: tuple[str, ...], registry: str
             upstream = containerd_upstream_package(ctx.inventory)
             if upstream is not None:
                 which = f"{upstream['package']} {upstream['version']} from the mirror's upstream, held"
-            parts.append(f"container_runtime ({which}, SystemdCgroup, {where}, a container run as a check)")
+            driver = f"runc on the {ctx.inventory.kubernetes.cgroup_driver} cgroup driver"
+            parts.append(f"container_runtime ({which}, {driver}, {where}, a container run as a check)")
         else:
             parts.append(f"{role} ({ROLE_SUMMARIES[role]})" if role in ROLE_SUMMARIES else role)
     return "apply " + "; ".join(parts) + " over SSH"

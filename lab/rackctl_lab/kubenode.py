@@ -16,8 +16,10 @@ Two concessions to the lab machine, both in this module and nowhere in the produ
 them read-only; the node's cgroup namespace keeps it inside its own subtree), and it has no
 CAP_SYS_RESOURCE, so containerd clamps the OOM score adjustments it asks runc for
 (``restrict_oom_score_adj``; a sandbox's -998 fails in runc otherwise: "can't get final child's PID from
-pipe: EOF"). The second, with the cgroupfs driver the lab's kubelets use (cgroup v1), is a drop-in
-(:data:`LAB_DROPIN`) in the directory the product's containerd config imports, written before the role runs.
+pipe: EOF"). The second is a drop-in (:data:`LAB_DROPIN`) in the directory the product's containerd config
+imports, written before the role runs. The cgroupfs driver the lab's kubelets use on cgroup v1 is no
+concession: the inventory says it (``kubernetes.kubelet.cgroupDriver``) and the product gives it to the
+kubelet and to containerd's runc alike.
 """
 
 from __future__ import annotations
@@ -38,19 +40,15 @@ TEST_ETCDCTL = "/usr/local/lib/rackctl-lab/etcdctl"
 #: What Debian gives the node: the OCI runtime, what kubeadm's preflight looks for, and what the lab's
 #: kubelet package depends on (:data:`rackctl_lab.components.debs` shapes it like pkgs.k8s.io's).
 DEBIAN_PACKAGES = ("runc", "conntrack", "iptables", "iproute2", "ethtool", "socat", "kmod")
-#: The lab's containerd settings, in the drop-in directory role container_runtime's config imports
-#: (``container_runtime_dropin_dir``; imported files override the main config): OOM scores clamped, and runc
-#: on cgroupfs, the driver the lab's kubelets use on this machine's cgroup v1 (the product's is systemd).
+#: The lab's containerd setting, in the drop-in directory role container_runtime's config imports
+#: (``container_runtime_dropin_dir``; imported files override the main config): OOM scores clamped.
 LAB_DROPIN_PATH = "/etc/containerd/conf.d/rackctl-lab.toml"
 LAB_DROPIN = """\
-# rackctl lab (rackctl_lab/kubenode.py): a native node's concessions, not the product's settings
+# rackctl lab (rackctl_lab/kubenode.py): a native node's concession, not the product's settings
 version = 2
 
 [plugins."io.containerd.grpc.v1.cri"]
   restrict_oom_score_adj = true
-
-[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-  SystemdCgroup = false
 """
 
 CGROUPS_UNIT = """\

@@ -16,6 +16,7 @@ from bootstrap.cli import cli
 from bootstrap.cluster.kubeadm_api import ClusterConfigurationV4, InitConfigurationV3
 from bootstrap.cluster.render import render_cluster
 from bootstrap.cluster.validate import check_builtin, validate_bundle
+from bootstrap.inband.render import group_vars
 from bootstrap.inventory.loader import load_inventory
 from bootstrap.inventory.models import Inventory
 
@@ -217,11 +218,31 @@ def test_typed_models_tell_the_api_versions_apart() -> None:
         InitConfigurationV3.model_validate(init)
 
 
-def test_cgroup_driver_must_match_containerd(write_inventory: Callable[..., Path], tmp_path: Path) -> None:
-    code, doc = _render_json(write_inventory(_kubelet({"cgroupDriver": "cgroupfs"})), tmp_path / "o")
+def test_a_cgroupfs_kubelet_is_rendered_and_containerd_told_the_same(
+    write_inventory: Callable[..., Path], tmp_path: Path
+) -> None:
+    """The kubelet and containerd's runc follow one field (a cgroup v1 host's pair); nothing to mismatch."""
+    inventory = write_inventory(_kubelet({"cgroupDriver": "cgroupfs", "failCgroupV1": False}))
+    code, doc = _render_json(inventory, tmp_path / "o")
+    assert code == 0, doc
+    kubelet = yaml.safe_load_all((tmp_path / "o" / "kubeadm" / "head-01.yaml").read_text())
+    config = next(d for d in kubelet if d["kind"] == "KubeletConfiguration")
+    assert (config["cgroupDriver"], config["failCgroupV1"]) == ("cgroupfs", False)
+    assert group_vars(load_inventory(inventory))["k8s_cluster.yml"]["container_runtime_cgroup_driver"] == "cgroupfs"
+
+
+def test_a_kubelet_field_older_kubelets_do_not_read_is_refused_naming_it(
+    write_inventory: Callable[..., Path], tmp_path: Path
+) -> None:
+    def edit(data: dict[str, Any]) -> None:
+        _kubelet({"failCgroupV1": False})(data)
+        data["cluster"]["software_profile"] = "dell-dvd-2024"  # Kubernetes 1.27
+
+    code, doc = _render_json(write_inventory(edit), tmp_path / "o")
     assert code == 2
-    assert _paths(doc) == ["kubernetes.kubelet.cgroupDriver"]
-    assert "SystemdCgroup" in doc["errors"][0]["message"]
+    assert _paths(doc) == ["kubernetes.kubelet.failCgroupV1"]
+    assert "read by the kubelet from Kubernetes 1.31; the cluster runs 1.27" in doc["errors"][0]["message"]
+    assert "remove failCgroupV1 from kubernetes.kubelet" in doc["errors"][0]["fix"]
 
 
 def test_kubelet_sets_only_labels_it_may(write_inventory: Callable[..., Path]) -> None:

@@ -177,6 +177,20 @@ def test_containerd_reads_systemd_cgroups_the_hosts_dir_and_the_drop_in_dir(lab:
 
 
 @needs_containerd
+def test_containerd_runs_runc_on_the_cgroupfs_driver_where_rackctl_renders_it(tmp_path: Path) -> None:
+    """Role container_runtime's config with the group var rackctl renders from ``kubernetes.kubelet.
+    cgroupDriver`` (tests/cluster/test_validate.py: the kubelet gets the same): containerd's own reading of
+    it runs runc without systemd's cgroups. (Given as an extra var: this harness loads the roles' defaults
+    above the group vars; the native cluster, tests/ansible, runs the whole role with it.)"""
+    out = render(tmp_path, ROOT / "inventory/examples/dvd-inference.yml", container_runtime_cgroup_driver="cgroupfs")
+    config = tmp_path / "config.toml"
+    rendered = (out / "gpu-l40s-01" / "config.toml").read_text()
+    config.write_text(rendered.replace("/etc/containerd/conf.d", str(tmp_path / "conf.d")))
+    cri = tomllib.loads(containerd_dump(config))["plugins"]["io.containerd.grpc.v1.cri"]
+    assert cri["containerd"]["runtimes"]["runc"]["options"]["SystemdCgroup"] is False
+
+
+@needs_containerd
 def test_containerd_1_6_replaces_a_whole_plugin_section_from_a_drop_in(lab: Path, tmp_path: Path) -> None:
     """What the NVIDIA work must know: containerd 1.6 (Debian bookworm) merges imports per plugin, so a
     drop-in that touches the CRI plugin must restate its whole section (SystemdCgroup, config_path)."""
