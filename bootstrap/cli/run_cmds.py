@@ -311,10 +311,10 @@ def up_cmd(
 
     Stops at the first stage not implemented yet (exit 4), at a failed stage (exit 1, after the other
     nodes finished it) or on Ctrl-C (exit 130); bad input is exit 2, a missing tool exit 3. A stage that
-    could only render and validate (kubernetes, nvidia, triton today) is shown "rendered, not applied",
-    moves no node, and the run ends with exit 5 when nothing failed. Run it again to resume: completed
-    steps are not repeated, failed nodes are retried from where they failed. --charts/--crds are used by
-    the kubernetes and nvidia stages as by `rackctl render cluster`.
+    could only render and validate (kubernetes, nvidia, triton where no cluster is formed yet) is shown
+    "rendered, not applied", moves no node, and the run ends with exit 5 when nothing failed. Run it again
+    to resume: completed steps are not repeated, failed nodes are retried from where they failed.
+    --charts/--crds are used by the kubernetes and nvidia stages as by `rackctl render cluster`.
     """
     inputs = checked_inputs(charts_dir, crd_dir)
     validation = validate_given(

@@ -27,14 +27,12 @@ import yaml
 
 from bootstrap.cluster.render import render_cluster
 from bootstrap.inventory import load_inventory
-from bootstrap.journal.states import NodeState
-from bootstrap.journal.store import STAGE_STEP, Journal
+from bootstrap.journal.store import Journal
 from bootstrap.provision.hostkeys import ensure_host_key, known_hosts_path, write_known_hosts
 from bootstrap.stages.base import NodeResult, RunOptions, StageContext
 from bootstrap.stages.kubernetes.cluster import cluster_side, gate
 from bootstrap.stages.kubernetes.host import HOST_FACTS
 from bootstrap.stages.playbook import runs_dir
-from bootstrap.stages.runner import Runner, select
 from tests.ansible import kubeadm_standin as standin
 from tests.ansible.test_playbook_stage import SSHD, Recorder, RelayEnvironment
 from tests.lab.vmlab import write_inventory
@@ -369,42 +367,6 @@ def test_the_gate_stays_closed_unless_every_control_plane_has_the_pinned_kubeadm
     )
 
 
-def test_up_runs_the_cluster_side_where_the_gate_opens_and_moves_the_nodes_to_joined(
-    rack: Rack, kube_apiserver, kube, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """``up --stages kubernetes`` through the real runner and journal. Two stand-ins: the host side's report
-    (its apt install cannot run here: no Kubernetes package is reachable) and, on head-01, a stand-in init
-    whose admin.conf is the real kube-apiserver 1.37.2's kubeconfig, where the test registers the Nodes (the
-    kubelets' part after a join). The stage then applies the node labels to that server."""
-    state = rack.ctx.state_dir
-    admin = kube_apiserver.write_kubeconfig(rack.root / "real-admin.conf").read_text()
-    standin.install(rack.node_dir("head-01"), "head-01", rack.calls, rack.version, admin_conf=admin)
-    for node in NODES:
-        kube.node(node)  # the kubelet registering its Node after the join (a stand-in: no kubelet runs here)
-        for to in (NodeState.DISCOVERED, NodeState.CONFIGURED, NodeState.PROVISIONING, NodeState.PROVISIONED):
-            rack.ctx.journal.transition(node, to, "test: installed")
-        journal = rack.ctx.journal
-        journal.record_step(rack.ctx.run_id, node, "network", STAGE_STEP, status="completed", destructive=False)
-    rack.ctx.journal.finish_run(rack.ctx.run_id, "completed")
-    monkeypatch.setattr("bootstrap.stages.kubernetes.host_side", lambda ctx, out: host_reports(rack))
-    inventory = rack.ctx.inventory
-    selection = select(inventory, stages=["kubernetes"], limit=NODES)
-    outcome = Runner(inventory, state, selection, options=rack.ctx.options, progress=Recorder()).run()
-
-    stage = outcome.stages[0].as_dict()
-    nodes = stage["nodes"]
-    assert {n: r["status"] for n, r in nodes.items()} == dict.fromkeys(NODES, "completed"), outcome.as_dict()
-    assert nodes["head-01"]["message"].startswith("initialised; kube-vip static pod ")
-    assert "(admin.conf) after it (playbooks/kubernetes_cluster.yml); " in nodes["head-01"]["message"]
-    assert nodes["cp-03"]["message"].startswith("joined as control plane (etcd snapshot ")
-    assert nodes["gpu-01"]["message"].startswith("joined as worker (playbooks/kubernetes_cluster.yml); ")
-    assert all("labels/taints applied" in r["message"] for r in nodes.values()), nodes
-    assert (state / "kubeconfig").read_text() == admin
-    with Journal(state, readonly=True) as journal:
-        assert {n: journal.state(n) for n in NODES} == dict.fromkeys(NODES, NodeState.JOINED)
-    assert kube.get_node("gpu-01")["metadata"]["labels"]  # the labels reached the real server
-
-
 def _only(rack: Rack, *nodes: str) -> StageContext:
     """The rack's context limited to ``nodes`` (an ``up --limit`` of them)."""
     return dataclasses.replace(rack.ctx, nodes=list(nodes))
@@ -530,10 +492,10 @@ def _half_done_init(rack: Rack, *, api_manifest: bool) -> Path:
 @pytest.mark.parametrize(
     ("api_manifest", "why"),
     [
-        (False, "admin.conf without the API server static pod: init stopped before its control-plane phase"),
+        # (stopped before its control-plane phase: the real module's formed cluster, real kubeadm)
         (True, "the API answers admin.conf without kube-public/cluster-info: init stopped before its bootstrap-token"),
     ],
-    ids=["stopped-before-the-control-plane", "stopped-before-the-bootstrap-token"],
+    ids=["stopped-before-the-bootstrap-token"],
 )
 def test_a_half_done_init_is_reset_and_initialised_again_then_the_others_join(
     rack: Rack, api_manifest: bool, why: str

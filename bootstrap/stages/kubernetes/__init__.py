@@ -1,4 +1,4 @@
-"""The kubernetes stage: render and validate the whole cluster bundle; nothing is applied yet.
+"""The kubernetes stage: render and validate the whole cluster bundle, then apply it where the nodes allow.
 
 It writes what ``rackctl render cluster`` writes (:func:`bootstrap.cluster.render.render_cluster`: kubeadm
 configs per node, kube-vip static pods or keepalived/haproxy, chart values, node labels, Triton manifests,
