@@ -37,12 +37,30 @@ class Budget:
     tests: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     #: busy seconds per pytest-xdist worker (empty without xdist)
     workers: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    #: seconds per test module, and the workers that ran it (the critical path's parts, module by module)
+    modules: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    module_workers: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
 
     def add(self, nodeid: str, duration: float, worker: str = "") -> None:
         self.seconds[area(nodeid)] += duration
         self.tests[area(nodeid)].add(nodeid)
+        module = nodeid.split("::", 1)[0]
+        self.modules[module] += duration
         if worker:
             self.workers[worker] += duration
+            self.module_workers[module].add(worker)
+
+    def module_lines(self, count: int = 15) -> list[str]:
+        """The ``count`` modules that took longest, each with its seconds and the workers that ran it.
+
+        A module path too long for :data:`WIDTH` columns keeps its end (the file name).
+        """
+        rows = []
+        for name, spent in sorted(self.modules.items(), key=lambda kv: (-kv[1], kv[0]))[:count]:
+            workers = ",".join(sorted(self.module_workers.get(name, ()))) or "-"
+            shown = name if len(name) <= 56 else "..." + name[-53:]
+            rows.append(f"{shown:<56} {workers:>9} {spent:>8.1f}s")
+        return rows
 
     def worker_lines(self, wall: float) -> list[str]:
         """Each worker's busy seconds and share of the wall time, then the wall time (xdist runs only)."""
@@ -87,4 +105,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         return
     terminalreporter.write_sep("=", "time per area (setup + call + teardown)")
     for line in [*_BUDGET.lines(), *_BUDGET.worker_lines(time.monotonic() - _START[0])]:
+        terminalreporter.write_line(line)
+    terminalreporter.write_sep("=", "slowest modules (setup + call + teardown)")
+    for line in _BUDGET.module_lines():
         terminalreporter.write_line(line)

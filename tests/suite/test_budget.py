@@ -61,6 +61,23 @@ def test_with_workers_it_ends_with_each_workers_busy_time_and_the_wall_time() ->
     assert Budget().worker_lines(100.0) == []  # no worker named: not an xdist run, no lines
 
 
+def test_the_slowest_modules_come_first_with_the_workers_that_ran_them() -> None:
+    budget = Budget()
+    budget.add("tests/ansible/test_real.py::a", 300.0, "gw0")
+    budget.add("tests/ansible/test_real.py::b", 30.0, "gw0")
+    budget.add("tests/cli/test_doctor.py::a", 100.0, "gw1")
+    budget.add("tests/cli/test_doctor.py::b", 1.0, "gw0")
+    budget.add("tests/" + "x" * 70 + "/test_long.py::a", 0.5, "gw1")
+    lines = budget.module_lines()
+    assert all(len(line) <= WIDTH for line in lines)
+    assert [line.split() for line in lines[:2]] == [
+        ["tests/ansible/test_real.py", "gw0", "330.0s"],
+        ["tests/cli/test_doctor.py", "gw0,gw1", "101.0s"],
+    ]
+    assert lines[2].split()[0].endswith("/test_long.py") and lines[2].startswith("...")
+    assert len(budget.module_lines(count=1)) == 1
+
+
 def test_under_xdist_the_table_names_each_worker(tmp_path: Path) -> None:
     (tmp_path / "tests" / "one").mkdir(parents=True)
     (tmp_path / "tests" / "one" / "test_one.py").write_text("def test_a():\n    pass\n\ndef test_b():\n    pass\n")
