@@ -17,6 +17,15 @@ ENV = "RACKCTL_TEST_TIME_FACTOR"
 
 #: how often a test re-reads what it waits for (a journal row, a file, an emulator's record, an API object)
 POLL_S = 0.05
+#: :func:`wait_for`'s pause grows from :data:`POLL_S` by this factor per read, up to :data:`MAX_POLL_S`: a short
+#: wait still ends within a few tens of milliseconds of its event, and a long one (a Node Ready, an API server
+#: back) does not spawn a kubectl or an ssh twenty times a second on a machine whose two cores the lab's
+#: clusters and VMs need (a 60 s wait read every 50 ms costs about a core-minute in kubectl alone)
+POLL_GROWTH = 1.5
+MAX_POLL_S = 1.0
+#: and the pause is at least this many times what the last read itself took, so that reading never takes
+#: more than a fifth of a core, however slow one read is
+POLL_COST_FACTOR = 4.0
 #: a wait for something a local process does at once (a socket opening, a file written)
 QUICK_S = 10.0
 #: a wait for an emulated BMC job, a subprocess's effect, an API server round trip under load
@@ -62,15 +71,36 @@ def whole_seconds(base: float) -> int:
     return int(scaled) + (0 if scaled == int(scaled) else 1)
 
 
+def pauses(interval: float | None, cost: float) -> Callable[[], float]:
+    """The pauses between :func:`wait_for`'s reads: a fixed ``interval`` where one is given (a test that must
+    catch a short-lived state), else from :data:`POLL_S` growing by :data:`POLL_GROWTH` to :data:`MAX_POLL_S`;
+    never shorter than :data:`POLL_COST_FACTOR` times ``cost``, the first read's seconds."""
+    floor = POLL_COST_FACTOR * cost
+    if interval is not None:
+        return lambda: max(interval, min(floor, MAX_POLL_S * 5))
+    current = [POLL_S / POLL_GROWTH]
+
+    def pause() -> float:
+        current[0] = min(current[0] * POLL_GROWTH, MAX_POLL_S)
+        return max(current[0], min(floor, MAX_POLL_S * 5))
+
+    return pause
+
+
 def wait_for(
-    predicate: Callable[[], T], timeout: float = QUICK_S, interval: float = POLL_S, what: str = "condition"
+    predicate: Callable[[], T], timeout: float = QUICK_S, interval: float | None = None, what: str = "condition"
 ) -> T:
-    """Poll ``predicate`` until it is truthy, within ``seconds(timeout)``; fail naming ``what`` and its last value."""
+    """Poll ``predicate`` until it is truthy, within ``seconds(timeout)``; fail naming ``what`` and its last value.
+
+    Without ``interval`` the pause between reads grows (:func:`pauses`); with one it stays that long."""
     deadline = time.monotonic() + seconds(timeout)
+    started = time.monotonic()
     value = predicate()
+    pause = pauses(interval, time.monotonic() - started)
     while not value:
-        if time.monotonic() >= deadline:
+        now = time.monotonic()
+        if now >= deadline:
             raise AssertionError(f"{what} not reached within {seconds(timeout):.1f} s (last value: {value!r})")
-        time.sleep(interval)
+        time.sleep(min(pause(), max(0.0, deadline - now)))
         value = predicate()
     return value

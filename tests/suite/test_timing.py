@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -63,3 +64,30 @@ def test_wait_for_fails_naming_what_and_the_last_value(monkeypatch: pytest.Monke
     with pytest.raises(AssertionError, match=r"the journal row not reached within 0\.4 s \(last value: \[\]\)"):
         timing.wait_for(list, timeout=0.2, what="the journal row")
     assert time.monotonic() - start >= 0.4  # scaled: 0.2 s x 2
+
+
+def test_without_an_interval_the_pause_grows_from_the_poll_to_its_cap() -> None:
+    pause = timing.pauses(None, cost=0.0)
+    seen = [pause() for _ in range(20)]
+    assert seen[0] == pytest.approx(timing.POLL_S)
+    assert all(b >= a for a, b in itertools.pairwise(seen))  # never shorter than the one before
+    assert seen[-1] == timing.MAX_POLL_S and max(seen) == timing.MAX_POLL_S
+
+
+def test_a_given_interval_stays_and_a_slow_read_widens_any_pause() -> None:
+    fixed = timing.pauses(0.05, cost=0.001)
+    assert [fixed() for _ in range(5)] == [0.05] * 5  # a test that must catch a short-lived state
+    slow = timing.pauses(None, cost=0.3)  # a read that spawns a kubectl on a loaded machine
+    assert slow() == pytest.approx(timing.POLL_COST_FACTOR * 0.3)
+    assert timing.pauses(0.05, cost=0.3)() == pytest.approx(timing.POLL_COST_FACTOR * 0.3)
+    assert timing.pauses(None, cost=60.0)() == 5 * timing.MAX_POLL_S  # however slow, a pause is bounded
+
+
+def test_a_long_wait_reads_far_fewer_times_than_its_length_over_the_poll() -> None:
+    reads: list[float] = []
+    start = time.monotonic()
+    with pytest.raises(AssertionError, match="the count"):
+        timing.wait_for(lambda: reads.append(time.monotonic()) and False, timeout=3, what="the count")
+    assert time.monotonic() - start >= 3
+    # a fixed 50 ms poll would read about 60 times in 3 s; growing to 1 s it reads well under half of that
+    assert 3 <= len(reads) < 20, len(reads)
