@@ -21,21 +21,21 @@ echo "== Kubernetes 1.37.2 for the tests' real API server, etcd, kubectl, kubead
   --only kube-apiserver --only etcd --only kubectl --only kubeadm
 # The native cluster's components (tests/ansible/test_kubernetes_cluster_real.py, marker native_cluster) and
 # the lab's Kubernetes packages' (tests/mirror/test_lab_kubernetes_packages.py: kubelet, crictl) build
-# in the background, niced, beside the tests; those tests wait on each program's cache lock, so a build
-# still going is waited for, never raced (the native cluster's module runs some minutes into the first
-# worker's group, after the lab's own VM tests). Cached after the first run like every component: on a
-# cold machine both workers share the cores with this build until it is done.
+# in the background beside the tests; those tests wait on each program's cache lock, so a build still going
+# is waited for, never raced. The native cluster's module runs first on its worker (after test_nspawn's
+# minute), so on a cold machine that worker waits for this build while the other runs the VM tests: not
+# niced, it is the critical path then. Cached after the first run like every component.
 NATIVE=(kubelet crictl kube-controller-manager kube-scheduler containerd containerd-shim-runc-v2 ctr pause etcdctl
   kube-proxy coredns flanneld flannel bridge host-local loopback portmap local-path-provisioner)
 mkdir -p .rackctl
 echo "== Kubernetes 1.37.2 for the native cluster test, in the background (log: .rackctl/components-native.log)"
-nice -n 10 .venv/bin/rackctl lab components --kubernetes 1.37.2 "${NATIVE[@]/#/--only=}" \
+.venv/bin/rackctl lab components --kubernetes 1.37.2 "${NATIVE[@]/#/--only=}" \
   > .rackctl/components-native.log 2>&1 &
 NATIVE_BUILD=$!
 export RACKCTL_REQUIRE_COMPONENTS=1
-# Two workers (pytest-xdist): the first takes every test that uses what this machine has one of (the VM
-# labs, nspawn machines; marks vm, native_cluster, machine) as one group, in order; the second runs
-# everything else beside it (tests/installed_lab.py, one_worker_for_the_lab). RACKCTL_TEST_WORKERS=0 runs
+# Two workers (pytest-xdist): one takes the tests on nspawn machines (marks native_cluster, machine) as one
+# group, the other the VM labs' (mark vm) as another, each in order, beside each other; whichever is done
+# first takes the rest (tests/installed_lab.py, one_worker_per_machine_group). RACKCTL_TEST_WORKERS=0 runs
 # it all in this process.
 WORKERS="${RACKCTL_TEST_WORKERS:-2}"
 XDIST=()

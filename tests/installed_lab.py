@@ -226,11 +226,16 @@ def last_the_lab_modules(items: list[pytest.Item]) -> list[pytest.Item]:
     return rest + late + lab
 
 
-#: marks of the tests that use what the machine has one of (the VM labs and their cores, nspawn machines);
+#: marks of the tests that use what the machine has one of, by the xdist group that runs them: the VM labs
+#: (qemu TCG, one core per VM while it works) and the nspawn machines (the native cluster's, test_nspawn's).
 #: ``lab`` alone is not one: those tests run emulated iDRACs on free ports and namespaces of their own
-MACHINE_MARKS = ("vm", "native_cluster", "machine")
-#: the pytest-xdist group that holds them: one worker runs them all, in the order set here
-MACHINE_GROUP = "machine-lab"
+VM_MARKS = ("vm",)
+NATIVE_MARKS = ("native_cluster", "machine")
+MACHINE_MARKS = (*VM_MARKS, *NATIVE_MARKS)
+#: the pytest-xdist groups that hold them: each is taken whole by one worker and run in the order set here.
+#: The native cluster's first (the longer: the first worker takes it), the VMs' second (the other worker)
+NATIVE_GROUP = "machine-native"
+VM_GROUP = "machine-vm"
 
 
 def uses_the_machine(item: pytest.Item) -> bool:
@@ -238,14 +243,27 @@ def uses_the_machine(item: pytest.Item) -> bool:
     return any(item.get_closest_marker(mark) for mark in MACHINE_MARKS)
 
 
-def one_worker_for_the_lab(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist, every module with a test that :func:`uses_the_machine` in :data:`MACHINE_GROUP`, first.
+def machine_group(item: pytest.Item) -> str | None:
+    """The xdist group of a test that :func:`uses_the_machine` (a VM mark wins), None for any other test."""
+    if any(item.get_closest_marker(mark) for mark in VM_MARKS):
+        return VM_GROUP
+    if any(item.get_closest_marker(mark) for mark in NATIVE_MARKS):
+        return NATIVE_GROUP
+    return None
 
-    ``pytest -n 2 --dist loadgroup --no-loadscope-reorder`` (scripts/test.sh): the group is one unit of
-    work that the first worker takes at once and runs in collection order (so :func:`last_the_lab_modules`
-    still holds inside it); the other worker takes the other tests one by one beside it, which mostly wait
-    on emulators, sockets and subprocesses while the lab's VMs use the cores. Whole modules go, for their
-    module-scoped fixtures. Only an xdist worker's collection changes: plain ``pytest`` keeps the order.
+
+def one_worker_per_machine_group(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist, every module with a test that :func:`uses_the_machine` in its :func:`machine_group`,
+    the native group's modules first, then the VM group's, then the rest.
+
+    ``pytest -n 2 --dist loadgroup --no-loadscope-reorder`` (scripts/test.sh): each group is one unit of
+    work, run in collection order (so :func:`last_the_lab_modules` still holds inside the VM group); xdist
+    hands the first unit to one worker and the second to the other at the start, so the native cluster and
+    the VM labs run beside each other (the two longest chains: one after the other they were the whole
+    wall time), and whichever worker is done first takes the other tests one by one. Two VM labs never run
+    at once, nor two sets of nspawn machines. A module goes whole, for its module-scoped fixtures, into
+    the group of its first test that has one (a VM mark wins). Only an xdist worker's collection changes:
+    plain ``pytest`` keeps the order.
     """
     if not hasattr(config, "workerinput"):
         return
@@ -253,11 +271,16 @@ def one_worker_for_the_lab(config: pytest.Config, items: list[pytest.Item]) -> N
     def module(item: pytest.Item) -> str:
         return item.nodeid.split("::", 1)[0]
 
-    modules = {module(item) for item in items if uses_the_machine(item)}
+    groups: dict[str, str] = {}
     for item in items:
-        if module(item) in modules:
-            item.add_marker(pytest.mark.xdist_group(MACHINE_GROUP))
-    items[:] = [i for i in items if module(i) in modules] + [i for i in items if module(i) not in modules]
+        group = machine_group(item)
+        if group and groups.get(module(item)) != VM_GROUP:
+            groups[module(item)] = group
+    for item in items:
+        if module(item) in groups:
+            item.add_marker(pytest.mark.xdist_group(groups[module(item)]))
+    order = {NATIVE_GROUP: 0, VM_GROUP: 1}
+    items.sort(key=lambda i: order.get(groups.get(module(i), ""), 2))  # stable: each group's order kept
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects (`-m "not vm"` sees the marks) and xdist's grouping
@@ -266,7 +289,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if uses_installed_lab(item):
             item.add_marker(pytest.mark.vm)
     items[:] = last_the_lab_modules(items)
-    one_worker_for_the_lab(config, items)
+    one_worker_per_machine_group(config, items)
 
 
 def lab_state_report(lab: InstalledLab, *, tail: int = 3000) -> str:

@@ -5,11 +5,12 @@ run on loopback "nodes" that are all this machine; the real one runs in test_kub
 ``kubeadm``, a ``kubectl``, an ``etcdctl`` and a ``crictl`` script into ``<node>/bin``. Each records every
 invocation (node, argv, the ``--config`` file's contents) as one JSON line in a shared calls file, prints
 "STAND-IN" in its output, and writes what the real one writes (``admin.conf`` and the etcd PKI on init,
-``kubelet.conf`` on join, the snapshot file, from etcdctl or from ``crictl exec`` into the "etcd container"
-that exists once init made the etcd PKI; its crictl lists that container's pod, removes nothing) under the
+``kubelet.conf`` on join, the snapshot file from etcdctl; its crictl lists the "etcd container" that exists
+once init made the etcd PKI, and its pod, removes nothing; the etcd pod's own etcdctl, which the roles use
+where a node has none on PATH, runs on the real cluster only) under the
 node's own directories; its kubectl answers the questions the roles ask (kube-public/cluster-info: there once
 init finished, NotFound before, refused without the API server's manifest; a Node, there once init or a join
-finished it, and its deletion), its etcdctl (host or "pod") lists and removes the members init and each
+finished it, and its deletion), its etcdctl lists and removes the members init and each
 control plane's join added (one JSON file beside the calls holds the Nodes and the members), and ``kubeadm
 reset`` removes what init or join wrote on the node (a ``nodes-api-down`` file in the first control plane's
 directory makes its API refuse the Node questions only; a ``pods-left`` file in a node's directory, an API
@@ -139,14 +140,6 @@ if {tool!r} == "crictl":  # the etcd static pod "runs" once init has made the et
     if "ps" in argv:
         if etcd_runs:
             out("standin-etcd-" + NODE)
-        sys.exit(0)
-    inside = argv[argv.index("exec") + 2:] if "exec" in argv else []
-    if inside[:1] == ["etcdctl"] and member([a for a in inside[1:] if not a.startswith("-")]):
-        sys.exit(0)
-    if inside[:1] == ["etcdctl"] and "snapshot" in argv:
-        Path(argv[-1]).parent.mkdir(parents=True, exist_ok=True)
-        Path(argv[-1]).write_text("STAND-IN etcd snapshot (etcd pod) of " + NODE + "\n")
-        out("STAND-IN etcdctl in the etcd container: Snapshot saved at " + argv[-1])
         sys.exit(0)
     fail("STAND-IN crictl: unknown command " + " ".join(argv))
 if text is not None and "${{KUBEADM_" in text:

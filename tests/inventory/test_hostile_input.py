@@ -6,6 +6,7 @@ a traceback would show.
 
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 import sys
@@ -167,7 +168,7 @@ def test_every_error_type_the_models_produce_has_a_fix(data):
     seen: set[str] = set()
     for path in ALL_PATHS:
         for value in [*values, "__delete__"]:
-            doc = yaml.safe_load(yaml.safe_dump(data))
+            doc = copy.deepcopy(data)  # the sample as loaded: plain dicts, lists and scalars
             parent = doc
             for key in path[:-1]:
                 parent = parent[key]

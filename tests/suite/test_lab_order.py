@@ -56,28 +56,44 @@ def test_make_test_fast_leaves_every_vm_test_out() -> None:
     assert "tests/provision/test_render.py" in modules  # the rest stays
 
 
-def test_under_xdist_one_worker_runs_every_lab_module_in_order_and_the_rest_go_beside_it(tmp_path: Path) -> None:
-    """A real ``pytest -n 2 --dist loadgroup`` (scripts/test.sh) over modules marked as the lab's and not."""
+def test_under_xdist_the_vm_modules_and_the_nspawn_modules_each_run_whole_on_a_worker_of_their_own(
+    tmp_path: Path,
+) -> None:
+    """A real ``pytest -n 2 --dist loadgroup`` (scripts/test.sh) over modules marked as the lab's and not: the
+    nspawn machines' modules (``machine``, ``native_cluster``) on one worker in order, the VM module on the
+    other, the rest beside them; a module with a VM test and an nspawn one goes with the VMs."""
     log = tmp_path / "ran.log"
     test = "def test_N():\n    open(LOG, 'a').write(os.environ['PYTEST_XDIST_WORKER'] + ' ' + __name__ + ' N\\n')\n"
     tests = "".join(test.replace("N", str(n)) for n in range(3))
     body = "import os, pytest\nLOG = " + repr(str(log)) + "\nMARK\n" + tests
     (tmp_path / "tests").mkdir()
-    machine = {
-        "test_a_vm": "pytestmark = pytest.mark.vm",
+    native = {
         "test_b_machine": "pytestmark = pytest.mark.machine",
         "test_c_native": "pytestmark = pytest.mark.native_cluster",
     }
+    vms = {
+        "test_a_vm": "pytestmark = pytest.mark.vm",
+        "test_d_both": "pytestmark = pytest.mark.machine",  # and its last test on VMs (below): with them, whole
+    }
     free = {f"test_free_{i}": "" for i in range(5)} | {"test_free_lab": "pytestmark = pytest.mark.lab"}  # own ports
-    for name, mark in {**machine, **free}.items():
+    for name, mark in {**native, **vms, **free}.items():
         (tmp_path / "tests" / f"{name}.py").write_text(body.replace("MARK", mark))
+    both = tmp_path / "tests" / "test_d_both.py"
+    both.write_text(both.read_text().replace("def test_2", "@pytest.mark.vm\ndef test_2"))
     xdist = ["-n", "2", "--dist", "loadgroup", "--no-loadscope-reorder", "-p", "tests.installed_lab"]
     run_pytest(tmp_path, *xdist, "tests", timeout=300)
     rows = [line.split() for line in log.read_text().splitlines()]
-    lab = [(worker, f"{module}.{n}") for worker, module, n in rows if module.split(".")[-1] in machine]
-    assert len(lab) == 9 and len({worker for worker, _ in lab}) == 1, rows  # one worker ran all of them
-    assert [test for _, test in lab] == sorted(test for _, test in lab), rows  # in collection order
-    assert {worker for worker, _, _ in rows} == {"gw0", "gw1"}, rows  # the rest went beside it
+
+    def ran(modules: dict[str, str]) -> list[tuple[str, str]]:
+        return [(worker, f"{module}.{n}") for worker, module, n in rows if module.split(".")[-1] in modules]
+
+    on_nspawn, on_vms = ran(native), ran(vms)
+    assert len(on_nspawn) == 6 and len({worker for worker, _ in on_nspawn}) == 1, rows  # one worker each group
+    assert len(on_vms) == 6 and len({worker for worker, _ in on_vms}) == 1, rows
+    assert on_nspawn[0][0] != on_vms[0][0], rows  # beside each other
+    for group in (on_nspawn, on_vms):
+        assert [test for _, test in group] == sorted(test for _, test in group), rows  # in collection order
+    assert {worker for worker, _, _ in rows} == {"gw0", "gw1"}, rows
 
 
 INNER_CONFTEST = """
