@@ -45,6 +45,7 @@ from bootstrap.mirror.images import push_images, required_images
 from bootstrap.mirror.layout import MirrorLayout
 from bootstrap.mirror.manifest import build_manifest
 from bootstrap.mirror.site_vars import site_vars
+from bootstrap.provision.image import DiskImage
 from bootstrap.resources import roles_dir
 from bootstrap.stages.base import RunOptions
 from bootstrap.stages.runner import Runner, select
@@ -83,6 +84,10 @@ class InstalledLab:
     logs: dict[str, str] = field(default_factory=dict)
     #: what the image build reported as each phase started (only "the image is cached" when it was)
     image_phases: list[str] = field(default_factory=list)
+    #: the image the nodes were installed with (``rackctl image build``'s: its file and raw size)
+    image: DiskImage | None = None
+    #: what each provisioning step reported per node (the install step: the deploy ramdisk's callback)
+    step_details: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def access(self, host: str) -> NodeAccess:
         """How the rendered Ansible inventory reaches ``host``."""
@@ -119,6 +124,33 @@ class InstalledLab:
             argv += ["-i", str(access.private_key)]
         self.ssh(host, f"mkdir -p {target}")
         subprocess.run([*argv, *map(str, files), f"{access.user}@{access.address}:{target}/"], check=True)
+
+
+@dataclass
+class _Step:
+    """One provisioning step of :class:`_StepDetails`: never done before, its detail kept on exit."""
+
+    details: dict[str, Any]
+    key: str
+    already_done: bool = False
+    detail: Any = None
+
+    def __enter__(self) -> _Step:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.detail is not None:
+            self.details[self.key] = self.detail
+
+
+@dataclass
+class _StepDetails:
+    """A step journal (``ProvisionSession.provision_all``'s ``steps``) that keeps what each step reported."""
+
+    details: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def __call__(self, node: str, key: str, *, destructive: bool = False) -> _Step:
+        return _Step(self.details.setdefault(node, {}), key)
 
 
 def _install(folder: Path) -> InstalledLab:
@@ -168,8 +200,9 @@ def _install(folder: Path) -> InstalledLab:
         targets={h: target_for(inventory, inventory.node(h)) for h in WORKERS},
     )
     start = time.monotonic()
+    steps = _StepDetails()
     with session:
-        runs = session.provision_all()
+        runs = session.provision_all(steps)
         logs = session.logs()
     timings["provision_s"] = time.monotonic() - start
     failed = {h: r.message for h, r in runs.items() if not r.ok}
@@ -184,7 +217,7 @@ def _install(folder: Path) -> InstalledLab:
                 journal.transition(host, to, "installed by the installed_lab fixture")
     lab = InstalledLab(
         inventory_path, inventory, state_dir, lab_dir, environment, list(WORKERS), timings, runs=runs, logs=logs,
-        image_phases=image_phases,
+        image_phases=image_phases, image=image, step_details=steps.details,
     )  # fmt: skip
     for host in WORKERS:
         lab.ssh(host, QUIET_APT_TIMERS)

@@ -2,7 +2,7 @@
 
 The writer tests run the functions of the real ``/init`` (``zero_holes``, ``write_ranges``) with the real
 busybox-static and util-linux ``fallocate`` on this machine, against a file standing in for the node's disk
-(the lab VM test ``test_lab_deploy`` runs the same code on a virtio disk).
+(the installed lab, ``test_e2e_lab``, runs the same code on its VMs' virtio disks).
 """
 
 from __future__ import annotations

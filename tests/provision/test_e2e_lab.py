@@ -14,10 +14,13 @@ every other VM test that does not test installing itself then works on: paid onc
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
 from bootstrap.journal.store import Journal
 from bootstrap.oob import target_for
+from bootstrap.provision.blockmap import ensure_block_map, map_path
 from bootstrap.provision.flow import PHASES
 from bootstrap.stages.base import RunOptions, StageContext, get_stage
 from redfish_tools.boot import boot_override
@@ -42,6 +45,11 @@ def test_pxe_install_to_pinned_ssh_then_ansible(installed_lab: InstalledLab) -> 
         and "copying the root tree" in phases
         and tenths == [str(p) for p in range(10, 101, 10)]  # each tenth of the compression said, in order
     ), lab.image_phases
+    assert lab.image is not None
+    bmap = ensure_block_map(lab.image.path)
+    digest = hashlib.sha256(map_path(lab.image.path).read_bytes()).hexdigest()
+    written = f"bytes={lab.image.size} mapped={bmap.mapped_bytes} ranges={len(bmap.ranges)} bmapsha256={digest}"
+    image_mib = lab.image.size >> 20
     for host in lab.nodes:
         print(f"{host}: {lab.runs[host].timings}")  # shown with -s or on failure: seconds per phase
         run = lab.runs[host]
@@ -56,6 +64,13 @@ def test_pxe_install_to_pinned_ssh_then_ansible(installed_lab: InstalledLab) -> 
         # the image's kernel arguments (`rackctl image build --kernel-arg`) reach the boot from disk
         cmdline = lab.ssh(host, "cat /proc/cmdline").stdout.split()
         assert set(IMAGE_KERNEL_ARGS) <= set(cmdline) and "root=LABEL=rackctl-root" in cmdline, cmdline
+        # the deploy ramdisk wrote the image's mapped ranges only, each verified (no read-back), under the map
+        # it was told, and said so in its callback
+        callback = lab.step_details[host]["install"]["callback"]
+        assert callback.endswith(written), callback
+        # the root file system grew to the disk on first boot (the disk is larger than the image)
+        grown = lab.ssh(host, "test -e /etc/rackctl-growroot.done && df -m --output=size / | tail -n 1").stdout
+        assert int(grown) > image_mib, grown
     # The in-band seam: the os-check stage renders the inventory `rackctl inventory render` writes
     # (pxe address, root, the admin key, the state dir's pinned known_hosts, the lab's proxy) and
     # runs playbooks/preflight.yml through it; its lab thresholds come from group_vars/all/lab.yml.
