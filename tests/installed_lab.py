@@ -145,7 +145,11 @@ class _Step:
 
 @dataclass
 class _StepDetails:
-    """A step journal (``ProvisionSession.provision_all``'s ``steps``) that keeps what each step reported."""
+    """A step journal (``ProvisionSession.provision_all``'s ``steps``) that keeps what each step reported.
+
+    Not the lab's Journal (``ctx.step``, what ``rackctl up`` passes): the session's journal must hold no
+    install of the fixture's, for tests/day2/test_redeploy_vm.py asserts the only completed install there is
+    the redeploy's own."""
 
     details: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -264,20 +268,15 @@ def last_the_lab_modules(items: list[pytest.Item]) -> list[pytest.Item]:
 #: ``lab`` alone is not one: those tests run emulated iDRACs on free ports and namespaces of their own
 VM_MARKS = ("vm",)
 NATIVE_MARKS = ("native_cluster", "machine")
-MACHINE_MARKS = (*VM_MARKS, *NATIVE_MARKS)
 #: the pytest-xdist groups that hold them: each is taken whole by one worker and run in the order set here.
 #: The native cluster's first (the longer: the first worker takes it), the VMs' second (the other worker)
 NATIVE_GROUP = "machine-native"
 VM_GROUP = "machine-vm"
 
 
-def uses_the_machine(item: pytest.Item) -> bool:
-    """True for a test marked with one of :data:`MACHINE_MARKS`, directly or through its module's marks."""
-    return any(item.get_closest_marker(mark) for mark in MACHINE_MARKS)
-
-
 def machine_group(item: pytest.Item) -> str | None:
-    """The xdist group of a test that :func:`uses_the_machine` (a VM mark wins), None for any other test."""
+    """The xdist group of a test marked with one of :data:`VM_MARKS` or :data:`NATIVE_MARKS`, directly or
+    through its module's marks (a VM mark wins); None for any other test."""
     if any(item.get_closest_marker(mark) for mark in VM_MARKS):
         return VM_GROUP
     if any(item.get_closest_marker(mark) for mark in NATIVE_MARKS):
@@ -286,8 +285,8 @@ def machine_group(item: pytest.Item) -> str | None:
 
 
 def one_worker_per_machine_group(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist, every module with a test that :func:`uses_the_machine` in its :func:`machine_group`,
-    the native group's modules first, then the VM group's, then the rest.
+    """Under pytest-xdist, every module with a test that has a :func:`machine_group` in that group, the native
+    group's modules first, then the VM group's, then the rest.
 
     ``pytest -n 2 --dist loadgroup --no-loadscope-reorder`` (scripts/test.sh): each group is one unit of
     work, run in collection order (so :func:`last_the_lab_modules` still holds inside the VM group); xdist

@@ -60,7 +60,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -462,7 +462,7 @@ def _job_events(rack: Rack) -> list[Path]:
     return sorted(runs_dir(rack.ctx.state_dir).glob("*/artifacts/*/job_events/*.json"))
 
 
-def _events(paths: Iterator[Path]) -> list[dict[str, Any]]:
+def _events(paths: Iterable[Path]) -> list[dict[str, Any]]:
     """The events in ``paths``, in the order they were made; a file a SIGKILL cut short is left out."""
     events = []
     for path in paths:
