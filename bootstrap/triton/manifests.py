@@ -1,5 +1,11 @@
-"""Kubernetes manifests per model: repository ConfigMap, Deployment (GPUs = TP x PP), Services,
-ServiceMonitor, and for a model with ``deployment.autoscaling`` a KEDA ScaledObject.
+"""Kubernetes manifests per model: repository ConfigMap, Deployment (GPUs = TP x PP), Services, a
+PodDisruptionBudget, ServiceMonitor, and for a model with ``deployment.autoscaling`` a KEDA ScaledObject.
+
+Day-2 work drains nodes (firmware, driver upgrades, redeploys). The replicas are spread over the GPU nodes where
+the GPUs allow it (a preferred anti-affinity by hostname) and the budget lets a drain evict one replica at a
+time (:data:`MAX_UNAVAILABLE`): a drain of a node holding two replicas waits until the first one's replacement
+is ready elsewhere, so a model with two or more replicas keeps serving through a rollout; a stopping pod
+serves on for :data:`PRE_STOP_S` while the Service drops it.
 
 The rendered repository travels in ConfigMap ``<model>-repository``; the Deployment's initContainer copies it
 to where Triton loads it (:mod:`bootstrap.triton.repository_volume`). The model's files are mounted read-only
@@ -41,6 +47,14 @@ QUEUED_MODEL = "tensorrt_llm"
 KEDA_API = "keda.sh/v1alpha1"
 #: How often KEDA asks Prometheus (seconds): the ServiceMonitor's scrape interval.
 POLLING_INTERVAL_S = 15
+#: How long a stopping Triton pod keeps serving before tritonserver is told to stop (its preStop hook): the
+#: Service's endpoints, kube-proxy on every node and the API server's service proxy drop the pod meanwhile, so
+#: no request reaches a server that is going away. Within the pod's 60 s grace period.
+PRE_STOP_S = 10
+#: The model's PodDisruptionBudget: evictions (drains) take one replica at a time. A number, not a
+#: ``minAvailable``: with one replica a drain still proceeds (that model is down meanwhile, as it would be
+#: anyway), where ``minAvailable: 1`` would block every drain of its node.
+MAX_UNAVAILABLE = 1
 
 
 def _labels(spec: ModelSpec) -> dict[str, str]:
@@ -101,6 +115,7 @@ def deployment(spec: ModelSpec, repository: dict[str, Any] | None = None) -> dic
         "startupProbe": _probe(READY_PATH, 10, 90),
         "readinessProbe": _probe(READY_PATH, 5, 3),
         "livenessProbe": _probe("/v2/health/live", 10, 3),
+        "lifecycle": {"preStop": {"exec": {"command": ["sleep", str(PRE_STOP_S)]}}},
         "volumeMounts": [
             {"name": "weights", "mountPath": dep.storage.mount_path, "readOnly": True},
             {"name": "launcher", "mountPath": LAUNCH_MOUNT, "readOnly": True},
@@ -130,6 +145,7 @@ def deployment(spec: ModelSpec, repository: dict[str, Any] | None = None) -> dic
                 "spec": {
                     "nodeSelector": {"nvidia.com/gpu.product": dep.gpu_product},
                     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                    "affinity": _spread(spec),
                     "terminationGracePeriodSeconds": 60,
                     "initContainers": [repo_volume.copier_container(spec, image, LAUNCH_MOUNT)],
                     "containers": [container],
@@ -143,6 +159,23 @@ def deployment(spec: ModelSpec, repository: dict[str, Any] | None = None) -> dic
                 },
             },
         },
+    }
+
+
+def _spread(spec: ModelSpec) -> dict[str, Any]:
+    """Replicas on different nodes where the GPUs allow (preferred: never leaves a replica unscheduled)."""
+    term = {"labelSelector": {"matchLabels": _labels(spec)}, "topologyKey": "kubernetes.io/hostname"}
+    preferred = [{"weight": 100, "podAffinityTerm": term}]
+    return {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": preferred}}
+
+
+def disruption_budget(spec: ModelSpec) -> dict[str, Any]:
+    """PodDisruptionBudget ``triton-<model>``: drains evict one replica at a time (:data:`MAX_UNAVAILABLE`)."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _meta(spec, f"triton-{spec.name}"),
+        "spec": {"maxUnavailable": MAX_UNAVAILABLE, "selector": {"matchLabels": _labels(spec)}},
     }
 
 
@@ -316,6 +349,7 @@ def build_manifests(spec: ModelSpec, scaling: Scaling | None = None) -> dict[str
         repository,
         deployment(spec, repository),
         *services(spec),
+        disruption_budget(spec),
     ]
     files = {"deployment.yaml": core, "servicemonitor.yaml": [service_monitor(spec)]}
     if scaling is not None:

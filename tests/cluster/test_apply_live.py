@@ -162,6 +162,7 @@ def test_manifests_applied_server_side_as_rackctl_once_the_missing_crd_reported(
                 f"Deployment/{namespace}/triton-m",
                 f"Service/{namespace}/triton-m",
                 f"Service/{namespace}/triton-m-metrics",
+                f"PodDisruptionBudget/{namespace}/triton-m",
             ]
         )
         dep = kube.call("GET", f"/apis/apps/v1/namespaces/{namespace}/deployments/triton-m")
@@ -172,13 +173,14 @@ def test_manifests_applied_server_side_as_rackctl_once_the_missing_crd_reported(
             f"/api/v1/namespaces/{namespace}/configmaps/m-launcher",
             f"/api/v1/namespaces/{namespace}/configmaps/m-repository",
             f"/api/v1/namespaces/{namespace}/services/triton-m",
+            f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/triton-m",
         ]
         before = {path: content(kube.call("GET", path)) for path in paths}
         versions = {path: kube.call("GET", path)["metadata"]["resourceVersion"] for path in paths}
 
         again = apply_objects(api, objects)
         assert set(again.applied.values()) == {"unchanged"} and not again.changed, again.applied
-        assert again.summary().startswith("6 object(s) applied (6 unchanged); not applied: ServiceMonitor/")
+        assert again.summary().startswith("7 object(s) applied (7 unchanged); not applied: ServiceMonitor/")
         # Content, labels and the Deployment's generation as before (no rollout triggered); the server wrote
         # nothing: every resourceVersion as before. (1.37.2 bumps a PersistentVolumeClaim's resourceVersion on a
         # no-op server-side apply, measured here; the model's objects hold no claim any more.)

@@ -135,8 +135,9 @@ def test_up_applies_labels_deploys_triton_and_stays_not_applied(
         nodes = _stage(doc, "kubernetes")["nodes"]
         assert all("labels/taints applied: unchanged" in nodes[n]["message"] for n in JOINED)
         triton = _stage(doc, "triton")
-        # six objects per model: no claim since the model files are mounted where they live (issue 26)
-        assert all(f"{m}: deployed, ready 1/1; 6 object(s) applied (6 unchanged)" in triton["message"] for m in MODELS)
+        # seven objects per model: no claim since the model files are mounted where they live (issue 26); its
+        # disruption budget
+        assert all(f"{m}: deployed, ready 1/1; 7 object(s) applied (7 unchanged)" in triton["message"] for m in MODELS)
         again = kube.call("GET", f"/apis/apps/v1/namespaces/{namespace}/deployments/triton-{MODELS[0]}")
         assert again["metadata"]["generation"] == generation  # no rollout triggered
 

@@ -53,6 +53,34 @@ def test_manifests_pass_strict_validation_and_carry_the_model():
     assert spec.hf_model_dir.startswith("/models/") and spec.engine_dir.startswith("/models/")
 
 
+def test_a_drain_evicts_one_replica_at_a_time_replicas_prefer_different_nodes_and_a_stopping_pod_serves_on():
+    """The budget selects exactly the Deployment's pods and lets one go at a time (not minAvailable: a
+    one-replica model's node can still be drained); the anti-affinity spreads replicas by node but is only
+    preferred, so GPUs on one node still take every replica."""
+    spec = make_spec(deployment={"replicas": 2})
+    objects = build_manifests(spec)["deployment.yaml"]
+    assert validate_objects(objects) == []
+    kinds = _by_kind(objects)
+    budget = kinds[("PodDisruptionBudget", "triton-llama3-8b")]
+    dep = kinds[("Deployment", "triton-llama3-8b")]
+    pod_labels = dep["spec"]["template"]["metadata"]["labels"]
+    assert budget["apiVersion"] == "policy/v1" and budget["metadata"]["namespace"] == dep["metadata"]["namespace"]
+    assert budget["spec"] == {"maxUnavailable": 1, "selector": dep["spec"]["selector"]}
+    assert budget["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    affinity = dep["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    assert "requiredDuringSchedulingIgnoredDuringExecution" not in affinity
+    (term,) = affinity["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert term["podAffinityTerm"]["labelSelector"] == dep["spec"]["selector"]
+    # a stopping pod serves on while the Service drops it, within its grace period
+    container = dep["spec"]["template"]["spec"]["containers"][0]
+    assert container["lifecycle"]["preStop"]["exec"]["command"] == ["sleep", "10"]
+    assert dep["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > 10
+    # every model has its own budget and spread: another model's pods are not counted
+    other = _by_kind(build_manifests(make_spec(name="other"))["deployment.yaml"])
+    assert other[("PodDisruptionBudget", "triton-other")]["spec"]["selector"] != budget["spec"]["selector"]
+
+
 def test_nfs_share_is_mounted_read_only_where_the_configs_point():
     spec = make_spec(deployment={"storage": {"kind": "nfs", "nfs_server": "powerscale.lab", "nfs_path": "/ifs/ai"}})
     objects = build_manifests(spec)["deployment.yaml"]
