@@ -14,6 +14,7 @@
 #   RACKCTL_MOLECULE_HOSTS  the hosts pattern (default all:!head: the lab's head node is this machine)
 #   RACKCTL_PYTHON      the Python with rackctl, ansible and molecule (default .venv/bin/python)
 #   RACKCTL_MOLECULE_COMMAND  the molecule command (default test; verify checks nodes already converged)
+#   RACKCTL_ANSIBLE_STRATEGY  mitogen (default) or linear, as for rackctl's own runs
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${RACKCTL_PYTHON:-.venv/bin/python}"
@@ -26,6 +27,11 @@ export PATH="$(cd "$(dirname "$PY")" && pwd):$PATH"
 "$PY" -m molecule --version >/dev/null 2>&1 || { echo "molecule: not installed (pip install -e '.[test]')" >&2; exit 3; }
 "$PY" -m bootstrap inventory render -i "$INV" --state-dir "$RACKCTL_STATE_DIR" >/dev/null
 export RACKCTL_INVENTORY_DIR="$RACKCTL_STATE_DIR/ansible/inventory"
+# the strategy rackctl's own runs use (RACKCTL_ANSIBLE_STRATEGY, default Mitogen's: one Python per host for
+# the run instead of one per task, which is what a task costs on a TCG VM): the scenarios run as the stage does
+eval "$("$PY" -c 'import shlex
+from bootstrap.ansible_driver import strategy, strategy_env
+for k, v in strategy_env(strategy()).items(): print(f"export {k}={shlex.quote(v)}")')"
 roles=("$@")
 if [ ${#roles[@]} -eq 0 ]; then
   for dir in roles/*/molecule/default; do roles+=("$(basename "$(dirname "$(dirname "$dir")")")"); done
