@@ -48,8 +48,11 @@ the registry's hosts, and the check container pulled through the registry and ru
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import copy
 import dataclasses
+import http.client
 import ipaddress
 import json
 import os
@@ -57,9 +60,11 @@ import re
 import shlex
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import threading
+import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -100,6 +105,7 @@ from tests.ansible.test_playbook_stage import Recorder
 from tests.day2.conftest import mark_joined
 from tests.lab.vmlab import write_inventory
 from tests.mirror.standin_upstream import serve
+from tests.ports import free_port
 
 pytestmark = [
     pytest.mark.lab,
@@ -134,6 +140,49 @@ class NetnsEnvironment(HostEnvironment):
         return self.key
 
 
+class _NamespacedHTTPS(http.client.HTTPSConnection):
+    """HTTPS over a TCP connection made inside the lab bridge's namespace (where the API VIP is)."""
+
+    def connect(self) -> None:
+        sock = NETWORK.connect(self.host, self.port, timeout=self.timeout or 15.0)  # type: ignore[arg-type]
+        self.sock = self._context.wrap_socket(sock, server_hostname=self.host)  # type: ignore[attr-defined]
+
+
+class ApiClient:
+    """The API server at the kubeconfig's address, reached from this process: the kubeconfig's CA and client
+    certificate, a new connection per request (as each kubectl process makes one: a request that fails is
+    never retried here), no subprocess. Five kubectl processes a second took a core of the two the cluster
+    runs on."""
+
+    def __init__(self, kubeconfig: Path, folder: Path) -> None:
+        config = yaml.safe_load(kubeconfig.read_text())
+        cluster, user = config["clusters"][0]["cluster"], config["users"][0]["user"]
+        server = urllib.parse.urlsplit(cluster["server"])
+        self.host, self.port = str(server.hostname), server.port or 443
+        folder.mkdir(mode=0o700, exist_ok=True)
+        files = {
+            "ca.crt": cluster["certificate-authority-data"],
+            "client.crt": user["client-certificate-data"],
+            "client.key": user["client-key-data"],
+        }
+        for name, data in files.items():
+            (folder / name).write_bytes(base64.b64decode(data))
+            (folder / name).chmod(0o600)
+        self.context = ssl.create_default_context(cafile=str(folder / "ca.crt"))
+        self.context.load_cert_chain(str(folder / "client.crt"), str(folder / "client.key"))
+
+    def request(self, method: str, path: str, body: bytes | None = None, timeout: float = 15.0) -> tuple[int, bytes]:
+        """``(status, body)``; an ``OSError`` or ``http.client.HTTPException`` where no answer came."""
+        conn = _NamespacedHTTPS(self.host, self.port, context=self.context, timeout=timeout)
+        try:
+            headers = {"Content-Type": "application/json"} if body is not None else {}
+            conn.request(method, path, body=body, headers=headers)
+            response = conn.getresponse()
+            return response.status, response.read()
+        finally:
+            conn.close()
+
+
 @dataclass
 class Rack:
     ctx: StageContext
@@ -156,6 +205,11 @@ class Rack:
     formed_by: tuple[int, dict[str, Any]] = (0, {})
     #: the Ansible events of the ``rackctl up`` SIGKILLed during init before it (ansible-runner's job_events)
     killed_init: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    #: the tests' own client of the API server (:meth:`api`), made on first use
+    client: ApiClient | None = None
+    #: the tree the nodes boot from and the Debian packages :func:`kubenode.install` gives them (a node added later)
+    tree: Path = Path()
+    debian: list[Path] = dataclasses.field(default_factory=list)
 
     def ssh(self, host: str, command: str, *, timeout: float = 120) -> str:
         node = self.nodes[host]
@@ -170,6 +224,13 @@ class Rack:
         if proc.returncode != 0:
             raise AssertionError(f"{host}: {command!r} exited {proc.returncode}: {proc.stderr[-2000:]}")
         return proc.stdout
+
+    def api(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+        """One request to the API server through the VIP from this process (:class:`ApiClient`): what a steady
+        stream of requests and a watcher use instead of a kubectl process each."""
+        if self.client is None:
+            self.client = ApiClient(self.ctx.state_dir / KUBECONFIG, self.ctx.state_dir / "test-api-client")
+        return self.client.request(method, path, body)
 
     def kubectl(self, *args: str, input_text: str | None = None) -> subprocess.CompletedProcess[str]:
         """This machine's kubectl with the kubeconfig rackctl fetched (the API VIP), from the bridge's namespace."""
@@ -294,6 +355,7 @@ def rack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rack]:
             ctx = StageContext("kubernetes", inventory, NODES, journal, state, run_id, options, Recorder())
             registry_log = services.run_dir / "registry.log"
             rack_ctx = Rack(ctx, nodes, key, bundle, binaries, inventory_path, archives, filled, registry_log)
+            rack_ctx.tree, rack_ctx.debian = tree, debian
             for hostname in NODES:
                 kubenode.install(nodes[hostname], binaries, debian, lambda c, h=hostname: rack_ctx.ssh(h, c))
                 _network_stage_standin(rack_ctx, hostname)
@@ -978,8 +1040,9 @@ SERVED_RELEASE = "26.07"
 GPU_PRODUCT = "NVIDIA-L40S"  # gpu-01's inventory GPUs (L40S x 2), as GPU feature discovery labels them
 
 
-def _serving_inventory(rack: Rack, folder: Path, source: Path) -> Path:
-    data = yaml.safe_load(rack.inventory_path.read_text())
+def _serving_inventory(rack: Rack, folder: Path, source: Path, *, base: Path | None = None, replicas: int = 1) -> Path:
+    """``base`` (the module's inventory by default) serving rackctl's model from ``source`` with ``replicas``."""
+    data = yaml.safe_load((base or rack.inventory_path).read_text())
     data["models"] = [
         {
             "name": SERVED_MODEL,
@@ -988,9 +1051,10 @@ def _serving_inventory(rack: Rack, folder: Path, source: Path) -> Path:
             "source_dir": str(source),
             "streaming": True,
             "max_batch_size": 4,
-            "deployment": {"gpu_product": GPU_PRODUCT, "shm_size": "256Mi"},
+            "deployment": {"gpu_product": GPU_PRODUCT, "shm_size": "256Mi", "replicas": replicas},
         }
     ]
+    folder.mkdir(parents=True, exist_ok=True)
     path = folder / "serving.yml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
@@ -1095,7 +1159,7 @@ def test_the_triton_stage_serves_a_delivered_model_from_a_real_tritonserver_pod_
             assert loaded in log, log[-3000:]
             assert code == 0, stage
             assert stage["status"] == "completed" and stage["applied"] is True, stage
-            assert "tiny-llm: TTFT" in stage["message"] and "7 object(s) applied (7 created)" in stage["message"]
+            assert "tiny-llm: TTFT" in stage["message"] and "8 object(s) applied (8 created)" in stage["message"]
             _dashboard_metrics_published(rack)
             generation = _get(rack, "deployment", "-n", "triton", f"triton-{SERVED_MODEL}")["metadata"]["generation"]
             code, second = _rackctl_at_the_head(env, *up)
@@ -1103,13 +1167,14 @@ def test_the_triton_stage_serves_a_delivered_model_from_a_real_tritonserver_pod_
             again = _get(rack, "deployment", "-n", "triton", f"triton-{SERVED_MODEL}")["metadata"]["generation"]
             assert again == generation
             message = _triton_stage(second)["message"]
-            assert "7 object(s) applied (7 unchanged)" in message, message
+            assert "8 object(s) applied (8 unchanged)" in message, message
             with Journal(state, readonly=True) as journal:
                 steps = [s.status for s in journal.steps(node="gpu-01") if s.stage == "triton"]
                 node_state = journal.nodes()["gpu-01"].state.value
             assert steps == ["completed", "completed"]  # each `up` converges again, journalled
             assert node_state == "registered"  # a cluster-wide stage moves no node along its lifecycle
             _updates_without_a_dropped_request(rack, env, common, source, version=version, tmp_path=tmp_path)
+            _two_replicas_through_a_firmware_rollout(rack, env, state, source, tmp_path)
         finally:
             rack.kubectl("delete", "namespace", "triton", "--ignore-not-found", "--wait=false")
 
@@ -1120,11 +1185,14 @@ def _generate(rack: Rack, body: Path) -> Callable[[], str | None]:
     path = f"/api/v1/namespaces/triton/services/triton-{SERVED_MODEL}:http/proxy/v2/models/tensorrt_llm/generate"
 
     def ask() -> str | None:
-        proc = rack.kubectl("create", "--raw", path, "-f", str(body), "--request-timeout=15s")
-        with contextlib.suppress(json.JSONDecodeError):
-            if proc.returncode == 0 and json.loads(proc.stdout).get("text_output") == "what is the":
+        try:
+            status, answer = rack.api("POST", path, body.read_bytes())
+        except (OSError, http.client.HTTPException) as exc:
+            return f"no answer: {exc!r}"
+        with contextlib.suppress(json.JSONDecodeError, UnicodeDecodeError):
+            if status in (200, 201) and json.loads(answer).get("text_output") == "what is the":
                 return None
-        return (proc.stderr or proc.stdout).strip()[-300:]
+        return f"{status}: {answer[-300:]!r}"
 
     return ask
 
@@ -1164,7 +1232,7 @@ def _update_under_traffic(
     """``rackctl triton deliver`` of the model's source, then ``rackctl up --stages triton``, while a steady
     stream of generate requests (``body``) goes through the Service: up's exit code, the triton stage, the
     version delivered and the stream's count."""
-    with Traffic(rack, _generate(rack, body)) as traffic:
+    with Traffic(_generate(rack, body)) as traffic:
         code, delivered = _rackctl_at_the_head(env, "triton", "deliver", *common)
         assert code == 0, delivered
         version = str(delivered["models"][0]["version"])
@@ -1213,6 +1281,138 @@ def _updates_without_a_dropped_request(
     _none_failed(traffic)
 
 
+SECOND_WORKER = "gpu-02"
+
+
+def _with_second_worker(rack: Rack, folder: Path) -> Path:
+    """The module's inventory with :data:`SECOND_WORKER` added: gpu-01's kind (R760xa, L40S x 2), addresses of
+    its own on both networks."""
+    data = yaml.safe_load(rack.inventory_path.read_text())
+    node = copy.deepcopy(next(n for n in data["nodes"] if n["hostname"] == "gpu-01"))
+    node.update(hostname=SECOND_WORKER, service_tag="LABT009")
+    node["bmc"]["address"] = f"127.0.0.1:{free_port()}"
+    for nic in node["interfaces"]:
+        nic["mac"] = nic["mac"][:-2] + "09"
+        nic["ip"] = str(ipaddress.ip_address(nic["ip"]) + 20)
+    data["nodes"].append(node)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "with-gpu-02.yml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+@contextlib.contextmanager
+def _second_worker(rack: Rack, folder: Path) -> Iterator[Path]:
+    """A second GPU worker added to the formed cluster the way a site adds one to an installed rack: the
+    inventory with it (yielded), a native node booted from the same tree and made ready as the others were
+    (kubenode; the network stage's STAND-IN: :func:`_network_stage_standin`, its package source and
+    container runtime roles for real), then ``rackctl up --stages kubernetes --limit gpu-02`` on the head
+    node (the product's CLI: the host side from the mirror, kubeadm join as a worker with the control planes
+    helping, its labels; the Helm releases left as they are). Taken out after: its Node deleted, the node
+    stopped and removed."""
+    inventory_path = _with_second_worker(rack, folder)
+    inventory = load_inventory(inventory_path)
+    spec = inventory.node(SECOND_WORKER)
+    pxe, management = spec.address_on("pxe"), spec.address_on("management")
+    state = rack.ctx.state_dir
+    host_key = ensure_host_key(state, SECOND_WORKER)
+    write_known_hosts(known_hosts_path(state), {SECOND_WORKER: (host_key, [str(pxe)])})
+    node = nspawn.NativeNode(
+        SECOND_WORKER, f"{pxe}/24", folder / "node", interface="mgmt0", extra_addresses=(f"{management}/24",)
+    )
+    rack.nodes[SECOND_WORKER] = node
+    try:
+        nspawn.start(
+            node, rack.tree, NETWORK, authorized_keys=rack.key.with_suffix(".pub").read_text(),
+            host_key=host_key.private_path,
+        )  # fmt: skip
+        kubenode.install(node, rack.binaries, rack.debian, lambda c: rack.ssh(SECOND_WORKER, c))
+        rack.ctx.journal.register_nodes([SECOND_WORKER])
+        _network_stage_standin(rack, SECOND_WORKER)
+        ctx = replace(rack.ctx, inventory=inventory, nodes=[SECOND_WORKER])
+        played = play(ctx, str(NODE_SOURCES_PLAYBOOK), [SECOND_WORKER], work_name="node-sources-gpu-02")
+        assert played.ok, played.output_tail
+        common = ["-i", str(inventory_path), "--state-dir", str(state), "--limit", SECOND_WORKER]
+        args = ["up", *common, "--stages", "kubernetes", "--charts", str(CHARTS_DIR), "--helm-timeout", "300", "--yes"]
+        code, doc = _rackctl_at_the_head(_head_env(rack), *args, timeout=900)
+        stage = next(s for s in doc["stages"] if s["name"] == "kubernetes")
+        assert code == 0, json.dumps(stage)[-3000:]
+        joined = stage["nodes"][SECOND_WORKER]
+        assert joined["ok"] and joined["message"].startswith("joined as worker"), joined
+        timing.wait_for(lambda: SECOND_WORKER in _ready_nodes(rack), timeout=180, what="gpu-02 Ready")
+        yield inventory_path
+    finally:
+        rack.kubectl("delete", "node", SECOND_WORKER, "--ignore-not-found", "--wait=false")
+        nspawn.stop(node)
+        nspawn.remove(node)
+        del rack.nodes[SECOND_WORKER]
+
+
+def _two_replicas_through_a_firmware_rollout(
+    rack: Rack, env: dict[str, str], state: Path, source: Path, tmp_path: Path
+) -> None:
+    """A second GPU worker joins (:func:`_second_worker`), the model goes to two replicas (``rackctl triton
+    deliver`` puts its files on gpu-02 too, ``rackctl up --stages triton`` scales it: one replica per node,
+    the rendered anti-affinity, and a budget the real disruption controller says allows one eviction), then
+    ``rackctl firmware apply`` (max unavailable 1) rolls over all five nodes while a steady stream of generate
+    requests goes through the model's Service: each node cordoned and drained before its update and
+    uncordoned after, never schedulable while its update runs; the replica on a drained GPU node moves to the
+    other, the budget holding one serving meanwhile; the failed requests counted (none). STAND-INS, labelled:
+    the GPUs (:func:`_gpus_advertised`), the BMCs and their firmware (emulated iDRACs: no server reboots)."""
+    with _second_worker(rack, tmp_path / "gpu-02") as with_gpu02, _gpus_advertised(rack, SECOND_WORKER, 2):
+        nodes = [*NODES, SECOND_WORKER]
+        shutil.copy(known_hosts_path(rack.ctx.state_dir), known_hosts_path(state))  # gpu-02's pin
+        two = _serving_inventory(rack, tmp_path / "two", source, base=with_gpu02, replicas=2)
+        common = ("-i", str(two), "--state-dir", str(state))
+        code, delivered = _rackctl_at_the_head(env, "triton", "deliver", *common)
+        assert code == 0, delivered
+        assert delivered["models"][0]["nodes"] == ["gpu-01", SECOND_WORKER], delivered
+        code, doc = _rackctl_at_the_head(env, "up", *common, "--stages", "triton", "--triton-timeout", "300")
+        assert code == 0, _triton_stage(doc)
+        selector = f"app.kubernetes.io/instance={SERVED_MODEL}"
+        timing.wait_for(
+            lambda: _where(rack, selector, "triton") == ["gpu-01", SECOND_WORKER],
+            timeout=300, what="a replica on each GPU node",
+        )  # fmt: skip
+        budget = f"poddisruptionbudget/triton-{SERVED_MODEL}"
+        timing.wait_for(
+            lambda: _get(rack, budget, "-n", "triton").get("status", {}).get("disruptionsAllowed") == 1,
+            timeout=60, what="the model's budget allowing one eviction",
+        )  # fmt: skip
+        body = tmp_path / "generate-rollout.json"
+        body.write_text(json.dumps({"text_input": "what is the capital of Texas", "max_tokens": 3}))
+        seat = _operator_seat(rack, tmp_path / "seat", inventory=with_gpu02)
+        watch = RolloutWatch(rack, seat.bmcs, _at_baseline, nodes)
+        try:
+            with Traffic(_generate(rack, body)) as traffic:
+                watch.start()
+                code, data = _rackctl(
+                    seat.env, "firmware", "apply", "-i", str(seat.inventory), "--state-dir", str(seat.state),
+                    "--poll", "0.2", timeout=1200,
+                )  # fmt: skip
+        finally:
+            watch.stopped.set()
+            watch.join(timeout=30)
+            seat.bmcs.stop()
+        try:
+            assert code == 0, data
+            rows = {n["node"]: n for n in data["nodes"]}
+            assert {n: rows[n]["status"] for n in nodes} == dict.fromkeys(nodes, "done"), data
+            for name in nodes:
+                assert rows[name]["records"]["cordon"] == "cordoned and drained", rows[name]
+                assert rows[name]["records"]["uncordon"] == "uncordoned", rows[name]
+            assert watch.violations == [] and all(watch.mid_update[n] > 0 for n in nodes), watch.mid_update
+            assert all(_schedulable(rack, n) for n in nodes)
+            timing.wait_for(
+                lambda: len(_where(rack, selector, "triton")) == 2, timeout=300, what="two replicas serving again"
+            )
+            print(f"generate requests during the rollout: {traffic.ok} answered, {len(traffic.failed)} failed")
+            _none_failed(traffic)
+        finally:
+            for name in nodes:
+                rack.kubectl("uncordon", name)
+
+
 @dataclass
 class OperatorSeat:
     """Where a test runs rackctl against the real cluster as an operator would: emulated iDRACs as the
@@ -1226,10 +1426,12 @@ class OperatorSeat:
     env: dict[str, str]
 
 
-def _operator_seat(rack: Rack, folder: Path, state: Path | None = None) -> OperatorSeat:
+def _operator_seat(rack: Rack, folder: Path, state: Path | None = None, inventory: Path | None = None) -> OperatorSeat:
     """An :class:`OperatorSeat` in ``folder``; ``state``: an existing state directory, else a new one with a
-    copy of rackctl's kubeconfig (so that the module's journal is not written to)."""
-    bmcs, inventory, secrets_env = _emulated_idracs(rack, folder)
+    copy of rackctl's kubeconfig (so that the module's journal is not written to); ``inventory``: the one its
+    BMCs are made for and its copy is made of (the module's by default)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    bmcs, inventory, secrets_env = _emulated_idracs(rack, folder, inventory or rack.inventory_path)
     if state is None:
         state = folder / "state"
         state.mkdir(mode=0o700)
@@ -1341,70 +1543,20 @@ def test_rackctls_drain_moves_a_workers_pods_off_with_real_kubelets_and_a_budget
         rack.kubectl("uncordon", "gpu-01")
 
 
-#: two replicas of a small HTTP server (busybox httpd, the image every node has) behind a Service, spread
-#: over the nodes, a budget of one disruption, and a preStop pause (8 s, for a loaded machine) so that a pod
-#: being evicted answers until the Service has dropped it: a LAB STAND-IN for a Triton Deployment (no GPU,
-#: no tritonserver image here)
-SERVING = """
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: serve-proof, namespace: default}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: serve-proof}}
-  template:
-    metadata: {labels: {app: serve-proof}}
-    spec:
-      terminationGracePeriodSeconds: 20
-      tolerations: [{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}]
-      topologySpreadConstraints:
-        - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule,
-           nodeTaintsPolicy: Honor, labelSelector: {matchLabels: {app: serve-proof}}}
-      containers:
-        - name: httpd
-          image: docker.io/library/busybox:latest
-          imagePullPolicy: IfNotPresent
-          command: [/bin/busybox, sh, -c,
-                    "mkdir -p /www && echo served > /www/index.html && exec /bin/busybox httpd -f -p 8080 -h /www"]
-          readinessProbe: {httpGet: {path: /, port: 8080}, periodSeconds: 1}
-          lifecycle: {preStop: {exec: {command: [/bin/busybox, sleep, "8"]}}}
----
-apiVersion: v1
-kind: Service
-metadata: {name: serve-proof, namespace: default}
-spec:
-  selector: {app: serve-proof}
-  ports: [{port: 80, targetPort: 8080}]
----
-apiVersion: policy/v1
-kind: PodDisruptionBudget
-metadata: {name: serve-proof, namespace: default}
-spec: {maxUnavailable: 1, selector: {matchLabels: {app: serve-proof}}}
-"""
-#: the Service through the API server's service proxy (what `rackctl triton smoke` uses)
-SERVED = "/api/v1/namespaces/default/services/serve-proof:80/proxy/"
-
-
 #: the pause between two of :class:`Traffic`'s requests (five a second at most)
 TRAFFIC_PACE_S = 0.2
 
 
 class Traffic(threading.Thread):
     """A steady stream of requests until stopped; counts answers and failures. ``ask`` sends one request and
-    says what went wrong (None: answered as expected); by default a GET of the serve-proof Service."""
+    says what went wrong (None: answered as expected)."""
 
-    def __init__(self, rack: Rack, ask: Callable[[], str | None] | None = None) -> None:
-        super().__init__(name="serve-proof-traffic", daemon=True)
-        self.rack, self.stopped = rack, threading.Event()
-        self.ask = ask or self._serve_proof
+    def __init__(self, ask: Callable[[], str | None]) -> None:
+        super().__init__(name="serving-traffic", daemon=True)
+        self.stopped = threading.Event()
+        self.ask = ask
         self.ok = 0
         self.failed: list[str] = []
-
-    def _serve_proof(self) -> str | None:
-        proc = self.rack.kubectl("get", "--raw", SERVED, "--request-timeout=15s")
-        if proc.returncode == 0 and proc.stdout.strip() == "served":
-            return None
-        return (proc.stderr or proc.stdout).strip()[-300:]
 
     def run(self) -> None:
         while True:
@@ -1413,8 +1565,8 @@ class Traffic(threading.Thread):
                 self.ok += 1
             else:
                 self.failed.append(failure)
-            # a request every PACE_S at most: each is a kubectl process, and back to back they took a core
-            # from the cluster whose rollout they watch
+            # a request every PACE_S at most: a steady stream, not a load test of the two cores the cluster
+            # whose rollout it watches runs on
             if self.stopped.wait(TRAFFIC_PACE_S):
                 return
 
@@ -1433,23 +1585,26 @@ class RolloutWatch(threading.Thread):
     is not at the baseline yet is mid-update; seen schedulable in the Node reads before and after, a
     violation."""
 
-    def __init__(self, rack: Rack, bmcs: Any, baseline: Callable[[dict[str, str]], bool]) -> None:
+    def __init__(self, rack: Rack, bmcs: Any, baseline: Callable[[dict[str, str]], bool], nodes: list[str]) -> None:
         super().__init__(name="rollout-watch", daemon=True)
         self.rack, self.bmcs, self.at_baseline, self.stopped = rack, bmcs, baseline, threading.Event()
-        self.mid_update = dict.fromkeys(NODES, 0)
+        self.mid_update = dict.fromkeys(nodes, 0)
         self.violations: list[str] = []
 
     def unschedulable(self) -> dict[str, bool] | None:
         """Each Node's ``spec.unschedulable``; None where the API did not answer (the sample is not counted)."""
-        proc = self.rack.kubectl("get", "nodes", "-o", "json")
-        if proc.returncode != 0:
+        try:
+            status, answer = self.rack.api("GET", "/api/v1/nodes")
+        except (OSError, http.client.HTTPException):
             return None
-        return {n["metadata"]["name"]: bool(n["spec"].get("unschedulable")) for n in json.loads(proc.stdout)["items"]}
+        if status != 200:
+            return None
+        return {n["metadata"]["name"]: bool(n["spec"].get("unschedulable")) for n in json.loads(answer)["items"]}
 
     def run(self) -> None:
         while not self.stopped.wait(0.2):
             before = self.unschedulable()
-            states = {n: self.bmcs.state(n) for n in NODES}
+            states = {n: self.bmcs.state(n) for n in self.mid_update}
             after = self.unschedulable()
             if before is None or after is None:
                 continue
@@ -1460,14 +1615,14 @@ class RolloutWatch(threading.Thread):
                         self.violations.append(f"{name} schedulable while its update runs")
 
 
-def _emulated_idracs(rack: Rack, folder: Path) -> tuple[Any, Path, dict[str, str]]:
+def _emulated_idracs(rack: Rack, folder: Path, inventory: Path) -> tuple[Any, Path, dict[str, str]]:
     """LAB STAND-IN BMCs: an emulated iDRAC per native node (its model, service tag, NICs and GPUs from the
     inventory) and a copy of the inventory pointing at them with a firmware baseline above what they run.
     Their firmware is theirs: an update does not restart the native node (a real server would reboot)."""
     from tests.firmware import fwlab
 
     password = f"pw-{os.urandom(8).hex()}"
-    data = yaml.safe_load(rack.inventory_path.read_text())
+    data = yaml.safe_load(inventory.read_text())
     specs = []
     for node in data["nodes"]:
         gpus = node.get("gpus") or {}
@@ -1505,55 +1660,6 @@ def _at_baseline(firmware: dict[str, str]) -> bool:
     return (
         firmware.get("iDRAC") == wanted["idrac"] and firmware.get("BIOS") == wanted["bios"] and nics <= {wanted["nic"]}
     )
-
-
-def test_a_firmware_rollout_drains_real_kubelets_one_node_at_a_time_while_a_service_keeps_answering(
-    networked: tuple[Rack, list[dict[str, Any]]], tmp_path: Path
-) -> None:
-    """``rackctl firmware apply`` (max unavailable 1) over the real cluster while two replicas behind a
-    Service answer a steady stream of requests: each node cordoned and drained by rackctl before its update
-    and uncordoned after (real kubelets end the evicted pods, the scheduler places them again), never
-    schedulable while its update runs, the budget holding a replica up, and the failed requests counted
-    (none). rackctl runs on this machine beside the emulated iDRACs; its kubectl enters the bridge's namespace
-    (where the VIP is) through a wrapper. The BMCs and their firmware are LAB STAND-INS (no server reboots)."""
-    rack, _ = networked
-    seat = _operator_seat(rack, tmp_path)
-    assert rack.kubectl("apply", "-f", "-", input_text=SERVING).returncode == 0
-    traffic = Traffic(rack)
-    watch = RolloutWatch(rack, seat.bmcs, _at_baseline)
-    try:
-        timing.wait_for(lambda: len(_where(rack, "app=serve-proof")) == 2, timeout=120, what="two replicas ready")
-        traffic.start()
-        timing.wait_for(lambda: traffic.ok >= 3, timeout=60, what="the Service answering")
-        watch.start()
-        code, data = _rackctl(
-            seat.env, "firmware", "apply", "-i", str(seat.inventory), "--state-dir", str(seat.state),
-            "--poll", "0.2", timeout=900,
-        )  # fmt: skip
-    finally:
-        traffic.stopped.set()
-        watch.stopped.set()
-        traffic.join(timeout=30)
-        watch.join(timeout=30)
-        seat.bmcs.stop()
-    try:
-        assert code == 0, data
-        rows = {n["node"]: n for n in data["nodes"]}
-        assert {n: rows[n]["status"] for n in NODES} == dict.fromkeys(NODES, "done"), data
-        for name in NODES:
-            assert rows[name]["records"]["cordon"] == "cordoned and drained", rows[name]
-            assert rows[name]["records"]["uncordon"] == "uncordoned", rows[name]
-        assert watch.violations == [] and all(watch.mid_update[n] > 0 for n in NODES), watch.mid_update
-        assert all(_schedulable(rack, n) for n in NODES)
-        assert len(_where(rack, "app=serve-proof")) == 2
-        print(f"serve-proof during the rollout: {traffic.ok} answered, {len(traffic.failed)} failed")
-        assert traffic.failed == [], (
-            f"{len(traffic.failed)} of {traffic.ok + len(traffic.failed)}: {traffic.failed[:5]}"
-        )
-    finally:
-        rack.kubectl("delete", "-f", "-", "--ignore-not-found", "--wait=false", input_text=SERVING)
-        for name in NODES:
-            rack.kubectl("uncordon", name)
 
 
 @contextlib.contextmanager
@@ -1671,14 +1777,18 @@ def test_apply_of_an_inventory_without_a_worker_whose_node_is_gone_powers_it_off
     timing.wait_for(lambda: "gpu-01" in _ready_nodes(rack), timeout=180, what="gpu-01 registered and Ready again")
 
 
-def test_rackctls_etcd_member_removal_through_kubectl_exec_and_the_control_plane_joined_again(
+def test_rackctls_etcd_member_removal_through_kubectl_exec_then_a_killed_rejoin_finished_by_the_next_run(
     networked: tuple[Rack, list[dict[str, Any]]], tmp_path: Path
 ) -> None:
     """What ``rackctl redeploy`` of a control plane does to etcd (``Kubectl.remove_etcd_member``: a snapshot,
     then the member removed, through ``kubectl exec`` into the etcd pod of another control plane, whose
     image carries etcdctl) against the real cluster: cp-03's Node deleted first (as redeploy does), its
-    member removed through head-01's etcd pod, a worker left alone; then cp-03, reset as a reimaged node would
-    be, is joined again by the cluster side: three voters, one of them cp-03."""
+    member removed through head-01's etcd pod, a worker left alone. Then cp-03, reset as a reimaged node would
+    be, is joined again, and rackctl is killed during that join: ``rackctl up`` from the kubernetes stage in a
+    process group of its own, the whole group (rackctl, ansible-playbook, ssh) SIGKILLed once cp-03's join
+    has added its etcd member. The next run waits for a kubeadm still running there, reads what the join
+    left, finishes or undoes and redoes it, removes the resolved configs the killed run left, and the cluster
+    ends whole: three voters, one of them cp-03, exactly once."""
     rack, _ = networked
     assert rack.kubectl("delete", "node", "cp-03").returncode == 0
     # the worker first: once cp-03's member is gone, its API server (one behind the VIP) fails until haproxy
@@ -1701,8 +1811,17 @@ def test_rackctls_etcd_member_removal_through_kubectl_exec_and_the_control_plane
     }  # fmt: skip
     assert sorted(m["name"] for m in _etcd_members(rack)) == ["cp-02", "head-01"]
     rack.ssh("cp-03", "kubeadm reset --force >/dev/null 2>&1")
+    url = f"https://{rack.ctx.inventory.node('cp-03').address_on('management')}:2380"
+    _killed_run(
+        rack,
+        tmp_path,
+        lambda: any(url in str(m.get("peerURLs")) for m in _etcd_members(rack)),
+        "cp-03's etcd member added by its join",
+    )
     results = run_cluster_side(rack)
-    assert results["cp-03"].message.startswith("joined as control plane (etcd snapshot "), results["cp-03"].message
+    # the killed join either finished on its own (kubeadm kept running on cp-03) or was undone and redone
+    said = results["cp-03"].message
+    assert said == "already joined" or said.startswith("joined as control plane"), said
     _whole(rack, results)
 
 
@@ -1719,15 +1838,15 @@ def _etcd_members(rack: Rack) -> list[dict[str, object]]:
     return members
 
 
-def test_half_done_joins_of_a_control_plane_and_a_worker_are_undone_and_joined_again(
+def test_a_half_done_join_of_a_control_plane_is_undone_and_joined_again(
     formed: tuple[Rack, dict[str, NodeResult]],
 ) -> None:
-    """What joins that stopped part-way leave, made from the formed cluster with kubectl and systemctl: cp-03
+    """What a control-plane join that stopped part-way leaves, made from the formed cluster with kubectl: cp-03
     as a join that stopped before mark-control-plane (its etcd member started and voting, its static pods up,
-    its Node without the control-plane label), gpu-01 as one whose kubelet got kubelet.conf but whose Node is
-    not in the cluster (kubelet stopped, Node deleted). The old role read kubelet.conf and said "already
-    joined". Now each is undone (cp-03's member removed on head-01, its Node deleted, kubeadm reset) and
-    joined again, and head-01 and cp-02 are left alone."""
+    its Node without the control-plane label). The old role read kubelet.conf and said "already joined". Now
+    it is undone (cp-03's member removed on head-01, its Node deleted, kubeadm reset) and joined again, and the
+    other nodes are left alone. (A worker's half-done join, kubelet.conf without a Node, is undone and joined
+    again at the end of the never-registers test below, with the same message the role gives for it.)"""
     rack, _ = formed
     uids = dict(
         line.split()
@@ -1737,30 +1856,23 @@ def test_half_done_joins_of_a_control_plane_and_a_worker_are_undone_and_joined_a
     )
     old_member = next(m["ID"] for m in _etcd_members(rack) if m["name"] == "cp-03")
     assert rack.kubectl("label", "node", "cp-03", "node-role.kubernetes.io/control-plane-").returncode == 0
-    rack.ssh("gpu-01", "systemctl stop kubelet")
-    assert rack.kubectl("delete", "node", "gpu-01").returncode == 0
 
     results = run_cluster_side(rack)
-    assert {n: results[n].message for n in ("head-01", "cp-02")} == dict.fromkeys(
-        ("head-01", "cp-02"), "already joined"
-    )
+    others = ("head-01", "cp-02", "gpu-01")
+    assert {n: results[n].message for n in others} == dict.fromkeys(others, "already joined")
     assert results["cp-03"].ok and results["cp-03"].message.startswith(
         "joined as control plane after kubeadm reset of a half-done join (the Node has no control-plane label: join "
         f"stopped before its mark-control-plane phase; etcd member {int(str(old_member)):x} removed first) "
         "(etcd snapshot "
     ), results["cp-03"].message
-    assert results["gpu-01"].ok and results["gpu-01"].message == (
-        "joined as worker after kubeadm reset of a half-done join (kubelet.conf without a Node in the cluster: join "
-        "stopped in its kubelet-start phase)"
-    ), results["gpu-01"].message
 
-    # both joined again for real: new Node objects, cp-03 labelled by kubeadm's mark-control-plane, a new etcd
-    # member of cp-03 among three voters; head-01's and cp-02's Nodes untouched
+    # joined again for real: a new Node object, labelled by kubeadm's mark-control-plane, a new etcd member of
+    # cp-03 among three voters; the other Nodes untouched
     proc = rack.kubectl("get", "nodes", "-o", "json")
     listed = {n["metadata"]["name"]: n for n in json.loads(proc.stdout)["items"]}
     assert sorted(listed) == sorted(NODES)
     assert {n: listed[n]["metadata"]["uid"] == uids[n] for n in NODES} == {
-        "head-01": True, "cp-02": True, "cp-03": False, "gpu-01": False,
+        "head-01": True, "cp-02": True, "cp-03": False, "gpu-01": True,
     }  # fmt: skip
     assert "node-role.kubernetes.io/control-plane" in listed["cp-03"]["metadata"]["labels"]
     members = _etcd_members(rack)
@@ -1848,13 +1960,17 @@ def _member_ids(rack: Rack) -> list[str]:
     return sorted(str(m["ID"]) for m in _etcd_members(rack))
 
 
-def test_a_first_control_plane_that_lost_admin_conf_is_refused_never_initialised_again(
-    formed: tuple[Rack, dict[str, NodeResult]],
+def test_a_first_control_plane_that_lost_admin_conf_is_refused_then_a_killed_worker_join_is_finished(
+    formed: tuple[Rack, dict[str, NodeResult]], tmp_path: Path
 ) -> None:
-    """head-01's admin.conf gone (moved aside) on the cluster rackctl formed, gpu-01 taken out: a run of gpu-01
-    alone does not join it (head-01, its helper, refuses: kubeadm init there would make a second cluster), and
-    with head-01 in the run the refusal is head-01's own. Nothing is reset or initialised: the etcd members and
-    head-01's static pods stay. With admin.conf back, the next run of gpu-01 alone joins it."""
+    """head-01's admin.conf gone (moved aside) on the cluster rackctl formed, gpu-01 taken out (its Node deleted,
+    kubeadm reset): a run of gpu-01 alone does not join it (head-01, its helper, refuses: kubeadm init there
+    would make a second cluster), and with head-01 in the run the refusal is head-01's own. Nothing is reset or
+    initialised: the etcd members and head-01's static pods stay. With admin.conf back, ``rackctl up`` from the
+    kubernetes stage joins gpu-01 and its whole process group is SIGKILLed once gpu-01's join has written
+    kubelet.conf (its kubelet-start phase: the Node may not be registered yet). The next run, of gpu-01 alone
+    (the control planes only help), waits for a kubeadm still running there, reads the node and its Node, and
+    the cluster ends whole with gpu-01 joined exactly once."""
     rack, _ = formed
     members = _member_ids(rack)
     assert rack.kubectl("delete", "node", "gpu-01").returncode == 0
@@ -1872,8 +1988,16 @@ def test_a_first_control_plane_that_lost_admin_conf_is_refused_never_initialised
         assert "kube-apiserver.yaml" in rack.ssh("head-01", "ls /etc/kubernetes/manifests").split()
     finally:
         rack.ssh("head-01", "mv /root/admin.conf.kept /etc/kubernetes/admin.conf")
+    _killed_run(
+        rack,
+        tmp_path,
+        (rack.nodes["gpu-01"].root / "etc/kubernetes/kubelet.conf").exists,
+        "gpu-01's kubelet.conf written by its join",
+    )
     results = _run_on(rack, "gpu-01")  # the worker alone: the control planes only help
-    assert list(results) == ["gpu-01"] and results["gpu-01"].message.startswith("joined as worker"), results
+    said = results["gpu-01"].message
+    # the killed join either finished on its own (kubeadm kept running on gpu-01) or was undone and redone
+    assert list(results) == ["gpu-01"] and (said == "already joined" or said.startswith("joined as worker")), results
     _whole(rack, results, nodes=["gpu-01"])
 
 
@@ -2064,17 +2188,6 @@ def test_a_first_control_plane_whose_api_does_not_answer_is_reported_never_reset
     _whole(rack, results)
 
 
-def _take_out(rack: Rack, control_plane: str) -> None:
-    """A control plane out of the cluster by hand, as an operator would before rejoining it: its Node deleted
-    while the cluster is whole, then its etcd member removed on head-01, then kubeadm reset on the node. (In
-    the other order the API through the VIP can be the node's own, whose etcd member is gone: the deletion
-    then timed out, once in a full run.)"""
-    member = next(m["ID"] for m in _etcd_members(rack) if m["name"] == control_plane)
-    assert rack.kubectl("delete", "node", control_plane).returncode == 0
-    rack.ssh("head-01", f"{ETCDCTL} member remove {int(str(member)):x}")
-    rack.ssh(control_plane, "kubeadm reset --force >/dev/null 2>&1")
-
-
 def _killed_run(rack: Rack, tmp_path: Path, reached: Callable[[], bool], what: str, *, again: bool = True) -> None:
     """``rackctl up --stages kubernetes --from kubernetes`` (:func:`up_kubernetes`'s, the stage run again where
     the journal has every node joined: the nodes were taken out by hand; ``again`` False: without ``--from``,
@@ -2120,51 +2233,6 @@ def _whole(rack: Rack, results: dict[str, NodeResult], nodes: list[str] = NODES)
     assert rack.kubectl("get", "--raw", "/readyz").stdout.strip() == "ok"
     for node in NODES:
         assert rack.ssh(node, "ls /etc/kubernetes | grep -c rackctl-kubeadm- || true").strip() == "0", node
-
-
-def test_rackctl_killed_during_a_control_plane_join_and_the_next_run_finishes_the_cluster(
-    formed: tuple[Rack, dict[str, NodeResult]], tmp_path: Path
-) -> None:
-    """SIGKILL of rackctl's whole process group once cp-03's join has added its etcd member: the next run waits
-    for a kubeadm still running there, reads what the join left, finishes or undoes and redoes it, removes
-    the resolved configs the killed run left, and the cluster ends whole."""
-    rack, _ = formed
-    _take_out(rack, "cp-03")
-    url = f"https://{rack.ctx.inventory.node('cp-03').address_on('management')}:2380"
-    _killed_run(
-        rack,
-        tmp_path,
-        lambda: any(url in str(m.get("peerURLs")) for m in _etcd_members(rack)),
-        "cp-03's etcd member added by its join",
-    )
-    results = run_cluster_side(rack)
-    # the killed join either finished on its own (kubeadm kept running on cp-03) or was undone and redone
-    said = results["cp-03"].message
-    assert said == "already joined" or said.startswith("joined as control plane"), said
-    _whole(rack, results)
-
-
-def test_rackctl_killed_during_a_worker_join_and_the_next_run_finishes_the_cluster(
-    formed: tuple[Rack, dict[str, NodeResult]], tmp_path: Path
-) -> None:
-    """gpu-01 taken out (its Node deleted, kubeadm reset), then rackctl's whole process group SIGKILLed once
-    gpu-01's join has written kubelet.conf (its kubelet-start phase: the Node may not be registered yet): the
-    next run waits for a kubeadm still running there, reads the node and its Node, and the cluster ends whole
-    with gpu-01 joined exactly once."""
-    rack, _ = formed
-    assert rack.kubectl("delete", "node", "gpu-01").returncode == 0
-    rack.ssh("gpu-01", "kubeadm reset --force >/dev/null 2>&1")
-    _killed_run(
-        rack,
-        tmp_path,
-        (rack.nodes["gpu-01"].root / "etc/kubernetes/kubelet.conf").exists,
-        "gpu-01's kubelet.conf written by its join",
-    )
-    results = run_cluster_side(rack)
-    said = results["gpu-01"].message
-    assert said == "already joined" or said.startswith("joined as worker"), said
-    assert {n: results[n].message for n in CONTROL_PLANES} == dict.fromkeys(CONTROL_PLANES, "already joined")
-    _whole(rack, results)
 
 
 def test_with_the_first_control_plane_off_the_vip_moves_and_the_api_still_answers(
