@@ -34,8 +34,11 @@ same name, version and values; so is flannel's CNI plugin (rackctl_lab/component
 module is not served by the Go module proxy).
 The serving half runs on it too: ``rackctl triton deliver`` and the triton stage of ``rackctl up``, the
 real tritonserver (the lab's image of the nvidia-pytriton build, under NGC's name: rackctl_lab/components/
-triton_image.py) loading rackctl's own LLM-API model from the delivered files; STAND-INS there: the GPUs
-(an extended resource advertised on gpu-01) and TensorRT-LLM's LLM API in the image.
+triton_image.py) loading rackctl's own LLM-API model from the delivered files; then a second GPU worker,
+gpu-02, joined by ``rackctl up --stages kubernetes --limit gpu-02``, two replicas of the model and a
+``rackctl firmware apply`` over all five nodes while they serve. STAND-INS there: the GPUs (an extended
+resource advertised on gpu-01 and gpu-02), TensorRT-LLM's LLM API in the image, and the BMCs of the rollout
+(emulated iDRACs).
 What the rest of the network stage leaves is done by the fixture as a STAND-IN (its roles run on the lab's
 VMs, tests/inband): role baseline's IP forwarding, role networks' name server in resolv.conf, and the
 journal's record of the stage. Role container_runtime runs whole on the native nodes (with role
@@ -1108,7 +1111,7 @@ def _service_monitor_crd(rack: Rack) -> Iterator[None]:
         rack.kubectl("delete", name, "--ignore-not-found", "--wait=false")
 
 
-def test_the_triton_stage_serves_a_delivered_model_from_a_real_tritonserver_pod_through_its_service(
+def test_the_triton_stage_serves_a_delivered_model_and_two_replicas_serve_on_through_a_firmware_rollout(
     networked: tuple[Rack, list[dict[str, Any]]], tmp_path: Path
 ) -> None:
     """The serving half on the real cluster, run as an operator would on the head node: ``rackctl triton
@@ -1116,9 +1119,11 @@ def test_the_triton_stage_serves_a_delivered_model_from_a_real_tritonserver_pod_
     triton`` applies the rendered manifests, the real scheduler places the pod on gpu-01, its initContainer
     copies the repository out of the ConfigMap, the real tritonserver (the lab's image of it, CPU) loads
     rackctl's own LLM-API model, which reads the delivered files through the hostPath volume, and the stage
-    smoke-tests it through its Service; a second ``up`` changes nothing. STAND-INS, labelled: the GPUs
-    (:func:`_gpus_advertised`) and TensorRT-LLM's LLM API (rackctl_lab/components/trtllm_standin.py) in the
-    image; everything else is real."""
+    smoke-tests it through its Service; a second ``up`` changes nothing. Then two updates under a steady
+    stream of requests (:func:`_updates_without_a_dropped_request`), and two replicas on two GPU workers
+    through a firmware rollout (:func:`_two_replicas_through_a_firmware_rollout`). STAND-INS, labelled: the
+    GPUs (:func:`_gpus_advertised`), TensorRT-LLM's LLM API (rackctl_lab/components/trtllm_standin.py) in
+    the image, and the rollout's BMCs; everything else is real."""
     from bootstrap.inventory.trtllm import version_info
     from rackctl_lab.components.triton_image import triton_image
     from tests.triton.test_model_files import hf_checkpoint
@@ -1379,6 +1384,7 @@ def _two_replicas_through_a_firmware_rollout(
             lambda: _get(rack, budget, "-n", "triton").get("status", {}).get("disruptionsAllowed") == 1,
             timeout=60, what="the model's budget allowing one eviction",
         )  # fmt: skip
+        before = {str(p["metadata"]["name"]) for p in _pods(rack, "triton", selector)}  # type: ignore[index]
         body = tmp_path / "generate-rollout.json"
         body.write_text(json.dumps({"text_input": "what is the capital of Texas", "max_tokens": 3}))
         seat = _operator_seat(rack, tmp_path / "seat", inventory=with_gpu02)
@@ -1406,6 +1412,10 @@ def _two_replicas_through_a_firmware_rollout(
             timing.wait_for(
                 lambda: len(_where(rack, selector, "triton")) == 2, timeout=300, what="two replicas serving again"
             )
+            # each replica was evicted by its node's drain and started again by the scheduler: none of the pods
+            # before the rollout is left
+            after = {str(p["metadata"]["name"]) for p in _pods(rack, "triton", selector)}  # type: ignore[index]
+            assert before and not before & after, (before, after)
             print(f"generate requests during the rollout: {traffic.ok} answered, {len(traffic.failed)} failed")
             _none_failed(traffic)
         finally:
