@@ -29,9 +29,15 @@ export PATH="$(cd "$(dirname "$PY")" && pwd):$PATH"
 export RACKCTL_INVENTORY_DIR="$RACKCTL_STATE_DIR/ansible/inventory"
 # the strategy rackctl's own runs use (RACKCTL_ANSIBLE_STRATEGY, default Mitogen's: one Python per host for
 # the run instead of one per task, which is what a task costs on a TCG VM): the scenarios run as the stage does
-eval "$("$PY" -c 'import shlex
+settings="$("$PY" -c 'import shlex, sys
 from bootstrap.ansible_driver import strategy, strategy_env
-for k, v in strategy_env(strategy()).items(): print(f"export {k}={shlex.quote(v)}")')"
+from bootstrap.errors import RackctlError
+try:
+    env = strategy_env(strategy())
+except RackctlError as exc:
+    sys.exit(f"molecule.sh: {exc}")
+for k, v in env.items(): print(f"export {k}={shlex.quote(v)}")')" || exit 2
+eval "$settings"
 roles=("$@")
 if [ ${#roles[@]} -eq 0 ]; then
   for dir in roles/*/molecule/default; do roles+=("$(basename "$(dirname "$(dirname "$dir")")")"); done
