@@ -79,6 +79,7 @@ import yaml
 from bootstrap.cluster.render import render_cluster
 from bootstrap.environment import BootSite, HostEnvironment
 from bootstrap.inventory import load_inventory
+from bootstrap.inventory.models import Inventory
 from bootstrap.journal.states import NodeState
 from bootstrap.journal.store import STAGE_STEP, Journal
 from bootstrap.kube import KUBECONFIG
@@ -87,7 +88,7 @@ from bootstrap.mirror.chart_images import chart_images
 from bootstrap.mirror.layout import MirrorLayout
 from bootstrap.mirror.manifest import build_manifest
 from bootstrap.mirror.upstream_images import upstream_images
-from bootstrap.provision.hostkeys import ensure_host_key, known_hosts_path, write_known_hosts
+from bootstrap.provision.hostkeys import HostKey, ensure_host_key, known_hosts_path, write_known_hosts
 from bootstrap.provision.image import debootstrap_tree, default_mirror
 from bootstrap.provision.ramdisk import cache_root
 from bootstrap.resources import roles_dir
@@ -334,17 +335,8 @@ def rack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rack]:
         archives = base / "image-archives"
         filled = _fill_registry(inventory_path, state, archives, assembled)
         for hostname in NODES:
-            spec = inventory.node(hostname)
-            pxe, management = spec.address_on("pxe"), spec.address_on("management")
-            host_key = ensure_host_key(state, hostname)
-            pins[hostname] = (host_key, [str(pxe)])
-            node = nspawn.NativeNode(
-                hostname,
-                f"{pxe}/24",
-                base / "nodes" / hostname,
-                interface="mgmt0",
-                extra_addresses=(f"{management}/24",),
-            )
+            node, host_key = _native_node(inventory, state, hostname, base / "nodes" / hostname)
+            pins[hostname] = (host_key, [node.ip])
             nodes[hostname] = node
             nspawn.start(
                 node, tree, NETWORK, authorized_keys=key.with_suffix(".pub").read_text(), host_key=host_key.private_path
@@ -376,6 +368,15 @@ def rack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rack]:
             if console.exists():
                 shutil.copy(console, base / f"console-{node.name}.log")
             nspawn.remove(node)
+
+
+def _native_node(inventory: Inventory, state: Path, hostname: str, folder: Path) -> tuple[nspawn.NativeNode, HostKey]:
+    """The native node of ``hostname`` (its PXE address on the inventory's ``mgmt0``, the management one beside
+    it) kept in ``folder``, and the host key rackctl pins for it (made once in ``state``)."""
+    spec = inventory.node(hostname)
+    pxe, management = spec.address_on("pxe"), spec.address_on("management")
+    node = nspawn.NativeNode(hostname, f"{pxe}/24", folder, interface="mgmt0", extra_addresses=(f"{management}/24",))
+    return node, ensure_host_key(state, hostname)
 
 
 #: the roles whose packages the test's mirror carries: the package source, the container runtime, the host side's two
@@ -1184,6 +1185,13 @@ def test_the_triton_stage_serves_a_delivered_model_and_two_replicas_serve_on_thr
             rack.kubectl("delete", "namespace", "triton", "--ignore-not-found", "--wait=false")
 
 
+def _generate_body(folder: Path) -> Path:
+    """The generate request every stream sends (three tokens: the stand-in LLM API answers "what is the")."""
+    body = folder / "generate.json"
+    body.write_text(json.dumps({"text_input": "what is the capital of Texas", "max_tokens": 3}))
+    return body
+
+
 def _generate(rack: Rack, body: Path) -> Callable[[], str | None]:
     """One request of a steady stream: generate through the model's Service and the API server's service
     proxy (what ``rackctl triton smoke`` goes through), the answer checked."""
@@ -1263,8 +1271,7 @@ def _updates_without_a_dropped_request(
     that cannot load (its tokenizer left out: the model's files pass rackctl's checks, the LLM API refuses
     them) fails the stage, is rolled back to the version that served, and no request fails; then a version
     that loads rolls out, its pod ready and loaded before the old one goes, and no request fails."""
-    body = tmp_path / "generate.json"
-    body.write_text(json.dumps({"text_input": "what is the capital of Texas", "max_tokens": 3}))
+    body = _generate_body(tmp_path)
     tokenizer = (source / "tokenizer.json").read_text()
     (source / "tokenizer.json").unlink()
     code, stage, broken, traffic = _update_under_traffic(rack, env, common, body, timeout_s=45)
@@ -1317,14 +1324,9 @@ def _second_worker(rack: Rack, folder: Path) -> Iterator[Path]:
     stopped and removed."""
     inventory_path = _with_second_worker(rack, folder)
     inventory = load_inventory(inventory_path)
-    spec = inventory.node(SECOND_WORKER)
-    pxe, management = spec.address_on("pxe"), spec.address_on("management")
     state = rack.ctx.state_dir
-    host_key = ensure_host_key(state, SECOND_WORKER)
-    write_known_hosts(known_hosts_path(state), {SECOND_WORKER: (host_key, [str(pxe)])})
-    node = nspawn.NativeNode(
-        SECOND_WORKER, f"{pxe}/24", folder / "node", interface="mgmt0", extra_addresses=(f"{management}/24",)
-    )
+    node, host_key = _native_node(inventory, state, SECOND_WORKER, folder / "node")
+    write_known_hosts(known_hosts_path(state), {SECOND_WORKER: (host_key, [node.ip])})
     rack.nodes[SECOND_WORKER] = node
     try:
         nspawn.start(
@@ -1385,8 +1387,7 @@ def _two_replicas_through_a_firmware_rollout(
             timeout=60, what="the model's budget allowing one eviction",
         )  # fmt: skip
         before = {str(p["metadata"]["name"]) for p in _pods(rack, "triton", selector)}  # type: ignore[index]
-        body = tmp_path / "generate-rollout.json"
-        body.write_text(json.dumps({"text_input": "what is the capital of Texas", "max_tokens": 3}))
+        body = _generate_body(tmp_path)
         seat = _operator_seat(rack, tmp_path / "seat", inventory=with_gpu02)
         watch = RolloutWatch(rack, seat.bmcs, _at_baseline, nodes)
         try:
