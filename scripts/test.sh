@@ -25,8 +25,11 @@ echo "== Kubernetes 1.37.2 for the tests' real API server, etcd, kubectl, kubead
 # is waited for, never raced. The native cluster's module runs first on its worker (after test_nspawn's
 # minute), so on a cold machine that worker waits for this build while the other runs the VM tests: not
 # niced, it is the critical path then. Cached after the first run like every component.
+# The autoscaling group last (Prometheus, its operator and reloader, KEDA's operator and metrics server: the
+# Triton test's last part, about 15 minutes after the module starts, waits on them; a cold build of the group
+# takes about 20 minutes on 2 cores, mostly KEDA's scalers' SDKs).
 NATIVE=(kubelet crictl kube-controller-manager kube-scheduler containerd containerd-shim-runc-v2 ctr pause etcdctl
-  kube-proxy coredns flanneld flannel bridge host-local loopback portmap local-path-provisioner)
+  kube-proxy coredns flanneld flannel bridge host-local loopback portmap local-path-provisioner autoscaling)
 mkdir -p .rackctl
 echo "== Kubernetes 1.37.2 for the native cluster test, in the background (log: .rackctl/components-native.log)"
 .venv/bin/rackctl lab components --kubernetes 1.37.2 "${NATIVE[@]/#/--only=}" \

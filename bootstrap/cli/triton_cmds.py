@@ -21,7 +21,7 @@ from bootstrap.triton.check import check_model_dir, model_dirs
 from bootstrap.triton.client import load_check_modules
 from bootstrap.triton.manifests import DEFAULT_K8S_VERSION, write_manifests
 from bootstrap.triton.render import render_all
-from bootstrap.triton.smoke import DEFAULT_PROMPT, run_smoke
+from bootstrap.triton.smoke import DEFAULT_PROMPT, SmokeResult, run_smoke
 from bootstrap.triton.stage import load_scaling, load_specs
 from bootstrap.triton.weights_version import served_specs
 
@@ -260,6 +260,23 @@ def _smoke_target(url: str | None, service: str | None, state_dir: Path, kubecon
     return path
 
 
+#: characters of the answer the human output shows (the line within 80 columns; --json has it whole)
+ANSWER_SHOWN = 50
+
+
+def load_lines(load: dict[str, Any]) -> list[str]:
+    """``--load``'s counts, each line within 80 columns: time, requests, rate, clients, failures; latency."""
+    rate = load["requests"] / load["ran_s"] if load["ran_s"] else 0.0
+    early = ", stopped early" if load["interrupted"] else ""
+    lines = [
+        f"load ({load['ran_s']:.0f} s{early}): {load['requests']} requests, {rate:.1f}/s, "
+        f"{load['concurrency']} clients, {load['failed']} failed"
+    ]
+    if load["p50_s"] is not None:
+        lines.append(f"  latency p50 {load['p50_s'] * 1000:.0f} ms, p95 {load['p95_s'] * 1000:.0f} ms")
+    return lines
+
+
 @triton.command("smoke")
 @click.option("--url", default=None, help="Triton HTTP endpoint, HOST:PORT[/PREFIX] [default: 127.0.0.1:8000].")
 @click.option(
@@ -282,6 +299,21 @@ def _smoke_target(url: str | None, service: str | None, state_dir: Path, kubecon
 @click.option("--max-tokens", type=click.IntRange(1, 65536), default=32, show_default=True)
 @click.option("--stream/--no-stream", default=True, show_default=True, help="Also send a streaming request.")
 @click.option("--timeout", type=click.FloatRange(0.1, 3600), default=60.0, show_default=True)
+@click.option(
+    "--load",
+    "load_s",
+    type=click.FloatRange(1, 86400),
+    default=None,
+    metavar="SECONDS",
+    help="Then keep --concurrency clients sending generate requests for this long (Ctrl-C ends it early).",
+)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, 256),
+    default=4,
+    show_default=True,
+    help="With --load: clients sending at once.",
+)
 @flags.json
 @handle_errors()
 def smoke_cmd(
@@ -296,46 +328,58 @@ def smoke_cmd(
     max_tokens: int,
     stream: bool,
     timeout: float,
+    load_s: float | None,
+    concurrency: int,
     as_json: bool,
 ) -> None:
-    """Send a generate (and a streaming) request; report time to first token and total latency.
+    """Send a generate (and a streaming) request; report time to first token and total latency. With --load,
+    then a steady load from --concurrency clients (an autoscaled model's queue grows with it): its requests,
+    failures and latency percentiles.
 
     With --service the requests go through the API server's service proxy
     (/api/v1/namespaces/NS/services/NAME:PORT/proxy/): the times include kubectl proxy and the API server."""
     config = _smoke_target(url, service, state_dir, kubeconfig)
     extra: dict[str, Any] = {}
-    if config is not None and service is not None:
-        namespace, name = parse_service(service)
-        with KubectlProxy(config) as proxy, err_console.status(f"asking Service {service}", spinner="dots"):
-            result = run_smoke(
-                proxy.service_url(namespace, name, port_name),
+
+    def smoke(target: str, where: str) -> SmokeResult:
+        with err_console.status(f"asking {where}", spinner="dots") as status:
+            return run_smoke(
+                target,
                 model=model,
                 prompt=prompt,
                 max_tokens=max_tokens,
                 stream=stream,
                 timeout=timeout,
+                load_s=load_s,
+                concurrency=concurrency,
+                progress=lambda msg: status.update(f"load on {where}: {msg}"),
             )
+
+    if config is not None and service is not None:
+        namespace, name = parse_service(service)
+        with KubectlProxy(config) as proxy:
+            result = smoke(proxy.service_url(namespace, name, port_name), f"Service {service}")
         path = service_path(namespace, name, port_name) + "/"
         result.url = path  # kubectl proxy's own address is gone with it
         extra = {"service": f"{namespace}/{name}:{port_name}", "via": VIA, "kubeconfig": str(config)}
     else:
         target = url or DEFAULT_URL
-        with err_console.status(f"asking {target}", spinner="dots"):
-            result = run_smoke(
-                target, model=model, prompt=prompt, max_tokens=max_tokens, stream=stream, timeout=timeout
-            )
+        result = smoke(target, target)
 
     def human(data: dict[str, Any]) -> None:
         mark = "[green]ok[/green]" if data["ok"] else "[red]FAILED[/red]"
         where = f"Service {data['service']} ({data['url']}, via {data['via']})" if "service" in data else data["url"]
         console.print(f"{mark} {escape(where)} model {escape(data['model'])}")
         if data["latency_s"] is not None:
-            console.print(f"  generate: {data['latency_s'] * 1000:.1f} ms: {escape(data['text'][:200])!r}")
+            text = data["text"] if len(data["text"]) <= ANSWER_SHOWN else data["text"][: ANSWER_SHOWN - 3] + "..."
+            console.print(f"  generate: {data['latency_s'] * 1000:.1f} ms: {escape(text)!r}")
         if data["ttft_s"] is not None:
             console.print(
                 f"  generate_stream: first token {data['ttft_s'] * 1000:.1f} ms, "
                 f"total {data['stream_latency_s'] * 1000:.1f} ms, {data['stream_chunks']} chunks"
             )
+        for line in load_lines(data["load"]) if data["load"] is not None else []:
+            console.print(f"  {line}")
         for error in data["errors"]:
             console.print(f"  - [red]{escape(error)}[/red]")
 

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import jinja2
 
@@ -139,9 +140,18 @@ def write_model(rendered: RenderedModel, spec: ModelSpec, model_dir: Path) -> li
     repo = replace_tree(model_dir / REPOSITORY_DIR, rendered.files, rendered.dirs)
     written = [repo / rel for rel in rendered.files]
     spec_path = model_dir / SPEC_FILE
-    atomic_write_text(spec_path, json.dumps(spec.model_dump(mode="json"), indent=2) + "\n")
+    atomic_write_text(spec_path, json.dumps(stored_spec(spec), indent=2) + "\n")
     written.append(spec_path)
     return written
+
+
+def stored_spec(spec: ModelSpec) -> dict[str, Any]:
+    """``spec`` as stored beside its repository: every field, but the replica count of an autoscaled model
+    (only its default: the HPA sets the count, and a count beside ``autoscaling`` is refused when read back)."""
+    data: dict[str, Any] = spec.model_dump(mode="json")
+    if spec.deployment.autoscaling is not None:
+        del data["deployment"]["replicas"]
+    return data
 
 
 def render_all(specs: list[ModelSpec], out_dir: Path, *, dry_run: bool = False) -> list[dict]:

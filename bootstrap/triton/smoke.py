@@ -1,5 +1,7 @@
 """Smoke test a serving Triton: the model's readiness (``/v2/models/<model>/ready``: Triton loaded it), then one
-generate request and one streaming request, with their latencies.
+generate request and one streaming request, with their latencies; with a load, then a steady stream of generate
+requests from several clients at once for a while (what an autoscaler on Triton's queue should answer), with
+their count, failures and latency percentiles.
 
 The URL may carry a path prefix (a Service through the Kubernetes API server's service proxy,
 ``http://127.0.0.1:PORT/api/v1/namespaces/NS/services/NAME:http/proxy``): requests go to
@@ -10,9 +12,12 @@ message.
 from __future__ import annotations
 
 import json
+import statistics
+import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -37,9 +42,93 @@ class SmokeResult:
     ttft_s: float | None = None
     stream_latency_s: float | None = None
     errors: list[str] = field(default_factory=list)
+    #: the load's counts (``--load``), None when no load was asked or the model was not ready
+    load: LoadResult | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass
+class LoadResult:
+    """What a load measured: ``concurrency`` clients each sending generate requests back to back."""
+
+    seconds: float  #: how long it was asked to run
+    concurrency: int
+    ran_s: float = 0.0
+    requests: int = 0  #: answered and failed
+    failed: int = 0
+    #: stopped early by the operator (Ctrl-C, SIGINT): the counts are those of the time it ran
+    interrupted: bool = False
+    p50_s: float | None = None
+    p95_s: float | None = None
+    #: the first few distinct failures, each with how many times it happened
+    errors: list[str] = field(default_factory=list)
+
+
+#: distinct failures a load keeps (each counted)
+LOAD_ERRORS_KEPT = 5
+
+
+def _percentile(values: list[float], q: int) -> float | None:
+    if len(values) < 2:
+        return values[0] if values else None
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+
+
+def run_load(
+    url: str,
+    model: str,
+    body: dict[str, Any],
+    *,
+    seconds: float,
+    concurrency: int,
+    timeout: float,
+    progress: Callable[[str], None] = lambda _msg: None,
+) -> LoadResult:
+    """``concurrency`` clients send ``body`` to ``/v2/models/<model>/generate`` back to back for ``seconds``
+    (Ctrl-C ends it early: the result says so); requests in flight then finish. Never raises for a failed
+    request: each is counted."""
+    result = LoadResult(seconds=seconds, concurrency=concurrency)
+    latencies: list[float] = []
+    failures: dict[str, int] = {}
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def client() -> None:
+        while not stop.is_set():
+            try:
+                _, latency = generate(url, model, body, timeout)
+            except Exception as exc:  # counted, never a traceback
+                with lock:
+                    result.failed += 1
+                    why = http_error_text(exc)
+                    if why in failures or len(failures) < LOAD_ERRORS_KEPT:
+                        failures[why] = failures.get(why, 0) + 1
+                continue
+            with lock:
+                latencies.append(latency)
+
+    clients = [threading.Thread(target=client, name=f"load-{i}", daemon=True) for i in range(concurrency)]
+    started = time.monotonic()
+    for thread in clients:
+        thread.start()
+    try:
+        while (left := seconds - (time.monotonic() - started)) > 0:
+            stop.wait(min(1.0, left))
+            with lock:
+                done, failed = len(latencies) + result.failed, result.failed
+            progress(f"{done} requests, {failed} failed, {time.monotonic() - started:.0f}/{seconds:.0f} s")
+    except KeyboardInterrupt:
+        result.interrupted = True
+    stop.set()
+    for thread in clients:
+        thread.join()
+    result.ran_s = round(time.monotonic() - started, 3)
+    result.requests = len(latencies) + result.failed
+    result.p50_s, result.p95_s = _percentile(latencies, 50), _percentile(latencies, 95)
+    result.errors = [f"{why} (x{count})" for why, count in failures.items()]
+    return result
 
 
 def base_url(url: str) -> str:
@@ -127,9 +216,13 @@ def run_smoke(
     max_tokens: int = 16,
     stream: bool = True,
     timeout: float = 60.0,
+    load_s: float | None = None,
+    concurrency: int = 4,
+    progress: Callable[[str], None] = lambda _msg: None,
 ) -> SmokeResult:
-    """Ask whether Triton loaded ``model``, then send a generate request (and a streaming one when ``stream``);
-    never raises for a failed request. A model that is not ready gets no request: why is its one error."""
+    """Ask whether Triton loaded ``model``, then send a generate request (and a streaming one when ``stream``),
+    then, with ``load_s``, a load of ``concurrency`` clients for that long (:func:`run_load`); never raises for
+    a failed request. A model that is not ready gets no request: why is its one error."""
     result = SmokeResult(url=base_url(url), model=model)
     try:
         model_ready(url, model, timeout)
@@ -152,5 +245,12 @@ def run_smoke(
                 result.errors.append("generate_stream: no event received")
         except Exception as exc:  # reported, never a traceback
             result.errors.append(f"generate_stream: {http_error_text(exc)}")
+    if load_s:
+        body = {**body, "stream": False}
+        load = run_load(url, model, body, seconds=load_s, concurrency=concurrency, timeout=timeout, progress=progress)
+        result.load = load
+        if load.failed:
+            first = load.errors[0] if load.errors else "no answer"
+            result.errors.append(f"load: {load.failed} of {load.requests} requests failed; {first}")
     result.ok = not result.errors
     return result

@@ -116,9 +116,12 @@ def test_a_second_build_of_the_same_pins_is_a_cache_hit(kube_components: dict[st
 
 
 def test_kedas_crds_are_generated_from_its_api_types_at_the_pin_and_cached(keda_crds: list[dict]) -> None:
-    """controller-gen (built from its module at the pin) over KEDA's keda.sh/v1alpha1 package: KEDA's CRDs,
-    stamped with the generator's version; a second generation is a cache hit; ``--crds`` reports them."""
+    """controller-gen (built from its module at the pin) over KEDA's keda.sh/v1alpha1 and eventing.keda.sh/v1alpha1
+    packages: KEDA's CRDs (and the internal WithTriggers, which the lab does not install), stamped with the
+    generator's version; a second generation is a cache hit; ``--crds`` reports them."""
     assert sorted(c["spec"]["names"]["kind"] for c in keda_crds) == [
+        "CloudEventSource",
+        "ClusterCloudEventSource",
         "ClusterTriggerAuthentication",
         "ScaledJob",
         "ScaledObject",

@@ -12,7 +12,7 @@ from tritonclient.grpc import model_config_pb2
 
 from bootstrap.cli import cli
 from bootstrap.inventory.trtllm import ENGINE_VERSIONS, version_info
-from bootstrap.triton.render import render_model
+from bootstrap.triton.render import SPEC_FILE, load_written_spec, render_model, write_model
 from tests.triton.conftest import make_spec
 
 
@@ -83,3 +83,16 @@ def test_cli_render_dry_run_writes_nothing_then_writes(tmp_path: Path):
     files = json.loads(done.output)["models"][0]["files"]
     assert all(Path(f).is_file() for f in files)
     assert (out / "a" / "model_repository" / "tensorrt_llm" / "1").is_dir()
+
+
+@pytest.mark.parametrize("autoscaling", [None, {"min_replicas": 1, "max_replicas": 3}])
+def test_the_spec_stored_beside_a_repository_reads_back_as_the_same_spec(tmp_path: Path, autoscaling):
+    """What ``triton render`` and the triton stage store beside each repository is read back by ``triton
+    check`` and the stage's own check: an autoscaled model too (its replica count, which the HPA owns, is not
+    stored: the first run on a real cluster crashed reading it back)."""
+    spec = make_spec(deployment={"gpu_product": "NVIDIA-L40S", "autoscaling": autoscaling})
+    write_model(render_model(spec), spec, tmp_path / spec.name)
+    again = load_written_spec(tmp_path / spec.name)
+    assert again == spec
+    stored = json.loads((tmp_path / spec.name / SPEC_FILE).read_text())
+    assert ("replicas" in stored["deployment"]) == (autoscaling is None)

@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import signal
+import subprocess
+import sys
 import tempfile
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -18,7 +22,8 @@ from bootstrap.cli import cli
 from bootstrap.triton.loadcheck import build_test_tokenizer, load_check, model_states, standin_repository
 from bootstrap.triton.render import render_all
 from bootstrap.triton.server import TritonServer
-from bootstrap.triton.smoke import DEFAULT_PROMPT, run_smoke
+from bootstrap.triton.smoke import DEFAULT_PROMPT, run_load, run_smoke
+from tests import timing
 from tests.triton.conftest import make_spec
 
 pytestmark = [
@@ -76,6 +81,60 @@ def test_smoke_cli_reports_latencies(streaming_server):
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert data["ok"] and data["latency_s"] > 0 and data["ttft_s"] > 0
+
+
+def _generated(server: TritonServer, model: str) -> int:
+    """Requests ``model`` of ``server`` has answered (Triton's statistics extension)."""
+    with urllib.request.urlopen(f"http://{server.url}/v2/models/{model}/stats", timeout=10) as response:
+        stats = json.loads(response.read())["model_stats"][0]["inference_stats"]["success"]
+    return int(stats["count"])
+
+
+def test_smoke_load_keeps_its_clients_sending_until_the_operator_stops_it(streaming_server):
+    """``--load`` sends generate requests from every client until Ctrl-C (SIGINT) ends it: the command then
+    exits 0 with the counts of what it sent, said to be stopped early, no request failed."""
+    before = _generated(streaming_server, "ensemble")
+    args = ["triton", "smoke", "--url", streaming_server.url, "--model", "ensemble", "--no-stream"]
+    args += ["--max-tokens", "4", "--load", "600", "--concurrency", "3", "--json"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bootstrap", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        # the load is under way once Triton has answered more than the smoke's own request
+        timing.wait_for(lambda: _generated(streaming_server, "ensemble") >= before + 10, timeout=120, what="load")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-2000:]
+    data = json.loads(out)
+    load = data["load"]
+    assert data["ok"] and load["interrupted"] and load["concurrency"] == 3, load
+    assert load["failed"] == 0 and load["errors"] == [], load
+    # every request the load counted was answered by Triton (the smoke's own one besides)
+    assert 10 <= load["requests"] <= _generated(streaming_server, "ensemble") - before - 1, load
+    assert 0 < load["p50_s"] <= load["p95_s"], load
+
+
+def test_smoke_load_says_its_counts_within_80_columns(streaming_server):
+    args = ["triton", "smoke", "--url", streaming_server.url, "--model", "ensemble", "--no-stream"]
+    result = CliRunner().invoke(cli, [*args, "--load", "1", "--concurrency", "2"], terminal_width=80)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    (counts,) = [line for line in lines if line.startswith("  load (1 s): ")]
+    assert counts.endswith(", 2 clients, 0 failed") and "stopped early" not in counts, counts
+    assert any(line.startswith("    latency p50 ") for line in lines), result.output
+    assert all(len(line) <= 80 for line in lines), result.output
+
+
+def test_a_load_on_an_endpoint_that_does_not_answer_counts_each_failure_by_its_reason():
+    from bootstrap.triton.server import free_port
+
+    url = f"127.0.0.1:{free_port()}"
+    load = run_load(url, "ensemble", {"text_input": "hi", "max_tokens": 1}, seconds=1, concurrency=2, timeout=5)
+    assert not load.interrupted and load.ran_s >= 1 and load.concurrency == 2
+    assert load.requests == load.failed > 0 and load.p50_s is None
+    (reason,) = load.errors  # one reason, counted
+    assert f"(x{load.failed})" in reason and "refused" in reason.lower(), reason
 
 
 def test_smoke_cli_fails_on_a_dead_endpoint():

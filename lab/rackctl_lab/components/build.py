@@ -122,9 +122,17 @@ def cache_dir() -> Path:
 
 def entry_for(program: GoProgram, go: str) -> Path:
     """Where ``program`` built with Go ``go`` lives in the cache."""
-    spec = json.dumps([asdict(program), go, RECIPE, os.uname().machine, _source_digest(program)], sort_keys=True)
+    spec = json.dumps([_fields(program), go, RECIPE, os.uname().machine, _source_digest(program)], sort_keys=True)
     key = hashlib.sha256(spec.encode()).hexdigest()[:12]
     return cache_dir() / program.name / f"{program.version}-{key}"
+
+
+def _fields(program: GoProgram) -> dict[str, object]:
+    """``program``'s fields for a cache key; an empty ``also`` is left out (the keys from before it stay)."""
+    fields = asdict(program)
+    if not program.also:
+        del fields["also"]
+    return fields
 
 
 def plan(selected: list[GoProgram], go: str) -> list[dict[str, object]]:
@@ -201,7 +209,7 @@ class GeneratedCrds:
 
 def crd_entry_for(source: CrdSource, go: str) -> Path:
     """Where the CRDs of ``source`` generated with Go ``go`` live in the cache."""
-    spec = json.dumps([asdict(source.api), asdict(source.generator), go, RECIPE, os.uname().machine], sort_keys=True)
+    spec = json.dumps([_fields(source.api), _fields(source.generator), go, RECIPE, os.uname().machine], sort_keys=True)
     key = hashlib.sha256(spec.encode()).hexdigest()[:12]
     return cache_dir() / "crds" / source.name / f"{source.api.version}-{key}"
 
@@ -227,7 +235,8 @@ def generate_crds(source: CrdSource, *, progress: Progress = lambda _msg: None) 
         tmp = entry.with_name(entry.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        args = ["crd:crdVersions=v1", f"paths={source.api.package}", f"output:crd:dir={tmp}"]
+        paths = ";".join((source.api.package, *source.api.also))
+        args = ["crd:crdVersions=v1", f"paths={paths}", f"output:crd:dir={tmp}"]
         progress(f"controller-gen {' '.join(args[:2])}")
         proc = subprocess.run(
             [generator.path, *args], cwd=workdir, capture_output=True, text=True, check=False, env=_go_env()
@@ -272,7 +281,8 @@ def _module_dir(program: GoProgram, go: str) -> Path:
     if program.source:
         return _source_module(program, go)
     shims = [_source_digest(program)] if program.shims else []  # a shim's change is a new module
-    spec = json.dumps([program.module, program.version, program.staging, program.replaces, go, RECIPE, *shims])
+    also = [list(program.also)] if program.also else []  # more packages imported: a new module
+    spec = json.dumps([program.module, program.version, program.staging, program.replaces, go, RECIPE, *shims, *also])
     workdir = cache_dir() / "src" / hashlib.sha256(spec.encode()).hexdigest()[:12]
     with cache_lock(workdir):
         if not (workdir / "go.sum").is_file():
@@ -305,7 +315,7 @@ def _write_module(program: GoProgram, workdir: Path) -> None:
         lines += ["replace (", *(f"\t{m} => {t}" for m, t in targets), ")", ""]
     (workdir / "go.mod").write_text("\n".join(lines))
     # Every main package of the module is imported here, so one `go mod tidy` serves each of its programs.
-    packages = sorted({program.package, *(p.package for p in _siblings(program))})
+    packages = sorted({program.package, *program.also, *(p.package for p in _siblings(program))})
     imports = "\n".join(f'\t_ "{pkg}"' for pkg in packages)
     (workdir / "tools.go").write_text(f"//go:build tools\n\npackage tools\n\nimport (\n{imports}\n)\n")
     _go(["mod", "tidy"], workdir, program)

@@ -29,7 +29,13 @@ from bootstrap.mirror.oci import Entry, tree_layer, write_layout
 from bootstrap.provision.image import debootstrap_tree, default_mirror
 from bootstrap.provision.ramdisk import cache_lock, cache_root
 from rackctl_lab.components.build import Built, cache_dir
-from rackctl_lab.components.pins import KubernetesRelease
+from rackctl_lab.components.pins import (
+    AUTOSCALING_PROGRAMS,
+    KEDA_VERSION,
+    PROMETHEUS_OPERATOR_VERSION,
+    KubernetesRelease,
+    prometheus_release,
+)
 
 REGISTRY = "registry.k8s.io"
 FLANNEL_REGISTRY = "ghcr.io/flannel-io"
@@ -47,6 +53,9 @@ BASE_PACKAGES = ("iptables", "nftables", "conntrack", "ipset", "iproute2", "kmod
 #: Emptied in the base layer (the directories stay): the runtime mounts over them, apt's caches and lists
 #: are not needed in an image.
 BASE_EMPTY = ("proc", "sys", "dev", "run", "tmp", "var/cache", "var/lib/apt")
+#: where kube-prometheus-stack's images and keda's chart's live
+QUAY = "quay.io"
+KEDA_REGISTRY = "ghcr.io/kedacore"
 #: flannel's CNI plugin image tag (upstream's tag shape: the CNI plugins' version, then ``-flannel<N>``)
 FLANNEL_CNI_TAG = "v1.10.0-flannel1"
 
@@ -129,6 +138,52 @@ def recipes(release: KubernetesRelease) -> list[ImageRecipe]:
             links=tuple((f"bin/{applet}", "busybox") for applet in BUSYBOX_APPLETS),
         ),
     ]
+
+
+def autoscaling_recipes() -> list[ImageRecipe]:
+    """The images the lab's stand-in charts of kube-prometheus-stack and keda run, under upstream's names,
+    each program where upstream's image has it (``/bin`` for Prometheus' projects, the root for KEDA's)."""
+    keda_tag = KEDA_VERSION.removeprefix("v")
+    return [
+        ImageRecipe(
+            "prometheus/prometheus",
+            prometheus_release(),
+            (("prometheus", "bin/prometheus"),),
+            entrypoint=("/bin/prometheus",),
+            registry=QUAY,
+        ),
+        ImageRecipe(
+            "prometheus-operator/prometheus-operator",
+            PROMETHEUS_OPERATOR_VERSION,
+            (("prometheus-operator", "bin/operator"),),
+            entrypoint=("/bin/operator",),
+            registry=QUAY,
+        ),
+        ImageRecipe(
+            "prometheus-operator/prometheus-config-reloader",
+            PROMETHEUS_OPERATOR_VERSION,
+            (("prometheus-config-reloader", "bin/prometheus-config-reloader"),),
+            entrypoint=("/bin/prometheus-config-reloader",),
+            registry=QUAY,
+        ),
+        ImageRecipe("keda", keda_tag, (("keda", "keda"),), entrypoint=("/keda",), registry=KEDA_REGISTRY),
+        ImageRecipe(
+            "keda-metrics-apiserver",
+            keda_tag,
+            (("keda-adapter", "keda-adapter"),),
+            entrypoint=("/keda-adapter",),
+            registry=KEDA_REGISTRY,
+        ),
+    ]
+
+
+def assemble_autoscaling(built: list[Built]) -> list[Image]:
+    """The stand-in charts' images from ``built`` (every program of ``AUTOSCALING_PROGRAMS``)."""
+    binaries = {b.name: b for b in built}
+    missing = sorted({p.name for p in AUTOSCALING_PROGRAMS} - set(binaries))
+    if missing:
+        raise ValueError(f"images need programs that were not built: {', '.join(missing)}")
+    return [assemble_one(recipe, binaries) for recipe in autoscaling_recipes()]
 
 
 def _recipes(release: KubernetesRelease, skip: tuple[str, ...]) -> list[ImageRecipe]:

@@ -82,10 +82,87 @@ class GoProgram:
     cgo: bool = False
     #: a directory of this package holding the program's own Go source (the lab's pause), instead of a module
     source: str = ""
+    #: further packages of the module read with ``package`` (a CRD source's other API groups)
+    also: tuple[str, ...] = ()
 
     @property
     def ident(self) -> str:
         return f"{self.name} {self.version}"
+
+
+PROMETHEUS_MODULE = "github.com/prometheus/prometheus"
+PROMETHEUS_OPERATOR_MODULE = "github.com/prometheus-operator/prometheus-operator"
+KEDA_MODULE = "github.com/kedacore/keda/v2"
+#: KEDA at the release the product's ``kubernetes.charts.keda`` pin installs (chart 2.21.0)
+KEDA_VERSION = "v2.21.0"
+#: The Prometheus operator at the release kube-prometheus-stack 88.5.3 (the product's chart pin) ships: its
+#: Chart.yaml's ``appVersion: v0.93.1``, read at the chart's tag in prometheus-community/helm-charts
+PROMETHEUS_OPERATOR_VERSION = "v0.93.1"
+#: Prometheus 3.13.1, the operator v0.93.1's ``DefaultPrometheusVersion`` (the newest of its compatibility
+#: matrix, pkg/operator/defaults.go). Prometheus' Go module numbers v3.X.Y as v0.3XX.Y.
+PROMETHEUS_VERSION = "v0.313.1"
+
+
+def prometheus_release(module_version: str = PROMETHEUS_VERSION) -> str:
+    """``v0.313.1`` -> ``v3.13.1``: the Prometheus release (its image tag) a module version is."""
+    _, minor, patch = module_version.removeprefix("v").split(".")
+    return f"v{int(minor) // 100}.{int(minor) % 100}.{patch}"
+
+
+def _prometheus_common_stamp(version: str) -> tuple[str, ...]:
+    """The version stamp Prometheus' projects set with promu (``prometheus --version``, its build_info metric)."""
+    pkg = "github.com/prometheus/common/version"
+    return (f"-X {pkg}.Version={version.removeprefix('v')}", f"-X {pkg}.Branch=HEAD", f"-X {pkg}.Revision=unknown")
+
+
+#: What ``up --stages kubernetes`` installs when a model autoscales (``deployment.autoscaling``): the lab's
+#: stand-in charts of kube-prometheus-stack and keda (rackctl_lab/charts) run these real programs.
+AUTOSCALING_PROGRAMS = (
+    # Only the Kubernetes service discovery (the operator's configs use nothing else); upstream's own
+    # build tags (plugins/plugin_*.go). The web UI's assets are not in the module (npm-built): the API is.
+    GoProgram(
+        "prometheus",
+        PROMETHEUS_MODULE,
+        PROMETHEUS_VERSION,
+        f"{PROMETHEUS_MODULE}/cmd/prometheus",
+        "autoscaling",
+        ldflags=_prometheus_common_stamp(prometheus_release()),
+        tags=("remove_all_sd", "enable_kubernetes_sd"),
+        replaces=(("cloud.google.com/go", "v0.123.0"),),  # upstream's own replace
+    ),
+    *(
+        GoProgram(
+            name,
+            PROMETHEUS_OPERATOR_MODULE,
+            PROMETHEUS_OPERATOR_VERSION,
+            f"{PROMETHEUS_OPERATOR_MODULE}/cmd/{command}",
+            "autoscaling",
+            ldflags=_prometheus_common_stamp(PROMETHEUS_OPERATOR_VERSION),
+            # upstream's go.mod replaces its API and client modules with their directories
+            replaces=tuple(
+                (f"{PROMETHEUS_OPERATOR_MODULE}/pkg/{sub}", PROMETHEUS_OPERATOR_VERSION)
+                for sub in ("apis/monitoring", "client")
+            ),
+        )
+        for name, command in (
+            ("prometheus-operator", "operator"),
+            ("prometheus-config-reloader", "prometheus-config-reloader"),
+        )
+    ),
+    *(
+        GoProgram(
+            name,
+            KEDA_MODULE,
+            KEDA_VERSION,
+            f"{KEDA_MODULE}/cmd/{command}",
+            "autoscaling",
+            ldflags=(f"-X {KEDA_MODULE}/version.Version={KEDA_VERSION.removeprefix('v')}",),
+            # upstream's go.mod pins this one by a replace (a pseudo-version of a fixed commit)
+            replaces=(("github.com/nexus-rpc/nexus-proto-annotations", "v0.1.1-0.20260629224316-835bd8d49cb4"),),
+        )
+        for name, command in (("keda", "operator"), ("keda-adapter", "adapter"))
+    ),
+)
 
 
 def _kube_ldflags(version: str) -> tuple[str, ...]:
@@ -186,13 +263,13 @@ def programs(release: KubernetesRelease) -> list[GoProgram]:
             )
             for name, kind in CNI_PLUGINS.items()
         ),
+        *AUTOSCALING_PROGRAMS,
     ]
 
 
-GROUPS = ("control-plane", "node", "addons")
+GROUPS = ("control-plane", "node", "addons", "autoscaling")
 
 CONTROLLER_TOOLS_MODULE = "sigs.k8s.io/controller-tools"
-KEDA_MODULE = "github.com/kedacore/keda/v2"
 MONITORING_MODULE = "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring"
 
 
@@ -223,7 +300,15 @@ CONTROLLER_GEN = GoProgram(
 #: release the product's ``kubernetes.charts.keda`` pin installs.
 KEDA_CRDS = CrdSource(
     "keda",
-    GoProgram("keda-api", KEDA_MODULE, "v2.21.0", f"{KEDA_MODULE}/apis/keda/v1alpha1", "crds"),
+    GoProgram(
+        "keda-api",
+        KEDA_MODULE,
+        KEDA_VERSION,
+        f"{KEDA_MODULE}/apis/keda/v1alpha1",
+        "crds",
+        # CloudEventSource and ClusterCloudEventSource (eventing.keda.sh), which KEDA's operator watches too
+        also=(f"{KEDA_MODULE}/apis/eventing/v1alpha1",),
+    ),
     CONTROLLER_GEN,
 )
 #: The Prometheus operator's API types (``monitoring.coreos.com/v1``: ServiceMonitor, PodMonitor, Prometheus,
@@ -231,7 +316,15 @@ KEDA_CRDS = CrdSource(
 #: its Chart.yaml's ``appVersion: v0.93.1``, read at the chart's tag in prometheus-community/helm-charts.
 MONITORING_CRDS = CrdSource(
     "prometheus-operator",
-    GoProgram("monitoring-api", MONITORING_MODULE, "v0.93.1", f"{MONITORING_MODULE}/v1", "crds"),
+    GoProgram(
+        "monitoring-api",
+        MONITORING_MODULE,
+        PROMETHEUS_OPERATOR_VERSION,
+        f"{MONITORING_MODULE}/v1",
+        "crds",
+        # ScrapeConfig, PrometheusAgent, AlertmanagerConfig (the operator runs without them, saying so)
+        also=(f"{MONITORING_MODULE}/v1alpha1",),
+    ),
     CONTROLLER_GEN,
 )
 CRD_SOURCES = {source.name: source for source in (KEDA_CRDS, MONITORING_CRDS)}

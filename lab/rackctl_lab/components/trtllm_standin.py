@@ -8,13 +8,15 @@ What it checks is what the real LLM API would need first: the model directory ho
 ``config.json`` and the tokenizer directory a tokenizer, both read through the pod's volume (the delivered
 weights). It says what it loaded on stderr (the pod's log). It answers the prompt's own words, ``max_tokens``
 at most (an echo), one chunk per word when streaming: the same behaviour as ``rackctl triton load-check``'s
-stand-in model.
+stand-in model. Each word takes :data:`DECODE_STEP_S`, a decode step's order of time on a GPU, so requests
+sent at once queue in Triton's scheduler as they would there (what an autoscaler on the queue reads).
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +25,8 @@ from typing import Any
 #: What the lab's image says it is (``tensorrt_llm.__version__``)
 __version__ = "lab-stand-in"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")
+#: seconds per generated word
+DECODE_STEP_S = 0.05
 
 
 @dataclass
@@ -73,8 +77,15 @@ class LLM:
     def _words(prompt: str, sampling: SamplingParams) -> list[str]:
         return prompt.split()[: sampling.max_tokens]
 
+    @staticmethod
+    def _decode_step() -> None:
+        time.sleep(DECODE_STEP_S)
+
     def generate(self, prompt: str, sampling: SamplingParams) -> RequestOutput:
-        text = " ".join(self._words(prompt, sampling))
+        words = self._words(prompt, sampling)
+        for _ in words:
+            self._decode_step()
+        text = " ".join(words)
         return RequestOutput(prompt, [CompletionOutput(text, text)])
 
     def generate_async(self, prompt: str, sampling: SamplingParams, streaming: bool = False) -> Iterator[RequestOutput]:
@@ -82,6 +93,8 @@ class LLM:
         chunks = [f" {w}" if i else w for i, w in enumerate(words)] if streaming else [" ".join(words)]
         text = ""
         for chunk in chunks:
+            for _ in range(1 if streaming else len(words)):
+                self._decode_step()
             text += chunk
             yield RequestOutput(prompt, [CompletionOutput(text, chunk)])
 
