@@ -27,7 +27,7 @@ echo "== Kubernetes 1.37.2 for the tests' real API server, etcd, kubectl, kubead
 # niced, it is the critical path then. Cached after the first run like every component.
 # The autoscaling group last (Prometheus, its operator and reloader, KEDA's operator and metrics server: the
 # Triton test's last part, about 15 minutes after the module starts, waits on them; a cold build of the group
-# takes about 20 minutes on 2 cores, mostly KEDA's scalers' SDKs).
+# takes about 18 minutes on 2 cores, mostly KEDA's scalers' SDKs; docs/lab-kubernetes.md).
 NATIVE=(kubelet crictl kube-controller-manager kube-scheduler containerd containerd-shim-runc-v2 ctr pause etcdctl
   kube-proxy coredns flanneld flannel bridge host-local loopback portmap local-path-provisioner autoscaling)
 mkdir -p .rackctl
