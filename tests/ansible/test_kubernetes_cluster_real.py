@@ -1459,22 +1459,32 @@ PROMETHEUS = "kube-prometheus-stack-prometheus"
 KEDA_HPA = f"keda-hpa-triton-{SERVED_MODEL}"
 
 
-def _prometheus_query(rack: Rack, query: str) -> list[dict[str, Any]]:
-    """``query`` evaluated now by the cluster's Prometheus (its HTTP API through the API server's service proxy):
-    the result's series (Prometheus refusing the query fails the test with its error)."""
+def _prometheus_api(rack: Rack, path: str, params: dict[str, str]) -> Any:
+    """``GET /api/v1/<path>?<params>`` of the cluster's Prometheus (its HTTP API through the API server's
+    service proxy): the answer's data (Prometheus refusing it fails the test with its error)."""
     service = f"/api/v1/namespaces/monitoring/services/{PROMETHEUS}:http-web/proxy"
-    path = f"{service}/api/v1/query?{urllib.parse.urlencode({'query': query})}"
-    got = rack.kubectl("get", "--raw", path)
-    assert got.returncode == 0, (query, got.stderr)
+    got = rack.kubectl("get", "--raw", f"{service}/api/v1/{path}?{urllib.parse.urlencode(params)}")
+    assert got.returncode == 0, (path, params, got.stderr)
     doc = json.loads(got.stdout)
-    assert doc["status"] == "success", (query, doc)
-    result: list[dict[str, Any]] = doc["data"]["result"]
+    assert doc["status"] == "success", (path, params, doc)
+    return doc["data"]
+
+
+def _prometheus_query(rack: Rack, query: str) -> list[dict[str, Any]]:
+    """``query`` evaluated now by the cluster's Prometheus: the result's series."""
+    result: list[dict[str, Any]] = _prometheus_api(rack, "query", {"query": query})["result"]
     return result
 
 
 def _ready_replicas(rack: Rack) -> int:
     deployment = _get(rack, "deployment", "-n", "triton", f"triton-{SERVED_MODEL}")
     return int(deployment.get("status", {}).get("readyReplicas") or 0)
+
+
+def _serving_just(rack: Rack, replicas: int) -> bool:
+    """The model's Deployment has ``replicas`` ready and no other pod of it runs (none still stopping)."""
+    selector = f"app.kubernetes.io/instance={SERVED_MODEL}"
+    return _ready_replicas(rack) == replicas and len(_where(rack, selector, "triton")) == replicas
 
 
 def _condition(obj: dict[str, Any], kind: str) -> str:
@@ -1492,11 +1502,8 @@ def _dashboard_queries_answered(rack: Rack) -> list[str]:
     unchecked = []
     for query in queries(load_dashboards()["triton.json"]):
         if query.startswith("label_values("):
-            path = "/api/v1/label/rackctl_model/values?match[]=nv_inference_request_success"
-            got = rack.kubectl(
-                "get", "--raw", f"/api/v1/namespaces/monitoring/services/{PROMETHEUS}:http-web/proxy{path}"
-            )
-            assert SERVED_MODEL in json.loads(got.stdout)["data"], got.stdout
+            listed = _prometheus_api(rack, "label/rackctl_model/values", {"match[]": "nv_inference_request_success"})
+            assert SERVED_MODEL in listed, listed
             continue
         if not metric_names(query) <= TRITON_METRICS:
             unchecked.append(query)
@@ -1579,8 +1586,7 @@ def _scales_with_demand(
                 lambda: _condition(_get(rack, "hpa", "-n", "triton", KEDA_HPA), "ScalingActive") == "True",
                 timeout=180, what="the HPA reading the triggers' metrics from KEDA",
             )  # fmt: skip
-            timing.wait_for(lambda: _ready_replicas(rack) == 1 and len(_where(rack, selector, "triton")) == 1,
-                            timeout=300, what="the model at its floor: one replica")  # fmt: skip
+            timing.wait_for(lambda: _serving_just(rack, 1), timeout=300, what="the model at its floor: one replica")
             triggers = _get(rack, scaled, "-n", "triton")["spec"]["triggers"]
             for trigger in triggers:  # each query as KEDA sends it: valid PromQL, answered by Prometheus
                 assert len(_prometheus_query(rack, trigger["metadata"]["query"])) == 1, trigger
@@ -1608,9 +1614,8 @@ def _scales_with_demand(
             assert load["interrupted"] and load["requests"] > 0 and load["failed"] == 0, load
             # the load gone, the HPA removes the replica it added once its scale-down window has passed
             timing.wait_for(
-                lambda: _ready_replicas(rack) == 1 and len(_where(rack, selector, "triton")) == 1,
-                timeout=300, what="the model back at one replica after the load",
-            )  # fmt: skip
+                lambda: _serving_just(rack, 1), timeout=300, what="the model back at one replica after the load"
+            )
             events = rack.kubectl("get", "events", "-n", "triton", "--field-selector",
                                   f"involvedObject.name={KEDA_HPA}", "-o", "json").stdout  # fmt: skip
             said = [e["message"] for e in json.loads(events)["items"] if e["reason"] == "SuccessfulRescale"]

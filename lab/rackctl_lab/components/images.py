@@ -30,7 +30,6 @@ from bootstrap.provision.image import debootstrap_tree, default_mirror
 from bootstrap.provision.ramdisk import cache_lock, cache_root
 from rackctl_lab.components.build import Built, cache_dir
 from rackctl_lab.components.pins import (
-    AUTOSCALING_PROGRAMS,
     KEDA_VERSION,
     PROMETHEUS_OPERATOR_VERSION,
     KubernetesRelease,
@@ -140,50 +139,45 @@ def recipes(release: KubernetesRelease) -> list[ImageRecipe]:
     ]
 
 
+def _program_image(repository: str, tag: str, program: str, path: str, registry: str) -> ImageRecipe:
+    """An image of one program at ``path``, which is also its entrypoint."""
+    return ImageRecipe(repository, tag, ((program, path),), entrypoint=(f"/{path}",), registry=registry)
+
+
 def autoscaling_recipes() -> list[ImageRecipe]:
     """The images the lab's stand-in charts of kube-prometheus-stack and keda run, under upstream's names,
     each program where upstream's image has it (``/bin`` for Prometheus' projects, the root for KEDA's)."""
-    keda_tag = KEDA_VERSION.removeprefix("v")
+    keda = KEDA_VERSION.removeprefix("v")
+    operator = PROMETHEUS_OPERATOR_VERSION
     return [
-        ImageRecipe(
-            "prometheus/prometheus",
-            prometheus_release(),
-            (("prometheus", "bin/prometheus"),),
-            entrypoint=("/bin/prometheus",),
-            registry=QUAY,
+        _program_image("prometheus/prometheus", prometheus_release(), "prometheus", "bin/prometheus", QUAY),
+        _program_image(
+            "prometheus-operator/prometheus-operator", operator, "prometheus-operator", "bin/operator", QUAY
         ),
-        ImageRecipe(
-            "prometheus-operator/prometheus-operator",
-            PROMETHEUS_OPERATOR_VERSION,
-            (("prometheus-operator", "bin/operator"),),
-            entrypoint=("/bin/operator",),
-            registry=QUAY,
-        ),
-        ImageRecipe(
+        _program_image(
             "prometheus-operator/prometheus-config-reloader",
-            PROMETHEUS_OPERATOR_VERSION,
-            (("prometheus-config-reloader", "bin/prometheus-config-reloader"),),
-            entrypoint=("/bin/prometheus-config-reloader",),
-            registry=QUAY,
+            operator,
+            "prometheus-config-reloader",
+            "bin/prometheus-config-reloader",
+            QUAY,
         ),
-        ImageRecipe("keda", keda_tag, (("keda", "keda"),), entrypoint=("/keda",), registry=KEDA_REGISTRY),
-        ImageRecipe(
-            "keda-metrics-apiserver",
-            keda_tag,
-            (("keda-adapter", "keda-adapter"),),
-            entrypoint=("/keda-adapter",),
-            registry=KEDA_REGISTRY,
-        ),
+        _program_image("keda", keda, "keda", "keda", KEDA_REGISTRY),
+        _program_image("keda-metrics-apiserver", keda, "keda-adapter", "keda-adapter", KEDA_REGISTRY),
     ]
 
 
 def assemble_autoscaling(built: list[Built]) -> list[Image]:
     """The stand-in charts' images from ``built`` (every program of ``AUTOSCALING_PROGRAMS``)."""
+    return _assemble(autoscaling_recipes(), built)
+
+
+def _assemble(wanted: list[ImageRecipe], built: list[Built]) -> list[Image]:
+    """``wanted``'s images from ``built`` (refused, naming them, when a program they hold was not built)."""
     binaries = {b.name: b for b in built}
-    missing = sorted({p.name for p in AUTOSCALING_PROGRAMS} - set(binaries))
+    missing = sorted({name for recipe in wanted for name, _ in recipe.programs} - set(binaries))
     if missing:
         raise ValueError(f"images need programs that were not built: {', '.join(missing)}")
-    return [assemble_one(recipe, binaries) for recipe in autoscaling_recipes()]
+    return [assemble_one(recipe, binaries) for recipe in wanted]
 
 
 def _recipes(release: KubernetesRelease, skip: tuple[str, ...]) -> list[ImageRecipe]:
@@ -197,11 +191,7 @@ def needed_programs(release: KubernetesRelease, skip: tuple[str, ...] = ()) -> l
 
 def assemble(release: KubernetesRelease, built: list[Built], skip: tuple[str, ...] = ()) -> list[Image]:
     """The images of ``release`` (but ``skip``'s repositories) from ``built``, from the cache where it can."""
-    binaries = {b.name: b for b in built}
-    missing = sorted(set(needed_programs(release, skip)) - set(binaries))
-    if missing:
-        raise ValueError(f"images need programs that were not built: {', '.join(missing)}")
-    return [assemble_one(recipe, binaries) for recipe in _recipes(release, skip)]
+    return _assemble(_recipes(release, skip), built)
 
 
 def base_tree(packages: tuple[str, ...] = BASE_PACKAGES) -> Path:
