@@ -11,10 +11,12 @@ shows).
 :func:`watch_workloads` polls Deployments, DaemonSets and StatefulSets until each has rolled out as
 ``kubectl rollout status`` judges it (the controller observed the current generation; for a Deployment
 updated, ready and available replicas all equal to the wanted count, no old replica left; for a DaemonSet
-every scheduled pod updated and available; for a StatefulSet every replica updated and ready) or the timeout
-passes; a workload not rolled out is reported with its counts and its conditions, or, when it has no status
-at all, that no controller of its kind has observed it. :func:`watch_rollouts` is the same for Deployments
-(the triton stage); the Helm installs (:mod:`bootstrap.stages.helm_install`) watch every kind.
+every scheduled pod updated and available; for a StatefulSet every replica updated and ready; for a Prometheus
+or an Alertmanager, whose StatefulSet the Prometheus operator makes, the ``Available`` condition the operator
+reports for the current generation) or the timeout passes; a workload not rolled out is reported with its counts
+and its conditions, or, when it has no status at all, that no controller of its kind has observed it.
+:func:`watch_rollouts` is the same for Deployments (the triton stage); the Helm installs
+(:mod:`bootstrap.stages.helm_install`) watch every kind.
 """
 
 from __future__ import annotations
@@ -122,8 +124,13 @@ def apply_objects(api: LiveApi, objects: list[dict[str, Any]]) -> ApplyReport:
     return report
 
 
+#: The Prometheus operator's kinds whose pods it runs (a StatefulSet of its own): the resource to read each by.
+OPERATED_KINDS = {
+    "Prometheus": "prometheuses.monitoring.coreos.com",
+    "Alertmanager": "alertmanagers.monitoring.coreos.com",
+}
 #: The workload kinds :func:`watch_workloads` judges.
-WORKLOAD_KINDS = ("Deployment", "DaemonSet", "StatefulSet")
+WORKLOAD_KINDS = ("Deployment", "DaemonSet", "StatefulSet", *OPERATED_KINDS)
 
 
 @dataclass
@@ -229,11 +236,38 @@ def statefulset_state(statefulset: dict[str, Any] | None, namespace: str, name: 
     return out
 
 
-_JUDGES = {"Deployment": rollout_state, "DaemonSet": daemonset_state, "StatefulSet": statefulset_state}
+def operated_state(kind: str, obj: dict[str, Any] | None, namespace: str, name: str) -> WorkloadRollout:
+    """Judge a Prometheus or an Alertmanager as the Prometheus operator reports it: its ``Available`` condition
+    ``True`` for the current generation (``Degraded``: some of its pods are not ready; ``False``: none is)."""
+    if obj is None:
+        return WorkloadRollout(namespace, name, kind=kind, why=f"{kind} {namespace}/{name} is not in the cluster")
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    wanted, ready = int(spec.get("replicas", 1)), int(status.get("availableReplicas", 0))
+    out = WorkloadRollout(namespace, name, wanted=wanted, ready=ready, kind=kind)
+    generation = int(obj.get("metadata", {}).get("generation", 0))
+    found = [c for c in status.get("conditions") or [] if c.get("type") == "Available"]
+    if not found or int(found[0].get("observedGeneration", 0)) < generation:
+        out.why = (
+            f"the Prometheus operator has not reported on generation {generation} of this {kind} yet "
+            "(is the operator running?)"
+        )
+        return out
+    out.done = found[0].get("status") == "True"
+    out.why = f"available {ready} of {wanted} replica(s); conditions: {_conditions(status)}"
+    return out
+
+
+_JUDGES: dict[str, Callable[[dict[str, Any] | None, str, str], WorkloadRollout]] = {
+    "Deployment": rollout_state,
+    "DaemonSet": daemonset_state,
+    "StatefulSet": statefulset_state,
+}
 
 
 def workload_state(kind: str, obj: dict[str, Any] | None, namespace: str, name: str) -> WorkloadRollout:
     """Judge one workload of a kind in :data:`WORKLOAD_KINDS`."""
+    if kind in OPERATED_KINDS:
+        return operated_state(kind, obj, namespace, name)
     return _JUDGES[kind](obj, namespace, name)
 
 
@@ -253,7 +287,7 @@ def watch_workloads(
         for kind, namespace, name in workloads:
             key = (kind, namespace, name)
             if key not in states or not states[key].done:
-                found = api.get_object(kind.lower(), name, namespace)
+                found = api.get_object(OPERATED_KINDS.get(kind, kind.lower()), name, namespace)
                 states[key] = workload_state(kind, found, namespace, name)
         if all(s.done for s in states.values()) or clock() >= deadline:
             return states

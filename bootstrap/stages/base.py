@@ -451,6 +451,12 @@ class Stage(ABC):
         ``maintenance``, and settles it itself (reads, finishes or releases it) instead of being skipped."""
         return False
 
+    def cluster_drift(self, inventory: Any, state_dir: Path, journal: Journal, options: RunOptions) -> str | None:
+        """What the inventory wants of the cluster as a whole that the journal's record says this stage has not
+        made so yet (a Helm release added or changed), or ``None``: where it says something, the stage runs
+        again on the selected nodes past it, which it would otherwise skip (read only; a plan asks it too)."""
+        return None
+
     @abstractmethod
     def plan(self, ctx: StageContext) -> list[PlannedAction]:
         """What :meth:`run` would do on ``ctx.nodes``; must not change anything."""

@@ -8,8 +8,9 @@ For each release, in install order (:func:`install_releases`):
   when missing); ``deployed`` with the same chart version and the same user values (``get_values``) →
   "unchanged", no new revision; ``deployed`` otherwise → ``upgrade``; any other state (``failed``,
   ``pending-*``, ``uninstalling``, ``uninstalled``) → "refused", with Helm's status and what to do;
-- then the release's workloads (the Deployments, DaemonSets and StatefulSets of the manifest Helm stored) are
-  watched to ready (:func:`bootstrap.kube.apply.watch_workloads`) up to the timeout;
+- then the release's workloads (the Deployments, DaemonSets and StatefulSets of the manifest Helm stored, and
+  the Prometheus and Alertmanager resources the Prometheus operator runs pods for) are watched to ready
+  (:func:`bootstrap.kube.apply.watch_workloads`) up to the timeout;
 - an install or upgrade that fails (Helm's error, or its workloads not ready in time) is undone as Helm's
   ``--atomic`` does (:func:`undo`): the upgrade rolled back to the revision before it ("rolled back", history
   kept), the install uninstalled ("uninstalled"); either way the outcome fails.
@@ -42,7 +43,7 @@ from bootstrap.cluster.charts import Release
 from bootstrap.cluster.helm_render import chart_source, helm_sdk, render_release
 from bootstrap.errors import RackctlError
 from bootstrap.kube.api import LiveApi
-from bootstrap.kube.apply import WORKLOAD_KINDS, WorkloadRollout, apply_objects, watch_workloads
+from bootstrap.kube.apply import OPERATED_KINDS, WORKLOAD_KINDS, WorkloadRollout, apply_objects, watch_workloads
 from redfish_tools.secrets import redact
 
 #: Helm's status of a release it can upgrade.
@@ -111,7 +112,8 @@ class ReleaseOutcome:
         return text
 
     def as_fact(self) -> dict[str, Any]:
-        """The journal fact: release, chart, version, namespace, revision, values digest, outcome."""
+        """The journal fact: release, chart, version, namespace, revision, values digest, outcome, and the
+        workloads watched (``Kind/namespace/name``: ready/wanted)."""
         r = self.release
         return {
             "release": r.name,
@@ -123,6 +125,7 @@ class ReleaseOutcome:
             "status": self.status,
             "ok": self.ok,
             **({"message": self.message} if self.message else {}),
+            **({"workloads": self.workloads} if self.workloads else {}),
         }
 
 
@@ -276,14 +279,19 @@ def _revision_after_error(client: HelmClient, release: Release) -> int | None:
 
 
 def workloads_of(manifest: str, namespace: str) -> list[tuple[str, str, str]]:
-    """The ``(kind, namespace, name)`` of every Deployment, DaemonSet and StatefulSet in a release's manifest
-    (objects without a namespace are in the release's)."""
+    """The ``(kind, namespace, name)`` of every workload in a release's manifest (:data:`WORKLOAD_KINDS`; objects
+    without a namespace are in the release's)."""
     out = []
     for doc in yaml.safe_load_all(manifest):
-        if isinstance(doc, dict) and doc.get("kind") in WORKLOAD_KINDS:
+        if isinstance(doc, dict) and doc.get("kind") in WORKLOAD_KINDS and _judged(doc):
             meta = doc.get("metadata") or {}
             out.append((str(doc["kind"]), str(meta.get("namespace") or namespace), str(meta.get("name"))))
     return out
+
+
+def _judged(doc: dict[str, Any]) -> bool:
+    """A workload kind of its own API group (a ``Prometheus`` only the Prometheus operator's)."""
+    return doc["kind"] not in OPERATED_KINDS or str(doc.get("apiVersion", "")).startswith("monitoring.coreos.com/")
 
 
 def _watched(states: dict[tuple[str, str, str], WorkloadRollout]) -> dict[str, str]:

@@ -11,22 +11,40 @@ The stage's message names what Helm did per release (release, revision). Each re
 chart, version, revision, values digest) is recorded on every selected node as the journal facts of
 :data:`FACTS` (``{"releases": {name: ...}}``, merged with the releases recorded before, so the nvidia stage's
 GPU Operator and the kubernetes stage's releases sit side by side, and a release Helm was not asked about in
-this run keeps its earlier record). A release that fails (Helm's error, a
-release in a failed or pending state, a workload not ready in time) fails the stage on every selected node
-with that message; the stage's message keeps what was applied before it. Otherwise the stage stays rendered,
-not applied: kubeadm init/join and the node-side NVIDIA steps are not built.
+this run keeps its earlier record). :func:`releases_drift` compares the inventory's releases with the newest of
+those records: where one whose chart is at hand is missing, of another chart version or values, or last failed,
+``up`` runs the stage again on nodes already past it (:meth:`bootstrap.stages.base.Stage.cluster_drift`),
+which it would otherwise skip; where they agree, a second ``up`` still skips the stage.
+
+A release that fails (Helm's error, a release in a failed or pending state, a workload not ready in time)
+fails the stage on every selected node with that message; the stage's message keeps what was applied before
+it.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from bootstrap.cluster.charts import Release
 from bootstrap.cluster.helm_render import chart_source
-from bootstrap.kube import KUBECONFIG, Kubectl
-from bootstrap.stages.base import NodeResult, PlannedAction, StageContext, StageResult
+from bootstrap.kube import KUBECONFIG, Kubectl, cluster_for
+from bootstrap.stages.base import NodeResult, PlannedAction, RunOptions, StageContext, StageResult
 from bootstrap.stages.cluster_inputs import cluster_inputs
-from bootstrap.stages.helm_install import NOT_ATTEMPTED, NOT_INSTALLED, HelmReport, install_releases
+from bootstrap.stages.helm_install import (
+    APPLIED,
+    INSTALLED,
+    NOT_ATTEMPTED,
+    NOT_INSTALLED,
+    UNCHANGED,
+    UPGRADED,
+    HelmReport,
+    install_releases,
+    values_digest,
+)
+
+if TYPE_CHECKING:
+    from bootstrap.journal.store import Journal
 
 #: The journal's facts key the releases are recorded under (``rackctl journal show NODE``).
 FACTS = "helm"
@@ -55,6 +73,40 @@ def planned(ctx: StageContext, stage: str, releases: list[Release]) -> list[Plan
             text = f"{what}: not installed, chart {r.chart} {r.version} {where}"
             out.append(PlannedAction(stage, None, text, applies=False))
     return out
+
+
+def recorded_releases(journal: Journal) -> dict[str, dict[str, Any]]:
+    """Each release's newest record in the journal, whichever node holds it (the one of the latest run)."""
+    out: dict[str, dict[str, Any]] = {}
+    for node in journal.nodes():
+        for name, fact in ((journal.latest_facts(node).get(FACTS) or {}).get("releases") or {}).items():
+            if name not in out or int(fact.get("run") or 0) > int(out[name].get("run") or 0):
+                out[name] = fact
+    return out
+
+
+def releases_drift(state_dir: Path, journal: Journal, options: RunOptions, releases: list[Release]) -> str | None:
+    """Which of ``releases`` whose charts are at hand (``up --charts``) the journal does not record as Helm
+    holding them now as the inventory wants (chart version, values digest, a good outcome), or ``None``: where
+    no cluster exists yet, or no chart is at hand, a run would not change them."""
+    charts = cluster_inputs(options.cluster).charts
+    if charts is None or not cluster_for(state_dir).deployed:
+        return None
+    recorded = recorded_releases(journal)
+    changes = []
+    for release in releases:
+        if chart_source(charts, release) is None:
+            continue
+        fact = recorded.get(release.name)
+        if fact is None:
+            changes.append(f"{release.name} ({release.chart} {release.version}) not installed by rackctl yet")
+        elif fact.get("version") != release.version:
+            changes.append(f"{release.name} {fact.get('version')} -> {release.version}")
+        elif fact.get("values_digest") != values_digest(release.values):
+            changes.append(f"{release.name}'s values changed in the inventory")
+        elif not (fact.get("ok") and fact.get("status") in (INSTALLED, UPGRADED, UNCHANGED, APPLIED)):
+            changes.append(f"{release.name} was {fact.get('status')} in run {fact.get('run')}")
+    return "Helm releases to converge: " + "; ".join(changes) if changes else None
 
 
 def _record(ctx: StageContext, report: HelmReport) -> dict[str, Any]:

@@ -2,7 +2,9 @@
 
 Per stage and node the runner decides: run, skip (the node is past the stage, or the journal shows the
 stage completed in the node's current epoch), or blocked (the node has not reached the state the stage
-needs). It stops at the first stage that is not implemented (exit 4), that fails on any node (exit 1,
+needs). A node past the stage runs it again where the stage's cluster-wide part has drifted from the
+inventory (:meth:`~bootstrap.stages.base.Stage.cluster_drift`: a Helm release added or changed); the plan and
+the progress say so. It stops at the first stage that is not implemented (exit 4), that fails on any node (exit 1,
 after the other nodes finished that stage), or on Ctrl-C (exit 130); ``rackctl up`` again resumes.
 
 Rendered, not applied: a stage whose result says it only rendered and validated (``applied`` false per
@@ -103,6 +105,8 @@ class StageOutcome:
     #: the stage's own words without its failed nodes' (those are in ``nodes``): what the human view shows, so
     #: that each node's error is printed once (not in the JSON, whose ``message`` keeps everything)
     summary: str | None = None
+    #: why the stage ran again on nodes already past it (:meth:`Stage.cluster_drift`); empty when it did not
+    rerun: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         out = {
@@ -113,7 +117,7 @@ class StageOutcome:
             "message": self.message,
             "nodes": self.nodes,
         }
-        return out | ({"data": self.data} if self.data else {})
+        return out | ({"data": self.data} if self.data else {}) | ({"rerun": self.rerun} if self.rerun else {})
 
 
 @dataclass
@@ -201,10 +205,18 @@ class Decision:
 
 
 def decide(
-    stage: Stage, node: str, state: NodeState, journal: Journal, forced: bool, *, options: RunOptions | None = None
+    stage: Stage,
+    node: str,
+    state: NodeState,
+    journal: Journal,
+    forced: bool,
+    *,
+    options: RunOptions | None = None,
+    drift: str | None = None,
 ) -> Decision:
     """Run, skip or blocked for ``stage`` on ``node`` in ``state`` (``options``: the run's, for a stage that
-    settles nodes in maintenance when run with them)."""
+    settles nodes in maintenance when run with them; ``drift``: what the stage's cluster-wide part has not made
+    as the inventory wants, which runs it again on a node past it)."""
     life = stage.get_lifecycle()
     if state is NodeState.MAINTENANCE:
         if options is not None and stage.settles_maintenance(options, journal, node):
@@ -214,8 +226,14 @@ def decide(
         return Decision("blocked", "failed (it is retried from the state it failed in at the next run)")
     if not forced:
         if life.done_when is not None and rank(state) >= rank(life.done_when):
-            return Decision("skip", f"already {state.value}")
+            return (
+                Decision("run", f"already {state.value}; {drift}")
+                if drift
+                else Decision("skip", f"already {state.value}")
+            )
         done = None if stage.reconciles else journal.stage_done(node, stage.name)
+        if done is not None and drift:
+            return Decision("run", f"completed in run {done.run}; {drift}")
         if done is not None:
             return Decision("skip", f"completed in run {done.run} at {done.at}")
     if rank(state) < rank(life.requires):
@@ -225,6 +243,11 @@ def decide(
             needs=life.requires,
         )
     return Decision("run")
+
+
+def rerun_for_drift(decisions: dict[str, Decision], drift: str | None) -> list[str]:
+    """The nodes a stage runs on again, past it, because of its cluster-wide ``drift``."""
+    return [n for n, d in decisions.items() if drift and d.action == "run" and d.reason.endswith(drift)]
 
 
 def render_only_nodes(stage: Stage, decisions: dict[str, Decision], rendered_before: Sequence[str]) -> dict[str, str]:
@@ -260,7 +283,11 @@ def plan(inventory: Any, state_dir: Path, selection: Selection, options: RunOpti
             stage = get_stage(name)
             forced = name in selection.forced
             reached = stops_at is None
-            decisions = {n: decide(stage, n, projected[n], journal, forced, options=options) for n in selection.nodes}
+            drift = stage.cluster_drift(inventory, Path(state_dir), journal, options)
+            decisions = {
+                n: decide(stage, n, projected[n], journal, forced, options=options, drift=drift)
+                for n in selection.nodes
+            }
             cannot_apply = render_only_nodes(stage, decisions, not_applied)
             to_run = [n for n, d in decisions.items() if d.action == "run" or n in cannot_apply]
             actions = [
@@ -268,6 +295,9 @@ def plan(inventory: Any, state_dir: Path, selection: Selection, options: RunOpti
                 for n, d in decisions.items()
                 if d.action != "run" and n not in cannot_apply
             ]
+            again = rerun_for_drift(decisions, drift)
+            if again:
+                actions.insert(0, PlannedAction(name, None, f"run again on {', '.join(again)}: {drift}").as_dict())
             if to_run:
                 ctx = StageContext(
                     name,
@@ -472,8 +502,15 @@ class Runner:
             self._outcomes.append(outcome)
             forced = name in self.selection.forced
             nodes = self.selection.nodes
-            decisions = {n: decide(stage, n, journal.state(n), journal, forced, options=self.options) for n in nodes}
+            drift = stage.cluster_drift(self.inventory, self.state_dir, journal, self.options)
+            decisions = {
+                n: decide(stage, n, journal.state(n), journal, forced, options=self.options, drift=drift) for n in nodes
+            }
             cannot_apply = render_only_nodes(stage, decisions, self._rendered_stages()) if stage.implemented else {}
+            again = rerun_for_drift(decisions, drift)
+            if again:
+                outcome.rerun = f"run again on {', '.join(again)}: {drift}"
+                self.progress.log(f"{name}: {outcome.rerun}")
             to_run = [n for n, d in decisions.items() if d.action == "run" or n in cannot_apply]
             for node, d in decisions.items():
                 if d.action != "run" and node not in cannot_apply:

@@ -79,6 +79,7 @@ import yaml
 from bootstrap.cluster.render import render_cluster
 from bootstrap.environment import BootSite, HostEnvironment
 from bootstrap.inventory import load_inventory
+from bootstrap.inventory.cluster import ChartPins
 from bootstrap.inventory.models import Inventory
 from bootstrap.journal.states import NodeState
 from bootstrap.journal.store import STAGE_STEP, Journal
@@ -1455,6 +1456,8 @@ def _two_replicas_through_a_firmware_rollout(
 
 
 PROMETHEUS = "kube-prometheus-stack-prometheus"
+#: the charts the product pins (the lab's stand-ins are versioned the same)
+PINS = ChartPins()
 #: the HPA KEDA's operator makes of the model's ScaledObject
 KEDA_HPA = f"keda-hpa-triton-{SERVED_MODEL}"
 
@@ -1464,7 +1467,9 @@ def _prometheus_api(rack: Rack, path: str, params: dict[str, str]) -> Any:
     service proxy): the answer's data (Prometheus refusing it fails the test with its error)."""
     service = f"/api/v1/namespaces/monitoring/services/{PROMETHEUS}:http-web/proxy"
     got = rack.kubectl("get", "--raw", f"{service}/api/v1/{path}?{urllib.parse.urlencode(params)}")
-    assert got.returncode == 0, (path, params, got.stderr)
+    if got.returncode != 0:  # where Prometheus' pods stand, to read beside the error
+        pods = rack.kubectl("get", "pods", "-n", "monitoring", "-o", "wide").stdout
+        raise AssertionError(f"{path} {params}: {got.stderr.strip()}\n{pods}")
     doc = json.loads(got.stdout)
     assert doc["status"] == "success", (path, params, doc)
     return doc["data"]
@@ -1552,17 +1557,24 @@ def _scales_with_demand(
     scaled = f"scaledobject/triton-{SERVED_MODEL}"
     with _crds_applied(rack, KEDA_CRDS, skip=("_withtriggers.yaml",)):  # an internal type, not installed upstream
         try:
-            # the cluster's releases from the inventory: the two new ones installed, watched to ready by the stage
-            # (``--from``: every node is past the stage, which a plain ``up`` skips, cluster-wide parts and all)
+            # the cluster's releases from the inventory: the two new ones installed, watched to ready by the stage,
+            # which runs again on gpu-02, joined, because the journal has no record of them (a plain ``up``)
             common = ["-i", str(autoscaled), "--state-dir", str(rack.ctx.state_dir), "--limit", SECOND_WORKER]
-            common += ["--from", "kubernetes"]
             args = ["--stages", "kubernetes", "--charts", str(CHARTS_DIR), "--helm-timeout", "300", "--yes"]
             code, doc = _rackctl_at_the_head(_head_env(rack), "up", *common, *args, timeout=900)
             stage = next(s for s in doc["stages"] if s["name"] == "kubernetes")
             assert code == 0, json.dumps(stage)[-3000:]
+            assert stage["rerun"] == (
+                f"run again on {SECOND_WORKER}: Helm releases to converge: kube-prometheus-stack "
+                f"(kube-prometheus-stack {PINS.kube_prometheus_stack}) not installed by rackctl yet; "
+                f"keda (keda {PINS.keda}) not installed by rackctl yet"
+            ), stage
             releases = _releases_recorded(rack, SECOND_WORKER)
             for name in ("kube-prometheus-stack", "keda"):
                 assert releases[name]["status"] == "installed" and releases[name]["ok"], releases[name]
+            # the stage waited for the Prometheus its operator runs, not only for the operator
+            watched = releases["kube-prometheus-stack"]["workloads"]
+            assert watched[f"Prometheus/monitoring/{PROMETHEUS}"] == "1/1", watched
             timing.wait_for(
                 lambda: _condition(_get(rack, "apiservice", "v1beta1.external.metrics.k8s.io"), "Available") == "True",
                 timeout=300, what="KEDA's metrics server serving the external metrics API",

@@ -42,6 +42,7 @@ from bootstrap.stages.helm_install import (
     UPGRADED,
     install_releases,
     values_digest,
+    workloads_of,
 )
 from tests.cluster.apiserver import ApiServer
 from tests.cluster.scaffold_charts import LOCAL_PATH_TEMPLATES, scaffold_chart
@@ -425,6 +426,79 @@ def test_daemonset_and_statefulset_judged_as_kubectl_rollout_status(
     assert (state.kind, state.done) == (kind, done)
     assert state.why.startswith(why)
     assert workload_state(kind, None, "ns", "w").why == f"{kind} ns/w is not in the cluster"
+
+
+@pytest.mark.parametrize(
+    ("status", "done", "why"),
+    [
+        ({}, False, "the Prometheus operator has not reported on generation 2 of this Prometheus yet"),
+        (  # a report on the generation before: the operator has not seen the change
+            {"conditions": [{"type": "Available", "status": "True", "observedGeneration": 1}]},
+            False,
+            "the Prometheus operator has not reported on generation 2",
+        ),
+        (
+            {
+                "availableReplicas": 1,
+                "conditions": [
+                    {"type": "Available", "status": "Degraded", "observedGeneration": 2, "reason": "SomePodsNotReady"},
+                    {"type": "Reconciled", "status": "True", "observedGeneration": 2},
+                ],
+            },
+            False,
+            "available 1 of 2 replica(s); conditions: Available=Degraded (SomePodsNotReady: )",
+        ),
+        (
+            {"availableReplicas": 2, "conditions": [{"type": "Available", "status": "True", "observedGeneration": 2}]},
+            True,
+            "available 2 of 2 replica(s)",
+        ),
+    ],
+)
+def test_a_prometheus_is_judged_by_the_available_condition_its_operator_reports(
+    status: dict[str, Any], done: bool, why: str
+) -> None:
+    obj = {"metadata": {"generation": 2}, "spec": {"replicas": 2}, "status": status}
+    state = workload_state("Prometheus", obj, "monitoring", "p")
+    assert (state.kind, state.done, state.ready, state.wanted) == (
+        "Prometheus",
+        done,
+        status.get("availableReplicas", 0),
+        2,
+    )
+    assert state.why.startswith(why), state.why
+    assert (
+        workload_state("Alertmanager", None, "monitoring", "a").why == "Alertmanager monitoring/a is not in the cluster"
+    )
+
+
+def test_a_releases_workloads_include_what_the_prometheus_operator_runs_and_nothing_of_another_group() -> None:
+    manifest = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: operator}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings}
+---
+apiVersion: monitoring.coreos.com/v1
+kind: Prometheus
+metadata: {name: prom, namespace: monitoring}
+---
+apiVersion: monitoring.coreos.com/v1
+kind: Alertmanager
+metadata: {name: alerts}
+---
+apiVersion: example.com/v1
+kind: Prometheus
+metadata: {name: not-the-operators}
+"""
+    assert workloads_of(manifest, "release-ns") == [
+        ("Deployment", "release-ns", "operator"),
+        ("Prometheus", "monitoring", "prom"),
+        ("Alertmanager", "release-ns", "alerts"),
+    ]
 
 
 CRD_NAME = "installations.operator.tigera.io"

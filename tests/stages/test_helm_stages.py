@@ -24,6 +24,7 @@ from click.testing import CliRunner
 from bootstrap.cli import cli
 from bootstrap.errors import EXIT_FAILED, EXIT_NOT_APPLIED
 from bootstrap.inventory.cluster import ChartPins
+from bootstrap.journal.states import MAIN_LINE, NodeState
 from bootstrap.journal.store import Journal
 from tests.cluster.apiserver import ApiServer
 from tests.cluster.scaffold_charts import LOCAL_PATH_TEMPLATES, scaffold_chart
@@ -136,6 +137,7 @@ def test_up_installs_the_charts_at_hand_then_unchanged_then_upgrades(
         "ok": True,
         "stage": "kubernetes",
         "run": 1,
+        "workloads": {"Deployment/local-path-storage/local-path-provisioner": "1/1"},
     }
     assert releases["local-path-provisioner"]["values_digest"].startswith("sha256:")
     assert (releases["gpu-operator"]["revision"], releases["gpu-operator"]["stage"]) == (1, "nvidia")
@@ -173,6 +175,64 @@ def test_up_installs_the_charts_at_hand_then_unchanged_then_upgrades(
     with Journal(state_dir, readonly=True) as journal:
         kept = journal.latest_facts("head-01")["helm"]["releases"]["local-path-provisioner"]
     assert (kept["revision"], kept["status"], kept["run"]) == (2, "upgraded", 3)
+
+
+def _joined(state_dir: Path, nodes: list[str]) -> None:
+    """Record ``nodes`` as past the kubernetes stage, as kubeadm join leaves them (no kubelet runs here)."""
+    with Journal(state_dir) as journal:
+        journal.register_nodes(nodes)
+        for node in nodes:
+            for state in MAIN_LINE[1 : MAIN_LINE.index(NodeState.JOINED) + 1]:
+                journal.transition(node, state, "as the stages leave it (recorded by the test)")
+
+
+def _kubernetes_only(inventory: Path, state_dir: Path, charts: Path, command: str = "up") -> dict[str, Any]:
+    args = [command, "-i", str(inventory), "--state-dir", str(state_dir), "--stages", "kubernetes"]
+    args += ["--limit", "head-01,gpu-l40s-01", "--charts", str(charts), "--json"]
+    result = CliRunner().invoke(cli, [*args, *(["--helm-timeout", "60"] if command == "up" else [])])
+    assert result.exit_code in (0, EXIT_NOT_APPLIED), result.output
+    doc: dict[str, Any] = json.loads(result.stdout)
+    return doc
+
+
+def test_a_release_added_or_changed_in_the_inventory_runs_the_stage_again_on_nodes_past_it(
+    state_dir: Path, charts: Path, kube: KubeObjects, tmp_path: Path
+) -> None:
+    """Nodes past the kubernetes stage skip it, unless a release whose chart is at hand is not what the
+    journal records Helm holding (not installed by rackctl, other values): then plan and ``up`` run it again on
+    them and say why; once Helm holds it as wanted, the next ``up`` skips the stage again."""
+    inventory = _inventory(tmp_path)
+    _joined(state_dir, ["head-01", "gpu-l40s-01"])
+    plan = _stage(_kubernetes_only(inventory, state_dir, charts, "plan"), "kubernetes")
+    why = (
+        "Helm releases to converge: local-path-provisioner (local-path-provisioner 0.0.32) not installed by rackctl yet"
+    )
+    assert plan["nodes_to_run"] == ["head-01", "gpu-l40s-01"], plan
+    assert f"run again on head-01, gpu-l40s-01: {why}" in [a["action"] for a in plan["actions"]], plan["actions"]
+    storage, _ = _readiers(kube)
+    with storage:
+        k8s = _stage(_kubernetes_only(inventory, state_dir, charts), "kubernetes")
+    assert "local-path-provisioner installed (revision 1)" in k8s["message"], k8s["message"]
+    assert k8s["rerun"] == f"run again on head-01, gpu-l40s-01: {why}"
+    with Journal(state_dir, readonly=True) as journal:
+        assert {journal.state(n) for n in ("head-01", "gpu-l40s-01")} == {NodeState.JOINED}  # no node moved back
+
+    # Helm holds it as the journal records: the stage is skipped again, nothing asked of Helm
+    again = _stage(_kubernetes_only(inventory, state_dir, charts), "kubernetes")
+    assert again["status"] == "skipped" and again["nodes"]["head-01"]["message"] == "already joined", again
+    assert "rerun" not in again
+    assert _local_path_config(kube) == ["/mnt/nvme/lp"]
+
+    # the inventory's values change: run again, Helm upgrades
+    changed = _inventory(tmp_path, "/data/lp")
+    plan = _stage(_kubernetes_only(changed, state_dir, charts, "plan"), "kubernetes")
+    moved = "Helm releases to converge: local-path-provisioner's values changed in the inventory"
+    assert f"run again on head-01, gpu-l40s-01: {moved}" in [a["action"] for a in plan["actions"]], plan["actions"]
+    storage, _ = _readiers(kube)
+    with storage:
+        k8s = _stage(_kubernetes_only(changed, state_dir, charts), "kubernetes")
+    assert "local-path-provisioner upgraded (revision 2)" in k8s["message"], k8s["message"]
+    assert _local_path_config(kube) == ["/data/lp"]
 
 
 def test_workloads_not_ready_in_time_fail_the_stage_naming_release_workload_and_reason(

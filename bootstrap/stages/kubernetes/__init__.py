@@ -37,11 +37,14 @@ its join failed fails.
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 from bootstrap.cluster import charts, kubeadm
 from bootstrap.cluster.render import DASHBOARDS_FILE, render_cluster
 from bootstrap.inventory.models import Inventory, Node
 from bootstrap.kube import KUBECONFIG, Kubectl, cluster_for
-from bootstrap.stages.base import NOT_APPLIED, PlannedAction, StageContext, StageResult, register_stage
+from bootstrap.stages.base import NOT_APPLIED, PlannedAction, RunOptions, StageContext, StageResult, register_stage
 from bootstrap.stages.cluster_inputs import cluster_inputs
 from bootstrap.stages.cluster_render import (
     ClusterRenderStage,
@@ -49,11 +52,14 @@ from bootstrap.stages.cluster_render import (
     with_host_side,
     write_not_applied,
 )
-from bootstrap.stages.helm_releases import planned, with_helm_releases
+from bootstrap.stages.helm_releases import planned, releases_drift, with_helm_releases
 from bootstrap.stages.kubernetes.cluster import cluster_side, joinable, planned_actions, with_cluster_side
 from bootstrap.stages.kubernetes.dashboards import with_dashboards
 from bootstrap.stages.kubernetes.host import HOST_PLAYBOOK, api_endpoint_action, host_side, source_described
 from bootstrap.stages.kubernetes.labels import with_live_labels
+
+if TYPE_CHECKING:
+    from bootstrap.journal.store import Journal
 
 #: Where the stage writes the bundle, under the state directory.
 OUT_DIR = "cluster"
@@ -98,6 +104,10 @@ class KubernetesStage(ClusterRenderStage):
     )
     #: init/join apply behind a gate only the run can check (the host side's report): the plan says "not applied"
     applies_behind_gate = True
+
+    def cluster_drift(self, inventory: Inventory, state_dir: Path, journal: Journal, options: RunOptions) -> str | None:
+        """The cluster's Helm releases (:func:`releases`) the journal does not record as installed as wanted."""
+        return releases_drift(state_dir, journal, options, releases(inventory))
 
     def plan(self, ctx: StageContext) -> list[PlannedAction]:
         inv = ctx.inventory
