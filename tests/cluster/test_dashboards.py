@@ -1,10 +1,13 @@
-"""Grafana dashboards as code: they parse, every query names only metrics the exporters publish, and the
+"""Grafana dashboards as code: they parse, Grafana's own schema types accept them (the lab's dashboard-check,
+built from the Grafana Foundation SDK), every query names only metrics the exporters publish, and the
 rendered bundle carries them as sidecar-labelled ConfigMaps (or none without Grafana)."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -136,6 +139,65 @@ def test_triton_panels_keep_each_rackctl_model_apart_and_read_its_deployments_re
     assert found, replicas
     pattern = found.group(1).replace("$model", spec.name)
     assert re.fullmatch(pattern, deployment["metadata"]["name"]), (pattern, deployment["metadata"]["name"])
+
+
+@pytest.fixture(scope="module")
+def dashboard_check() -> Path:
+    """The lab's checker of dashboard JSON against Grafana's own dashboard schema types (the Grafana
+    Foundation SDK, built from its Go module at the pin: rackctl_lab/components/pins.py ``DASHBOARD_CHECK``)."""
+    from bootstrap.errors import EnvironmentMissing
+    from rackctl_lab.components import build
+    from rackctl_lab.components.pins import DASHBOARD_CHECK
+
+    try:
+        (built,) = build.build([DASHBOARD_CHECK])
+    except EnvironmentMissing as exc:
+        if os.environ.get("RACKCTL_REQUIRE_COMPONENTS") == "1":
+            pytest.fail(f"the dashboard checker cannot be built: {exc.message}")
+        pytest.skip(f"the dashboard checker cannot be built: {exc.message}")
+    return Path(built.path)
+
+
+def _checked(checker: Path, files: list[Path]) -> tuple[int, list[dict[str, Any]]]:
+    done = subprocess.run([str(checker), *map(str, files)], capture_output=True, text=True, timeout=60, check=False)
+    return done.returncode, [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def test_each_dashboard_as_its_configmap_carries_it_is_accepted_by_grafanas_schema_types(
+    dashboard_check: Path, write_inventory: Callable[..., Path], tmp_path: Path
+) -> None:
+    """Grafana's dashboard schema, as the Grafana Foundation SDK's Go types generated from it carry it (no
+    Grafana runs here: it is AGPL, which the build rules exclude), decodes each dashboard strictly, as the
+    sidecar's ConfigMap carries it: the dashboard, its panels' options and field config, each Prometheus
+    query; then its constraints hold. The same check refuses an unknown field, a value of the wrong type and
+    a missing required part, naming where."""
+    bundle, _ = _render(write_inventory())
+    rendered = next(f for f in bundle.files if f.path == DASHBOARDS_FILE)
+    files = []
+    for cm in list(yaml.safe_load_all(rendered.content()))[1:]:
+        ((name, text),) = cm["data"].items()
+        files.append(tmp_path / name)
+        files[-1].write_text(text)
+    code, results = _checked(dashboard_check, files)
+    assert code == 0, results
+    assert {Path(r["file"]).name: (r["ok"], r["panels"]) for r in results} == {
+        name: (True, len(d["panels"])) for name, d in DASHBOARDS.items()
+    }
+
+    broken = json.loads(json.dumps(DASHBOARDS["triton.json"]))
+    broken["panels"][0]["targets"][0]["expr"] = 5
+    broken["panels"][1]["targets"][0]["exprr"] = "up"
+    broken["panels"][2]["gridPos"]["h"] = "8"
+    del broken["annotations"]
+    (tmp_path / "broken.json").write_text(json.dumps(broken))
+    code, (result,) = _checked(dashboard_check, [tmp_path / "broken.json"])
+    assert code == 1 and result["ok"] is False
+    assert sorted(result["errors"]) == [
+        "annotations: required field is missing from input",
+        "panels[0].targets[0].expr: json: cannot unmarshal number into Go value of type string",
+        "panels[1].targets[0].Dataquery: unexpected field 'exprr'",
+        "panels[2].gridPos.h: json: cannot unmarshal string into Go value of type uint32",
+    ], result
 
 
 def test_bundle_carries_sidecar_configmaps_that_validate(write_inventory: Callable[..., Path]) -> None:

@@ -41,6 +41,8 @@ from rackctl_lab.components.pins import (
 SOURCES = Path(__file__).resolve().parent
 #: Bump when the build recipe changes what it produces (part of every cache key).
 RECIPE = 1
+#: The module path prefix of the lab's own programs (their source needs nothing but the standard library).
+LAB_MODULE = "rackctl.lab/"
 VERSION_FIELD = "cluster.versions.kubernetes"
 
 
@@ -291,14 +293,26 @@ def _module_dir(program: GoProgram, go: str) -> Path:
 
 
 def _source_module(program: GoProgram, go: str) -> Path:
-    """A module of the lab's own source for ``program`` (no dependencies: the standard library only)."""
-    workdir = cache_dir() / "src" / f"{program.name}-{_source_digest(program)[:12]}"
+    """A module of the lab's own source for ``program``: the standard library only, or, where ``module`` is
+    not the lab's own, requiring ``module@version`` (tidied once)."""
+    own = program.module.startswith(LAB_MODULE)
+    digest = _source_digest(program)
+    if not own:  # the required module's version is part of what is built
+        digest = hashlib.sha256(f"{digest} {program.module}@{program.version}".encode()).hexdigest()
+    workdir = cache_dir() / "src" / f"{program.name}-{digest[:12]}"
     with cache_lock(workdir):
-        if not (workdir / "go.mod").is_file():
+        if not (workdir / ("go.mod" if own else "go.sum")).is_file():
             workdir.mkdir(parents=True, exist_ok=True)
             for source in (SOURCES / program.source).glob("*.go"):
                 shutil.copy2(source, workdir / source.name)
-            (workdir / "go.mod").write_text(f"module {program.module}\n\ngo 1.26.0\n")
+            if own:
+                (workdir / "go.mod").write_text(f"module {program.module}\n\ngo 1.26.0\n")
+            else:
+                module = (
+                    f"module rackctl.lab/{program.name}\n\ngo 1.26.0\n\nrequire {program.module} {program.version}\n"
+                )
+                (workdir / "go.mod").write_text(module)
+                _go(["mod", "tidy"], workdir, program)
     return workdir
 
 

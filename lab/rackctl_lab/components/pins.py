@@ -80,7 +80,8 @@ class GoProgram:
     shims: tuple[tuple[str, str], ...] = field(default=())
     #: built with cgo (the C toolchain of this machine; the program then needs the glibc of Debian 12)
     cgo: bool = False
-    #: a directory of this package holding the program's own Go source (the lab's pause), instead of a module
+    #: a directory of this package holding the program's own Go source (the lab's pause), instead of a module;
+    #: where ``module`` is not the lab's own (``rackctl.lab/...``), that source requires ``module@version``
     source: str = ""
     #: further packages of the module read with ``package`` (a CRD source's other API groups)
     also: tuple[str, ...] = ()
@@ -287,6 +288,15 @@ class CrdSource:
     def ident(self) -> str:
         return f"{self.name} CRDs {self.api.version} (controller-gen {self.generator.version})"
 
+
+#: Grafana's dashboard schema as Go types (Apache-2.0; generated from Grafana's own schemas by its cog tool).
+#: Grafana itself is AGPL, which the project's build rules exclude: no Grafana runs in the lab.
+GRAFANA_SDK_MODULE = "github.com/grafana/grafana-foundation-sdk/go"
+#: The lab's own checker of dashboard JSON against those types (``components/dashboard_check``), built in a
+#: module that requires the SDK at its newest release the module proxy serves (v0.0.22, 2026-12-07).
+DASHBOARD_CHECK = GoProgram(
+    "dashboard-check", GRAFANA_SDK_MODULE, "v0.0.22", ".", "dashboards", source="dashboard_check"
+)
 
 #: kubebuilder's CRD generator, at the newest release the module proxy serves (2026-11-29).
 CONTROLLER_GEN = GoProgram(
