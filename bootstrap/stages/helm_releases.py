@@ -14,7 +14,9 @@ GPU Operator and the kubernetes stage's releases sit side by side, and a release
 this run keeps its earlier record). :func:`releases_drift` compares the inventory's releases with the newest of
 those records: where one whose chart is at hand is missing, of another chart version or values, or last failed,
 ``up`` runs the stage again on nodes already past it (:meth:`bootstrap.stages.base.Stage.cluster_drift`),
-which it would otherwise skip; where they agree, a second ``up`` still skips the stage.
+which it would otherwise skip; where they agree, a second ``up`` still skips the stage. A release the stage
+installed that the inventory no longer has is left installed, and the plan and the stage's message say so
+(:func:`left_installed`).
 
 A release that fails (Helm's error, a release in a failed or pending state, a workload not ready in time)
 fails the stage on every selected node with that message; the stage's message keeps what was applied before
@@ -72,6 +74,9 @@ def planned(ctx: StageContext, stage: str, releases: list[Release]) -> list[Plan
             where = f"not in --charts {charts}" if charts is not None else "not at hand (no --charts DIR)"
             text = f"{what}: not installed, chart {r.chart} {r.version} {where}"
             out.append(PlannedAction(stage, None, text, applies=False))
+    left = left_installed(ctx.journal, stage, releases)
+    if left:
+        out.append(PlannedAction(stage, None, f"{', '.join(left)}: {LEFT_INSTALLED}", applies=False))
     return out
 
 
@@ -83,6 +88,26 @@ def recorded_releases(journal: Journal) -> dict[str, dict[str, Any]]:
             if name not in out or int(fact.get("run") or 0) > int(out[name].get("run") or 0):
                 out[name] = fact
     return out
+
+
+#: The outcomes after which Helm holds a release as rackctl asked (or its objects are applied).
+HELD = (INSTALLED, UPGRADED, UNCHANGED, APPLIED)
+#: What rackctl does with a release it installed that the inventory no longer has.
+LEFT_INSTALLED = (
+    "left installed, no longer in the inventory (rackctl uninstalls nothing: `helm uninstall -n NAMESPACE "
+    "RELEASE` removes one)"
+)
+
+
+def left_installed(journal: Journal, stage: str, releases: list[Release]) -> list[str]:
+    """The releases ``stage`` installed (their newest record a good outcome) that ``releases``, the inventory's
+    now, no longer has: ``RELEASE (CHART VERSION in NAMESPACE)``."""
+    wanted = {r.name for r in releases}
+    return sorted(
+        f"{name} ({fact.get('chart')} {fact.get('version')} in {fact.get('namespace')})"
+        for name, fact in recorded_releases(journal).items()
+        if fact.get("stage") == stage and name not in wanted and fact.get("ok") and fact.get("status") in HELD
+    )
 
 
 def releases_drift(state_dir: Path, journal: Journal, options: RunOptions, releases: list[Release]) -> str | None:
@@ -104,7 +129,7 @@ def releases_drift(state_dir: Path, journal: Journal, options: RunOptions, relea
             changes.append(f"{release.name} {fact.get('version')} -> {release.version}")
         elif fact.get("values_digest") != values_digest(release.values):
             changes.append(f"{release.name}'s values changed in the inventory")
-        elif not (fact.get("ok") and fact.get("status") in (INSTALLED, UPGRADED, UNCHANGED, APPLIED)):
+        elif not (fact.get("ok") and fact.get("status") in HELD):
             changes.append(f"{release.name} was {fact.get('status')} in run {fact.get('run')}")
     return "Helm releases to converge: " + "; ".join(changes) if changes else None
 
@@ -138,8 +163,11 @@ def with_helm_releases(
         timeout_s=ctx.options.helm.timeout_s,
         log=ctx.progress.log,
     )
+    left = left_installed(ctx.journal, ctx.stage, releases)  # read before this run's records
     facts = _record(ctx, report)
     text = f"helm ({cluster.reason}): {report.summary()}"
+    if left:
+        text += f"; {', '.join(left)}: {LEFT_INSTALLED}"
     result.message = f"{result.message}; {text}" if result.message else text
     for res in result.nodes.values():
         res.data[FACTS] = facts

@@ -26,6 +26,7 @@ from bootstrap.errors import EXIT_FAILED, EXIT_NOT_APPLIED
 from bootstrap.inventory.cluster import ChartPins
 from bootstrap.journal.states import MAIN_LINE, NodeState
 from bootstrap.journal.store import Journal
+from bootstrap.stages.helm_releases import FACTS
 from tests.cluster.apiserver import ApiServer
 from tests.cluster.scaffold_charts import LOCAL_PATH_TEMPLATES, scaffold_chart
 from tests.kube_objects import DeploymentReadier, KubeObjects
@@ -233,6 +234,42 @@ def test_a_release_added_or_changed_in_the_inventory_runs_the_stage_again_on_nod
         k8s = _stage(_kubernetes_only(changed, state_dir, charts), "kubernetes")
     assert "local-path-provisioner upgraded (revision 2)" in k8s["message"], k8s["message"]
     assert _local_path_config(kube) == ["/data/lp"]
+
+
+def test_a_release_rackctl_installed_that_the_inventory_drops_is_left_installed_and_said_so(
+    state_dir: Path, charts: Path, kube: KubeObjects, tmp_path: Path
+) -> None:
+    """The journal records kube-prometheus-stack installed by the kubernetes stage, as a run with monitoring on
+    leaves it; the inventory now turns monitoring off. Plan and ``up`` say the release is left installed and
+    how to remove it; rackctl uninstalls nothing."""
+    data = yaml.safe_load(_inventory(tmp_path).read_text())
+    data["monitoring"] = {"enabled": False}
+    inventory = tmp_path / "no-monitoring.yml"
+    inventory.write_text(yaml.safe_dump(data, sort_keys=False))
+    pins = ChartPins()
+    record = {
+        "release": "kube-prometheus-stack",
+        "chart": "kube-prometheus-stack",
+        "version": pins.kube_prometheus_stack,
+        "namespace": "monitoring",
+        "status": "installed",
+        "ok": True,
+        "stage": "kubernetes",
+        "run": 1,
+    }
+    with Journal(state_dir) as journal:
+        journal.register_nodes(["head-01"])
+        journal.record_facts("head-01", FACTS, {"releases": {"kube-prometheus-stack": record}})
+    left = (
+        f"kube-prometheus-stack (kube-prometheus-stack {pins.kube_prometheus_stack} in monitoring): left installed, "
+        "no longer in the inventory (rackctl uninstalls nothing: `helm uninstall -n NAMESPACE RELEASE` removes one)"
+    )
+    plan = _stage(_kubernetes_only(inventory, state_dir, charts, "plan"), "kubernetes")
+    assert left in [a["action"] for a in plan["actions"]], plan["actions"]
+    storage, _ = _readiers(kube)
+    with storage:
+        k8s = _stage(_kubernetes_only(inventory, state_dir, charts), "kubernetes")
+    assert "local-path-provisioner installed (revision 1)" in k8s["message"] and left in k8s["message"], k8s
 
 
 def test_workloads_not_ready_in_time_fail_the_stage_naming_release_workload_and_reason(
