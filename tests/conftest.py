@@ -13,6 +13,7 @@ import pytest
 from tests import timing
 from tests.cluster import apiserver
 from tests.cluster.apiserver import ApiServer
+from tests.go_built import unbuildable
 from tests.kube_objects import KubeObjects
 
 #: the per-area time budget printed at the end (tests/budget.py); the session's installed lab, shared by
@@ -62,9 +63,7 @@ def built_components(names: tuple[str, ...]) -> dict[str, Path]:
     try:
         built = build.build(build.select(release, names))
     except EnvironmentMissing as exc:
-        if os.environ.get("RACKCTL_REQUIRE_COMPONENTS") == "1":
-            pytest.fail(f"the lab's Kubernetes components cannot be built: {exc.message}")
-        pytest.skip(f"the lab's Kubernetes components cannot be built: {exc.message}")
+        unbuildable("the lab's Kubernetes components", exc)
     return {b.name: Path(b.path) for b in built}
 
 

@@ -21,6 +21,7 @@ and its conditions, or, when it has no status at all, that no controller of its 
 
 from __future__ import annotations
 
+import functools
 import tempfile
 import time
 from collections.abc import Callable
@@ -261,13 +262,12 @@ _JUDGES: dict[str, Callable[[dict[str, Any] | None, str, str], WorkloadRollout]]
     "Deployment": rollout_state,
     "DaemonSet": daemonset_state,
     "StatefulSet": statefulset_state,
+    **{kind: functools.partial(operated_state, kind) for kind in OPERATED_KINDS},
 }
 
 
 def workload_state(kind: str, obj: dict[str, Any] | None, namespace: str, name: str) -> WorkloadRollout:
     """Judge one workload of a kind in :data:`WORKLOAD_KINDS`."""
-    if kind in OPERATED_KINDS:
-        return operated_state(kind, obj, namespace, name)
     return _JUDGES[kind](obj, namespace, name)
 
 

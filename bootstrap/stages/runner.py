@@ -202,6 +202,8 @@ class Decision:
     reason: str = ""
     #: for ``blocked``: the state the node has not reached (``None`` when blocked for another reason)
     needs: NodeState | None = None
+    #: for ``run``: the node is past the stage, which runs again for its cluster-wide drift
+    again: bool = False
 
 
 def decide(
@@ -227,13 +229,13 @@ def decide(
     if not forced:
         if life.done_when is not None and rank(state) >= rank(life.done_when):
             return (
-                Decision("run", f"already {state.value}; {drift}")
+                Decision("run", f"already {state.value}; {drift}", again=True)
                 if drift
                 else Decision("skip", f"already {state.value}")
             )
         done = None if stage.reconciles else journal.stage_done(node, stage.name)
         if done is not None and drift:
-            return Decision("run", f"completed in run {done.run}; {drift}")
+            return Decision("run", f"completed in run {done.run}; {drift}", again=True)
         if done is not None:
             return Decision("skip", f"completed in run {done.run} at {done.at}")
     if rank(state) < rank(life.requires):
@@ -245,9 +247,9 @@ def decide(
     return Decision("run")
 
 
-def rerun_for_drift(decisions: dict[str, Decision], drift: str | None) -> list[str]:
-    """The nodes a stage runs on again, past it, because of its cluster-wide ``drift``."""
-    return [n for n, d in decisions.items() if drift and d.action == "run" and d.reason.endswith(drift)]
+def rerun_for_drift(decisions: dict[str, Decision]) -> list[str]:
+    """The nodes a stage runs on again, past it, because of its cluster-wide drift."""
+    return [n for n, d in decisions.items() if d.again]
 
 
 def render_only_nodes(stage: Stage, decisions: dict[str, Decision], rendered_before: Sequence[str]) -> dict[str, str]:
@@ -295,7 +297,7 @@ def plan(inventory: Any, state_dir: Path, selection: Selection, options: RunOpti
                 for n, d in decisions.items()
                 if d.action != "run" and n not in cannot_apply
             ]
-            again = rerun_for_drift(decisions, drift)
+            again = rerun_for_drift(decisions)
             if again:
                 actions.insert(0, PlannedAction(name, None, f"run again on {', '.join(again)}: {drift}").as_dict())
             if to_run:
@@ -507,7 +509,7 @@ class Runner:
                 n: decide(stage, n, journal.state(n), journal, forced, options=self.options, drift=drift) for n in nodes
             }
             cannot_apply = render_only_nodes(stage, decisions, self._rendered_stages()) if stage.implemented else {}
-            again = rerun_for_drift(decisions, drift)
+            again = rerun_for_drift(decisions)
             if again:
                 outcome.rerun = f"run again on {', '.join(again)}: {drift}"
                 self.progress.log(f"{name}: {outcome.rerun}")
